@@ -1,0 +1,195 @@
+//! The one error type every surface speaks, and the one table that maps it onto each transport.
+//!
+//! Surfaces never invent codes: MCP, CLI (and later REST and JSON-RPC) all go through
+//! [`SessionError::code`] and the [`ErrorCode`] accessors below, so a code means the same thing
+//! everywhere. Adding a variant forces a decision here, because every match is exhaustive.
+
+use crate::ids::SessionId;
+
+/// An error of a session operation, as reported to a caller.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SessionError {
+    /// No live (or stored) session has this id, or it was archived.
+    #[error("{message}")]
+    NotFound { session_id: SessionId, message: String },
+    /// A turn is already running on this session; the caller may retry once it ends.
+    #[error("session {0} is running a turn; wait for it to end (session_read with wait_ms) or interrupt it")]
+    Busy(SessionId),
+    /// The operation needs the session store, which this build does not include.
+    #[error("{0} needs persistence, which this build of deputy does not include (feature session-store)")]
+    PersistenceDisabled(String),
+    /// The operation needs compaction, which this build does not include.
+    #[error("{0} needs compaction, which this build of deputy does not include (feature session-compaction)")]
+    CompactionDisabled(String),
+    /// `interrupt` on a session with no turn in flight.
+    #[error("session {0} has no turn running")]
+    NotRunning(SessionId),
+    /// The session store failed.
+    #[error("session store: {0}")]
+    Store(String),
+    /// Building the agent or running its turn failed (provider, credentials, tools).
+    #[error("{message}")]
+    Agent { session_id: Option<SessionId>, message: String },
+    /// The request itself is malformed: missing or wrong-typed arguments, bad values.
+    #[error("{0}")]
+    InvalidRequest(String),
+}
+
+impl SessionError {
+    pub fn not_found(session_id: SessionId) -> Self {
+        let message = format!("no session {session_id}");
+        Self::NotFound { session_id, message }
+    }
+
+    pub fn agent(session_id: Option<SessionId>, message: impl Into<String>) -> Self {
+        Self::Agent { session_id, message: message.into() }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::InvalidRequest(message.into())
+    }
+
+    /// The stable code of this error: the whole mapping table hangs off it.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::NotFound { .. } => ErrorCode::SessionNotFound,
+            Self::Busy(_) => ErrorCode::SessionBusy,
+            Self::PersistenceDisabled(_) => ErrorCode::SessionPersistenceDisabled,
+            Self::CompactionDisabled(_) => ErrorCode::SessionCompactionDisabled,
+            Self::NotRunning(_) => ErrorCode::SessionNotRunning,
+            Self::Store(_) => ErrorCode::SessionStoreError,
+            Self::Agent { .. } => ErrorCode::AgentError,
+            Self::InvalidRequest(_) => ErrorCode::InvalidRequest,
+        }
+    }
+
+    /// The session the error is about, when there is one (surfaces echo it to the caller).
+    pub fn session_id(&self) -> Option<&SessionId> {
+        match self {
+            Self::NotFound { session_id, .. } | Self::Busy(session_id) | Self::NotRunning(session_id) => {
+                Some(session_id)
+            }
+            Self::Agent { session_id, .. } => session_id.as_ref(),
+            Self::PersistenceDisabled(_)
+            | Self::CompactionDisabled(_)
+            | Self::Store(_)
+            | Self::InvalidRequest(_) => None,
+        }
+    }
+}
+
+/// The stable error codes of deputy's contract, with their representation on every transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    SessionNotFound,
+    SessionBusy,
+    SessionPersistenceDisabled,
+    SessionCompactionDisabled,
+    SessionNotRunning,
+    SessionStoreError,
+    AgentError,
+    InvalidRequest,
+}
+
+impl ErrorCode {
+    /// Every code, for tests and documentation that must cover the whole table.
+    pub const ALL: [ErrorCode; 8] = [
+        Self::SessionNotFound,
+        Self::SessionBusy,
+        Self::SessionPersistenceDisabled,
+        Self::SessionCompactionDisabled,
+        Self::SessionNotRunning,
+        Self::SessionStoreError,
+        Self::AgentError,
+        Self::InvalidRequest,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SessionNotFound => "SESSION_NOT_FOUND",
+            Self::SessionBusy => "SESSION_BUSY",
+            Self::SessionPersistenceDisabled => "SESSION_PERSISTENCE_DISABLED",
+            Self::SessionCompactionDisabled => "SESSION_COMPACTION_DISABLED",
+            Self::SessionNotRunning => "SESSION_NOT_RUNNING",
+            Self::SessionStoreError => "SESSION_STORE_ERROR",
+            Self::AgentError => "AGENT_ERROR",
+            Self::InvalidRequest => "INVALID_REQUEST",
+        }
+    }
+
+    /// The JSON-RPC error code; the string code travels in `error.data.code`.
+    pub fn jsonrpc_code(self) -> i32 {
+        match self {
+            Self::SessionNotFound => -32001,
+            Self::SessionBusy => -32002,
+            Self::SessionPersistenceDisabled => -32003,
+            Self::SessionCompactionDisabled => -32004,
+            Self::SessionNotRunning => -32005,
+            Self::SessionStoreError | Self::AgentError => -32000,
+            Self::InvalidRequest => -32602,
+        }
+    }
+
+    /// The HTTP status of a REST error body `{"code", "message"}`.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Self::SessionNotFound => 404,
+            Self::SessionBusy | Self::SessionNotRunning => 409,
+            Self::SessionPersistenceDisabled | Self::SessionCompactionDisabled => 501,
+            Self::SessionStoreError | Self::AgentError => 500,
+            Self::InvalidRequest => 400,
+        }
+    }
+
+    /// The CLI exit status. Exit 2 is reserved for a turn that ran out of budget, which is a
+    /// result rather than an error.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Self::SessionNotFound
+            | Self::SessionBusy
+            | Self::SessionPersistenceDisabled
+            | Self::SessionCompactionDisabled
+            | Self::SessionNotRunning
+            | Self::SessionStoreError
+            | Self::AgentError
+            | Self::InvalidRequest => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table of DESIGN.md, row by row; a new code must be added here to compile the test.
+    #[test]
+    fn every_code_maps_as_the_design_table_says() {
+        for code in ErrorCode::ALL {
+            let row = match code {
+                ErrorCode::SessionNotFound => ("SESSION_NOT_FOUND", -32001, 404, 1),
+                ErrorCode::SessionBusy => ("SESSION_BUSY", -32002, 409, 1),
+                ErrorCode::SessionPersistenceDisabled => ("SESSION_PERSISTENCE_DISABLED", -32003, 501, 1),
+                ErrorCode::SessionCompactionDisabled => ("SESSION_COMPACTION_DISABLED", -32004, 501, 1),
+                ErrorCode::SessionNotRunning => ("SESSION_NOT_RUNNING", -32005, 409, 1),
+                ErrorCode::SessionStoreError => ("SESSION_STORE_ERROR", -32000, 500, 1),
+                ErrorCode::AgentError => ("AGENT_ERROR", -32000, 500, 1),
+                ErrorCode::InvalidRequest => ("INVALID_REQUEST", -32602, 400, 1),
+            };
+            assert_eq!((code.as_str(), code.jsonrpc_code(), code.http_status(), code.exit_code()), row);
+        }
+    }
+
+    #[test]
+    fn errors_carry_their_session_id() {
+        let id = SessionId::new();
+        assert_eq!(SessionError::Busy(id.clone()).session_id(), Some(&id));
+        assert_eq!(SessionError::not_found(id.clone()).code(), ErrorCode::SessionNotFound);
+        assert_eq!(SessionError::invalid("x").session_id(), None);
+    }
+}

@@ -1,0 +1,197 @@
+//! Talking to LLMs: one [`Provider`] trait, normalized streaming events, and the wire adapters.
+//!
+//! Adapters (`anthropic`, `openai`) translate a [`ModelRequest`] into their wire format and the
+//! provider's SSE stream back into [`StreamEvent`]s. They only *classify* failures into
+//! [`LlmError`]; the single place that waits and retries is [`retry::RetryingProvider`], which
+//! retries only while no content has been forwarded yet. [`registry`] resolves `provider:model`
+//! ids. [`scripted`] is an in-process provider for unit tests of the agent loop.
+
+pub mod anthropic;
+pub mod message;
+pub mod openai;
+pub mod registry;
+pub mod retry;
+pub mod scripted;
+pub mod sse;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use message::{ContentBlock, Message, Role, ToolSpec};
+
+/// One call to the model.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// The model name as the provider knows it (without the `provider:` prefix).
+    pub model: String,
+    pub system: Option<String>,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    /// Upper bound on the tokens of this one response.
+    pub max_tokens: u32,
+}
+
+/// Normalized streaming events, the same for every wire format.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// Visible assistant text.
+    TextDelta(String),
+    /// The model began a tool call; arguments follow.
+    ToolCallStart { id: String, name: String },
+    /// A fragment of a tool call's JSON arguments, as streamed (for progress only).
+    ToolCallDelta { id: String, fragment: String },
+    /// A tool call whose arguments are complete and parsed.
+    ToolCallEnd { id: String, name: String, input: serde_json::Value },
+    /// Token usage so far for this response (cumulative within one response).
+    Usage(Usage),
+    /// The response ended normally.
+    Finished { stop_reason: StopReason },
+}
+
+impl StreamEvent {
+    /// Content is what a caller may already have seen: after it, a request is never re-sent.
+    pub fn is_content(&self) -> bool {
+        matches!(
+            self,
+            Self::TextDelta(_) | Self::ToolCallStart { .. } | Self::ToolCallDelta { .. } | Self::ToolCallEnd { .. }
+        )
+    }
+}
+
+/// Why a model response ended, normalized across wire formats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    StopSequence,
+    Refusal,
+    /// A provider value we do not know; treated like the end of the turn.
+    Other(String),
+}
+
+impl StopReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::ToolUse => "tool_use",
+            Self::MaxTokens => "max_tokens",
+            Self::StopSequence => "stop_sequence",
+            Self::Refusal => "refusal",
+            Self::Other(other) => other,
+        }
+    }
+}
+
+/// Token usage. Input counts every prompt token, cached or not, split out for billing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    /// Prompt tokens that were neither read from nor written to a cache.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+}
+
+impl Usage {
+    /// All tokens of the prompt, whichever way they were billed.
+    pub fn prompt_tokens(&self) -> u64 {
+        self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+    }
+
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt_tokens() + self.output_tokens
+    }
+
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+    }
+}
+
+/// What went wrong talking to a provider. Adapters classify; [`retry`] decides.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{kind:?}: {message}")]
+pub struct LlmError {
+    pub kind: LlmErrorKind,
+    pub message: String,
+    /// The provider's `retry-after-ms` / `retry-after`, when it sent one.
+    pub retry_after: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmErrorKind {
+    /// 429 rate limit (retryable, honouring `retry_after`).
+    RateLimited,
+    /// 529 / `overloaded_error` (retryable).
+    Overloaded,
+    /// 5xx, 408, 409 and in-band `api_error` (retryable).
+    Server,
+    /// Could not connect, or the connection broke before any byte of the body (retryable).
+    Connect,
+    /// No byte arrived within the idle timeout (retryable before content).
+    Timeout,
+    /// The stream ended early or broke mid-way (retryable only before content).
+    StreamBroken,
+    /// The prompt does not fit the model's window: compact, never retry as is.
+    ContextOverflow,
+    /// 401/403: wrong or missing key.
+    Auth,
+    /// Spend limit or quota exhausted (a 429 that must not be retried).
+    QuotaExhausted,
+    /// 400/404/413 and other refusals of the request itself.
+    InvalidRequest,
+    /// The provider's bytes made no sense.
+    Decode,
+    /// Not configured: missing credentials, unknown provider.
+    Config,
+}
+
+impl LlmError {
+    pub fn new(kind: LlmErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into(), retry_after: None }
+    }
+
+    pub fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        self.retry_after = retry_after;
+        self
+    }
+
+    /// Whether sending the same request again may succeed (only allowed before content).
+    pub fn is_retryable(&self) -> bool {
+        match self.kind {
+            LlmErrorKind::RateLimited
+            | LlmErrorKind::Overloaded
+            | LlmErrorKind::Server
+            | LlmErrorKind::Connect
+            | LlmErrorKind::Timeout
+            | LlmErrorKind::StreamBroken => true,
+            LlmErrorKind::ContextOverflow
+            | LlmErrorKind::Auth
+            | LlmErrorKind::QuotaExhausted
+            | LlmErrorKind::InvalidRequest
+            | LlmErrorKind::Decode
+            | LlmErrorKind::Config => false,
+        }
+    }
+}
+
+/// The normalized event stream of one model response. It ends after `Finished`, or with an
+/// error; a stream that ends without `Finished` was truncated and the adapter reports
+/// `StreamBroken`.
+pub type EventStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
+
+/// A model endpoint. Implementations must be cheap to share (`Arc<dyn Provider>`).
+pub trait Provider: Send + Sync + std::fmt::Debug {
+    /// Opens one streaming response. Errors before the first event (HTTP status, connect)
+    /// come back as `Err`; later ones as `Err` items of the stream.
+    fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>>;
+}

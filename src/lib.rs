@@ -24,3 +24,6 @@
 pub mod error;
 pub mod ids;
 pub mod llm;
+pub mod agent;
+pub mod tools;
+pub mod session;

@@ -1,0 +1,92 @@
+//! Per-session limits. Running out ends a turn cleanly with `stop_reason: "budget_exhausted"`,
+//! keeping the history valid; it is a result, not an error.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Limits over the whole life of a session. `None` means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Total tokens (prompt + output, every model call) the session may use.
+    pub max_tokens: Option<u64>,
+    /// Total tool calls the session may make.
+    pub max_tool_calls: Option<u64>,
+    /// Total time, in milliseconds, the session may spend running turns (idle time is free).
+    pub max_duration_ms: Option<u64>,
+}
+
+/// What a session has consumed so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Consumption {
+    pub tokens: u64,
+    pub tool_calls: u64,
+    pub active: Duration,
+}
+
+/// Which limit ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exhausted {
+    Tokens,
+    ToolCalls,
+    Duration,
+}
+
+impl Exhausted {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Tokens => "token budget exhausted",
+            Self::ToolCalls => "tool-call budget exhausted",
+            Self::Duration => "time budget exhausted",
+        }
+    }
+}
+
+impl Budget {
+    /// The first limit that is used up, if any. Checked before every model call.
+    pub fn exhausted(&self, used: &Consumption) -> Option<Exhausted> {
+        if self.max_tokens.is_some_and(|max| used.tokens >= max) {
+            return Some(Exhausted::Tokens);
+        }
+        if self.max_tool_calls.is_some_and(|max| used.tool_calls >= max) {
+            return Some(Exhausted::ToolCalls);
+        }
+        if self.remaining_time(used).is_some_and(|left| left.is_zero()) {
+            return Some(Exhausted::Duration);
+        }
+        None
+    }
+
+    /// How many more tool calls may run, if limited.
+    pub fn remaining_tool_calls(&self, used: &Consumption) -> Option<u64> {
+        self.max_tool_calls.map(|max| max.saturating_sub(used.tool_calls))
+    }
+
+    /// How much turn time is left, if limited.
+    pub fn remaining_time(&self, used: &Consumption) -> Option<Duration> {
+        self.max_duration_ms.map(|max| Duration::from_millis(max).saturating_sub(used.active))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_limit_is_checked_at_its_boundary() {
+        let budget = Budget { max_tokens: Some(100), max_tool_calls: Some(2), max_duration_ms: Some(1000) };
+        let mut used = Consumption { tokens: 99, tool_calls: 1, active: Duration::from_millis(999) };
+        assert_eq!(budget.exhausted(&used), None);
+        used.tokens = 100;
+        assert_eq!(budget.exhausted(&used), Some(Exhausted::Tokens));
+        used.tokens = 0;
+        used.tool_calls = 2;
+        assert_eq!(budget.exhausted(&used), Some(Exhausted::ToolCalls));
+        used.tool_calls = 0;
+        used.active = Duration::from_millis(1000);
+        assert_eq!(budget.exhausted(&used), Some(Exhausted::Duration));
+        assert_eq!(Budget::default().exhausted(&used), None);
+    }
+}

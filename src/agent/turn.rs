@@ -1,0 +1,337 @@
+//! One turn of the agent loop.
+//!
+//! prompt → model stream → tool calls (all calls of a step run concurrently) → results →
+//! next model call, until the model answers without tools, the caller cancels, a limit of the
+//! [`Budget`](super::Budget) is reached, or the provider fails.
+//!
+//! Invariant: whatever way a turn ends, the history stays valid for the next turn. The user
+//! prompt and every completed step are kept; partial text of an interrupted response is kept
+//! and marked; every tool call gets a result (a synthetic one if it never ran).
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::{Agent, AgentEvent, EventSink, Exhausted};
+use crate::llm::{ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, Usage};
+use crate::tools::ToolOutput;
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEnd {
+    /// The model finished its answer.
+    Completed { stop_reason: String },
+    /// A budget limit ended the turn early; the history is valid.
+    BudgetExhausted(Exhausted),
+    /// The caller interrupted the turn.
+    Cancelled,
+    /// The provider failed; the history is valid and the next turn may succeed.
+    Failed(LlmError),
+}
+
+/// The outcome of one turn, whatever way it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnReport {
+    /// 1-based number of this turn in the session.
+    pub turn: u64,
+    /// The assistant's answer: the text of the turn's last model response that had text.
+    pub text: String,
+    /// Tokens of this turn's model calls.
+    pub usage: Usage,
+    /// Tool calls this turn ran.
+    pub tool_calls: u64,
+    pub end: TurnEnd,
+}
+
+impl TurnReport {
+    /// The `stop_reason` reported to callers.
+    pub fn stop_reason(&self) -> &str {
+        match &self.end {
+            TurnEnd::Completed { stop_reason } => stop_reason,
+            TurnEnd::BudgetExhausted(_) => "budget_exhausted",
+            TurnEnd::Cancelled => "cancelled",
+            TurnEnd::Failed(_) => "error",
+        }
+    }
+}
+
+/// Why a step stopped before the model finished.
+enum Interruption {
+    /// The turn's token fired: the caller's interrupt, or the time budget.
+    Cancelled,
+    Failed(LlmError),
+}
+
+/// What one model response has produced so far.
+#[derive(Default)]
+struct Response {
+    blocks: Vec<ContentBlock>,
+    usage: Usage,
+}
+
+impl Response {
+    fn push_text(&mut self, delta: &str) {
+        if let Some(ContentBlock::Text { text }) = self.blocks.last_mut() {
+            text.push_str(delta);
+        } else {
+            self.blocks.push(ContentBlock::Text { text: delta.to_owned() });
+        }
+    }
+
+    fn text(&self) -> String {
+        Message::assistant(self.blocks.clone()).text()
+    }
+}
+
+/// Running totals of one turn.
+#[derive(Default)]
+struct TurnTotals {
+    usage: Usage,
+    tool_calls: u64,
+    text: String,
+}
+
+impl Agent {
+    /// Runs one turn. Never panics on provider or tool failure: every ending is a [`TurnEnd`].
+    pub async fn run_turn(&mut self, prompt: String, cancel: CancellationToken, events: &EventSink) -> TurnReport {
+        let started = Instant::now();
+        self.turns += 1;
+        let turn = self.turns;
+        events.emit(AgentEvent::TurnStarted { turn });
+        self.push_user_prompt(prompt);
+
+        // The time budget is one more reason to cancel the steps; a child token lets the
+        // steps clean up the same way as for an interrupt.
+        let steps_cancel = cancel.child_token();
+        let deadline = self.budget.remaining_time(&self.used).map(|left| {
+            let token = steps_cancel.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                token.cancel();
+            })
+        });
+
+        let mut totals = TurnTotals::default();
+        let end = match self.run_steps(&steps_cancel, events, &mut totals).await {
+            Ok(end) => end,
+            Err(Interruption::Cancelled) if cancel.is_cancelled() => TurnEnd::Cancelled,
+            Err(Interruption::Cancelled) => TurnEnd::BudgetExhausted(Exhausted::Duration),
+            Err(Interruption::Failed(error)) => TurnEnd::Failed(error),
+        };
+        if let Some(deadline) = deadline {
+            deadline.abort();
+        }
+        self.used.active += started.elapsed();
+
+        let report =
+            TurnReport { turn, text: totals.text, usage: totals.usage, tool_calls: totals.tool_calls, end };
+        events.emit(match &report.end {
+            TurnEnd::Cancelled => AgentEvent::TurnCancelled { turn },
+            TurnEnd::Failed(error) => AgentEvent::TurnFailed { turn, error: error.message.clone() },
+            TurnEnd::Completed { .. } | TurnEnd::BudgetExhausted(_) => {
+                AgentEvent::TurnCompleted { turn, stop_reason: report.stop_reason().to_owned() }
+            }
+        });
+        report
+    }
+
+    /// Appends the prompt. If the history already ends with a user message (tool results, or a
+    /// prompt whose turn produced no answer), the prompt joins it so roles keep alternating.
+    fn push_user_prompt(&mut self, prompt: String) {
+        let block = ContentBlock::Text { text: prompt };
+        match self.history.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(block),
+            _ => self.history.push(Message { role: Role::User, content: vec![block] }),
+        }
+    }
+
+    async fn run_steps(
+        &mut self,
+        cancel: &CancellationToken,
+        events: &EventSink,
+        totals: &mut TurnTotals,
+    ) -> Result<TurnEnd, Interruption> {
+        loop {
+            if let Some(exhausted) = self.budget.exhausted(&self.used) {
+                return Ok(TurnEnd::BudgetExhausted(exhausted));
+            }
+            let request = ModelRequest {
+                model: self.model.clone(),
+                system: self.system_prompt.clone(),
+                messages: self.history.clone(),
+                tools: self.tools.specs(),
+                max_tokens: self.max_tokens,
+            };
+            let mut response = Response::default();
+            let outcome = self.stream_response(request, cancel, events, &mut response).await;
+            self.record_usage(&response.usage, totals, events);
+            let text = response.text();
+            if !text.is_empty() {
+                totals.text = text;
+            }
+
+            let stop_reason = match outcome {
+                Ok(stop_reason) => stop_reason,
+                Err(interruption) => {
+                    self.close_interrupted_response(response, &interruption);
+                    return Err(interruption);
+                }
+            };
+
+            let calls: Vec<(String, String, serde_json::Value)> = response
+                .blocks
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
+                    _ => None,
+                })
+                .collect();
+            if !response.blocks.is_empty() {
+                self.history.push(Message::assistant(response.blocks));
+            }
+            if calls.is_empty() {
+                return Ok(TurnEnd::Completed { stop_reason: stop_reason.as_str().to_owned() });
+            }
+
+            let skipped = self.run_tools(calls, cancel, events, totals).await;
+            if cancel.is_cancelled() {
+                return Err(Interruption::Cancelled);
+            }
+            if skipped > 0 {
+                return Ok(TurnEnd::BudgetExhausted(Exhausted::ToolCalls));
+            }
+        }
+    }
+
+    /// Streams one model response into `response`, forwarding text as events.
+    async fn stream_response(
+        &self,
+        request: ModelRequest,
+        cancel: &CancellationToken,
+        events: &EventSink,
+        response: &mut Response,
+    ) -> Result<StopReason, Interruption> {
+        let mut stream = tokio::select! {
+            opened = self.provider.stream(request) => opened.map_err(Interruption::Failed)?,
+            () = cancel.cancelled() => return Err(Interruption::Cancelled),
+        };
+        loop {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                () = cancel.cancelled() => return Err(Interruption::Cancelled),
+            };
+            match next {
+                Some(Ok(StreamEvent::TextDelta(delta))) => {
+                    response.push_text(&delta);
+                    events.emit(AgentEvent::TextDelta { text: delta });
+                }
+                Some(Ok(StreamEvent::ToolCallEnd { id, name, input })) => {
+                    response.blocks.push(ContentBlock::ToolUse { id, name, input });
+                }
+                Some(Ok(StreamEvent::ToolCallStart { .. } | StreamEvent::ToolCallDelta { .. })) => {}
+                Some(Ok(StreamEvent::Usage(usage))) => response.usage = usage,
+                Some(Ok(StreamEvent::Finished { stop_reason })) => return Ok(stop_reason),
+                Some(Err(error)) => return Err(Interruption::Failed(error)),
+                None => {
+                    return Err(Interruption::Failed(LlmError::new(
+                        LlmErrorKind::StreamBroken,
+                        "the model's stream ended before the response was complete",
+                    )));
+                }
+            }
+        }
+    }
+
+    fn record_usage(&mut self, usage: &Usage, totals: &mut TurnTotals, events: &EventSink) {
+        if *usage == Usage::default() {
+            return;
+        }
+        self.usage.add(usage);
+        self.used.tokens += usage.total_tokens();
+        totals.usage.add(usage);
+        events.emit(AgentEvent::Usage { usage: *usage });
+    }
+
+    /// Keeps what an interrupted response produced, marked as cut off, with a synthetic result
+    /// for every tool call in it so the pairs stay whole.
+    fn close_interrupted_response(&mut self, response: Response, why: &Interruption) {
+        let marker = match why {
+            Interruption::Cancelled => "[interrupted]".to_owned(),
+            Interruption::Failed(error) => format!("[response cut off: {}]", error.message),
+        };
+        let mut blocks = response.blocks;
+        if blocks.is_empty() {
+            return;
+        }
+        match blocks.iter_mut().rev().find_map(|block| match block {
+            ContentBlock::Text { text } => Some(text),
+            _ => None,
+        }) {
+            Some(text) => text.push_str(&format!("\n\n{marker}")),
+            None => blocks.insert(0, ContentBlock::Text { text: marker.clone() }),
+        }
+        let results: Vec<ContentBlock> = blocks
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::ToolUse { id, .. } => Some(ContentBlock::ToolResult {
+                    tool_use_id: id.clone(),
+                    content: format!("not run: {marker}"),
+                    is_error: true,
+                }),
+                _ => None,
+            })
+            .collect();
+        self.history.push(Message::assistant(blocks));
+        if !results.is_empty() {
+            self.history.push(Message { role: Role::User, content: results });
+        }
+    }
+
+    /// Runs a step's tool calls concurrently, within the tool-call budget, and appends their
+    /// results as one user message. Returns how many calls were skipped for lack of budget.
+    async fn run_tools(
+        &mut self,
+        calls: Vec<(String, String, serde_json::Value)>,
+        cancel: &CancellationToken,
+        events: &EventSink,
+        totals: &mut TurnTotals,
+    ) -> u64 {
+        let allowed = self.budget.remaining_tool_calls(&self.used).unwrap_or(u64::MAX);
+        let mut runs = Vec::new();
+        let mut skipped = 0;
+        for (index, (id, name, input)) in calls.iter().enumerate() {
+            events.emit(AgentEvent::ToolCallRequested { id: id.clone(), name: name.clone(), input: input.clone() });
+            if (index as u64) < allowed {
+                runs.push(self.tools.call(name, input.clone(), cancel.clone()));
+            } else {
+                skipped += 1;
+            }
+        }
+        let ran = runs.len() as u64;
+        let mut outputs = futures::future::join_all(runs).await;
+        outputs.extend(
+            (0..skipped).map(|_| ToolOutput::error("not run: the session's tool-call budget is exhausted")),
+        );
+        self.used.tool_calls += ran;
+        totals.tool_calls += ran;
+
+        let mut results = Vec::with_capacity(calls.len());
+        for ((id, name, _), output) in calls.into_iter().zip(outputs) {
+            events.emit(AgentEvent::ToolResult {
+                id: id.clone(),
+                name,
+                content: output.content.clone(),
+                is_error: output.is_error,
+            });
+            results.push(ContentBlock::ToolResult { tool_use_id: id, content: output.content, is_error: output.is_error });
+        }
+        self.history.push(Message { role: Role::User, content: results });
+        skipped
+    }
+}
+
+/// Convenience for tests and callers that want the elapsed active time in milliseconds.
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,62 @@
+//! The session lifecycle contract, one implementation per deployment shape.
+//!
+//! Every surface (MCP, CLI, later REST and JSON-RPC) calls only [`SessionService`]; the
+//! contract and its error codes are the same whichever way a caller arrives.
+//!
+//! Implementations:
+//! - [`live::LiveSessionService`]: sessions in memory, one actor task each ([`actor`]).
+
+pub mod actor;
+pub mod live;
+pub mod types;
+
+use std::future::Future;
+use std::time::Duration;
+
+pub use live::LiveSessionService;
+pub use types::*;
+
+use crate::error::SessionError;
+use crate::ids::SessionId;
+
+pub trait SessionService: Send + Sync + 'static {
+    /// Builds the agent from `request.build`, registers the session and runs its first turn.
+    ///
+    /// Errors: `InvalidRequest` (empty prompt, bad model id), `Agent` (provider unusable, or
+    /// the first turn failed — the session then exists and its id is in the error).
+    fn create_session(&self, request: CreateSessionRequest) -> impl Future<Output = Result<RunResult, SessionError>> + Send;
+
+    /// Runs a turn on a live session. Exactly one concurrent caller wins; the others get
+    /// `Busy` at once, without queueing.
+    ///
+    /// Errors: `NotFound`, `Busy`, `InvalidRequest`, `Agent` (the turn failed; the session
+    /// stays usable).
+    fn start_turn(
+        &self,
+        id: &SessionId,
+        request: TurnRequest,
+    ) -> impl Future<Output = Result<RunResult, SessionError>> + Send;
+
+    /// Cancels the turn in flight; it ends `cancelled` and the history stays valid.
+    ///
+    /// Errors: `NotFound`, `NotRunning` (no turn in flight).
+    fn interrupt(&self, id: &SessionId) -> impl Future<Output = Result<InterruptResult, SessionError>> + Send;
+
+    /// The session's state and billing, never waiting behind a running turn. With `wait`, a
+    /// running turn is long-polled: the answer comes when it ends (or when `wait` runs out).
+    ///
+    /// Errors: `NotFound`.
+    fn read(
+        &self,
+        id: &SessionId,
+        wait: Option<Duration>,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + Send;
+
+    /// Session summaries, newest first, paged.
+    fn list(&self, query: ListQuery) -> impl Future<Output = Result<SessionList, SessionError>> + Send;
+
+    /// Stops the session and forgets it. A turn in flight finishes first.
+    ///
+    /// Errors: `NotFound`.
+    fn archive(&self, id: &SessionId) -> impl Future<Output = Result<ArchiveResult, SessionError>> + Send;
+}

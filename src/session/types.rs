@@ -1,0 +1,248 @@
+//! Requests and results of [`SessionService`](super::SessionService) operations.
+//!
+//! The result types are also the structured output of deputy's MCP tools (and later of REST
+//! and JSON-RPC), so they derive `Serialize` + `JsonSchema` and their field names are the wire
+//! contract: snake_case, the same on every surface.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{AgentBuildConfig, Budget, EventSender, TurnEnd, TurnReport};
+use crate::ids::SessionId;
+use crate::llm::Usage;
+
+/// How long `session_create` / `session_turn` wait for the turn before answering `running`.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+/// Upper bound of any `wait_ms`: long enough for long polls, short enough that a forgotten
+/// call does not hang around for ever.
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// Turns a caller's `wait_ms` into a wait, defaulting and clamping it.
+pub fn clamp_wait(wait_ms: Option<u64>, default: Duration) -> Duration {
+    wait_ms.map(Duration::from_millis).unwrap_or(default).min(MAX_WAIT)
+}
+
+/// How the caller waits for a turn and what it wants to hear while waiting.
+#[derive(Debug, Default)]
+pub struct TurnOptions {
+    /// Answer `running` after this long; `None` waits until the turn ends.
+    pub wait: Option<Duration>,
+    /// Receives the turn's events while it runs.
+    pub events: Option<EventSender>,
+    /// The caller's own cancellation: while the caller still waits, cancelling it interrupts
+    /// the turn. Once the caller stopped waiting (`running`), it no longer affects the turn.
+    pub cancel: Option<CancellationToken>,
+}
+
+#[derive(Debug, Default)]
+pub struct CreateSessionRequest {
+    /// Everything the agent is built from.
+    pub build: AgentBuildConfig,
+    /// The first turn's prompt.
+    pub prompt: String,
+    pub labels: BTreeMap<String, String>,
+    /// Keep the session alive for inter-agent messages after the prompt (stored; comms come later).
+    pub host_mode: bool,
+    pub turn: TurnOptions,
+}
+
+#[derive(Debug, Default)]
+pub struct TurnRequest {
+    pub prompt: String,
+    pub options: TurnOptions,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub offset: usize,
+    /// Page size; `None` means [`DEFAULT_PAGE`], and at most [`MAX_PAGE`].
+    pub limit: Option<usize>,
+}
+
+pub const DEFAULT_PAGE: usize = 50;
+pub const MAX_PAGE: usize = 1000;
+
+/// Where a turn stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The turn ended normally (including `stop_reason: "budget_exhausted"`).
+    Completed,
+    /// Still running: collect the result with `session_read` and `wait_ms`.
+    Running,
+    /// Interrupted by the caller; the session is ready for the next turn.
+    Cancelled,
+    /// The provider failed; the session is ready for the next turn.
+    Failed,
+}
+
+/// The result of a turn (or of waiting for one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunResult {
+    pub session_id: SessionId,
+    pub status: TurnStatus,
+    /// 1-based number of the turn in its session.
+    pub turn: u64,
+    /// The assistant's answer (for a running turn: empty).
+    pub text: String,
+    /// `end_turn`, `max_tokens`, `budget_exhausted`, `cancelled`, `error`, … (absent while running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// Tokens this turn used.
+    pub usage: Usage,
+    /// Tool calls this turn ran.
+    pub tool_calls: u64,
+    /// Why the turn failed, when `status` is `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunResult {
+    pub fn running(session_id: SessionId, turn: u64) -> Self {
+        Self {
+            session_id,
+            status: TurnStatus::Running,
+            turn,
+            text: String::new(),
+            stop_reason: None,
+            usage: Usage::default(),
+            tool_calls: 0,
+            error: None,
+        }
+    }
+
+    pub fn from_report(session_id: SessionId, report: &TurnReport) -> Self {
+        let (status, error) = match &report.end {
+            TurnEnd::Completed { .. } | TurnEnd::BudgetExhausted(_) => (TurnStatus::Completed, None),
+            TurnEnd::Cancelled => (TurnStatus::Cancelled, None),
+            TurnEnd::Failed(error) => (TurnStatus::Failed, Some(error.message.clone())),
+        };
+        Self {
+            session_id,
+            status,
+            turn: report.turn,
+            text: report.text.clone(),
+            stop_reason: Some(report.stop_reason().to_owned()),
+            usage: report.usage,
+            tool_calls: report.tool_calls,
+            error,
+        }
+    }
+}
+
+/// Whether a session is doing something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Idle,
+    Running,
+}
+
+/// A session as `session_read` shows it: conversation state and billing, kept apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionView {
+    pub session_id: SessionId,
+    pub state: SessionState,
+    pub billing: Billing,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionState {
+    pub status: SessionStatus,
+    /// `provider:model`.
+    pub model: String,
+    /// The start of the first prompt, to recognise the session in a list.
+    pub title: String,
+    pub labels: BTreeMap<String, String>,
+    pub host_mode: bool,
+    /// Turns finished so far.
+    pub turns: u64,
+    /// Number of the turn in flight, while one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_turn: Option<u64>,
+    /// Messages in the history.
+    pub message_count: usize,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The result of the last finished turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_turn: Option<RunResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Billing {
+    /// Tokens over every model call of the session.
+    pub usage: Usage,
+    pub total_tokens: u64,
+    pub tool_calls: u64,
+    /// Time spent running turns, in milliseconds.
+    pub active_ms: u64,
+    /// The session's limits (absent fields are unlimited).
+    pub budget: Budget,
+    pub remaining: BudgetRemaining,
+}
+
+/// What is left of each limited budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct BudgetRemaining {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// One line of `session_list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionSummary {
+    pub session_id: SessionId,
+    pub status: SessionStatus,
+    pub model: String,
+    pub title: String,
+    pub labels: BTreeMap<String, String>,
+    pub turns: u64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<&SessionView> for SessionSummary {
+    fn from(view: &SessionView) -> Self {
+        let state = &view.state;
+        Self {
+            session_id: view.session_id.clone(),
+            status: state.status,
+            model: state.model.clone(),
+            title: state.title.clone(),
+            labels: state.labels.clone(),
+            turns: state.turns,
+            created_at: state.created_at,
+            updated_at: state.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionList {
+    /// Newest first (by last update).
+    pub sessions: Vec<SessionSummary>,
+    /// All sessions, not only this page.
+    pub total: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InterruptResult {
+    pub session_id: SessionId,
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ArchiveResult {
+    pub session_id: SessionId,
+    pub archived: bool,
+}

@@ -1,0 +1,48 @@
+//! What an agent can do besides talking: the [`Tool`] trait and the per-session [`ToolScope`].
+//!
+//! A tool never fails the turn: whatever goes wrong is reported to the model as an error
+//! result ([`ToolOutput::error`]), so the model can correct itself. Builtin tools live in
+//! [`builtin`], one file each, and are confined to the session's [`workspace::Workspace`].
+
+pub mod builtin;
+pub mod scope;
+pub mod workspace;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+pub use scope::ToolScope;
+pub use workspace::Workspace;
+
+use crate::llm::ToolSpec;
+
+/// What a tool call produced, as the model will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self { content: content.into(), is_error: false }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        Self { content: content.into(), is_error: true }
+    }
+}
+
+/// A tool the model may call.
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs one call. `cancel` fires when the turn is interrupted; long-running tools must
+    /// stop promptly (the scope also stops waiting on them).
+    fn call(&self, input: serde_json::Value, cancel: CancellationToken) -> BoxFuture<'_, ToolOutput>;
+}
+
+/// Parses a tool's JSON arguments, turning a mismatch into a message the model can act on.
+pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(input: serde_json::Value) -> Result<T, ToolOutput> {
+    serde_json::from_value(input).map_err(|err| ToolOutput::error(format!("invalid arguments: {err}")))
+}

@@ -1,0 +1,46 @@
+//! The tools one session can use, resolved once when its agent is built.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Tool, ToolOutput};
+use crate::llm::ToolSpec;
+
+/// The resolved tool declarations of a session plus the handles that execute them.
+#[derive(Clone, Default)]
+pub struct ToolScope {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolScope {
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        Self { tools: tools.into_iter().map(|tool| (tool.spec().name, tool)).collect() }
+    }
+
+    /// Declarations sent to the model, in a stable (name) order so requests are reproducible.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|tool| tool.spec()).collect()
+    }
+
+    /// Runs a call by name. An unknown name is the model's mistake and is answered as such.
+    pub async fn call(&self, name: &str, input: serde_json::Value, cancel: CancellationToken) -> ToolOutput {
+        let Some(tool) = self.tools.get(name) else {
+            let known: Vec<&str> = self.tools.keys().map(String::as_str).collect();
+            return ToolOutput::error(format!("unknown tool {name:?}; available tools: {known:?}"));
+        };
+        let span = tracing::debug_span!("tool", name);
+        let _entered = span.enter();
+        tokio::select! {
+            output = tool.call(input, cancel.clone()) => output,
+            () = cancel.cancelled() => ToolOutput::error("cancelled: the turn was interrupted"),
+        }
+    }
+}
+
+impl std::fmt::Debug for ToolScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}

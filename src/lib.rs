@@ -27,3 +27,5 @@ pub mod llm;
 pub mod agent;
 pub mod tools;
 pub mod session;
+pub mod config;
+pub mod surfaces;

@@ -1,0 +1,239 @@
+//! Configuration, resolved once at start-up into an immutable [`AppState`].
+//!
+//! Sources, by precedence: command-line flags (and their `DEPUTY_*` env vars, via clap), the
+//! optional TOML config file, then the providers' usual environment variables
+//! (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`). Nothing
+//! reads the environment after this; requests never mutate it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use crate::agent::AgentFactory;
+use crate::llm::anthropic::{AnthropicConfig, AnthropicProvider};
+use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
+use crate::llm::registry::ProviderRegistry;
+use crate::llm::retry::{RetryPolicy, RetryingProvider};
+use crate::llm::{HttpTimeouts, Provider};
+use crate::tools::Workspace;
+
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The process environment, captured once so configuration is a pure function of it.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    vars: BTreeMap<String, String>,
+}
+
+impl Environment {
+    pub fn from_process() -> Self {
+        Self { vars: std::env::vars().collect() }
+    }
+
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self { vars: pairs.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect() }
+    }
+
+    /// A variable's value; an empty value counts as unset.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str).filter(|value| !value.is_empty())
+    }
+}
+
+/// The optional TOML config file.
+///
+/// ```toml
+/// default_model = "ollama:llama3.2"
+/// max_tokens = 8192
+///
+/// [providers.ollama]
+/// api = "openai"                      # wire format: "openai" (Chat Completions) or "anthropic"
+/// base_url = "http://127.0.0.1:11434/v1"
+/// # api_key_env = "OLLAMA_API_KEY"    # env var holding the key, if the server needs one
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub default_model: Option<String>,
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub api: WireApi,
+    pub base_url: String,
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WireApi {
+    Openai,
+    Anthropic,
+}
+
+impl ConfigFile {
+    /// Reads `path`. A missing file is an error only when the path was given explicitly.
+    pub fn load(path: &Path, explicit: bool) -> anyhow::Result<Self> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text).with_context(|| format!("config file {}", path.display())),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !explicit => Ok(Self::default()),
+            Err(err) => Err(err).with_context(|| format!("config file {}", path.display())),
+        }
+    }
+
+    /// `$XDG_CONFIG_HOME/deputy/config.toml`, else `~/.config/deputy/config.toml`.
+    pub fn default_path(env: &Environment) -> Option<PathBuf> {
+        let base = match env.get("XDG_CONFIG_HOME") {
+            Some(dir) => PathBuf::from(dir),
+            None => PathBuf::from(env.get("HOME")?).join(".config"),
+        };
+        Some(base.join("deputy").join("config.toml"))
+    }
+}
+
+/// Start-up choices from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    pub model: Option<String>,
+    pub config: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+}
+
+/// Everything built once and shared read-only by every request.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub config: ConfigFile,
+    pub providers: Arc<ProviderRegistry>,
+    pub factory: AgentFactory,
+}
+
+impl AppState {
+    pub fn load(settings: &Settings, env: &Environment) -> anyhow::Result<Self> {
+        let config = match (&settings.config, ConfigFile::default_path(env)) {
+            (Some(path), _) => ConfigFile::load(path, true)?,
+            (None, Some(path)) => ConfigFile::load(&path, false)?,
+            (None, None) => ConfigFile::default(),
+        };
+        let providers = Arc::new(provider_registry(&config, env));
+        let workspace_dir = match &settings.workspace {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().context("current directory")?,
+        };
+        let workspace = Workspace::new(&workspace_dir)
+            .with_context(|| format!("workspace {}", workspace_dir.display()))?;
+        let default_model = settings.model.clone().or_else(|| config.default_model.clone());
+        let mut factory = AgentFactory::new(providers.clone(), default_model, Some(workspace));
+        if let Some(max_tokens) = config.max_tokens {
+            factory = factory.with_default_max_tokens(max_tokens);
+        }
+        Ok(Self { config, providers, factory })
+    }
+}
+
+/// The built-in `anthropic` and `openai` providers from the environment, plus the config
+/// file's named providers. Each is wrapped in the retry gate.
+pub fn provider_registry(config: &ConfigFile, env: &Environment) -> ProviderRegistry {
+    let mut registry = ProviderRegistry::new();
+    let base_url = env.get("ANTHROPIC_BASE_URL").unwrap_or(ANTHROPIC_DEFAULT_BASE_URL).to_owned();
+    match env.get("ANTHROPIC_API_KEY") {
+        Some(key) => registry.insert("anthropic", anthropic(base_url, key.to_owned())),
+        None => registry.insert_unavailable(
+            "anthropic",
+            "no API key: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL to use a proxy or gateway)",
+        ),
+    }
+
+    let base_url = env.get("OPENAI_BASE_URL").unwrap_or(OPENAI_DEFAULT_BASE_URL).to_owned();
+    let key = env.get("OPENAI_API_KEY").map(str::to_owned);
+    // A compatible local server (Ollama, vLLM, llama.cpp) usually needs no key; OpenAI does.
+    if key.is_none() && base_url == OPENAI_DEFAULT_BASE_URL {
+        registry.insert_unavailable(
+            "openai",
+            "no API key: set OPENAI_API_KEY, or OPENAI_BASE_URL to use a compatible server such as Ollama",
+        );
+    } else {
+        registry.insert("openai", openai(base_url, key));
+    }
+
+    for (name, provider) in &config.providers {
+        let key = match &provider.api_key_env {
+            Some(var) => match env.get(var) {
+                Some(key) => Some(key.to_owned()),
+                None => {
+                    registry.insert_unavailable(name, format!("no API key: set {var}"));
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let base_url = provider.base_url.clone();
+        match provider.api {
+            WireApi::Openai => registry.insert(name, openai(base_url, key)),
+            WireApi::Anthropic => registry.insert(name, anthropic(base_url, key.unwrap_or_default())),
+        }
+    }
+    registry
+}
+
+fn anthropic(base_url: String, api_key: String) -> Arc<dyn Provider> {
+    let inner = AnthropicProvider::new(AnthropicConfig { base_url, api_key, timeouts: HttpTimeouts::default() });
+    Arc::new(RetryingProvider::new(Arc::new(inner), RetryPolicy::default()))
+}
+
+fn openai(base_url: String, api_key: Option<String>) -> Arc<dyn Provider> {
+    let inner = OpenAiProvider::new(OpenAiConfig { base_url, api_key, timeouts: HttpTimeouts::default() });
+    Arc::new(RetryingProvider::new(Arc::new(inner), RetryPolicy::default()))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    #[test]
+    fn providers_follow_the_environment_and_the_config_file() {
+        let config: ConfigFile = toml::from_str(
+            r#"
+            default_model = "ollama:llama3.2"
+            [providers.ollama]
+            api = "openai"
+            base_url = "http://127.0.0.1:11434/v1"
+            [providers.gateway]
+            api = "anthropic"
+            base_url = "http://127.0.0.1:9/anthropic"
+            api_key_env = "GATEWAY_KEY"
+            "#,
+        )
+        .unwrap();
+        let registry = provider_registry(&config, &Environment::default());
+        let error = registry.resolve("anthropic:claude-sonnet-4-5").unwrap_err();
+        assert_eq!(error.code(), ErrorCode::AgentError);
+        assert!(error.to_string().contains("ANTHROPIC_API_KEY"));
+        assert!(registry.resolve("openai:gpt-4o-mini").unwrap_err().to_string().contains("OPENAI_API_KEY"));
+        assert!(registry.resolve("gateway:claude").unwrap_err().to_string().contains("GATEWAY_KEY"));
+        assert!(registry.resolve("ollama:llama3.2:3b").is_ok());
+
+        let env = Environment::from_pairs([("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"), ("ANTHROPIC_API_KEY", "k")]);
+        let registry = provider_registry(&ConfigFile::default(), &env);
+        assert!(registry.resolve("openai:llama3.2").is_ok(), "a compatible server needs no key");
+        assert!(registry.resolve("anthropic:claude-sonnet-4-5").is_ok());
+    }
+
+    #[test]
+    fn a_missing_config_file_is_fine_unless_named() {
+        let missing = Path::new("/nonexistent/deputy.toml");
+        assert_eq!(ConfigFile::load(missing, false).unwrap(), ConfigFile::default());
+        assert!(ConfigFile::load(missing, true).is_err());
+        let env = Environment::from_pairs([("HOME", "/home/u")]);
+        assert_eq!(ConfigFile::default_path(&env).unwrap(), PathBuf::from("/home/u/.config/deputy/config.toml"));
+    }
+}

@@ -1,0 +1,231 @@
+//! The command line: `deputy serve`, `deputy run`, `deputy schemas`.
+//!
+//! Like every surface it only translates: flags become service requests, results become
+//! stdout text and exit codes (0 ok, 1 error with `CODE: message` on stderr, 2 when the turn
+//! ran out of budget).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+use super::mcp::McpServer;
+use super::wire;
+use crate::agent::{AgentBuildConfig, AgentEvent, Budget};
+use crate::config::{AppState, Environment, Settings};
+use crate::error::SessionError;
+use crate::session::{CreateSessionRequest, LiveSessionService, SessionService, TurnOptions, TurnStatus};
+
+/// deputy hosts LLM agent sessions behind MCP.
+///
+/// Register `deputy serve` as a stdio MCP server in Claude Desktop, Claude Code, Cursor or VS Code;
+/// the client then drives agent sessions through six tools (session_create, session_turn,
+/// session_interrupt, session_read, session_list, session_archive). Or try one prompt directly
+/// with `deputy run`.
+///
+/// Providers come from the usual environment variables: ANTHROPIC_API_KEY (and
+/// ANTHROPIC_BASE_URL), OPENAI_API_KEY and OPENAI_BASE_URL (any OpenAI-compatible server, e.g.
+/// Ollama at http://127.0.0.1:11434/v1). Models are named provider:model, e.g.
+/// anthropic:claude-sonnet-4-5, openai:gpt-4o-mini.
+#[derive(Debug, Parser)]
+#[command(name = "deputy", version, about, long_about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+
+    /// Default model for new sessions, as provider:model.
+    #[arg(long, global = true, env = "DEPUTY_MODEL")]
+    pub model: Option<String>,
+
+    /// TOML config file (default: $XDG_CONFIG_HOME/deputy/config.toml, if it exists).
+    #[arg(long, global = true, env = "DEPUTY_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Directory the agents' file tools can read (default: the current directory).
+    #[arg(long, global = true, env = "DEPUTY_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve MCP over stdio: the command to register in an MCP client.
+    Serve,
+    /// Run one prompt in a new session, streaming the answer to stdout.
+    ///
+    /// The session id goes to stderr. Exit status: 0 done, 1 error, 2 budget exhausted.
+    Run {
+        /// What to ask the agent.
+        prompt: String,
+        /// System prompt for the agent.
+        #[arg(long)]
+        system: Option<String>,
+        /// Maximum tokens of each model response.
+        #[arg(long)]
+        max_tokens: Option<u32>,
+        /// Stop after this many tokens in total.
+        #[arg(long)]
+        budget_tokens: Option<u64>,
+        /// Stop after this many tool calls.
+        #[arg(long)]
+        budget_tool_calls: Option<u64>,
+    },
+    /// Write the JSON Schemas of the MCP tools' inputs and outputs.
+    Schemas {
+        /// Directory to write into.
+        #[arg(long, default_value = "schemas")]
+        out: PathBuf,
+    },
+}
+
+impl Cli {
+    fn settings(&self) -> Settings {
+        Settings { model: self.model.clone(), config: self.config.clone(), workspace: self.workspace.clone() }
+    }
+}
+
+/// Runs a parsed command line to completion.
+pub async fn run(cli: Cli) -> ExitCode {
+    let outcome = match &cli.command {
+        Command::Serve => serve(&cli.settings()).await,
+        Command::Run { prompt, system, max_tokens, budget_tokens, budget_tool_calls } => {
+            let build = AgentBuildConfig {
+                model: None,
+                system_prompt: system.clone(),
+                max_tokens: *max_tokens,
+                budget: Budget { max_tokens: *budget_tokens, max_tool_calls: *budget_tool_calls, max_duration_ms: None },
+            };
+            return run_prompt(&cli.settings(), build, prompt.clone()).await;
+        }
+        Command::Schemas { out } => write_schemas(out),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("deputy: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn live_service(settings: &Settings) -> anyhow::Result<Arc<LiveSessionService>> {
+    let state = AppState::load(settings, &Environment::from_process())?;
+    Ok(Arc::new(LiveSessionService::new(state.factory)))
+}
+
+/// Serves MCP on stdin/stdout until the client closes stdin or a signal arrives.
+async fn serve(settings: &Settings) -> anyhow::Result<()> {
+    let service = live_service(settings)?;
+    let shutdown = CancellationToken::new();
+    // Installed before serving: rmcp's `serve` only returns after the client's first message.
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP over stdio");
+    let running = match McpServer::new(service).serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.clone()).await
+    {
+        Ok(running) => running,
+        Err(err) if shutdown.is_cancelled() => {
+            tracing::info!("stopped before the client connected: {err}");
+            return Ok(());
+        }
+        Err(err) => return Err(err).context("MCP handshake"),
+    };
+    let reason = running.waiting().await.context("MCP service")?;
+    tracing::info!(?reason, "stopped");
+    Ok(())
+}
+
+async fn cancel_on_signal(token: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    token.cancel();
+}
+
+/// `deputy run`: one session, text streamed to stdout as it arrives.
+async fn run_prompt(settings: &Settings, build: AgentBuildConfig, prompt: String) -> ExitCode {
+    let service = match live_service(settings) {
+        Ok(service) => service,
+        Err(err) => {
+            eprintln!("deputy: {err:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let printer = tokio::spawn(async move {
+        let mut stdout = std::io::stdout();
+        let mut wrote_text = false;
+        while let Some(event) = receiver.recv().await {
+            if let AgentEvent::TextDelta { text } = event {
+                wrote_text |= !text.is_empty();
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+            }
+        }
+        if wrote_text {
+            let _ = stdout.write_all(b"\n");
+        }
+    });
+    let interrupt = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(interrupt.clone()));
+    let request = CreateSessionRequest {
+        build,
+        prompt,
+        turn: TurnOptions { wait: None, events: Some(events), cancel: Some(interrupt) },
+        ..CreateSessionRequest::default()
+    };
+    let result = service.create_session(request).await;
+    let _ = printer.await;
+    match result {
+        Ok(result) => {
+            eprintln!("session {}", result.session_id);
+            match (result.status, result.stop_reason.as_deref()) {
+                (TurnStatus::Completed, Some("budget_exhausted")) => {
+                    eprintln!("stopped: budget exhausted");
+                    ExitCode::from(2)
+                }
+                (TurnStatus::Cancelled, _) => {
+                    eprintln!("interrupted");
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Err(error) => exit_with(&error),
+    }
+}
+
+fn exit_with(error: &SessionError) -> ExitCode {
+    if let Some(id) = error.session_id() {
+        eprintln!("session {id}");
+    }
+    eprintln!("{}: {error}", error.code());
+    ExitCode::from(u8::try_from(error.code().exit_code()).unwrap_or(1))
+}
+
+/// Writes `<tool>.input.json` and `<tool>.output.json` for every tool.
+fn write_schemas(out: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (name, contents) in wire::schema_files() {
+        let path = out.join(&name);
+        std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!("wrote the tool schemas to {}", out.display());
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! deputy as an MCP server (rmcp): six tools over one [`SessionService`].
+//!
+//! Every tool call is: parse the arguments ([`wire`]) → one service call → render. Errors are
+//! tool results with `isError: true`, a text block `CODE: message`, and `{code, message}` as
+//! structured content, so an LLM caller can read them; only an unknown tool name is a protocol
+//! error. rmcp negotiates the protocol version (2026-07-28 and 2025-11-25).
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::progress::ProgressForwarder;
+use super::wire::{self, ErrorBody};
+use crate::error::SessionError;
+use crate::session::{DEFAULT_WAIT, SessionService, TurnOptions, clamp_wait};
+
+const INSTRUCTIONS: &str = "deputy runs LLM agent sessions for you. Start one with session_create (it runs the first \
+turn and returns the answer plus a session_id), continue it with session_turn, and inspect it with session_read. \
+Long turns answer status \"running\"; collect them with session_read and wait_ms. Errors carry stable codes such as \
+SESSION_BUSY or SESSION_NOT_FOUND.";
+
+/// The MCP face of a [`SessionService`]. Cheap to clone: one per MCP connection.
+pub struct McpServer<S> {
+    service: Arc<S>,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl<S> Clone for McpServer<S> {
+    fn clone(&self) -> Self {
+        Self { service: self.service.clone(), tools: self.tools.clone() }
+    }
+}
+
+impl<S: SessionService> McpServer<S> {
+    pub fn new(service: Arc<S>) -> Self {
+        let tools = wire::tool_catalog()
+            .into_iter()
+            .map(|tool| {
+                Tool::new(tool.name, tool.description, tool.input_schema)
+                    .with_raw_output_schema(tool.output_schema)
+                    .with_annotations(ToolAnnotations::new().read_only(tool.read_only))
+            })
+            .collect();
+        Self { service, tools: Arc::new(tools) }
+    }
+
+    /// How a turn-running tool waits: the caller's `wait_ms`, progress if it asked for it, and
+    /// its cancellation (a `notifications/cancelled` for this call interrupts the turn).
+    fn turn_options(wait_ms: Option<u64>, context: &RequestContext<RoleServer>) -> (TurnOptions, Option<ProgressForwarder>) {
+        let (events, forwarder) = match context.meta.get_progress_token() {
+            Some(token) => {
+                let (events, forwarder) = ProgressForwarder::start(context.peer.clone(), token);
+                (Some(events), Some(forwarder))
+            }
+            None => (None, None),
+        };
+        let cancel: CancellationToken = context.ct.clone();
+        (TurnOptions { wait: Some(clamp_wait(wait_ms, DEFAULT_WAIT)), events, cancel: Some(cancel) }, forwarder)
+    }
+
+    async fn dispatch(
+        &self,
+        name: &str,
+        arguments: serde_json::Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<CallToolResult> {
+        let service = &self.service;
+        let result = match name {
+            "session_create" => match wire::parse_params::<wire::SessionCreateParams>(name, arguments) {
+                Ok(params) => {
+                    let (options, _progress) = Self::turn_options(params.wait_ms, context);
+                    render(service.create_session(params.into_request(options)).await)
+                }
+                Err(error) => render_error(&error),
+            },
+            "session_turn" => match wire::parse_params::<wire::SessionTurnParams>(name, arguments) {
+                Ok(params) => {
+                    let (options, _progress) = Self::turn_options(params.wait_ms, context);
+                    let (id, request) = params.into_request(options);
+                    render(service.start_turn(&id, request).await)
+                }
+                Err(error) => render_error(&error),
+            },
+            "session_interrupt" => match wire::parse_params::<wire::SessionInterruptParams>(name, arguments) {
+                Ok(params) => render(service.interrupt(&params.session_id).await),
+                Err(error) => render_error(&error),
+            },
+            "session_read" => match wire::parse_params::<wire::SessionReadParams>(name, arguments) {
+                Ok(params) => {
+                    let wait = clamp_wait(params.wait_ms, std::time::Duration::ZERO);
+                    render(service.read(&params.session_id, Some(wait)).await)
+                }
+                Err(error) => render_error(&error),
+            },
+            "session_list" => match wire::parse_params::<wire::SessionListParams>(name, arguments) {
+                Ok(params) => render(service.list(params.into()).await),
+                Err(error) => render_error(&error),
+            },
+            "session_archive" => match wire::parse_params::<wire::SessionArchiveParams>(name, arguments) {
+                Ok(params) => render(service.archive(&params.session_id).await),
+                Err(error) => render_error(&error),
+            },
+            _ => return None,
+        };
+        Some(result)
+    }
+}
+
+/// A successful result: the value as structured content and as JSON text for older clients.
+fn render<T: Serialize>(result: Result<T, SessionError>) -> CallToolResult {
+    match result {
+        Ok(value) => match serde_json::to_value(value) {
+            Ok(value) => CallToolResult::structured(value),
+            Err(err) => render_error(&SessionError::agent(None, format!("could not encode the result: {err}"))),
+        },
+        Err(error) => render_error(&error),
+    }
+}
+
+fn render_error(error: &SessionError) -> CallToolResult {
+    let body = ErrorBody::from(error);
+    let text = format!("{}: {}", body.code, body.message);
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    result.structured_content = serde_json::to_value(&body).ok();
+    result
+}
+
+impl<S: SessionService> ServerHandler for McpServer<S> {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("deputy", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let span = tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id);
+        match self.dispatch(&request.name, arguments, &context).instrument(span).await {
+            Some(result) => Ok(CallToolResponse::Complete(result)),
+            None => Err(McpError::invalid_params(format!("unknown tool {:?}", request.name), None)),
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Surfaces translate; they never decide.
+//!
+//! Each handler parses its input, converts it into a service request, makes exactly one
+//! [`SessionService`](crate::session::SessionService) call and renders the answer. Anything
+//! that branches on session state belongs in `session/`.
+//!
+//! - [`wire`]: parameter types and the tool catalog shared by every surface.
+//! - [`mcp`]: the MCP server (rmcp), stdio today.
+//! - [`progress`]: turns agent events into throttled MCP progress notifications.
+//! - [`cli`]: the command line.
+
+pub mod cli;
+pub mod mcp;
+pub mod progress;
+pub mod wire;

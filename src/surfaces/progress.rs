@@ -1,0 +1,123 @@
+//! MCP progress for a turn: agent events in, at most one `notifications/progress` per second
+//! out, each with a short human message (the text so far, or the tool being run).
+//!
+//! Clients that reset their request timeout on progress (the TS SDK with
+//! `resetTimeoutOnProgress`) keep long turns alive this way.
+
+use std::time::Duration;
+
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::{Peer, RoleServer};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::agent::{AgentEvent, EventSender};
+
+/// At most one notification per this interval.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// Characters of recent text shown in a progress message.
+const TEXT_TAIL_CHARS: usize = 120;
+
+/// What the caller should hear about: counts events and remembers the latest activity.
+#[derive(Debug, Default)]
+pub struct ProgressState {
+    events: u64,
+    text: String,
+    running_tool: Option<String>,
+}
+
+impl ProgressState {
+    pub fn apply(&mut self, event: &AgentEvent) {
+        self.events += 1;
+        match event {
+            AgentEvent::TextDelta { text } => {
+                self.text.push_str(text);
+                self.running_tool = None;
+                let excess = self.text.chars().count().saturating_sub(TEXT_TAIL_CHARS);
+                if excess > 0 {
+                    self.text = self.text.chars().skip(excess).collect();
+                }
+            }
+            AgentEvent::ToolCallRequested { name, .. } => self.running_tool = Some(name.clone()),
+            AgentEvent::ToolResult { .. } => self.running_tool = None,
+            _ => {}
+        }
+    }
+
+    /// Monotonic progress value: the number of events seen.
+    pub fn progress(&self) -> f64 {
+        self.events as f64
+    }
+
+    pub fn message(&self) -> String {
+        match (&self.running_tool, self.text.is_empty()) {
+            (Some(tool), _) => format!("running tool {tool}"),
+            (None, false) => format!("…{}", self.text.trim_start()),
+            (None, true) => "working".to_owned(),
+        }
+    }
+}
+
+/// Forwards a turn's events as progress until dropped.
+pub struct ProgressForwarder {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ProgressForwarder {
+    /// Starts forwarding; feed the returned sender to the turn.
+    pub fn start(peer: Peer<RoleServer>, token: ProgressToken) -> (EventSender, Self) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let task = tokio::spawn(forward(peer, token, receiver));
+        (sender, Self { task })
+    }
+}
+
+impl Drop for ProgressForwarder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn forward(peer: Peer<RoleServer>, token: ProgressToken, mut events: mpsc::UnboundedReceiver<AgentEvent>) {
+    let mut state = ProgressState::default();
+    let mut last_sent: Option<Instant> = None;
+    let mut pending = false;
+    loop {
+        let next_allowed = last_sent.map(|at| at + PROGRESS_INTERVAL);
+        tokio::select! {
+            event = events.recv() => {
+                let Some(event) = event else { break };
+                state.apply(&event);
+                pending = true;
+            }
+            () = tokio::time::sleep_until(next_allowed.unwrap_or_else(Instant::now)), if pending => {}
+        }
+        let may_send = next_allowed.is_none_or(|at| Instant::now() >= at);
+        if pending && may_send {
+            let notification = ProgressNotificationParam::new(token.clone(), state.progress()).with_message(state.message());
+            if peer.notify_progress(notification).await.is_err() {
+                break;
+            }
+            last_sent = Some(Instant::now());
+            pending = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_follow_the_turn() {
+        let mut state = ProgressState::default();
+        assert_eq!(state.message(), "working");
+        state.apply(&AgentEvent::TextDelta { text: "Looking at the file".into() });
+        assert_eq!(state.message(), "…Looking at the file");
+        state.apply(&AgentEvent::ToolCallRequested { id: "1".into(), name: "read_file".into(), input: serde_json::json!({}) });
+        assert_eq!(state.message(), "running tool read_file");
+        state.apply(&AgentEvent::TextDelta { text: "x".repeat(500) });
+        assert_eq!(state.message().chars().count(), 1 + TEXT_TAIL_CHARS);
+        assert_eq!(state.progress(), 3.0);
+    }
+}

@@ -1,0 +1,237 @@
+//! The wire contract of deputy's tools: parameter types, the tool catalog (names, descriptions
+//! for an LLM caller, input and output schemas), and their conversion into service requests.
+//!
+//! No I/O and no service calls here. The same parameter types will serve REST bodies and
+//! JSON-RPC params; `deputy schemas` writes the catalog to `schemas/`, and a test fails when
+//! the checked-in files are stale.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{AgentBuildConfig, Budget};
+use crate::error::SessionError;
+use crate::ids::SessionId;
+use crate::session::{
+    ArchiveResult, CreateSessionRequest, InterruptResult, ListQuery, RunResult, SessionList, SessionView,
+    TurnOptions, TurnRequest,
+};
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCreateParams {
+    /// The task or question for the agent: the first turn's prompt.
+    pub prompt: String,
+    /// Model as `provider:model`, e.g. `anthropic:claude-sonnet-4-5`, `openai:gpt-4o-mini`,
+    /// `ollama:llama3.2`. Default: the server's configured model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// System prompt for the agent (kept verbatim for the whole session).
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// Maximum tokens of each model response.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Limits over the whole session; a turn that reaches one ends with
+    /// `stop_reason: "budget_exhausted"`.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// Keep the session alive for inter-agent messages after the prompt.
+    #[serde(default)]
+    pub host_mode: Option<bool>,
+    /// Free-form key/value labels to find the session again in `session_list`.
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// How long to wait for the turn, in ms (default 30000, max 600000). If the turn is not done
+    /// by then, the answer is `status: "running"`; collect the result with `session_read`.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionTurnParams {
+    /// The session to continue.
+    pub session_id: SessionId,
+    /// The next message for the agent.
+    pub prompt: String,
+    /// How long to wait for the turn, in ms (default 30000, max 600000); see `session_create`.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionInterruptParams {
+    /// The session whose running turn to cancel.
+    pub session_id: SessionId,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionReadParams {
+    /// The session to read.
+    pub session_id: SessionId,
+    /// If a turn is running, wait up to this many ms (max 600000) for it to end and return its
+    /// result in `state.last_turn`. Default 0: answer at once.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionListParams {
+    /// Sessions to skip (default 0).
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Page size (default 50, max 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionArchiveParams {
+    /// The session to stop and remove. A running turn finishes first.
+    pub session_id: SessionId,
+}
+
+/// The structured content of every error result.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct ErrorBody {
+    /// Stable code, e.g. `SESSION_BUSY`.
+    pub code: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+}
+
+impl From<&SessionError> for ErrorBody {
+    fn from(error: &SessionError) -> Self {
+        Self { code: error.code().as_str().to_owned(), message: error.to_string(), session_id: error.session_id().cloned() }
+    }
+}
+
+impl SessionCreateParams {
+    pub fn into_request(self, turn: TurnOptions) -> CreateSessionRequest {
+        CreateSessionRequest {
+            build: AgentBuildConfig {
+                model: self.model,
+                system_prompt: self.system_prompt,
+                max_tokens: self.max_tokens,
+                budget: self.budget.unwrap_or_default(),
+            },
+            prompt: self.prompt,
+            labels: self.labels.unwrap_or_default(),
+            host_mode: self.host_mode.unwrap_or(false),
+            turn,
+        }
+    }
+}
+
+impl SessionTurnParams {
+    pub fn into_request(self, options: TurnOptions) -> (SessionId, TurnRequest) {
+        (self.session_id, TurnRequest { prompt: self.prompt, options })
+    }
+}
+
+impl From<SessionListParams> for ListQuery {
+    fn from(params: SessionListParams) -> Self {
+        ListQuery { offset: params.offset.unwrap_or(0), limit: params.limit }
+    }
+}
+
+/// Parses tool arguments, turning any mismatch into `INVALID_REQUEST` with serde's explanation.
+pub fn parse_params<P: serde::de::DeserializeOwned>(tool: &str, arguments: serde_json::Value) -> Result<P, SessionError> {
+    serde_json::from_value(arguments).map_err(|err| SessionError::invalid(format!("invalid arguments for {tool}: {err}")))
+}
+
+/// One tool of the catalog.
+#[derive(Debug, Clone)]
+pub struct ToolDescriptor {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub read_only: bool,
+    pub input_schema: Arc<serde_json::Map<String, serde_json::Value>>,
+    pub output_schema: Arc<serde_json::Map<String, serde_json::Value>>,
+}
+
+fn descriptor<P, R>(name: &'static str, read_only: bool, description: &'static str) -> ToolDescriptor
+where
+    P: JsonSchema + 'static,
+    R: JsonSchema + 'static,
+{
+    ToolDescriptor {
+        name,
+        description,
+        read_only,
+        // Every params type is a struct, so the object-root requirement always holds.
+        input_schema: rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default(),
+        output_schema: rmcp::handler::server::common::schema_for_output::<R>(),
+    }
+}
+
+/// deputy's tools, in the order `tools/list` shows them.
+pub fn tool_catalog() -> Vec<ToolDescriptor> {
+    vec![
+        descriptor::<SessionCreateParams, RunResult>(
+            "session_create",
+            false,
+            "Start a new agent session and run its first turn. The agent works on `prompt` with its model and \
+             tools and answers in `text`. Keep `session_id` to continue the conversation with session_turn. If \
+             the turn takes longer than `wait_ms`, the answer is `status: \"running\"`: the agent keeps working, \
+             and session_read with `wait_ms` collects the result.",
+        ),
+        descriptor::<SessionTurnParams, RunResult>(
+            "session_turn",
+            false,
+            "Send the next message to an existing session and run one turn; the agent remembers the whole \
+             conversation. Only one turn runs per session at a time: a call while a turn runs fails with \
+             SESSION_BUSY. Same `wait_ms` / `status: \"running\"` behaviour as session_create.",
+        ),
+        descriptor::<SessionInterruptParams, InterruptResult>(
+            "session_interrupt",
+            false,
+            "Cancel the turn a session is running. The turn ends with status `cancelled`, keeping what was done \
+             so far, and the session accepts new turns. Fails with SESSION_NOT_RUNNING when no turn runs.",
+        ),
+        descriptor::<SessionReadParams, SessionView>(
+            "session_read",
+            true,
+            "Read a session: `state` (status, model, turns, the last turn's result in `last_turn`) and `billing` \
+             (tokens, tool calls, budget left). Never waits behind a running turn unless `wait_ms` is given, in \
+             which case it waits for the running turn to end and returns its result.",
+        ),
+        descriptor::<SessionListParams, SessionList>(
+            "session_list",
+            true,
+            "List sessions, most recently updated first, with paging (`offset`, `limit`).",
+        ),
+        descriptor::<SessionArchiveParams, ArchiveResult>(
+            "session_archive",
+            false,
+            "Stop a session and remove it from the live sessions. A running turn is allowed to finish first.",
+        ),
+    ]
+}
+
+/// The checked-in schema files: `(file name, pretty JSON with a final newline)`, in a stable
+/// order. `deputy schemas` writes them; a test compares them with `schemas/`.
+pub fn schema_files() -> Vec<(String, String)> {
+    let pretty = |schema: &serde_json::Map<String, serde_json::Value>| {
+        let mut text = serde_json::to_string_pretty(schema).unwrap_or_default();
+        text.push('\n');
+        text
+    };
+    tool_catalog()
+        .iter()
+        .flat_map(|tool| {
+            [
+                (format!("{}.input.json", tool.name), pretty(&tool.input_schema)),
+                (format!("{}.output.json", tool.name), pretty(&tool.output_schema)),
+            ]
+        })
+        .collect()
+}

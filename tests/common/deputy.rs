@@ -1,0 +1,108 @@
+//! `TestDeputy`: the built `deputy` binary as a child process, driven over stdio by the rmcp
+//! client, with its providers pointed at an in-test [`MockLlm`].
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    ProgressNotificationParam, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+use tempfile::TempDir;
+use tokio::sync::Notify;
+
+use super::mock_llm::MockLlm;
+
+/// A client that records the progress notifications it receives.
+#[derive(Clone, Default)]
+pub struct RecordingClient {
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub progress_arrived: Arc<Notify>,
+}
+
+impl ClientHandler for RecordingClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("deputy-tests", "0.0.0"))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        self.progress.lock().unwrap().push(params);
+        self.progress_arrived.notify_waiters();
+    }
+}
+
+pub struct TestDeputy {
+    pub client: RunningService<RoleClient, RecordingClient>,
+    pub recorder: RecordingClient,
+    pub mock: MockLlm,
+    pub workspace: TempDir,
+    _config_home: TempDir,
+}
+
+impl TestDeputy {
+    /// Starts a mock LLM and `deputy serve` using it as both `anthropic` and `openai`; the
+    /// default model is `anthropic:claude-test`.
+    pub async fn start() -> Self {
+        let mock = MockLlm::start().await;
+        let workspace = tempfile::tempdir().unwrap();
+        let config_home = tempfile::tempdir().unwrap();
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
+        command
+            .arg("serve")
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", mock.base_url()))
+            .env("OPENAI_API_KEY", "test-key")
+            .env("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()))
+            .env("DEPUTY_MODEL", "anthropic:claude-test")
+            .env("DEPUTY_WORKSPACE", workspace.path())
+            .env("XDG_CONFIG_HOME", config_home.path())
+            .env_remove("DEPUTY_CONFIG")
+            .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn".into()));
+        let (transport, _stderr) = TokioChildProcess::builder(command)
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("spawn deputy");
+        let recorder = RecordingClient::default();
+        let client = recorder.clone().serve(transport).await.expect("MCP handshake with deputy");
+        Self { client, recorder, mock, workspace, _config_home: config_home }
+    }
+
+    pub async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
+        let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
+        self.client
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+            .await
+            .unwrap_or_else(|err| panic!("{tool}: protocol error {err}"))
+    }
+
+    /// Calls a tool that must succeed; returns its structured content.
+    pub async fn ok(&self, tool: &str, arguments: Value) -> Value {
+        let result = self.call(tool, arguments).await;
+        assert_ne!(result.is_error, Some(true), "{tool} failed: {:?}", result.content);
+        result.structured_content.expect("structured content")
+    }
+
+    /// Calls a tool that must fail; returns `(code, text)` after checking the error shape.
+    pub async fn err(&self, tool: &str, arguments: Value) -> (String, String) {
+        error_of(&self.call(tool, arguments).await)
+    }
+
+    pub fn progress(&self) -> Vec<ProgressNotificationParam> {
+        self.recorder.progress.lock().unwrap().clone()
+    }
+}
+
+/// Checks the error contract of a result and returns `(code, text)`.
+pub fn error_of(result: &CallToolResult) -> (String, String) {
+    assert_eq!(result.is_error, Some(true), "expected an error result: {result:?}");
+    let text = result.content[0].as_text().expect("text content").text.clone();
+    let body = result.structured_content.as_ref().expect("structured error");
+    let code = body["code"].as_str().expect("code").to_owned();
+    assert!(text.starts_with(&format!("{code}: ")), "text {text:?} must begin with the code");
+    assert_eq!(body["message"].as_str().map(|m| format!("{code}: {m}")), Some(text.clone()));
+    (code, text)
+}

@@ -1,0 +1,223 @@
+//! End to end: the `deputy` binary over stdio, driven by the rmcp client, its provider a
+//! byte-accurate mock LLM server. Each test starts its own deputy and mock.
+
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+use rmcp::service::PeerRequestOptions;
+use serde_json::json;
+
+use crate::common::deputy::TestDeputy;
+use crate::common::mock_llm::{Gate, MockResponse, anthropic, openai};
+
+#[tokio::test]
+async fn serves_six_tools_with_schemas_under_its_own_name() {
+    let deputy = TestDeputy::start().await;
+    let info = deputy.client.peer_info().expect("server info");
+    assert_eq!(info.server_info.name, "deputy");
+    assert_eq!(info.server_info.version, env!("CARGO_PKG_VERSION"));
+
+    let tools = deputy.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        ["session_create", "session_turn", "session_interrupt", "session_read", "session_list", "session_archive"]
+    );
+    for tool in &tools {
+        let output = tool.output_schema.as_ref().expect("every tool declares its output");
+        assert_eq!(output.get("type"), Some(&json!("object")), "{} output must be an object", tool.name);
+        assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
+        let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
+        let expected = matches!(tool.name.as_ref(), "session_read" | "session_list");
+        assert_eq!(read_only, Some(expected), "{}", tool.name);
+        assert!(tool.description.as_ref().is_some_and(|d| d.len() > 40));
+    }
+}
+
+#[tokio::test]
+async fn the_whole_lifecycle_with_a_two_tool_call_turn() {
+    let deputy = TestDeputy::start().await;
+    std::fs::write(deputy.workspace.path().join("notes.txt"), "the answer is 42\n").unwrap();
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello", " there"])));
+    let created = deputy.ok("session_create", json!({"prompt": "hi", "labels": {"team": "qa"}})).await;
+    assert_eq!(created["status"], "completed");
+    assert_eq!(created["text"], "Hello there");
+    assert_eq!(created["turn"], 1);
+    let id = created["session_id"].as_str().unwrap().to_owned();
+
+    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
+        Some("Let me look."),
+        &[("toolu_1", "list_dir", json!({})), ("toolu_2", "read_file", json!({"path": "notes.txt"}))],
+    )));
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["It is 42."])));
+    let turn = deputy.ok("session_turn", json!({"session_id": id, "prompt": "what does notes.txt say?"})).await;
+    assert_eq!((turn["text"].as_str(), turn["tool_calls"].as_u64(), turn["turn"].as_u64()), (Some("It is 42."), Some(2), Some(2)));
+
+    // The third request carried both tool results back to the model, in order.
+    let requests = deputy.mock.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].path, "/anthropic/v1/messages");
+    let messages = requests[2].body["messages"].as_array().unwrap();
+    let results = &messages.last().unwrap()["content"];
+    assert_eq!(results[0]["tool_use_id"], "toolu_1");
+    assert_eq!(results[0]["content"], "notes.txt");
+    assert_eq!(results[1]["tool_use_id"], "toolu_2");
+    assert_eq!(results[1]["content"], "the answer is 42\n");
+
+    let read = deputy.ok("session_read", json!({"session_id": id})).await;
+    assert_eq!(read["state"]["turns"], 2);
+    assert_eq!(read["state"]["status"], "idle");
+    assert_eq!(read["state"]["labels"]["team"], "qa");
+    assert_eq!(read["billing"]["tool_calls"], 2);
+    assert!(read["billing"]["usage"]["input_tokens"].as_u64().unwrap() > 0);
+
+    let list = deputy.ok("session_list", json!({})).await;
+    assert_eq!(list["total"], 1);
+    assert_eq!(list["sessions"][0]["session_id"], id.as_str());
+
+    let (code, text) = deputy.err("session_interrupt", json!({"session_id": id})).await;
+    assert_eq!(code, "SESSION_NOT_RUNNING");
+    assert!(text.contains(&id), "the session id is in the text: {text}");
+
+    let archived = deputy.ok("session_archive", json!({"session_id": id})).await;
+    assert_eq!(archived, json!({"session_id": id, "archived": true}));
+    let (code, text) = deputy.err("session_read", json!({"session_id": id})).await;
+    assert_eq!(code, "SESSION_NOT_FOUND");
+    assert!(text.contains(&id));
+    assert_eq!(deputy.ok("session_list", json!({})).await["total"], 0);
+}
+
+#[tokio::test]
+async fn an_openai_compatible_model_works_end_to_end() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.push(MockResponse::sse(openai::text(&["Bonjour"])));
+    let created = deputy.ok("session_create", json!({"prompt": "salut", "model": "openai:gpt-test"})).await;
+    assert_eq!(created["text"], "Bonjour");
+    let request = &deputy.mock.requests()[0];
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(request.body["model"], "gpt-test");
+}
+
+#[tokio::test]
+async fn bad_arguments_are_invalid_request_and_the_server_keeps_serving() {
+    let deputy = TestDeputy::start().await;
+    for (tool, arguments) in [
+        ("session_turn", json!({"session_id": 5, "prompt": "x"})),
+        ("session_turn", json!({"session_id": "abc"})),
+        ("session_create", json!({"prompt": "x", "budget": {"max_tokens": "lots"}})),
+        ("session_create", json!({"prompt": "x", "unknown_field": true})),
+        ("session_list", json!({"limit": -1})),
+        ("session_create", json!({"prompt": "   "})),
+        ("session_create", json!({"prompt": "x", "model": "no-provider-prefix"})),
+    ] {
+        let (code, text) = deputy.err(tool, arguments.clone()).await;
+        assert_eq!(code, "INVALID_REQUEST", "{tool} {arguments}: {text}");
+    }
+    let (code, _) = deputy.err("session_read", json!({"session_id": "missing"})).await;
+    assert_eq!(code, "SESSION_NOT_FOUND");
+    assert_eq!(deputy.ok("session_list", json!({})).await["total"], 0);
+}
+
+#[tokio::test]
+async fn a_provider_failure_is_agent_error_and_the_session_stays_usable() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["ok"])));
+    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+
+    // Content was forwarded, then the connection dropped: no retry, the turn fails.
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["partial answer that never ends"])).cut_after(4));
+    let (code, text) = deputy.err("session_turn", json!({"session_id": id, "prompt": "go"})).await;
+    assert_eq!(code, "AGENT_ERROR");
+    assert!(text.contains(&id), "{text}");
+    assert_eq!(deputy.mock.requests().len(), 2, "never re-sent after content");
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["fine again"])));
+    let turn = deputy.ok("session_turn", json!({"session_id": id, "prompt": "again"})).await;
+    assert_eq!(turn["text"], "fine again");
+}
+
+#[tokio::test]
+async fn two_concurrent_turns_one_is_busy() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
+    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+
+    let gate = Gate::new();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["slow", " answer"])).pause_before_chunk(3, gate.clone()));
+    let first = deputy.call("session_turn", json!({"session_id": id, "prompt": "one"}));
+    let second = async {
+        deputy.mock.wait_for_requests(2).await;
+        let busy = deputy.err("session_turn", json!({"session_id": id, "prompt": "two"})).await;
+        gate.open();
+        busy
+    };
+    let (first, (code, text)) = tokio::join!(first, second);
+    assert_eq!(code, "SESSION_BUSY");
+    assert!(text.contains(&id));
+    assert_eq!(first.structured_content.unwrap()["text"], "slow answer");
+}
+
+#[tokio::test]
+async fn a_long_turn_answers_running_then_session_read_long_polls_it() {
+    let deputy = TestDeputy::start().await;
+    let gate = Gate::new();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["finally", " done"])).pause_before_chunk(3, gate.clone()));
+    let running = deputy.ok("session_create", json!({"prompt": "long job", "wait_ms": 100})).await;
+    assert_eq!(running["status"], "running");
+    assert_eq!(running["turn"], 1);
+    let id = running["session_id"].as_str().unwrap().to_owned();
+
+    let now = deputy.ok("session_read", json!({"session_id": id})).await;
+    assert_eq!(now["state"]["status"], "running");
+
+    let poll = deputy.ok("session_read", json!({"session_id": id, "wait_ms": 60000}));
+    let release = async {
+        deputy.mock.wait_for_requests(1).await;
+        gate.open();
+    };
+    let (read, ()) = tokio::join!(poll, release);
+    assert_eq!(read["state"]["status"], "idle");
+    assert_eq!(read["state"]["last_turn"]["text"], "finally done");
+    assert_eq!(read["state"]["last_turn"]["status"], "completed");
+}
+
+#[tokio::test]
+async fn progress_notifications_report_a_long_turn() {
+    let deputy = TestDeputy::start().await;
+    let deltas = ["The ", "answer ", "is ", "coming ", "along ", "nicely."];
+    deputy.mock.push(MockResponse::sse(anthropic::text(&deltas)).chunk_delay(Duration::from_millis(350)));
+    let created = deputy.ok("session_create", json!({"prompt": "write slowly"})).await;
+    assert_eq!(created["text"], deltas.concat());
+
+    let progress = deputy.progress();
+    assert!(!progress.is_empty(), "a turn of several seconds reports progress");
+    assert!(progress.iter().any(|p| p.message.as_deref().is_some_and(|m| m.contains("answer"))), "{progress:?}");
+    assert!(progress.windows(2).all(|w| w[0].progress < w[1].progress), "progress increases");
+}
+
+#[tokio::test]
+async fn a_cancelled_call_interrupts_its_turn() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
+    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+
+    let never = Gate::new();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, never.clone()));
+    let arguments = json!({"session_id": id, "prompt": "long"}).as_object().unwrap().clone();
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("session_turn").with_arguments(arguments),
+    ));
+    let handle =
+        deputy.client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
+    deputy.mock.wait_for_requests(2).await;
+    handle.cancel(Some("user pressed stop".into())).await.unwrap();
+
+    let read = deputy.ok("session_read", json!({"session_id": id, "wait_ms": 30000})).await;
+    assert_eq!(read["state"]["status"], "idle");
+    assert_eq!(read["state"]["last_turn"]["status"], "cancelled");
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["after"])));
+    let turn = deputy.ok("session_turn", json!({"session_id": id, "prompt": "next"})).await;
+    assert_eq!(turn["text"], "after");
+}

@@ -134,8 +134,8 @@ impl Provider for RetryingProvider {
                 retry += 1;
                 // Only the classification and the provider's own error text: never request content.
                 tracing::warn!(
-                    retry,
-                    max_retries = self.policy.max_retries,
+                    attempt = retry,
+                    max_attempts = self.policy.max_retries + 1,
                     delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                     kind = ?error.kind,
                     error = %error.message,

@@ -7,6 +7,7 @@
 //! ids. [`scripted`] is an in-process provider for unit tests of the agent loop.
 
 pub mod anthropic;
+mod http;
 pub mod message;
 pub mod openai;
 pub mod registry;
@@ -21,6 +22,7 @@ use futures::stream::BoxStream;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use http::HttpTimeouts;
 pub use message::{ContentBlock, Message, Role, ToolSpec};
 
 /// One call to the model.

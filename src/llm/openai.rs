@@ -1,1 +1,639 @@
-//! (in progress)
+//! OpenAI Chat Completions (`POST {base}/chat/completions`, streaming), hand-written on reqwest.
+//!
+//! Also the adapter for the many compatible servers (Ollama, vLLM, llama.cpp, gateways), so
+//! the stream parser is lenient where they are known to differ: usage on the finish chunk or on
+//! a chunk with `choices` empty, null or missing; tool calls without ids; a missing `[DONE]`.
+//! Failures are only classified here; waiting and retrying happen in [`super::retry`].
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use reqwest::header::HeaderValue;
+use serde_json::{Value, json};
+
+use super::http::{self, ErrorResponse, HttpTimeouts, WireDecoder};
+use super::sse::SseEvent;
+use super::{
+    ContentBlock, EventStream, LlmError, LlmErrorKind, Message, ModelRequest, Provider, Role, StopReason,
+    StreamEvent, Usage,
+};
+
+const PROVIDER: &str = "openai";
+
+/// Where and how to reach an OpenAI-compatible Chat Completions endpoint.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// Including the version path: `https://api.openai.com/v1`, `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …`; local servers usually need none.
+    pub api_key: Option<String>,
+    pub timeouts: HttpTimeouts,
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    /// Never prints the key: configs end up in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("timeouts", &self.timeouts)
+            .finish()
+    }
+}
+
+/// A [`Provider`] speaking the OpenAI Chat Completions wire format.
+pub struct OpenAiProvider {
+    url: String,
+    api_key: Option<String>,
+    /// See [`request_body`] for why the token limit's name depends on the host.
+    max_tokens_field: &'static str,
+    client: Result<reqwest::Client, LlmError>,
+}
+
+impl OpenAiProvider {
+    pub fn new(config: OpenAiConfig) -> Self {
+        let official = reqwest::Url::parse(&config.base_url)
+            .ok()
+            .and_then(|url| url.host_str().map(|h| h.eq_ignore_ascii_case("api.openai.com")))
+            .unwrap_or(false);
+        Self {
+            url: http::join_url(&config.base_url, "/chat/completions"),
+            api_key: config.api_key,
+            max_tokens_field: if official { "max_completion_tokens" } else { "max_tokens" },
+            client: http::build_client(config.timeouts),
+        }
+    }
+}
+
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        let body = request_body(&request, self.max_tokens_field);
+        Box::pin(async move {
+            let client = self.client.clone()?;
+            let mut builder = client.post(&self.url).header("accept", "text/event-stream").json(&body);
+            if let Some(key) = &self.api_key {
+                let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                    LlmError::new(LlmErrorKind::Config, "openai API key is not a valid header value")
+                })?;
+                value.set_sensitive(true);
+                builder = builder.header("authorization", value);
+            }
+            let response = builder.send().await.map_err(|err| http::send_error(PROVIDER, &err))?;
+            if !response.status().is_success() {
+                let error = ErrorResponse::read(response).await;
+                let kind = classify_http(&error);
+                return Err(error.into_error(PROVIDER, kind));
+            }
+            Ok(http::drive(PROVIDER, response, StreamDecoder::default()))
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request
+
+/// The JSON body of one streaming request.
+///
+/// The token limit goes out as `max_tokens`, which every compatible server understands. Only
+/// for `api.openai.com` it is `max_completion_tokens`: OpenAI deprecated `max_tokens` there and
+/// its reasoning models reject it, while several compatible servers ignore the newer name.
+pub(crate) fn request_body(request: &ModelRequest, max_tokens_field: &str) -> Value {
+    let mut messages = Vec::new();
+    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for message in &request.messages {
+        push_message(&mut messages, message);
+    }
+    let mut body = json!({
+        "model": request.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    body[max_tokens_field] = json!(request.max_tokens);
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema,
+                }})
+            })
+            .collect();
+    }
+    body
+}
+
+/// Text blocks of one message as one string (chat messages carry a single content string).
+fn joined_text(message: &Message) -> Option<String> {
+    let texts: Vec<&str> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } if !text.is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n"))
+}
+
+/// One of our messages becomes one or more chat messages: tool results are separate `tool`
+/// messages and must directly follow the assistant message that called them, so they go
+/// before any text of the same user message.
+fn push_message(out: &mut Vec<Value>, message: &Message) {
+    match message.role {
+        Role::User => {
+            for block in &message.content {
+                if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
+                    // Chat Completions has no error flag on tool results; say it in the text.
+                    let content = if *is_error { format!("Error: {content}") } else { content.clone() };
+                    out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+                }
+            }
+            if let Some(text) = joined_text(message) {
+                out.push(json!({"role": "user", "content": text}));
+            }
+        }
+        Role::Assistant => {
+            let calls: Vec<Value> = message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolUse { id, name, input } => Some(json!({
+                        "id": id, "type": "function",
+                        "function": {"name": name, "arguments": input.to_string()},
+                    })),
+                    _ => None,
+                })
+                .collect();
+            let mut msg = json!({"role": "assistant", "content": joined_text(message)});
+            if !calls.is_empty() {
+                msg["tool_calls"] = Value::Array(calls);
+            }
+            out.push(msg);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Classifies an error `code` or `type` (HTTP bodies and in-band error chunks share them).
+fn kind_for_code(code: &str) -> Option<LlmErrorKind> {
+    Some(match code {
+        "insufficient_quota" | "billing_hard_limit_reached" => LlmErrorKind::QuotaExhausted,
+        "context_length_exceeded" => LlmErrorKind::ContextOverflow,
+        "rate_limit_exceeded" | "rate_limit_error" | "requests" | "tokens" => LlmErrorKind::RateLimited,
+        "invalid_api_key" | "authentication_error" | "permission_error" => LlmErrorKind::Auth,
+        "server_error" | "api_error" | "internal_error" => LlmErrorKind::Server,
+        "overloaded" | "overloaded_error" | "server_overloaded" => LlmErrorKind::Overloaded,
+        "invalid_request_error" | "model_not_found" | "not_found_error" => LlmErrorKind::InvalidRequest,
+        _ => return None,
+    })
+}
+
+/// Compatible servers often report an overflow only in prose ("maximum context length").
+fn mentions_context_overflow(message: &str) -> bool {
+    let message = message.to_lowercase();
+    message.contains("context length") || message.contains("context_length_exceeded")
+}
+
+fn error_field<'a>(error: &'a Value, name: &str) -> Option<&'a str> {
+    error.get(name).and_then(Value::as_str)
+}
+
+fn classify_http(error: &ErrorResponse) -> LlmErrorKind {
+    let body = error.json.get("error").unwrap_or(&Value::Null);
+    let code = error_field(body, "code").or_else(|| error_field(body, "type")).and_then(kind_for_code);
+    match error.status {
+        429 if code == Some(LlmErrorKind::QuotaExhausted) => LlmErrorKind::QuotaExhausted,
+        400 | 413 if code == Some(LlmErrorKind::ContextOverflow) || mentions_context_overflow(&error.message()) => {
+            LlmErrorKind::ContextOverflow
+        }
+        status => http::kind_for_status(status),
+    }
+}
+
+/// A data chunk carrying `error` after the HTTP 200: classified by code, then type; unknown
+/// errors count as transient server trouble.
+fn in_band_error(error: &Value) -> LlmError {
+    let message = match error {
+        Value::String(s) => s.clone(),
+        _ => error_field(error, "message").unwrap_or("unknown error").to_owned(),
+    };
+    let kind = [error_field(error, "code"), error_field(error, "type")]
+        .into_iter()
+        .flatten()
+        .find_map(kind_for_code)
+        .or_else(|| mentions_context_overflow(&message).then_some(LlmErrorKind::ContextOverflow))
+        .unwrap_or(LlmErrorKind::Server);
+    LlmError::new(kind, format!("{PROVIDER} stream error: {message}"))
+}
+
+fn decode_error(message: impl std::fmt::Display) -> LlmError {
+    LlmError::new(LlmErrorKind::Decode, format!("{PROVIDER}: {message}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response stream
+
+struct Call {
+    id: String,
+    name: String,
+    arguments: String,
+    /// `ToolCallStart` was emitted (it waits for the name, which some servers send late).
+    started: bool,
+}
+
+/// The state of one streamed response.
+#[derive(Default)]
+pub(crate) struct StreamDecoder {
+    /// Tool calls of choice 0 by their `index`.
+    calls: BTreeMap<u64, Call>,
+    /// Whether the response contained tool calls (see [`stop_reason`]).
+    had_calls: bool,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl StreamDecoder {
+    fn on_tool_call_fragment(&mut self, position: usize, fragment: &Value, out: &mut Vec<StreamEvent>) {
+        let id = fragment.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let function = fragment.get("function").unwrap_or(&Value::Null);
+        let name = function.get("name").and_then(Value::as_str).filter(|s| !s.is_empty());
+        // Some servers send whole calls as objects instead of strings.
+        let arguments = match function.get("arguments") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        // `index` keys the fragments. Servers that omit it (Ollama-like) send whole calls, so
+        // a new id means a new call and a fragment without either continues the last one.
+        let index = match fragment.get("index").and_then(Value::as_u64) {
+            Some(index) => index,
+            None => match id {
+                Some(id) => self
+                    .calls
+                    .iter()
+                    .find(|(_, c)| c.id == id)
+                    .map(|(i, _)| *i)
+                    .unwrap_or_else(|| self.calls.keys().next_back().map_or(position as u64, |last| last + 1)),
+                None => self.calls.keys().next_back().copied().unwrap_or(position as u64),
+            },
+        };
+        let call = self.calls.entry(index).or_insert_with(|| Call {
+            // Ids are needed to pair results with calls; synthesize one when the server has none.
+            id: id.map_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()), str::to_owned),
+            name: String::new(),
+            arguments: String::new(),
+            started: false,
+        });
+        if let Some(name) = name
+            && call.name.is_empty()
+        {
+            call.name = name.to_owned();
+        }
+        call.arguments.push_str(&arguments);
+        if !call.started && !call.name.is_empty() {
+            call.started = true;
+            out.push(StreamEvent::ToolCallStart { id: call.id.clone(), name: call.name.clone() });
+            if !call.arguments.is_empty() {
+                out.push(StreamEvent::ToolCallDelta { id: call.id.clone(), fragment: call.arguments.clone() });
+            }
+        } else if call.started && !arguments.is_empty() {
+            out.push(StreamEvent::ToolCallDelta { id: call.id.clone(), fragment: arguments });
+        }
+    }
+
+    /// `finish_reason` arrived: every call's arguments are complete.
+    fn finish_calls(&mut self, reason: &str, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
+        for call in std::mem::take(&mut self.calls).into_values() {
+            if !call.started {
+                out.push(StreamEvent::ToolCallStart { id: call.id.clone(), name: call.name.clone() });
+            }
+            let text = if call.arguments.trim().is_empty() { "{}" } else { call.arguments.as_str() };
+            match serde_json::from_str::<Value>(text) {
+                Ok(input) => out.push(StreamEvent::ToolCallEnd { id: call.id, name: call.name, input }),
+                // Cut off by the token limit: incomplete, so it must not run.
+                Err(_) if reason == "length" => {}
+                Err(err) => {
+                    return Err(decode_error(format_args!(
+                        "arguments of tool call {} ({}) are not JSON: {err}",
+                        call.id, call.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&self, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
+        let Some(reason) = self.finish_reason.as_deref() else {
+            return Err(LlmError::new(
+                LlmErrorKind::StreamBroken,
+                format!("{PROVIDER}: stream ended before a finish_reason"),
+            ));
+        };
+        if let Some(usage) = self.usage {
+            out.push(StreamEvent::Usage(usage));
+        }
+        out.push(StreamEvent::Finished { stop_reason: stop_reason(reason, self.had_calls) });
+        Ok(())
+    }
+}
+
+fn stop_reason(reason: &str, had_tool_calls: bool) -> StopReason {
+    match reason {
+        // Some compatible servers say `stop` even when the turn ended in tool calls.
+        "stop" if had_tool_calls => StopReason::ToolUse,
+        "stop" => StopReason::EndTurn,
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "length" => StopReason::MaxTokens,
+        "content_filter" => StopReason::Refusal,
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
+fn parse_usage(usage: &Value) -> Usage {
+    let field = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+    let prompt = field("/prompt_tokens");
+    let cached = field("/prompt_tokens_details/cached_tokens").min(prompt);
+    Usage {
+        input_tokens: prompt - cached,
+        output_tokens: field("/completion_tokens"),
+        cache_read_input_tokens: cached,
+        cache_creation_input_tokens: 0,
+    }
+}
+
+impl WireDecoder for StreamDecoder {
+    fn on_event(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return self.finish(out);
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let chunk: Value =
+            serde_json::from_str(data).map_err(|err| decode_error(format_args!("chunk is not JSON: {err}")))?;
+        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
+            return Err(in_band_error(error));
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(parse_usage(usage));
+        }
+        let choices = chunk.get("choices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        // We never ask for n > 1, so only the first choice is ours.
+        let Some(choice) = choices.iter().find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0) else {
+            return Ok(());
+        };
+        if self.finish_reason.is_some() {
+            return Ok(()); // nothing but usage is expected after the finish
+        }
+        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        for field in ["content", "refusal"] {
+            if let Some(text) = delta.get(field).and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                out.push(StreamEvent::TextDelta(text.to_owned()));
+            }
+        }
+        if let Some(fragments) = delta.get("tool_calls").and_then(Value::as_array) {
+            for (position, fragment) in fragments.iter().enumerate() {
+                self.on_tool_call_fragment(position, fragment, out);
+                self.had_calls = true;
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_calls(reason, out)?;
+            self.finish_reason = Some(reason.to_owned());
+        }
+        Ok(())
+    }
+
+    /// A missing `[DONE]` after a `finish_reason` is tolerated: the answer is complete, and some
+    /// compatible servers just close. Only the usage chunk may have been lost.
+    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
+        self.finish(out)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::llm::ToolSpec;
+
+    fn feed(chunks: &[Value], eof: bool) -> (Vec<StreamEvent>, Option<LlmError>) {
+        let mut decoder = StreamDecoder::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            let data = match chunk {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            if let Err(err) = decoder.on_event(SseEvent { event: None, data }, &mut out) {
+                return (out, Some(err));
+            }
+        }
+        if eof && let Err(err) = decoder.on_eof(&mut out) {
+            return (out, Some(err));
+        }
+        (out, None)
+    }
+
+    fn delta(delta: Value) -> Value {
+        json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}], "usage": null})
+    }
+
+    fn finish(reason: &str) -> Value {
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+    }
+
+    fn usage_value() -> Value {
+        json!({"prompt_tokens": 100, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 40}})
+    }
+
+    const WANT_USAGE: Usage =
+        Usage { input_tokens: 60, output_tokens: 7, cache_read_input_tokens: 40, cache_creation_input_tokens: 0 };
+
+    #[test]
+    fn usage_chunk_variants() {
+        for usage_chunk in [
+            json!({"choices": [], "usage": usage_value()}),
+            json!({"choices": null, "usage": usage_value()}),
+            json!({"usage": usage_value()}),
+        ] {
+            let (events, err) =
+                feed(&[delta(json!({"content": "hi"})), finish("stop"), usage_chunk, json!("[DONE]")], false);
+            assert_eq!(err, None);
+            assert_eq!(
+                events,
+                vec![
+                    StreamEvent::TextDelta("hi".into()),
+                    StreamEvent::Usage(WANT_USAGE),
+                    StreamEvent::Finished { stop_reason: StopReason::EndTurn }
+                ]
+            );
+        }
+        let mut on_finish = finish("length");
+        on_finish["usage"] = usage_value();
+        let (events, err) = feed(&[on_finish, json!("[DONE]")], false);
+        assert_eq!(err, None);
+        assert_eq!(
+            events,
+            vec![StreamEvent::Usage(WANT_USAGE), StreamEvent::Finished { stop_reason: StopReason::MaxTokens }]
+        );
+    }
+
+    #[test]
+    fn tool_calls_without_ids_or_index_get_synthesized_ids() {
+        let (events, err) = feed(
+            &[
+                delta(json!({"tool_calls": [{"function": {"name": "a", "arguments": {"x": 1}}}]})),
+                delta(json!({"tool_calls": [{"id": "given", "function": {"name": "b", "arguments": "{}"}}]})),
+                finish("stop"),
+            ],
+            true,
+        );
+        assert_eq!(err, None);
+        let ends: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolCallEnd { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends.len(), 2);
+        assert!(ends[0].0.starts_with("call_") && ends[0].1 == "a" && ends[0].2 == json!({"x": 1}));
+        assert_eq!(ends[1], ("given".into(), "b".into(), json!({})));
+        // `stop` with tool calls is reported as tool use; a missing [DONE] still finishes.
+        assert_eq!(events.last(), Some(&StreamEvent::Finished { stop_reason: StopReason::ToolUse }));
+    }
+
+    #[test]
+    fn truncated_call_is_dropped_on_length_but_invalid_on_tool_calls() {
+        let call =
+            delta(json!({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "n", "arguments": "{\"a"}}]}));
+        let (events, err) = feed(&[call.clone(), finish("length"), json!("[DONE]")], false);
+        assert_eq!(err, None);
+        assert!(!events.iter().any(|e| matches!(e, StreamEvent::ToolCallEnd { .. })));
+        let (_, err) = feed(&[call, finish("tool_calls")], false);
+        assert_eq!(err.unwrap().kind, LlmErrorKind::Decode);
+    }
+
+    #[test]
+    fn late_name_defers_the_start() {
+        let (events, err) = feed(
+            &[
+                delta(json!({"tool_calls": [{"index": 0, "id": "c", "function": {"arguments": "{\"a\""}}]})),
+                delta(json!({"tool_calls": [{"index": 0, "function": {"name": "n", "arguments": ":1}"}}]})),
+                finish("tool_calls"),
+            ],
+            true,
+        );
+        assert_eq!(err, None);
+        assert_eq!(
+            events[..3],
+            [
+                StreamEvent::ToolCallStart { id: "c".into(), name: "n".into() },
+                StreamEvent::ToolCallDelta { id: "c".into(), fragment: "{\"a\":1}".into() },
+                StreamEvent::ToolCallEnd { id: "c".into(), name: "n".into(), input: json!({"a": 1}) },
+            ]
+        );
+    }
+
+    #[test]
+    fn truncation_and_errors() {
+        let (_, err) = feed(&[delta(json!({"content": "x"}))], true);
+        assert_eq!(err.unwrap().kind, LlmErrorKind::StreamBroken);
+        let (_, err) = feed(&[delta(json!({"content": "x"})), json!("[DONE]")], false);
+        assert_eq!(err.unwrap().kind, LlmErrorKind::StreamBroken);
+        let cases = [
+            (json!({"message": "m", "type": "server_error"}), LlmErrorKind::Server),
+            (json!({"message": "m", "code": "rate_limit_exceeded", "type": "requests"}), LlmErrorKind::RateLimited),
+            (
+                json!({"message": "m", "code": "context_length_exceeded", "type": "invalid_request_error"}),
+                LlmErrorKind::ContextOverflow,
+            ),
+            (json!({"message": "m", "type": "whatever"}), LlmErrorKind::Server),
+            (json!("plain string"), LlmErrorKind::Server),
+        ];
+        for (error, kind) in cases {
+            let (_, err) = feed(&[delta(json!({"content": "x"})), json!({"error": error})], false);
+            assert_eq!(err.unwrap().kind, kind);
+        }
+    }
+
+    #[test]
+    fn request_body_splits_tool_results_and_text() {
+        let request = ModelRequest {
+            model: "m".into(),
+            system: Some("sys".into()),
+            messages: vec![
+                Message::assistant(vec![
+                    ContentBlock::ToolUse { id: "a".into(), name: "ls".into(), input: json!({"p": 1}) },
+                    ContentBlock::ToolUse { id: "b".into(), name: "ls".into(), input: json!({}) },
+                ]),
+                Message {
+                    role: Role::User,
+                    content: vec![
+                        ContentBlock::Text { text: "and now?".into() },
+                        ContentBlock::ToolResult {
+                            tool_use_id: "a".into(),
+                            content: "one".into(),
+                            is_error: false,
+                        },
+                        ContentBlock::ToolResult {
+                            tool_use_id: "b".into(),
+                            content: "boom".into(),
+                            is_error: true,
+                        },
+                    ],
+                },
+            ],
+            tools: vec![ToolSpec {
+                name: "ls".into(),
+                description: "list".into(),
+                input_schema: json!({"type":"object"}),
+            }],
+            max_tokens: 64,
+        };
+        let body = request_body(&request, "max_tokens");
+        assert_eq!(
+            body,
+            json!({
+                "model": "m", "stream": true, "stream_options": {"include_usage": true}, "max_tokens": 64,
+                "tools": [{"type":"function","function":{"name":"ls","description":"list","parameters":{"type":"object"}}}],
+                "messages": [
+                    {"role":"system","content":"sys"},
+                    {"role":"assistant","content":null,"tool_calls":[
+                        {"id":"a","type":"function","function":{"name":"ls","arguments":"{\"p\":1}"}},
+                        {"id":"b","type":"function","function":{"name":"ls","arguments":"{}"}}
+                    ]},
+                    {"role":"tool","tool_call_id":"a","content":"one"},
+                    {"role":"tool","tool_call_id":"b","content":"Error: boom"},
+                    {"role":"user","content":"and now?"}
+                ]
+            })
+        );
+    }
+
+    #[test]
+    fn official_host_uses_max_completion_tokens() {
+        let config =
+            |url: &str| OpenAiConfig { base_url: url.into(), api_key: None, timeouts: HttpTimeouts::default() };
+        assert_eq!(
+            OpenAiProvider::new(config("https://api.openai.com/v1")).max_tokens_field,
+            "max_completion_tokens"
+        );
+        assert_eq!(OpenAiProvider::new(config("http://127.0.0.1:11434/v1/")).max_tokens_field, "max_tokens");
+    }
+}

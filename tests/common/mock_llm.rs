@@ -1,0 +1,581 @@
+//! A byte-accurate mock LLM HTTP/1.1 server on a loopback `TcpListener`.
+//!
+//! Tests script every response (status, headers, the exact SSE chunks, delays, pauses and
+//! abrupt disconnects) and inspect every request afterwards. Written on raw TCP rather than a
+//! web framework precisely so that chunk boundaries and broken connections are under the
+//! test's control. One connection serves one request (`Connection: close`); a streamed body is
+//! written raw until the socket closes, as many real SSE servers do.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// How long [`MockLlm::wait_for_requests`] waits before failing the test instead of hanging.
+const WAIT_LIMIT: Duration = Duration::from_secs(30);
+
+/// The running server. Dropping it stops the accept loop and every open connection.
+pub struct MockLlm {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+struct Shared {
+    queue: Mutex<VecDeque<MockResponse>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    /// Number of requests recorded so far; waiters subscribe instead of polling.
+    arrived: watch::Sender<usize>,
+}
+
+impl MockLlm {
+    pub async fn start() -> MockLlm {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("mock LLM: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("mock LLM: local addr");
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(VecDeque::new()),
+            requests: Mutex::new(Vec::new()),
+            arrived: watch::channel(0).0,
+        });
+        let task = tokio::spawn(accept_loop(listener, shared.clone()));
+        MockLlm { addr, shared, task }
+    }
+
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Queues the answer to a future request (FIFO: each request pops the next one).
+    pub fn push(&self, response: MockResponse) {
+        self.shared.queue.lock().unwrap().push_back(response);
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    /// Resolves once at least `n` requests have arrived; panics after 30 s rather than hang.
+    pub async fn wait_for_requests(&self, n: usize) {
+        let mut arrived = self.shared.arrived.subscribe();
+        let waited = tokio::time::timeout(WAIT_LIMIT, arrived.wait_for(|count| *count >= n)).await;
+        assert!(
+            matches!(waited, Ok(Ok(_))),
+            "mock LLM: expected {n} requests within {WAIT_LIMIT:?}, got {}",
+            self.requests().len()
+        );
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One request as it arrived.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// Header names lowercased, in arrival order.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body; `Null` when empty, a JSON string when the body was not JSON.
+    pub body: Value,
+}
+
+impl RecordedRequest {
+    /// The first value of a header (name case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A latch that holds paused responses until opened. Opening is permanent, so opening before
+/// a response reaches its pause point also works.
+#[derive(Clone)]
+pub struct Gate(Arc<watch::Sender<bool>>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Gate(Arc::new(watch::channel(false).0))
+    }
+
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn wait(&self) {
+        let mut open = self.0.subscribe();
+        // The sender lives in `self`, so this only returns once the gate is open.
+        let _ = open.wait_for(|open| *open).await;
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A scripted response.
+pub struct MockResponse {
+    status: u16,
+    headers: Vec<(String, String)>,
+    chunks: Vec<Vec<u8>>,
+    /// Streamed bodies have no content-length and end when the socket closes.
+    streamed: bool,
+    chunk_delay: Option<Duration>,
+    pauses: Vec<(usize, Gate)>,
+    cut_after: Option<usize>,
+}
+
+impl MockResponse {
+    fn new(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            chunks: Vec::new(),
+            streamed: false,
+            chunk_delay: None,
+            pauses: Vec::new(),
+            cut_after: None,
+        }
+    }
+
+    /// A response with an empty body.
+    pub fn status(code: u16) -> Self {
+        Self::new(code)
+    }
+
+    pub fn json(code: u16, body: Value) -> Self {
+        let mut response = Self::new(code).header("content-type", "application/json");
+        response.chunks.push(body.to_string().into_bytes());
+        response
+    }
+
+    /// 200 `text/event-stream`; each string is written verbatim as one chunk.
+    pub fn sse(events: Vec<String>) -> Self {
+        let mut response =
+            Self::new(200).header("content-type", "text/event-stream").header("cache-control", "no-cache");
+        response.chunks = events.into_iter().map(String::into_bytes).collect();
+        response.streamed = true;
+        response
+    }
+
+    /// A streamed body of arbitrary bytes (e.g. to split inside a UTF-8 character).
+    pub fn raw_chunks(code: u16, content_type: &str, chunks: Vec<Vec<u8>>) -> Self {
+        let mut response = Self::new(code).header("content-type", content_type);
+        response.chunks = chunks;
+        response.streamed = true;
+        response
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Sleep before each chunk after the first.
+    pub fn chunk_delay(mut self, d: Duration) -> Self {
+        self.chunk_delay = Some(d);
+        self
+    }
+
+    /// Wait for `gate` before writing chunk `index` (the head is always written first).
+    pub fn pause_before_chunk(mut self, index: usize, gate: Gate) -> Self {
+        self.pauses.push((index, gate));
+        self
+    }
+
+    /// Close the socket right after `n_chunks` chunks, whatever remains.
+    pub fn cut_after(mut self, n_chunks: usize) -> Self {
+        self.cut_after = Some(n_chunks);
+        self
+    }
+
+    fn no_script() -> Self {
+        Self::json(
+            500,
+            json!({"type": "error", "error": {"type": "api_error", "message": "mock: no scripted response"}}),
+        )
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    // Connections live in the JoinSet so that aborting this task (on drop) aborts them too.
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                if let Ok((socket, peer)) = accepted
+                    && peer.ip().is_loopback()
+                {
+                    connections.spawn(serve(socket, shared.clone()));
+                }
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
+    let Some(request) = read_request(&mut socket).await else {
+        return;
+    };
+    let response = shared.queue.lock().unwrap().pop_front().unwrap_or_else(MockResponse::no_script);
+    shared.requests.lock().unwrap().push(request);
+    shared.arrived.send_modify(|count| *count += 1);
+    // A write error means the client went away, which some tests do on purpose.
+    let _ = write_response(&mut socket, response).await;
+}
+
+/// Reads one request: head up to the blank line, then exactly `content-length` body bytes.
+async fn read_request(socket: &mut TcpStream) -> Option<RecordedRequest> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break pos;
+        }
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next()?.split_whitespace();
+    let method = request_line.next()?.to_owned();
+    let path = request_line.next()?.to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(name, _)| name == "content-length")
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end + 4..].to_vec();
+    while body.len() < length {
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    let body = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()))
+    };
+    Some(RecordedRequest { method, path, headers, body })
+}
+
+async fn write_response(socket: &mut TcpStream, response: MockResponse) -> std::io::Result<()> {
+    let mut head = format!("HTTP/1.1 {} {}\r\nconnection: close\r\n", response.status, reason(response.status));
+    if !response.streamed {
+        let length: usize = response.chunks.iter().map(Vec::len).sum();
+        head.push_str(&format!("content-length: {length}\r\n"));
+    }
+    for (name, value) in &response.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    socket.write_all(head.as_bytes()).await?;
+    socket.flush().await?;
+    for (index, chunk) in response.chunks.iter().enumerate() {
+        if response.cut_after == Some(index) {
+            return Ok(()); // dropping the socket closes it mid-body
+        }
+        if index > 0
+            && let Some(delay) = response.chunk_delay
+        {
+            tokio::time::sleep(delay).await;
+        }
+        for (_, gate) in response.pauses.iter().filter(|(at, _)| *at == index) {
+            gate.wait().await;
+        }
+        socket.write_all(chunk).await?;
+        socket.flush().await?;
+    }
+    socket.shutdown().await
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        529 => "Overloaded",
+        _ => "Status",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire-format builders
+
+/// Token counts a scripted response reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MockUsage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_creation: u64,
+}
+
+impl MockUsage {
+    pub fn cache(mut self, read: u64, creation: u64) -> Self {
+        self.cache_read = read;
+        self.cache_creation = creation;
+        self
+    }
+}
+
+pub fn usage(input: u64, output: u64) -> MockUsage {
+    MockUsage { input, output, cache_read: 0, cache_creation: 0 }
+}
+
+const DEFAULT_USAGE: MockUsage = MockUsage { input: 12, output: 5, cache_read: 0, cache_creation: 0 };
+
+/// Splits `text` into `parts` pieces at character boundaries (some may be empty for tiny
+/// inputs, but there are always `parts` of them), to stream tool arguments in fragments.
+pub fn fragments(text: &str, parts: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let parts = parts.max(1);
+    (0..parts).map(|i| chars[i * chars.len() / parts..(i + 1) * chars.len() / parts].iter().collect()).collect()
+}
+
+/// Anthropic Messages SSE, one event per chunk.
+pub mod anthropic {
+    use serde_json::{Value, json};
+
+    use super::{DEFAULT_USAGE, fragments};
+    pub use super::{MockUsage, usage};
+
+    pub fn event(name: &str, data: Value) -> String {
+        format!("event: {name}\ndata: {data}\n\n")
+    }
+
+    pub fn message_start(usage: MockUsage) -> String {
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": {
+                "id": "msg_mock", "type": "message", "role": "assistant", "content": [], "model": "mock",
+                "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": usage.input, "cache_creation_input_tokens": usage.cache_creation,
+                          "cache_read_input_tokens": usage.cache_read, "output_tokens": 1},
+            }}),
+        )
+    }
+
+    pub fn ping() -> String {
+        event("ping", json!({"type": "ping"}))
+    }
+
+    pub fn text_block(index: usize, chunks: &[&str]) -> Vec<String> {
+        let mut out = vec![event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+        )];
+        for chunk in chunks {
+            out.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}}),
+            ));
+        }
+        out.push(block_stop(index));
+        out
+    }
+
+    /// A tool_use block whose arguments stream as `""` and then two real fragments.
+    pub fn tool_use_block(index: usize, id: &str, name: &str, input: &Value) -> Vec<String> {
+        let mut out = vec![event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        )];
+        let mut parts = vec![String::new()];
+        parts.extend(fragments(&input.to_string(), 2));
+        for part in parts {
+            out.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "input_json_delta", "partial_json": part}}),
+            ));
+        }
+        out.push(block_stop(index));
+        out
+    }
+
+    pub fn block_stop(index: usize) -> String {
+        event("content_block_stop", json!({"type": "content_block_stop", "index": index}))
+    }
+
+    pub fn message_delta(stop_reason: &str, output_tokens: u64) -> String {
+        event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+                   "usage": {"output_tokens": output_tokens}}),
+        )
+    }
+
+    pub fn message_stop() -> String {
+        event("message_stop", json!({"type": "message_stop"}))
+    }
+
+    /// An in-band error event (e.g. `overloaded_error`).
+    pub fn error(error_type: &str, message: &str) -> String {
+        event("error", json!({"type": "error", "error": {"type": error_type, "message": message}}))
+    }
+
+    pub fn text(chunks: &[&str]) -> Vec<String> {
+        text_with_usage(chunks, DEFAULT_USAGE)
+    }
+
+    pub fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
+        let mut out = vec![message_start(usage)];
+        out.extend(text_block(0, chunks));
+        out.push(message_delta("end_turn", usage.output));
+        out.push(message_stop());
+        out
+    }
+
+    pub fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
+        tool_calls_with_usage(text, calls, DEFAULT_USAGE)
+    }
+
+    pub fn tool_calls_with_usage(
+        text: Option<&str>,
+        calls: &[(&str, &str, Value)],
+        usage: MockUsage,
+    ) -> Vec<String> {
+        let mut out = vec![message_start(usage)];
+        let mut index = 0;
+        if let Some(text) = text {
+            out.extend(text_block(0, &[text]));
+            index = 1;
+        }
+        for (offset, (id, name, input)) in calls.iter().enumerate() {
+            out.extend(tool_use_block(index + offset, id, name, input));
+        }
+        out.push(message_delta("tool_use", usage.output));
+        out.push(message_stop());
+        out
+    }
+
+    /// The HTTP error body Anthropic sends with a non-2xx status.
+    pub fn error_body(error_type: &str, message: &str) -> Value {
+        json!({"type": "error", "error": {"type": error_type, "message": message}, "request_id": "req_mock"})
+    }
+}
+
+/// OpenAI Chat Completions SSE (`data:` lines only), one chunk per line.
+pub mod openai {
+    use serde_json::{Value, json};
+
+    use super::{DEFAULT_USAGE, fragments};
+    pub use super::{MockUsage, usage};
+
+    pub fn data(value: Value) -> String {
+        format!("data: {value}\n\n")
+    }
+
+    pub fn done() -> String {
+        "data: [DONE]\n\n".to_owned()
+    }
+
+    fn envelope(choices: Value, usage: Value) -> Value {
+        json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock",
+               "choices": choices, "usage": usage})
+    }
+
+    pub fn delta(delta: Value) -> String {
+        data(envelope(json!([{"index": 0, "delta": delta, "finish_reason": null}]), Value::Null))
+    }
+
+    pub fn finish(reason: &str) -> String {
+        data(envelope(json!([{"index": 0, "delta": {}, "finish_reason": reason}]), Value::Null))
+    }
+
+    pub fn usage_value(usage: MockUsage) -> Value {
+        json!({"prompt_tokens": usage.input + usage.cache_read, "completion_tokens": usage.output,
+               "total_tokens": usage.input + usage.cache_read + usage.output,
+               "prompt_tokens_details": {"cached_tokens": usage.cache_read},
+               "completion_tokens_details": {"reasoning_tokens": 0}})
+    }
+
+    /// The `include_usage` chunk: `choices: []`.
+    pub fn usage_chunk(usage: MockUsage) -> String {
+        data(envelope(json!([]), usage_value(usage)))
+    }
+
+    /// A mid-stream error chunk.
+    pub fn error_chunk(error_type: &str, code: Option<&str>, message: &str) -> String {
+        data(json!({"error": {"message": message, "type": error_type, "param": null, "code": code}}))
+    }
+
+    pub fn text(chunks: &[&str]) -> Vec<String> {
+        text_with_usage(chunks, DEFAULT_USAGE)
+    }
+
+    pub fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
+        let mut out = vec![delta(json!({"role": "assistant", "content": ""}))];
+        out.extend(chunks.iter().map(|c| delta(json!({"content": c}))));
+        out.push(finish("stop"));
+        out.push(usage_chunk(usage));
+        out.push(done());
+        out
+    }
+
+    /// Each call: a first fragment with id, name and `""`, then the arguments in two pieces.
+    pub fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
+        tool_calls_with_usage(text, calls, DEFAULT_USAGE)
+    }
+
+    pub fn tool_calls_with_usage(
+        text: Option<&str>,
+        calls: &[(&str, &str, Value)],
+        usage: MockUsage,
+    ) -> Vec<String> {
+        let mut out = vec![delta(json!({"role": "assistant", "content": null}))];
+        if let Some(text) = text {
+            out.push(delta(json!({"content": text})));
+        }
+        for (index, (id, name, input)) in calls.iter().enumerate() {
+            out.push(delta(json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                                                  "function": {"name": name, "arguments": ""}}]})));
+            for part in fragments(&input.to_string(), 2) {
+                out.push(delta(json!({"tool_calls": [{"index": index, "function": {"arguments": part}}]})));
+            }
+        }
+        out.push(finish("tool_calls"));
+        out.push(usage_chunk(usage));
+        out.push(done());
+        out
+    }
+
+    /// The HTTP error body OpenAI sends with a non-2xx status.
+    pub fn error_body(error_type: &str, code: Option<&str>, message: &str) -> Value {
+        json!({"error": {"message": message, "type": error_type, "param": null, "code": code}})
+    }
+}

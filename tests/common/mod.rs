@@ -1,0 +1,5 @@
+//! Helpers shared by the integration suites.
+// Each suite uses a different subset of the helpers; unused ones are not dead code.
+#![allow(dead_code)]
+
+pub mod mock_llm;

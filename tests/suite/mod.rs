@@ -1,0 +1,79 @@
+//! Integration suites, plus small helpers for driving a provider's event stream.
+
+mod provider_anthropic;
+mod provider_openai;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deputy::llm::retry::{RetryPolicy, RetryingProvider};
+use deputy::llm::{EventStream, HttpTimeouts, LlmError, ModelRequest, Provider, StreamEvent};
+use futures::StreamExt;
+
+/// Drains a stream: every event, and the error that ended it, if any.
+pub async fn collect(stream: EventStream) -> (Vec<StreamEvent>, Option<LlmError>) {
+    let mut events = Vec::new();
+    let mut stream = stream;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => events.push(event),
+            Err(err) => return (events, Some(err)),
+        }
+    }
+    (events, None)
+}
+
+/// Opens and drains in one go; an open error is reported like a stream error.
+pub async fn run(provider: &dyn Provider, request: ModelRequest) -> (Vec<StreamEvent>, Option<LlmError>) {
+    match provider.stream(request).await {
+        Ok(stream) => collect(stream).await,
+        Err(err) => (Vec::new(), Some(err)),
+    }
+}
+
+pub fn text_of(events: &[StreamEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn text_deltas(events: &[StreamEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn simple_request(text: &str) -> ModelRequest {
+    ModelRequest {
+        model: "mock-model".into(),
+        system: None,
+        messages: vec![deputy::llm::Message::user_text(text)],
+        tools: vec![],
+        max_tokens: 256,
+    }
+}
+
+/// Retries fast enough for tests; `retry_after` from the server still applies as sent.
+pub fn retrying(inner: impl Provider + 'static) -> RetryingProvider {
+    RetryingProvider::new(
+        Arc::new(inner),
+        RetryPolicy {
+            max_retries: 3,
+            initial_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(20),
+            max_retry_after: Duration::from_secs(5),
+        },
+    )
+}
+
+pub fn short_idle(idle_read: Duration) -> HttpTimeouts {
+    HttpTimeouts { connect: Duration::from_secs(2), idle_read }
+}

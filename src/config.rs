@@ -127,8 +127,8 @@ impl AppState {
             Some(dir) => dir.clone(),
             None => std::env::current_dir().context("current directory")?,
         };
-        let workspace = Workspace::new(&workspace_dir)
-            .with_context(|| format!("workspace {}", workspace_dir.display()))?;
+        let workspace =
+            Workspace::new(&workspace_dir).with_context(|| format!("workspace {}", workspace_dir.display()))?;
         let default_model = settings.model.clone().or_else(|| config.default_model.clone());
         let mut factory = AgentFactory::new(providers.clone(), default_model, Some(workspace));
         if let Some(max_tokens) = config.max_tokens {
@@ -222,7 +222,8 @@ mod tests {
         assert!(registry.resolve("gateway:claude").unwrap_err().to_string().contains("GATEWAY_KEY"));
         assert!(registry.resolve("ollama:llama3.2:3b").is_ok());
 
-        let env = Environment::from_pairs([("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"), ("ANTHROPIC_API_KEY", "k")]);
+        let env =
+            Environment::from_pairs([("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"), ("ANTHROPIC_API_KEY", "k")]);
         let registry = provider_registry(&ConfigFile::default(), &env);
         assert!(registry.resolve("openai:llama3.2").is_ok(), "a compatible server needs no key");
         assert!(registry.resolve("anthropic:claude-sonnet-4-5").is_ok());

@@ -21,11 +21,11 @@
 //! - [`session`]: the `SessionService` contract and its live implementation.
 //! - [`surfaces`]: MCP and CLI adapters; they translate and never decide.
 
+pub mod agent;
+pub mod config;
 pub mod error;
 pub mod ids;
 pub mod llm;
-pub mod agent;
-pub mod tools;
 pub mod session;
-pub mod config;
 pub mod surfaces;
+pub mod tools;

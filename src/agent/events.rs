@@ -11,18 +11,41 @@ use crate::llm::Usage;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentEvent {
-    TurnStarted { turn: u64 },
+    TurnStarted {
+        turn: u64,
+    },
     /// Assistant text as it streams in.
-    TextDelta { text: String },
+    TextDelta {
+        text: String,
+    },
     /// The model asked for a tool; it runs next.
-    ToolCallRequested { id: String, name: String, input: serde_json::Value },
+    ToolCallRequested {
+        id: String,
+        name: String,
+        input: serde_json::Value,
+    },
     /// A tool finished; `content` is what the model will see.
-    ToolResult { id: String, name: String, content: String, is_error: bool },
+    ToolResult {
+        id: String,
+        name: String,
+        content: String,
+        is_error: bool,
+    },
     /// Usage of one model response.
-    Usage { usage: Usage },
-    TurnCompleted { turn: u64, stop_reason: String },
-    TurnCancelled { turn: u64 },
-    TurnFailed { turn: u64, error: String },
+    Usage {
+        usage: Usage,
+    },
+    TurnCompleted {
+        turn: u64,
+        stop_reason: String,
+    },
+    TurnCancelled {
+        turn: u64,
+    },
+    TurnFailed {
+        turn: u64,
+        error: String,
+    },
 }
 
 /// The sending half of a turn's event channel. Unbounded so the loop never blocks; the

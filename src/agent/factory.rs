@@ -36,7 +36,11 @@ pub struct AgentFactory {
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
 impl AgentFactory {
-    pub fn new(providers: Arc<ProviderRegistry>, default_model: Option<String>, workspace: Option<Workspace>) -> Self {
+    pub fn new(
+        providers: Arc<ProviderRegistry>,
+        default_model: Option<String>,
+        workspace: Option<Workspace>,
+    ) -> Self {
         Self { providers, default_model, default_max_tokens: DEFAULT_MAX_TOKENS, workspace }
     }
 

@@ -14,7 +14,9 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{Agent, AgentEvent, EventSink, Exhausted};
-use crate::llm::{ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, Usage};
+use crate::llm::{
+    ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, Usage,
+};
 use crate::tools::ToolOutput;
 
 /// How a turn ended.
@@ -324,7 +326,11 @@ impl Agent {
                 content: output.content.clone(),
                 is_error: output.is_error,
             });
-            results.push(ContentBlock::ToolResult { tool_use_id: id, content: output.content, is_error: output.is_error });
+            results.push(ContentBlock::ToolResult {
+                tool_use_id: id,
+                content: output.content,
+                is_error: output.is_error,
+            });
         }
         self.history.push(Message { role: Role::User, content: results });
         skipped

@@ -42,7 +42,8 @@ impl ProviderRegistry {
     /// Splits `provider:model` at the first colon (model names may contain colons, as in
     /// `ollama:llama3.2:3b`) and returns the provider with the model name.
     pub fn resolve(&self, model_id: &str) -> Result<(Arc<dyn Provider>, String), SessionError> {
-        let Some((name, model)) = model_id.split_once(':').filter(|(name, model)| !name.is_empty() && !model.is_empty())
+        let Some((name, model)) =
+            model_id.split_once(':').filter(|(name, model)| !name.is_empty() && !model.is_empty())
         else {
             return Err(SessionError::invalid(format!(
                 "model {model_id:?} must look like provider:model, e.g. anthropic:claude-sonnet-4-5 or openai:gpt-4o-mini"

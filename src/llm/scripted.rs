@@ -58,7 +58,11 @@ impl ScriptedResponse {
     pub fn text(deltas: &[&str]) -> Self {
         let mut steps: Vec<Step> =
             deltas.iter().map(|delta| Step::Event(StreamEvent::TextDelta((*delta).to_owned()))).collect();
-        steps.push(Step::Event(StreamEvent::Usage(Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() })));
+        steps.push(Step::Event(StreamEvent::Usage(Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Usage::default()
+        })));
         steps.push(Step::Event(StreamEvent::Finished { stop_reason: StopReason::EndTurn }));
         Self::new(steps)
     }
@@ -74,7 +78,11 @@ impl ScriptedResponse {
                 input: input.clone(),
             }));
         }
-        steps.push(Step::Event(StreamEvent::Usage(Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() })));
+        steps.push(Step::Event(StreamEvent::Usage(Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Usage::default()
+        })));
         steps.push(Step::Event(StreamEvent::Finished { stop_reason: StopReason::ToolUse }));
         Self::new(steps)
     }

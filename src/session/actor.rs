@@ -24,7 +24,12 @@ use crate::ids::SessionId;
 /// What the actor is asked to do. Only one `RunTurn` is ever queued: the turn lock is taken
 /// before it is sent.
 enum Command {
-    RunTurn { prompt: String, cancel: CancellationToken, events: EventSink, reply: oneshot::Sender<RunResult> },
+    RunTurn {
+        prompt: String,
+        cancel: CancellationToken,
+        events: EventSink,
+        reply: oneshot::Sender<RunResult>,
+    },
     /// Stop after whatever is in flight (the channel is FIFO, so a running turn finishes).
     Shutdown,
 }
@@ -175,10 +180,7 @@ impl SessionHandle {
     }
 
     fn archived_error(&self) -> SessionError {
-        SessionError::NotFound {
-            session_id: self.id.clone(),
-            message: format!("session {} is archived", self.id),
-        }
+        SessionError::NotFound { session_id: self.id.clone(), message: format!("session {} is archived", self.id) }
     }
 }
 

@@ -112,7 +112,8 @@ impl SessionService for LiveSessionService {
         require_prompt(&request.prompt)?;
         let agent = self.factory.build_agent(request.build)?;
         let id = SessionId::new();
-        let meta = SessionMeta { title: title_of(&request.prompt), labels: request.labels, host_mode: request.host_mode };
+        let meta =
+            SessionMeta { title: title_of(&request.prompt), labels: request.labels, host_mode: request.host_mode };
         let handle = SessionHandle::spawn(id.clone(), agent, meta);
         // Nobody else knows the id yet, so the first turn always wins the lock.
         let ticket = handle.try_begin_turn()?;

@@ -47,7 +47,8 @@ fn paused_text(before: &str, gate: &Gate, after: &str) -> ScriptedResponse {
 
 #[tokio::test]
 async fn create_runs_the_first_turn_and_turns_continue_the_history() {
-    let (service, provider) = service(vec![ScriptedResponse::text(&["Hel", "lo"]), ScriptedResponse::text(&["Again"])]);
+    let (service, provider) =
+        service(vec![ScriptedResponse::text(&["Hel", "lo"]), ScriptedResponse::text(&["Again"])]);
     let first = service.create_session(create("hi")).await.unwrap();
     assert_eq!((first.status, first.turn, first.text.as_str()), (TurnStatus::Completed, 1, "Hello"));
     assert_eq!(first.stop_reason.as_deref(), Some("end_turn"));
@@ -283,7 +284,8 @@ async fn the_tool_call_budget_ends_the_turn_with_every_call_answered() {
     ])]);
     let service = service_with(provider.clone(), Some(Workspace::new(dir.path()).unwrap()));
     let mut request = create("read twice");
-    request.build = AgentBuildConfig { budget: Budget { max_tool_calls: Some(1), ..Budget::default() }, ..request.build };
+    request.build =
+        AgentBuildConfig { budget: Budget { max_tool_calls: Some(1), ..Budget::default() }, ..request.build };
     let result = service.create_session(request).await.unwrap();
     assert_eq!((result.status, result.stop_reason.as_deref()), (TurnStatus::Completed, Some("budget_exhausted")));
     assert_eq!(result.tool_calls, 1);

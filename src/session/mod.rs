@@ -24,7 +24,10 @@ pub trait SessionService: Send + Sync + 'static {
     ///
     /// Errors: `InvalidRequest` (empty prompt, bad model id), `Agent` (provider unusable, or
     /// the first turn failed — the session then exists and its id is in the error).
-    fn create_session(&self, request: CreateSessionRequest) -> impl Future<Output = Result<RunResult, SessionError>> + Send;
+    fn create_session(
+        &self,
+        request: CreateSessionRequest,
+    ) -> impl Future<Output = Result<RunResult, SessionError>> + Send;
 
     /// Runs a turn on a live session. Exactly one concurrent caller wins; the others get
     /// `Busy` at once, without queueing.

@@ -97,7 +97,11 @@ pub async fn run(cli: Cli) -> ExitCode {
                 model: None,
                 system_prompt: system.clone(),
                 max_tokens: *max_tokens,
-                budget: Budget { max_tokens: *budget_tokens, max_tool_calls: *budget_tool_calls, max_duration_ms: None },
+                budget: Budget {
+                    max_tokens: *budget_tokens,
+                    max_tool_calls: *budget_tool_calls,
+                    max_duration_ms: None,
+                },
             };
             return run_prompt(&cli.settings(), build, prompt.clone()).await;
         }
@@ -125,15 +129,15 @@ async fn serve(settings: &Settings) -> anyhow::Result<()> {
     // Installed before serving: rmcp's `serve` only returns after the client's first message.
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP over stdio");
-    let running = match McpServer::new(service).serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.clone()).await
-    {
-        Ok(running) => running,
-        Err(err) if shutdown.is_cancelled() => {
-            tracing::info!("stopped before the client connected: {err}");
-            return Ok(());
-        }
-        Err(err) => return Err(err).context("MCP handshake"),
-    };
+    let running =
+        match McpServer::new(service).serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.clone()).await {
+            Ok(running) => running,
+            Err(err) if shutdown.is_cancelled() => {
+                tracing::info!("stopped before the client connected: {err}");
+                return Ok(());
+            }
+            Err(err) => return Err(err).context("MCP handshake"),
+        };
     let reason = running.waiting().await.context("MCP service")?;
     tracing::info!(?reason, "stopped");
     Ok(())

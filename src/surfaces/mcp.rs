@@ -54,7 +54,10 @@ impl<S: SessionService> McpServer<S> {
 
     /// How a turn-running tool waits: the caller's `wait_ms`, progress if it asked for it, and
     /// its cancellation (a `notifications/cancelled` for this call interrupts the turn).
-    fn turn_options(wait_ms: Option<u64>, context: &RequestContext<RoleServer>) -> (TurnOptions, Option<ProgressForwarder>) {
+    fn turn_options(
+        wait_ms: Option<u64>,
+        context: &RequestContext<RoleServer>,
+    ) -> (TurnOptions, Option<ProgressForwarder>) {
         let (events, forwarder) = match context.meta.get_progress_token() {
             Some(token) => {
                 let (events, forwarder) = ProgressForwarder::start(context.peer.clone(), token);

@@ -94,7 +94,8 @@ async fn forward(peer: Peer<RoleServer>, token: ProgressToken, mut events: mpsc:
         }
         let may_send = next_allowed.is_none_or(|at| Instant::now() >= at);
         if pending && may_send {
-            let notification = ProgressNotificationParam::new(token.clone(), state.progress()).with_message(state.message());
+            let notification =
+                ProgressNotificationParam::new(token.clone(), state.progress()).with_message(state.message());
             if peer.notify_progress(notification).await.is_err() {
                 break;
             }
@@ -114,7 +115,11 @@ mod tests {
         assert_eq!(state.message(), "working");
         state.apply(&AgentEvent::TextDelta { text: "Looking at the file".into() });
         assert_eq!(state.message(), "…Looking at the file");
-        state.apply(&AgentEvent::ToolCallRequested { id: "1".into(), name: "read_file".into(), input: serde_json::json!({}) });
+        state.apply(&AgentEvent::ToolCallRequested {
+            id: "1".into(),
+            name: "read_file".into(),
+            input: serde_json::json!({}),
+        });
         assert_eq!(state.message(), "running tool read_file");
         state.apply(&AgentEvent::TextDelta { text: "x".repeat(500) });
         assert_eq!(state.message().chars().count(), 1 + TEXT_TAIL_CHARS);

@@ -110,7 +110,11 @@ pub struct ErrorBody {
 
 impl From<&SessionError> for ErrorBody {
     fn from(error: &SessionError) -> Self {
-        Self { code: error.code().as_str().to_owned(), message: error.to_string(), session_id: error.session_id().cloned() }
+        Self {
+            code: error.code().as_str().to_owned(),
+            message: error.to_string(),
+            session_id: error.session_id().cloned(),
+        }
     }
 }
 
@@ -144,8 +148,12 @@ impl From<SessionListParams> for ListQuery {
 }
 
 /// Parses tool arguments, turning any mismatch into `INVALID_REQUEST` with serde's explanation.
-pub fn parse_params<P: serde::de::DeserializeOwned>(tool: &str, arguments: serde_json::Value) -> Result<P, SessionError> {
-    serde_json::from_value(arguments).map_err(|err| SessionError::invalid(format!("invalid arguments for {tool}: {err}")))
+pub fn parse_params<P: serde::de::DeserializeOwned>(
+    tool: &str,
+    arguments: serde_json::Value,
+) -> Result<P, SessionError> {
+    serde_json::from_value(arguments)
+        .map_err(|err| SessionError::invalid(format!("invalid arguments for {tool}: {err}")))
 }
 
 /// One tool of the catalog.

@@ -2,4 +2,5 @@
 // Each suite uses a different subset of the helpers; unused ones are not dead code.
 #![allow(dead_code)]
 
+pub mod deputy;
 pub mod mock_llm;

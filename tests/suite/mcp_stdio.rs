@@ -14,8 +14,8 @@ use crate::common::mock_llm::{Gate, MockResponse, anthropic, openai};
 async fn serves_six_tools_with_schemas_under_its_own_name() {
     let deputy = TestDeputy::start().await;
     let info = deputy.client.peer_info().expect("server info");
-    assert_eq!(info.server_info.name, "deputy");
-    assert_eq!(info.server_info.version, env!("CARGO_PKG_VERSION"));
+    let server = info.server_info.as_ref().expect("serverInfo");
+    assert_eq!((server.name.as_str(), server.version.as_str()), ("deputy", env!("CARGO_PKG_VERSION")));
 
     let tools = deputy.client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
@@ -52,7 +52,10 @@ async fn the_whole_lifecycle_with_a_two_tool_call_turn() {
     )));
     deputy.mock.push(MockResponse::sse(anthropic::text(&["It is 42."])));
     let turn = deputy.ok("session_turn", json!({"session_id": id, "prompt": "what does notes.txt say?"})).await;
-    assert_eq!((turn["text"].as_str(), turn["tool_calls"].as_u64(), turn["turn"].as_u64()), (Some("It is 42."), Some(2), Some(2)));
+    assert_eq!(
+        (turn["text"].as_str(), turn["tool_calls"].as_u64(), turn["turn"].as_u64()),
+        (Some("It is 42."), Some(2), Some(2))
+    );
 
     // The third request carried both tool results back to the model, in order.
     let requests = deputy.mock.requests();

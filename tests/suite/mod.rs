@@ -1,7 +1,10 @@
 //! Integration suites, plus small helpers for driving a provider's event stream.
 
+mod cli;
+mod mcp_stdio;
 mod provider_anthropic;
 mod provider_openai;
+mod schemas;
 
 use std::sync::Arc;
 use std::time::Duration;

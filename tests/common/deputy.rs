@@ -9,7 +9,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::Value;
 use tempfile::TempDir;
 use tokio::sync::Notify;
@@ -45,8 +45,15 @@ pub struct TestDeputy {
 
 impl TestDeputy {
     /// Starts a mock LLM and `deputy serve` using it as both `anthropic` and `openai`; the
-    /// default model is `anthropic:claude-test`.
+    /// default model is `anthropic:claude-test`. The client connects with the 2025-11-25
+    /// `initialize` handshake.
     pub async fn start() -> Self {
+        Self::start_with(ClientLifecycleMode::Initialize).await
+    }
+
+    /// Like [`TestDeputy::start`], with the client's lifecycle mode chosen (e.g. the stateless
+    /// 2026-07-28 `server/discover`).
+    pub async fn start_with(lifecycle: ClientLifecycleMode) -> Self {
         let mock = MockLlm::start().await;
         let workspace = tempfile::tempdir().unwrap();
         let config_home = tempfile::tempdir().unwrap();
@@ -67,7 +74,11 @@ impl TestDeputy {
             .spawn()
             .expect("spawn deputy");
         let recorder = RecordingClient::default();
-        let client = recorder.clone().serve(transport).await.expect("MCP handshake with deputy");
+        let client = match lifecycle {
+            ClientLifecycleMode::Initialize => recorder.clone().serve(transport).await,
+            mode => recorder.clone().serve_with_lifecycle(transport, mode).await,
+        }
+        .expect("MCP handshake with deputy");
         Self { client, recorder, mock, workspace, _config_home: config_home }
     }
 

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+use rmcp::ClientLifecycleMode;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ProtocolVersion};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
@@ -223,4 +224,21 @@ async fn a_cancelled_call_interrupts_its_turn() {
     deputy.mock.push(MockResponse::sse(anthropic::text(&["after"])));
     let turn = deputy.ok("session_turn", json!({"session_id": id, "prompt": "next"})).await;
     assert_eq!(turn["text"], "after");
+}
+
+#[tokio::test]
+async fn a_2026_07_28_client_gets_the_same_tools_and_results() {
+    let deputy = TestDeputy::start_with(ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    })
+    .await;
+    let info = deputy.client.peer_info().expect("server info");
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
+    assert_eq!(deputy.client.list_all_tools().await.unwrap().len(), 6);
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["modern"])));
+    let created = deputy.ok("session_create", json!({"prompt": "hi"})).await;
+    assert_eq!(created["text"], "modern");
+    let (code, _) = deputy.err("session_turn", json!({"session_id": "nope", "prompt": "x"})).await;
+    assert_eq!(code, "SESSION_NOT_FOUND");
 }

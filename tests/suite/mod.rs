@@ -5,6 +5,7 @@ mod mcp_stdio;
 mod provider_anthropic;
 mod provider_openai;
 mod schemas;
+mod stdio_frames;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -18,6 +18,7 @@ use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::retry::{RetryPolicy, RetryingProvider};
 use crate::llm::{HttpTimeouts, Provider};
+use crate::store::SharedStore;
 use crate::tools::Workspace;
 
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -105,6 +106,10 @@ pub struct Settings {
     pub model: Option<String>,
     pub config: Option<PathBuf>,
     pub workspace: Option<PathBuf>,
+    /// The session store file; `None` means the default location.
+    pub store: Option<PathBuf>,
+    /// Run without a store: sessions live as long as the process.
+    pub ephemeral: bool,
 }
 
 /// Everything built once and shared read-only by every request.
@@ -113,6 +118,45 @@ pub struct AppState {
     pub config: ConfigFile,
     pub providers: Arc<ProviderRegistry>,
     pub factory: AgentFactory,
+    /// The session store, opened once per process (`None`: ephemeral).
+    pub store: SharedStore,
+}
+
+/// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
+pub fn default_store_path(env: &Environment) -> Option<PathBuf> {
+    let base = match env.get("XDG_DATA_HOME") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env.get("HOME")?).join(".local").join("share"),
+    };
+    Some(base.join("deputy").join("sessions.redb"))
+}
+
+/// Opens the session store the settings ask for, once.
+#[cfg(feature = "session-store")]
+fn open_store(settings: &Settings, env: &Environment) -> anyhow::Result<SharedStore> {
+    if settings.ephemeral {
+        return Ok(None);
+    }
+    let path = match &settings.store {
+        Some(path) => path.clone(),
+        None => default_store_path(env)
+            .context("no place for the session store: set --store / DEPUTY_STORE (or HOME), or use --ephemeral")?,
+    };
+    let store = crate::store::RedbStore::open(&path)?;
+    tracing::info!(path = %path.display(), "session store open");
+    Ok(Some(Arc::new(store)))
+}
+
+/// This build has no store: every run is ephemeral, and asking for a file is an error.
+#[cfg(not(feature = "session-store"))]
+fn open_store(settings: &Settings, _env: &Environment) -> anyhow::Result<SharedStore> {
+    if let Some(path) = &settings.store {
+        anyhow::bail!(
+            "--store {} needs persistence, which this build of deputy does not include (feature session-store)",
+            path.display()
+        );
+    }
+    Ok(None)
 }
 
 impl AppState {
@@ -134,7 +178,8 @@ impl AppState {
         if let Some(max_tokens) = config.max_tokens {
             factory = factory.with_default_max_tokens(max_tokens);
         }
-        Ok(Self { config, providers, factory })
+        let store = open_store(settings, env)?;
+        Ok(Self { config, providers, factory, store })
     }
 }
 
@@ -236,5 +281,8 @@ mod tests {
         assert!(ConfigFile::load(missing, true).is_err());
         let env = Environment::from_pairs([("HOME", "/home/u")]);
         assert_eq!(ConfigFile::default_path(&env).unwrap(), PathBuf::from("/home/u/.config/deputy/config.toml"));
+        assert_eq!(default_store_path(&env).unwrap(), PathBuf::from("/home/u/.local/share/deputy/sessions.redb"));
+        let env = Environment::from_pairs([("HOME", "/home/u"), ("XDG_DATA_HOME", "/data")]);
+        assert_eq!(default_store_path(&env).unwrap(), PathBuf::from("/data/deputy/sessions.redb"));
     }
 }

@@ -27,5 +27,6 @@ pub mod error;
 pub mod ids;
 pub mod llm;
 pub mod session;
+pub mod store;
 pub mod surfaces;
 pub mod tools;

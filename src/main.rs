@@ -13,7 +13,7 @@ async fn main() -> ExitCode {
     // `serve` logs its lifecycle by default; `run` stays quiet unless RUST_LOG asks.
     let default_level = match cli.command {
         Command::Serve => "deputy=info,rmcp=warn",
-        Command::Run { .. } | Command::Schemas { .. } => "warn",
+        Command::Run { .. } | Command::Turn { .. } | Command::Sessions(_) | Command::Schemas { .. } => "warn",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_env_filter(filter).init();

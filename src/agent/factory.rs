@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use super::{Agent, Budget, Consumption};
 use crate::error::SessionError;
-use crate::llm::Usage;
 use crate::llm::registry::ProviderRegistry;
+use crate::llm::{Message, Usage};
 use crate::tools::{ToolScope, Workspace, builtin};
 
 /// Everything that decides how a session's agent behaves. Unset fields take the server's
@@ -20,6 +22,28 @@ pub struct AgentBuildConfig {
     /// Upper bound on the tokens of each model response.
     pub max_tokens: Option<u32>,
     pub budget: Budget,
+}
+
+/// How an agent was built, with every default resolved: what a store keeps, so a session
+/// resumed after a restart behaves as it did even if the server's defaults changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    /// `provider:model`.
+    pub model: String,
+    pub system_prompt: Option<String>,
+    pub max_tokens: u32,
+    pub budget: Budget,
+}
+
+impl From<AgentSpec> for AgentBuildConfig {
+    fn from(spec: AgentSpec) -> Self {
+        AgentBuildConfig {
+            model: Some(spec.model),
+            system_prompt: spec.system_prompt,
+            max_tokens: Some(spec.max_tokens),
+            budget: spec.budget,
+        }
+    }
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -79,6 +103,21 @@ impl AgentFactory {
             usage: Usage::default(),
             used: Consumption::default(),
             turns: 0,
+            unsaved_from: 0,
         })
+    }
+
+    /// Rebuilds the agent of a stored session: same spec, with its history and counters.
+    pub fn restore_agent(
+        &self,
+        spec: AgentSpec,
+        history: Vec<Message>,
+        usage: Usage,
+        used: Consumption,
+        turns: u64,
+    ) -> Result<Agent, SessionError> {
+        let mut agent = self.build_agent(spec.into())?;
+        agent.restore(history, usage, used, turns);
+        Ok(agent)
     }
 }

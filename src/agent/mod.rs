@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 pub use budget::{Budget, Consumption, Exhausted};
 pub use events::{AgentEvent, EventSender, EventSink};
-pub use factory::{AgentBuildConfig, AgentFactory};
+pub use factory::{AgentBuildConfig, AgentFactory, AgentSpec};
 pub use turn::{TurnEnd, TurnReport};
 
 use crate::llm::{Message, Provider, Usage};
@@ -35,6 +35,9 @@ pub struct Agent {
     usage: Usage,
     used: Consumption,
     turns: u64,
+    /// The first message changed since the history was last saved: a save writes
+    /// `history[unsaved_from..]`. Appends leave it alone; editing an old message lowers it.
+    unsaved_from: usize,
 }
 
 impl Agent {
@@ -62,6 +65,38 @@ impl Agent {
     /// Number of turns started so far.
     pub fn turns(&self) -> u64 {
         self.turns
+    }
+
+    /// How this agent was built, with every default resolved.
+    pub fn spec(&self) -> AgentSpec {
+        AgentSpec {
+            model: self.model_id.clone(),
+            system_prompt: self.system_prompt.clone(),
+            max_tokens: self.max_tokens,
+            budget: self.budget,
+        }
+    }
+
+    /// The part of the history not saved yet: its first index and the messages from there on.
+    /// Saving these (replacing any stored message at or after that index) brings a store up to
+    /// date at a cost proportional to what changed, never to the history's size.
+    pub fn unsaved(&self) -> (usize, &[Message]) {
+        let from = self.unsaved_from.min(self.history.len());
+        (from, &self.history[from..])
+    }
+
+    /// Records that everything in the history is saved.
+    pub fn mark_saved(&mut self) {
+        self.unsaved_from = self.history.len();
+    }
+
+    /// Gives a freshly built agent the state of a stored session.
+    pub(crate) fn restore(&mut self, history: Vec<Message>, usage: Usage, used: Consumption, turns: u64) {
+        self.unsaved_from = history.len();
+        self.history = history;
+        self.usage = usage;
+        self.used = used;
+        self.turns = turns;
     }
 }
 

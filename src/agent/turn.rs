@@ -142,8 +142,12 @@ impl Agent {
     /// prompt whose turn produced no answer), the prompt joins it so roles keep alternating.
     fn push_user_prompt(&mut self, prompt: String) {
         let block = ContentBlock::Text { text: prompt };
+        let last_index = self.history.len().saturating_sub(1);
         match self.history.last_mut() {
-            Some(last) if last.role == Role::User => last.content.push(block),
+            Some(last) if last.role == Role::User => {
+                last.content.push(block);
+                self.unsaved_from = self.unsaved_from.min(last_index);
+            }
             _ => self.history.push(Message { role: Role::User, content: vec![block] }),
         }
     }

@@ -6,8 +6,10 @@
 //! compare-and-swap), the cancel token of the turn in flight, and the session's current
 //! [`SessionView`] in a `watch` channel, which the actor refreshes after every turn. That is
 //! why `read`, `list` and `interrupt` never wait behind a running turn.
+//!
+//! With a store, the actor saves after every turn (never during one), before it releases the
+//! turn lock: only what the turn added is written, together with the session's record.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -15,11 +17,13 @@ use chrono::Utc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::types::{Billing, BudgetRemaining, RunResult, SessionState, SessionStatus, SessionView};
-use crate::agent::turn::millis;
+use super::record::SessionRecord;
+use super::types::{RunResult, SessionStatus, SessionView};
 use crate::agent::{Agent, EventSink};
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::llm::Message;
+use crate::store::{SaveRequest, SharedStore, StoreError};
 
 /// What the actor is asked to do. Only one `RunTurn` is ever queued: the turn lock is taken
 /// before it is sent.
@@ -28,7 +32,11 @@ enum Command {
         prompt: String,
         cancel: CancellationToken,
         events: EventSink,
-        reply: oneshot::Sender<RunResult>,
+        reply: oneshot::Sender<TurnReply>,
+    },
+    /// The history, for callers that want the whole conversation (answered between turns).
+    History {
+        reply: oneshot::Sender<Vec<Message>>,
     },
     /// Stop after whatever is in flight (the channel is FIFO, so a running turn finishes).
     Shutdown,
@@ -55,11 +63,10 @@ pub struct SessionHandle {
     shared: Arc<Shared>,
 }
 
-/// Session facts fixed at creation.
-pub struct SessionMeta {
-    pub title: String,
-    pub labels: BTreeMap<String, String>,
-    pub host_mode: bool,
+/// What the actor answers for a turn: its result, and whether saving it failed.
+pub struct TurnReply {
+    pub result: RunResult,
+    pub save_error: Option<StoreError>,
 }
 
 /// A won turn lock: the turn's cancel token and its number.
@@ -69,35 +76,18 @@ pub struct TurnTicket {
 }
 
 impl SessionHandle {
-    /// Starts the actor for a freshly built agent.
-    pub fn spawn(id: SessionId, agent: Agent, meta: SessionMeta) -> Self {
-        let now = Utc::now();
-        let view = SessionView {
-            session_id: id.clone(),
-            state: SessionState {
-                status: SessionStatus::Idle,
-                model: agent.model_id().to_owned(),
-                title: meta.title,
-                labels: meta.labels,
-                host_mode: meta.host_mode,
-                turns: 0,
-                running_turn: None,
-                message_count: 0,
-                created_at: now,
-                updated_at: now,
-                last_turn: None,
-            },
-            billing: billing_of(&agent),
-        };
+    /// Starts the actor for an agent and its record (new, or rehydrated from the store).
+    pub fn spawn(agent: Agent, record: SessionRecord, store: SharedStore) -> Self {
+        let id = record.session_id.clone();
         let shared = Arc::new(Shared {
             turn_running: AtomicBool::new(false),
             turn_cancel: Mutex::new(None),
             closing: AtomicBool::new(false),
-            view: watch::Sender::new(view),
+            view: watch::Sender::new(record.view(SessionStatus::Idle, None)),
             stopped: CancellationToken::new(),
         });
         let (commands, receiver) = mpsc::channel(4);
-        tokio::spawn(run(id.clone(), agent, receiver, shared.clone()));
+        tokio::spawn(run(agent, record, store, receiver, shared.clone()));
         Self { id, commands, shared }
     }
 
@@ -133,7 +123,7 @@ impl SessionHandle {
         ticket: &TurnTicket,
         prompt: String,
         events: EventSink,
-    ) -> Result<oneshot::Receiver<RunResult>, SessionError> {
+    ) -> Result<oneshot::Receiver<TurnReply>, SessionError> {
         let (reply, result) = oneshot::channel();
         let command = Command::RunTurn { prompt, cancel: ticket.cancel.clone(), events, reply };
         if self.commands.send(command).await.is_err() {
@@ -141,6 +131,15 @@ impl SessionHandle {
             return Err(self.archived_error());
         }
         Ok(result)
+    }
+
+    /// The whole history; waits for a running turn to end.
+    pub async fn history(&self) -> Result<Vec<Message>, SessionError> {
+        let (reply, history) = oneshot::channel();
+        if self.commands.send(Command::History { reply }).await.is_err() {
+            return Err(self.archived_error());
+        }
+        history.await.map_err(|_| self.archived_error())
     }
 
     /// Cancels the turn in flight. Returns false when no turn runs.
@@ -193,33 +192,37 @@ impl Shared {
 }
 
 /// The actor loop: runs turns one at a time until shut down or every handle is gone.
-async fn run(id: SessionId, mut agent: Agent, mut commands: mpsc::Receiver<Command>, shared: Arc<Shared>) {
-    let span = tracing::info_span!("session", session_id = %id);
+async fn run(
+    mut agent: Agent,
+    mut record: SessionRecord,
+    store: SharedStore,
+    mut commands: mpsc::Receiver<Command>,
+    shared: Arc<Shared>,
+) {
+    let span = tracing::info_span!("session", session_id = %record.session_id);
     while let Some(command) = commands.recv().await {
         match command {
             Command::RunTurn { prompt, cancel, events, reply } => {
-                let report = {
-                    let _entered = span.enter();
-                    tracing::info!(turn = agent.turns() + 1, "turn started");
-                    drop(_entered);
-                    agent.run_turn(prompt, cancel, &events).await
-                };
-                let result = RunResult::from_report(id.clone(), &report);
+                tracing::info!(parent: &span, turn = agent.turns() + 1, "turn started");
+                let report = agent.run_turn(prompt, cancel, &events).await;
+                let result = RunResult::from_report(record.session_id.clone(), &report);
                 tracing::info!(parent: &span, turn = result.turn, status = ?result.status, stop_reason = ?result.stop_reason, "turn ended");
+                record.absorb(&agent);
+                record.last_turn = Some(result.clone());
+                record.updated_at = Utc::now();
+                let save_error = save(&store, &mut agent, &record).await.err();
+                if let Some(error) = &save_error {
+                    tracing::error!(parent: &span, turn = result.turn, "saving the turn failed: {error}");
+                }
                 // The view is refreshed before the lock is released, so whoever sees the
                 // session idle also sees this turn's result.
-                shared.view.send_modify(|view| {
-                    view.state.status = SessionStatus::Idle;
-                    view.state.running_turn = None;
-                    view.state.turns = result.turn;
-                    view.state.message_count = agent.history().len();
-                    view.state.updated_at = Utc::now();
-                    view.state.last_turn = Some(result.clone());
-                    view.billing = billing_of(&agent);
-                });
+                shared.view.send_replace(record.view(SessionStatus::Idle, None));
                 shared.end_turn();
                 // The caller may have stopped waiting; the result stays readable in the view.
-                let _ = reply.send(result);
+                let _ = reply.send(TurnReply { result, save_error });
+            }
+            Command::History { reply } => {
+                let _ = reply.send(agent.history().to_vec());
             }
             Command::Shutdown => break,
         }
@@ -227,20 +230,14 @@ async fn run(id: SessionId, mut agent: Agent, mut commands: mpsc::Receiver<Comma
     shared.stopped.cancel();
 }
 
-fn billing_of(agent: &Agent) -> Billing {
-    let usage = agent.usage();
-    let used = agent.consumption();
-    let budget = agent.budget();
-    Billing {
-        usage,
-        total_tokens: usage.total_tokens(),
-        tool_calls: used.tool_calls,
-        active_ms: millis(used.active),
-        budget,
-        remaining: BudgetRemaining {
-            tokens: budget.max_tokens.map(|max| max.saturating_sub(used.tokens)),
-            tool_calls: budget.remaining_tool_calls(&used),
-            duration_ms: budget.remaining_time(&used).map(millis),
-        },
-    }
+/// Writes what changed since the last save. On failure nothing is marked saved, so the next
+/// save writes it again: a failed save loses nothing while the session stays live.
+async fn save(store: &SharedStore, agent: &mut Agent, record: &SessionRecord) -> Result<(), StoreError> {
+    let Some(store) = store else { return Ok(()) };
+    let (replace_from, messages) = agent.unsaved();
+    let request =
+        SaveRequest { record: record.clone(), replace_from: replace_from as u64, messages: messages.to_vec() };
+    store.save(request).await?;
+    agent.mark_saved();
+    Ok(())
 }

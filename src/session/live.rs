@@ -1,35 +1,81 @@
-//! [`LiveSessionService`]: sessions held in memory, one actor each.
+//! [`LiveSessionService`]: live sessions in memory, one actor each, over an optional store.
+//!
+//! Without a store (Minimal builds, `--ephemeral`) a session lives as long as the process.
+//! With one, every session is saved at creation and after each turn; a session that is not
+//! live (after a restart, or never touched since) is read from the store and rehydrated on
+//! its next turn; archived sessions stay readable.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
 use super::SessionService;
-use super::actor::{SessionHandle, SessionMeta, TurnTicket};
+use super::actor::{SessionHandle, TurnReply, TurnTicket};
+use super::record::SessionRecord;
 use super::types::*;
 use crate::agent::{AgentFactory, EventSink};
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::store::{SaveRequest, SharedStore, StoredListQuery, persistence_disabled};
 
 /// Characters of the first prompt kept as the session's title.
 const TITLE_CHARS: usize = 80;
 
 pub struct LiveSessionService {
     factory: AgentFactory,
+    store: SharedStore,
     /// Only handles live here; the lock is held for map lookups, never across an await.
     sessions: RwLock<HashMap<SessionId, SessionHandle>>,
 }
 
 impl LiveSessionService {
-    pub fn new(factory: AgentFactory) -> Self {
-        Self { factory, sessions: RwLock::default() }
+    pub fn new(factory: AgentFactory, store: SharedStore) -> Self {
+        Self { factory, store, sessions: RwLock::default() }
     }
 
-    fn handle(&self, id: &SessionId) -> Result<SessionHandle, SessionError> {
-        let sessions = self.sessions.read().unwrap_or_else(PoisonError::into_inner);
-        sessions.get(id).cloned().ok_or_else(|| SessionError::not_found(id.clone()))
+    fn live(&self, id: &SessionId) -> Option<SessionHandle> {
+        self.sessions.read().unwrap_or_else(PoisonError::into_inner).get(id).cloned()
+    }
+
+    /// The live session, or the stored one brought back to life.
+    async fn live_or_resumed(&self, id: &SessionId) -> Result<SessionHandle, SessionError> {
+        if let Some(handle) = self.live(id) {
+            return Ok(handle);
+        }
+        let Some(store) = &self.store else { return Err(SessionError::not_found(id.clone())) };
+        let record = store.record(id).await?.ok_or_else(|| SessionError::not_found(id.clone()))?;
+        if record.archived {
+            return Err(archived(id));
+        }
+        let history = store.history(id).await?;
+        if history.len() as u64 != record.message_count {
+            return Err(SessionError::Store(format!(
+                "session {id}: the record counts {} messages but {} are stored",
+                record.message_count,
+                history.len()
+            )));
+        }
+        let agent = self.factory.restore_agent(
+            record.agent.clone(),
+            history,
+            record.usage,
+            record.consumption(),
+            record.turns,
+        )?;
+        let handle = SessionHandle::spawn(agent, record, self.store.clone());
+        // Two callers may resume the same session at once: the first registration wins and
+        // the other's handle is dropped, which stops its actor.
+        let mut sessions = self.sessions.write().unwrap_or_else(PoisonError::into_inner);
+        match sessions.entry(id.clone()) {
+            Entry::Occupied(existing) => Ok(existing.get().clone()),
+            Entry::Vacant(slot) => {
+                tracing::info!(session_id = %id, "session resumed from the store");
+                Ok(slot.insert(handle).clone())
+            }
+        }
     }
 
     /// Sends a won turn to the actor and waits for it as the caller asked.
@@ -40,8 +86,8 @@ impl LiveSessionService {
         prompt: String,
         options: TurnOptions,
     ) -> Result<RunResult, SessionError> {
-        let result = handle.run_turn(&ticket, prompt, EventSink::new(options.events)).await?;
-        let finished = wait_for_turn(handle, &ticket, result, options.wait, options.cancel).await?;
+        let reply = handle.run_turn(&ticket, prompt, EventSink::new(options.events)).await?;
+        let finished = wait_for_turn(handle, &ticket, reply, options.wait, options.cancel).await?;
         match finished.status {
             TurnStatus::Failed => Err(SessionError::agent(
                 Some(handle.id().clone()),
@@ -57,12 +103,19 @@ impl LiveSessionService {
     }
 }
 
+fn archived(id: &SessionId) -> SessionError {
+    SessionError::NotFound {
+        session_id: id.clone(),
+        message: format!("session {id} is archived: its history can be read, but it takes no more turns"),
+    }
+}
+
 /// Waits for a turn's result; answers `running` once `wait` runs out, and interrupts the turn
 /// if the caller cancels while still waiting.
 async fn wait_for_turn(
     handle: &SessionHandle,
     ticket: &TurnTicket,
-    mut result: oneshot::Receiver<RunResult>,
+    mut reply: oneshot::Receiver<TurnReply>,
     wait: Option<Duration>,
     caller_cancel: Option<tokio_util::sync::CancellationToken>,
 ) -> Result<RunResult, SessionError> {
@@ -81,13 +134,22 @@ async fn wait_for_turn(
     let lost = |_| {
         SessionError::agent(Some(handle.id().clone()), format!("session {} stopped during the turn", handle.id()))
     };
-    tokio::select! {
-        finished = &mut result => finished.map_err(lost),
-        () = timeout => Ok(RunResult::running(handle.id().clone(), ticket.turn)),
+    let reply = tokio::select! {
+        finished = &mut reply => finished.map_err(lost)?,
+        () = timeout => return Ok(RunResult::running(handle.id().clone(), ticket.turn)),
         () = caller_gone => {
             ticket.cancel.cancel();
-            result.await.map_err(lost)
+            reply.await.map_err(lost)?
         }
+    };
+    match reply.save_error {
+        None => Ok(reply.result),
+        Some(error) => Err(SessionError::Store(format!(
+            "turn {} of session {} finished but could not be saved ({error}); the session stays live and the \
+             next turn saves it again",
+            reply.result.turn,
+            handle.id()
+        ))),
     }
 }
 
@@ -112,9 +174,13 @@ impl SessionService for LiveSessionService {
         require_prompt(&request.prompt)?;
         let agent = self.factory.build_agent(request.build)?;
         let id = SessionId::new();
-        let meta =
-            SessionMeta { title: title_of(&request.prompt), labels: request.labels, host_mode: request.host_mode };
-        let handle = SessionHandle::spawn(id.clone(), agent, meta);
+        let record =
+            SessionRecord::new(id.clone(), &agent, title_of(&request.prompt), request.labels, request.host_mode);
+        // Saved before the first turn, so a crash during it leaves the session, empty.
+        if let Some(store) = &self.store {
+            store.save(SaveRequest { record: record.clone(), replace_from: 0, messages: Vec::new() }).await?;
+        }
+        let handle = SessionHandle::spawn(agent, record, self.store.clone());
         // Nobody else knows the id yet, so the first turn always wins the lock.
         let ticket = handle.try_begin_turn()?;
         self.sessions.write().unwrap_or_else(PoisonError::into_inner).insert(id.clone(), handle.clone());
@@ -123,23 +189,32 @@ impl SessionService for LiveSessionService {
     }
 
     async fn start_turn(&self, id: &SessionId, request: TurnRequest) -> Result<RunResult, SessionError> {
-        let handle = self.handle(id)?;
         require_prompt(&request.prompt)?;
+        let handle = self.live_or_resumed(id).await?;
         let ticket = handle.try_begin_turn()?;
         self.drive_turn(&handle, ticket, request.prompt, request.options).await
     }
 
     async fn interrupt(&self, id: &SessionId) -> Result<InterruptResult, SessionError> {
-        let handle = self.handle(id)?;
-        if handle.interrupt() {
-            Ok(InterruptResult { session_id: id.clone(), interrupted: true })
-        } else {
-            Err(SessionError::NotRunning(id.clone()))
+        if let Some(handle) = self.live(id) {
+            if handle.interrupt() {
+                return Ok(InterruptResult { session_id: id.clone(), interrupted: true });
+            }
+            return Err(SessionError::NotRunning(id.clone()));
+        }
+        // A stored session that is not live has no turn to interrupt.
+        match &self.store {
+            Some(store) if store.record(id).await?.is_some() => Err(SessionError::NotRunning(id.clone())),
+            _ => Err(SessionError::not_found(id.clone())),
         }
     }
 
     async fn read(&self, id: &SessionId, wait: Option<Duration>) -> Result<SessionView, SessionError> {
-        let handle = self.handle(id)?;
+        let Some(handle) = self.live(id) else {
+            let Some(store) = &self.store else { return Err(SessionError::not_found(id.clone())) };
+            let record = store.record(id).await?.ok_or_else(|| SessionError::not_found(id.clone()))?;
+            return Ok(record.view(record.resting_status(), None));
+        };
         let view = handle.view();
         match (wait, view.state.running_turn) {
             (Some(wait), Some(turn)) if !wait.is_zero() => {
@@ -150,23 +225,58 @@ impl SessionService for LiveSessionService {
     }
 
     async fn list(&self, query: ListQuery) -> Result<SessionList, SessionError> {
-        let mut sessions: Vec<SessionSummary> = {
-            let live = self.sessions.read().unwrap_or_else(PoisonError::into_inner);
-            live.values().map(|handle| SessionSummary::from(&handle.view())).collect()
+        if query.include_archived && self.store.is_none() {
+            return Err(persistence_disabled("listing archived sessions"));
+        }
+        let mut live: Vec<SessionSummary> = {
+            let sessions = self.sessions.read().unwrap_or_else(PoisonError::into_inner);
+            sessions.values().map(|handle| SessionSummary::from(&handle.view())).collect()
         };
-        sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.session_id.cmp(&b.session_id)));
-        let total = sessions.len();
         let limit = query.limit.unwrap_or(DEFAULT_PAGE).min(MAX_PAGE);
-        let page = sessions.into_iter().skip(query.offset).take(limit).collect();
-        Ok(SessionList { sessions: page, total })
+        let wanted = query.offset.saturating_add(limit);
+        let mut total = live.len();
+        if let Some(store) = &self.store {
+            let stored = store
+                .list(StoredListQuery {
+                    first: wanted,
+                    include_archived: query.include_archived,
+                    exclude: live.iter().map(|summary| summary.session_id.clone()).collect(),
+                })
+                .await?;
+            total += stored.total;
+            live.extend(stored.summaries);
+        }
+        live.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.session_id.cmp(&b.session_id)));
+        let sessions = live.into_iter().skip(query.offset).take(limit).collect();
+        Ok(SessionList { sessions, total })
     }
 
     async fn archive(&self, id: &SessionId) -> Result<ArchiveResult, SessionError> {
-        let handle = self.handle(id)?;
-        handle.shutdown().await;
-        self.sessions.write().unwrap_or_else(PoisonError::into_inner).remove(id);
+        let live = self.live(id);
+        if let Some(handle) = &live {
+            handle.shutdown().await;
+            self.sessions.write().unwrap_or_else(PoisonError::into_inner).remove(id);
+        }
+        let stored = match &self.store {
+            Some(store) => store.archive(id).await?.is_some(),
+            None => false,
+        };
+        if live.is_none() && !stored {
+            return Err(SessionError::not_found(id.clone()));
+        }
         tracing::info!(session_id = %id, "session archived");
         Ok(ArchiveResult { session_id: id.clone(), archived: true })
+    }
+
+    async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
+        if let Some(handle) = self.live(id) {
+            return Ok(SessionHistory { session_id: id.clone(), messages: handle.history().await? });
+        }
+        let Some(store) = &self.store else { return Err(SessionError::not_found(id.clone())) };
+        if store.record(id).await?.is_none() {
+            return Err(SessionError::not_found(id.clone()));
+        }
+        Ok(SessionHistory { session_id: id.clone(), messages: store.history(id).await? })
     }
 }
 

@@ -19,7 +19,7 @@ fn service_with(provider: Arc<ScriptedProvider>, workspace: Option<Workspace>) -
     let mut registry = ProviderRegistry::new();
     registry.insert("test", provider);
     let factory = AgentFactory::new(Arc::new(registry), Some("test:model".into()), workspace);
-    Arc::new(LiveSessionService::new(factory))
+    Arc::new(LiveSessionService::new(factory, None))
 }
 
 fn service(responses: Vec<ScriptedResponse>) -> (Arc<LiveSessionService>, Arc<ScriptedProvider>) {
@@ -389,7 +389,7 @@ async fn list_pages_newest_first() {
         ids.push(service.create_session(create(&format!("session {n}"))).await.unwrap().session_id);
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let page = service.list(ListQuery { offset: 1, limit: Some(2) }).await.unwrap();
+    let page = service.list(ListQuery { offset: 1, limit: Some(2), include_archived: false }).await.unwrap();
     assert_eq!(page.total, 5);
     let got: Vec<_> = page.sessions.iter().map(|s| s.session_id.clone()).collect();
     assert_eq!(got, vec![ids[3].clone(), ids[2].clone()]);

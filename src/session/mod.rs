@@ -4,10 +4,12 @@
 //! contract and its error codes are the same whichever way a caller arrives.
 //!
 //! Implementations:
-//! - [`live::LiveSessionService`]: sessions in memory, one actor task each ([`actor`]).
+//! - [`live::LiveSessionService`]: sessions in memory, one actor task each ([`actor`]), over an
+//!   optional [`SessionStore`](crate::store::SessionStore).
 
 pub mod actor;
 pub mod live;
+pub mod record;
 pub mod types;
 
 use std::future::Future;
@@ -29,11 +31,11 @@ pub trait SessionService: Send + Sync + 'static {
         request: CreateSessionRequest,
     ) -> impl Future<Output = Result<RunResult, SessionError>> + Send;
 
-    /// Runs a turn on a live session. Exactly one concurrent caller wins; the others get
-    /// `Busy` at once, without queueing.
+    /// Runs a turn on a session, resuming it from the store if it is not live. Exactly one
+    /// concurrent caller wins; the others get `Busy` at once, without queueing.
     ///
-    /// Errors: `NotFound`, `Busy`, `InvalidRequest`, `Agent` (the turn failed; the session
-    /// stays usable).
+    /// Errors: `NotFound` (also for archived sessions), `Busy`, `InvalidRequest`, `Agent` (the
+    /// turn failed; the session stays usable), `Store` (the turn ran but was not saved).
     fn start_turn(
         &self,
         id: &SessionId,
@@ -48,18 +50,28 @@ pub trait SessionService: Send + Sync + 'static {
     /// The session's state and billing, never waiting behind a running turn. With `wait`, a
     /// running turn is long-polled: the answer comes when it ends (or when `wait` runs out).
     ///
-    /// Errors: `NotFound`.
+    /// Falls back to the store for sessions that are not live (including archived ones).
+    ///
+    /// Errors: `NotFound`, `Store`.
     fn read(
         &self,
         id: &SessionId,
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<SessionView, SessionError>> + Send;
 
-    /// Session summaries, newest first, paged.
+    /// Session summaries, live and stored (deduplicated), newest first, paged.
+    ///
+    /// Errors: `PersistenceDisabled` (archived sessions asked for without a store), `Store`.
     fn list(&self, query: ListQuery) -> impl Future<Output = Result<SessionList, SessionError>> + Send;
 
-    /// Stops the session and forgets it. A turn in flight finishes first.
+    /// Stops the session and removes it from the live sessions. A turn in flight finishes
+    /// first. With a store, the session stays there, archived: readable, but it takes no turns.
     ///
-    /// Errors: `NotFound`.
+    /// Errors: `NotFound`, `Store`.
     fn archive(&self, id: &SessionId) -> impl Future<Output = Result<ArchiveResult, SessionError>> + Send;
+
+    /// The whole conversation of a session (live, or stored). Waits for a running turn.
+    ///
+    /// Errors: `NotFound`, `Store`.
+    fn history(&self, id: &SessionId) -> impl Future<Output = Result<SessionHistory, SessionError>> + Send;
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentBuildConfig, Budget, EventSender, TurnEnd, TurnReport};
 use crate::ids::SessionId;
-use crate::llm::Usage;
+use crate::llm::{Message, Usage};
 
 /// How long `session_create` / `session_turn` wait for the turn before answering `running`.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
@@ -62,6 +62,8 @@ pub struct ListQuery {
     pub offset: usize,
     /// Page size; `None` means [`DEFAULT_PAGE`], and at most [`MAX_PAGE`].
     pub limit: Option<usize>,
+    /// Also list archived sessions (needs the store).
+    pub include_archived: bool,
 }
 
 pub const DEFAULT_PAGE: usize = 50;
@@ -135,12 +137,14 @@ impl RunResult {
     }
 }
 
-/// Whether a session is doing something.
+/// What a session is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     Idle,
     Running,
+    /// Stopped by `session_archive`; its history stays readable (with a session store).
+    Archived,
 }
 
 /// A session as `session_read` shows it: conversation state and billing, kept apart.
@@ -245,4 +249,11 @@ pub struct InterruptResult {
 pub struct ArchiveResult {
     pub session_id: SessionId,
     pub archived: bool,
+}
+
+/// A session's whole conversation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionHistory {
+    pub session_id: SessionId,
+    pub messages: Vec<Message>,
 }

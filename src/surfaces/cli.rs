@@ -15,11 +15,16 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use super::mcp::McpServer;
-use super::wire;
+use super::{render, wire};
 use crate::agent::{AgentBuildConfig, AgentEvent, Budget};
 use crate::config::{AppState, Environment, Settings};
 use crate::error::SessionError;
-use crate::session::{CreateSessionRequest, LiveSessionService, SessionService, TurnOptions, TurnStatus};
+use crate::ids::SessionId;
+use crate::session::{
+    CreateSessionRequest, ListQuery, LiveSessionService, RunResult, SessionService, TurnOptions, TurnRequest,
+    TurnStatus,
+};
+use crate::store::persistence_disabled;
 
 /// deputy hosts LLM agent sessions behind MCP.
 ///
@@ -49,6 +54,15 @@ pub struct Cli {
     /// Directory the agents' file tools can read (default: the current directory).
     #[arg(long, global = true, env = "DEPUTY_WORKSPACE")]
     pub workspace: Option<PathBuf>,
+
+    /// Session store file (default: $XDG_DATA_HOME/deputy/sessions.redb). One process at a time
+    /// may use a store: give each MCP client its own.
+    #[arg(long, global = true, env = "DEPUTY_STORE")]
+    pub store: Option<PathBuf>,
+
+    /// Keep sessions in memory only: nothing is saved, nothing survives the process.
+    #[arg(long, global = true, conflicts_with = "store")]
+    pub ephemeral: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,6 +88,16 @@ pub enum Command {
         #[arg(long)]
         budget_tool_calls: Option<u64>,
     },
+    /// Continue a stored session with one more turn, streaming the answer to stdout.
+    Turn {
+        /// The session's id.
+        session_id: String,
+        /// The next message for the agent.
+        prompt: String,
+    },
+    /// Inspect and manage stored sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
     /// Write the JSON Schemas of the MCP tools' inputs and outputs.
     Schemas {
         /// Directory to write into.
@@ -82,34 +106,101 @@ pub enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List sessions, most recently updated first.
+    List {
+        /// Include archived sessions.
+        #[arg(long)]
+        all: bool,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session: its state, billing and whole conversation.
+    Show {
+        session_id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Archive a session: it keeps its history but takes no more turns.
+    Archive { session_id: String },
+}
+
 impl Cli {
     fn settings(&self) -> Settings {
-        Settings { model: self.model.clone(), config: self.config.clone(), workspace: self.workspace.clone() }
+        Settings {
+            model: self.model.clone(),
+            config: self.config.clone(),
+            workspace: self.workspace.clone(),
+            store: self.store.clone(),
+            ephemeral: self.ephemeral,
+        }
     }
 }
 
 /// Runs a parsed command line to completion.
 pub async fn run(cli: Cli) -> ExitCode {
-    let outcome = match &cli.command {
-        Command::Serve => serve(&cli.settings()).await,
+    let settings = cli.settings();
+    let outcome = match cli.command {
+        Command::Serve => serve(&settings).await,
+        Command::Schemas { out } => write_schemas(&out),
         Command::Run { prompt, system, max_tokens, budget_tokens, budget_tool_calls } => {
             let build = AgentBuildConfig {
                 model: None,
-                system_prompt: system.clone(),
-                max_tokens: *max_tokens,
+                system_prompt: system,
+                max_tokens,
                 budget: Budget {
-                    max_tokens: *budget_tokens,
-                    max_tool_calls: *budget_tool_calls,
+                    max_tokens: budget_tokens,
+                    max_tool_calls: budget_tool_calls,
                     max_duration_ms: None,
                 },
             };
-            return run_prompt(&cli.settings(), build, prompt.clone()).await;
+            return match live_service(&settings) {
+                Ok(service) => {
+                    stream_turn(|turn| async move {
+                        let request =
+                            CreateSessionRequest { build, prompt, turn, ..CreateSessionRequest::default() };
+                        service.create_session(request).await
+                    })
+                    .await
+                }
+                Err(err) => report_failure(&err),
+            };
         }
-        Command::Schemas { out } => write_schemas(out),
+        Command::Turn { session_id, prompt } => {
+            return match stored_service(&settings, "resuming a session from the command line") {
+                Ok(service) => {
+                    stream_turn(|options| async move {
+                        let id = SessionId::from_string(session_id);
+                        service.start_turn(&id, TurnRequest { prompt, options }).await
+                    })
+                    .await
+                }
+                Err(err) => report_failure(&err),
+            };
+        }
+        Command::Sessions(command) => match stored_service(&settings, "deputy sessions") {
+            Ok(service) => return sessions(service.as_ref(), command).await,
+            Err(err) => Err(err),
+        },
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
+        Err(err) => report_failure(&err),
+    }
+}
+
+/// Prints a failure; a [`SessionError`] inside keeps its code and exit status.
+fn report_failure(err: &anyhow::Error) -> ExitCode {
+    match err.downcast_ref::<SessionError>() {
+        Some(error) => exit_with(error),
+        None => {
             tracing::error!("{err:#}");
             eprintln!("deputy: {err:#}");
             ExitCode::FAILURE
@@ -119,7 +210,16 @@ pub async fn run(cli: Cli) -> ExitCode {
 
 fn live_service(settings: &Settings) -> anyhow::Result<Arc<LiveSessionService>> {
     let state = AppState::load(settings, &Environment::from_process())?;
-    Ok(Arc::new(LiveSessionService::new(state.factory)))
+    Ok(Arc::new(LiveSessionService::new(state.factory, state.store)))
+}
+
+/// A service for commands that only make sense on stored sessions.
+fn stored_service(settings: &Settings, operation: &str) -> anyhow::Result<Arc<LiveSessionService>> {
+    let state = AppState::load(settings, &Environment::from_process())?;
+    if state.store.is_none() {
+        return Err(persistence_disabled(operation).into());
+    }
+    Ok(Arc::new(LiveSessionService::new(state.factory, state.store)))
 }
 
 /// Serves MCP on stdin/stdout until the client closes stdin or a signal arrives.
@@ -162,15 +262,13 @@ async fn cancel_on_signal(token: CancellationToken) {
     token.cancel();
 }
 
-/// `deputy run`: one session, text streamed to stdout as it arrives.
-async fn run_prompt(settings: &Settings, build: AgentBuildConfig, prompt: String) -> ExitCode {
-    let service = match live_service(settings) {
-        Ok(service) => service,
-        Err(err) => {
-            eprintln!("deputy: {err:#}");
-            return ExitCode::FAILURE;
-        }
-    };
+/// Runs one turn with its text streamed to stdout as it arrives; Ctrl-C interrupts it.
+/// Exit 0 done, 1 error or interrupted, 2 budget exhausted; the session id goes to stderr.
+async fn stream_turn<F, Fut>(start: F) -> ExitCode
+where
+    F: FnOnce(TurnOptions) -> Fut,
+    Fut: std::future::Future<Output = Result<RunResult, SessionError>>,
+{
     let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let printer = tokio::spawn(async move {
         let mut stdout = std::io::stdout();
@@ -188,13 +286,7 @@ async fn run_prompt(settings: &Settings, build: AgentBuildConfig, prompt: String
     });
     let interrupt = CancellationToken::new();
     tokio::spawn(cancel_on_signal(interrupt.clone()));
-    let request = CreateSessionRequest {
-        build,
-        prompt,
-        turn: TurnOptions { wait: None, events: Some(events), cancel: Some(interrupt) },
-        ..CreateSessionRequest::default()
-    };
-    let result = service.create_session(request).await;
+    let result = start(TurnOptions { wait: None, events: Some(events), cancel: Some(interrupt) }).await;
     let _ = printer.await;
     match result {
         Ok(result) => {
@@ -213,6 +305,45 @@ async fn run_prompt(settings: &Settings, build: AgentBuildConfig, prompt: String
         }
         Err(error) => exit_with(&error),
     }
+}
+
+/// `deputy sessions …`.
+async fn sessions(service: &LiveSessionService, command: SessionsCommand) -> ExitCode {
+    let outcome = match command {
+        SessionsCommand::List { all, offset, limit, json } => service
+            .list(ListQuery { offset, limit: Some(limit), include_archived: all })
+            .await
+            .map(|list| if json { to_json(&list) } else { render::session_list(&list) }),
+        SessionsCommand::Show { session_id, json } => {
+            let id = SessionId::from_string(session_id);
+            match (service.read(&id, None).await, service.history(&id).await) {
+                (Ok(view), Ok(history)) if json => {
+                    Ok(to_json(&serde_json::json!({"session": view, "messages": history.messages})))
+                }
+                (Ok(view), Ok(history)) => Ok(render::session(&view, &history.messages)),
+                (Err(error), _) | (_, Err(error)) => Err(error),
+            }
+        }
+        SessionsCommand::Archive { session_id } => {
+            let id = SessionId::from_string(session_id);
+            service.archive(&id).await.map(|archived| format!("archived {}\n", archived.session_id))
+        }
+    };
+    match outcome {
+        Ok(text) => {
+            let mut stdout = std::io::stdout();
+            let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.flush();
+            ExitCode::SUCCESS
+        }
+        Err(error) => exit_with(&error),
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 fn exit_with(error: &SessionError) -> ExitCode {

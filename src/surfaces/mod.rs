@@ -7,9 +7,10 @@
 //! - [`wire`]: parameter types and the tool catalog shared by every surface.
 //! - [`mcp`]: the MCP server (rmcp), stdio today.
 //! - [`progress`]: turns agent events into throttled MCP progress notifications.
-//! - [`cli`]: the command line.
+//! - [`cli`]: the command line; [`render`]: its human-readable text.
 
 pub mod cli;
 pub mod mcp;
 pub mod progress;
+pub mod render;
 pub mod wire;

@@ -89,6 +89,10 @@ pub struct SessionListParams {
     /// Page size (default 50, max 1000).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Also list archived sessions (needs persistence; without it the answer is
+    /// SESSION_PERSISTENCE_DISABLED).
+    #[serde(default)]
+    pub include_archived: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -143,7 +147,11 @@ impl SessionTurnParams {
 
 impl From<SessionListParams> for ListQuery {
     fn from(params: SessionListParams) -> Self {
-        ListQuery { offset: params.offset.unwrap_or(0), limit: params.limit }
+        ListQuery {
+            offset: params.offset.unwrap_or(0),
+            limit: params.limit,
+            include_archived: params.include_archived.unwrap_or(false),
+        }
     }
 }
 

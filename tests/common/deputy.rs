@@ -40,7 +40,8 @@ pub struct TestDeputy {
     pub recorder: RecordingClient,
     pub mock: MockLlm,
     pub workspace: TempDir,
-    _config_home: TempDir,
+    /// Holds the config home and the session store (`sessions.redb`).
+    pub home: TempDir,
 }
 
 impl TestDeputy {
@@ -56,32 +57,68 @@ impl TestDeputy {
     pub async fn start_with(lifecycle: ClientLifecycleMode) -> Self {
         let mock = MockLlm::start().await;
         let workspace = tempfile::tempdir().unwrap();
-        let config_home = tempfile::tempdir().unwrap();
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
-        command
-            .arg("serve")
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", mock.base_url()))
-            .env("OPENAI_API_KEY", "test-key")
-            .env("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()))
-            .env("DEPUTY_MODEL", "anthropic:claude-test")
-            .env("DEPUTY_WORKSPACE", workspace.path())
-            .env("XDG_CONFIG_HOME", config_home.path())
-            .env_remove("DEPUTY_CONFIG")
-            .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn".into()));
-        let (transport, _stderr) = TokioChildProcess::builder(command)
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("spawn deputy");
+        let home = tempfile::tempdir().unwrap();
+        let command = deputy_serve(&mock, workspace.path(), home.path());
         let recorder = RecordingClient::default();
-        let client = match lifecycle {
-            ClientLifecycleMode::Initialize => recorder.clone().serve(transport).await,
-            mode => recorder.clone().serve_with_lifecycle(transport, mode).await,
-        }
-        .expect("MCP handshake with deputy");
-        Self { client, recorder, mock, workspace, _config_home: config_home }
+        let client = connect(&recorder, command, lifecycle).await;
+        Self { client, recorder, mock, workspace, home }
     }
 
+    /// The session store file this deputy uses.
+    pub fn store_path(&self) -> std::path::PathBuf {
+        self.home.path().join("sessions.redb")
+    }
+
+    /// Stops this deputy (closing its stdin) and starts a new one on the same store, mock and
+    /// workspace: a restart.
+    pub async fn restart(self) -> Self {
+        let Self { client, recorder, mock, workspace, home } = self;
+        client.cancel().await.expect("deputy stops");
+        drop(recorder);
+        let command = deputy_serve(&mock, workspace.path(), home.path());
+        let recorder = RecordingClient::default();
+        let client = connect(&recorder, command, ClientLifecycleMode::Initialize).await;
+        Self { client, recorder, mock, workspace, home }
+    }
+}
+
+/// `deputy serve` with its providers on `mock`, its store and config under `home`.
+pub fn deputy_serve(
+    mock: &MockLlm,
+    workspace: &std::path::Path,
+    home: &std::path::Path,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
+    command
+        .arg("serve")
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", mock.base_url()))
+        .env("OPENAI_API_KEY", "test-key")
+        .env("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()))
+        .env("DEPUTY_MODEL", "anthropic:claude-test")
+        .env("DEPUTY_WORKSPACE", workspace)
+        .env("XDG_CONFIG_HOME", home)
+        .env("DEPUTY_STORE", home.join("sessions.redb"))
+        .env_remove("DEPUTY_CONFIG")
+        .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn".into()));
+    command
+}
+
+async fn connect(
+    recorder: &RecordingClient,
+    command: tokio::process::Command,
+    lifecycle: ClientLifecycleMode,
+) -> RunningService<RoleClient, RecordingClient> {
+    let (transport, _stderr) =
+        TokioChildProcess::builder(command).stderr(std::process::Stdio::inherit()).spawn().expect("spawn deputy");
+    match lifecycle {
+        ClientLifecycleMode::Initialize => recorder.clone().serve(transport).await,
+        mode => recorder.clone().serve_with_lifecycle(transport, mode).await,
+    }
+    .expect("MCP handshake with deputy")
+}
+
+impl TestDeputy {
     pub async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
         let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
         self.client

@@ -16,7 +16,7 @@ struct RawDeputy {
 impl RawDeputy {
     fn spawn() -> Self {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
-            .arg("serve")
+            .args(["serve", "--ephemeral"])
             .env("XDG_CONFIG_HOME", "/nonexistent")
             .env("RUST_LOG", "off")
             .stdin(Stdio::piped())

@@ -1,0 +1,146 @@
+//! [`SessionRecord`]: everything about a session except its history, in one small value.
+//!
+//! It is the single source of a session's state and billing: the actor keeps it current after
+//! every turn, `read` and `list` render it ([`SessionRecord::view`], [`SessionRecord::summary`]),
+//! and the store persists it beside the append-only history. A session read from the store and
+//! a live one therefore cannot disagree on what they show.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::types::{Billing, BudgetRemaining, RunResult, SessionState, SessionStatus, SessionSummary, SessionView};
+use crate::agent::turn::millis;
+use crate::agent::{Agent, AgentSpec, Consumption};
+use crate::ids::SessionId;
+use crate::llm::Usage;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub session_id: SessionId,
+    pub agent: AgentSpec,
+    pub title: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub host_mode: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Turns finished.
+    pub turns: u64,
+    /// Messages in the current history.
+    pub message_count: u64,
+    /// Bumped when compaction replaces the history.
+    #[serde(default)]
+    pub history_epoch: u64,
+    pub usage: Usage,
+    pub tool_calls: u64,
+    pub active_ms: u64,
+    #[serde(default)]
+    pub last_turn: Option<RunResult>,
+    #[serde(default)]
+    pub archived: bool,
+}
+
+impl SessionRecord {
+    /// The record of a session whose agent was just built.
+    pub fn new(
+        session_id: SessionId,
+        agent: &Agent,
+        title: String,
+        labels: BTreeMap<String, String>,
+        host_mode: bool,
+    ) -> Self {
+        let now = Utc::now();
+        let mut record = Self {
+            session_id,
+            agent: agent.spec(),
+            title,
+            labels,
+            host_mode,
+            created_at: now,
+            updated_at: now,
+            turns: 0,
+            message_count: 0,
+            history_epoch: 0,
+            usage: Usage::default(),
+            tool_calls: 0,
+            active_ms: 0,
+            last_turn: None,
+            archived: false,
+        };
+        record.absorb(agent);
+        record
+    }
+
+    /// Takes the agent's counters after a turn.
+    pub fn absorb(&mut self, agent: &Agent) {
+        let used = agent.consumption();
+        self.turns = agent.turns();
+        self.message_count = agent.history().len() as u64;
+        self.usage = agent.usage();
+        self.tool_calls = used.tool_calls;
+        self.active_ms = millis(used.active);
+    }
+
+    /// Counters to restore into a rehydrated agent.
+    pub fn consumption(&self) -> Consumption {
+        Consumption {
+            tokens: self.usage.total_tokens(),
+            tool_calls: self.tool_calls,
+            active: std::time::Duration::from_millis(self.active_ms),
+        }
+    }
+
+    /// The status a session at rest has: idle, or archived.
+    pub fn resting_status(&self) -> SessionStatus {
+        if self.archived { SessionStatus::Archived } else { SessionStatus::Idle }
+    }
+
+    pub fn view(&self, status: SessionStatus, running_turn: Option<u64>) -> SessionView {
+        let budget = self.agent.budget;
+        let used = self.consumption();
+        SessionView {
+            session_id: self.session_id.clone(),
+            state: SessionState {
+                status,
+                model: self.agent.model.clone(),
+                title: self.title.clone(),
+                labels: self.labels.clone(),
+                host_mode: self.host_mode,
+                turns: self.turns,
+                running_turn,
+                message_count: usize::try_from(self.message_count).unwrap_or(usize::MAX),
+                created_at: self.created_at,
+                updated_at: self.updated_at,
+                last_turn: self.last_turn.clone(),
+            },
+            billing: Billing {
+                usage: self.usage,
+                total_tokens: self.usage.total_tokens(),
+                tool_calls: self.tool_calls,
+                active_ms: self.active_ms,
+                budget,
+                remaining: BudgetRemaining {
+                    tokens: budget.max_tokens.map(|max| max.saturating_sub(used.tokens)),
+                    tool_calls: budget.remaining_tool_calls(&used),
+                    duration_ms: budget.remaining_time(&used).map(millis),
+                },
+            },
+        }
+    }
+
+    pub fn summary(&self, status: SessionStatus) -> SessionSummary {
+        SessionSummary {
+            session_id: self.session_id.clone(),
+            status,
+            model: self.agent.model.clone(),
+            title: self.title.clone(),
+            labels: self.labels.clone(),
+            turns: self.turns,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Versioned value encoding: one version byte, then JSON.
+//!
+//! JSON keeps stored sessions readable with standard tools and lets records gain optional
+//! fields without a migration; the version byte leaves room for a different encoding later.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::StoreError;
+
+const VERSION: u8 = 1;
+
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    let mut bytes = vec![VERSION];
+    serde_json::to_writer(&mut bytes, value).map_err(|err| StoreError::Backend(format!("encoding: {err}")))?;
+    Ok(bytes)
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    match bytes.split_first() {
+        Some((&VERSION, json)) => serde_json::from_slice(json).map_err(|err| StoreError::Corrupt(err.to_string())),
+        Some((version, _)) => Err(StoreError::Corrupt(format!("unknown encoding version {version}"))),
+        None => Err(StoreError::Corrupt("empty value".into())),
+    }
+}

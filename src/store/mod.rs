@@ -1,0 +1,111 @@
+//! Where sessions outlive the process: the [`SessionStore`] contract and its redb
+//! implementation (feature `session-store`).
+//!
+//! Layout (see [`tables`]): an append-only history keyed by `(session, seq)`, one small
+//! [`SessionRecord`] per session, and two indexes ordered by last update (active and archived)
+//! whose values are the list summaries, so listing never reads a record or a history. A save
+//! writes, in one transaction, the messages the turn added and the new record; its cost follows
+//! what the turn added, never the size of the session.
+//!
+//! Implementations:
+//! - `RedbStore` (feature `session-store`): a redb file, opened once per process.
+
+#[cfg(feature = "session-store")]
+mod codec;
+#[cfg(feature = "session-store")]
+mod redb_store;
+#[cfg(feature = "session-store")]
+pub mod tables;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+#[cfg(feature = "session-store")]
+pub use redb_store::RedbStore;
+
+use crate::error::SessionError;
+use crate::ids::SessionId;
+use crate::llm::Message;
+use crate::session::record::SessionRecord;
+use crate::session::types::SessionSummary;
+
+/// One save: the session's record, and its history from index `replace_from` on. Stored
+/// messages at or after `replace_from` are replaced; earlier ones are left untouched.
+#[derive(Debug, Clone)]
+pub struct SaveRequest {
+    pub record: SessionRecord,
+    pub replace_from: u64,
+    pub messages: Vec<Message>,
+}
+
+/// A page of stored summaries, newest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredPage {
+    pub summaries: Vec<SessionSummary>,
+    /// Stored sessions matching the query (not only this page), excluding `exclude`.
+    pub total: usize,
+}
+
+/// Which stored sessions to list.
+#[derive(Debug, Clone, Default)]
+pub struct StoredListQuery {
+    /// How many summaries to return at most, from the newest.
+    pub first: usize,
+    pub include_archived: bool,
+    /// Sessions the caller lists from elsewhere (the live ones): skipped and not counted.
+    pub exclude: Vec<SessionId>,
+}
+
+/// Why the store failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the session store {0} is in use by another deputy process; stop it, or give this one another file \
+         with --store (or --ephemeral)"
+    )]
+    Locked(PathBuf),
+    #[error("stored data could not be read: {0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    Backend(String),
+}
+
+impl From<StoreError> for SessionError {
+    fn from(error: StoreError) -> Self {
+        SessionError::Store(error.to_string())
+    }
+}
+
+/// Persistence of sessions. Methods return `StoreError`s; the service maps them to
+/// `SESSION_STORE_ERROR`.
+pub trait SessionStore: Send + Sync + std::fmt::Debug {
+    /// Writes a save in one transaction.
+    fn save(&self, save: SaveRequest) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The record of a session, archived or not.
+    fn record(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>>;
+
+    /// The current history of a session, in order.
+    fn history(&self, id: &SessionId) -> BoxFuture<'_, Result<Vec<Message>, StoreError>>;
+
+    /// Summaries newest first, from the indexes only.
+    fn list(&self, query: StoredListQuery) -> BoxFuture<'_, Result<StoredPage, StoreError>>;
+
+    /// Marks a session archived; returns its record, or `None` if it is not stored.
+    fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>>;
+}
+
+/// The store a service uses, if any. `None` means ephemeral: a build without the
+/// `session-store` feature, or a run with `--ephemeral`.
+pub type SharedStore = Option<Arc<dyn SessionStore>>;
+
+/// Why an operation that needs the store cannot run without one.
+pub fn persistence_disabled(operation: &str) -> SessionError {
+    if cfg!(feature = "session-store") {
+        SessionError::PersistenceDisabled(format!("{operation} (deputy runs with --ephemeral)"))
+    } else {
+        SessionError::PersistenceDisabled(operation.to_owned())
+    }
+}

@@ -1,0 +1,238 @@
+//! [`RedbStore`]: the session store in one redb file.
+//!
+//! redb is synchronous, so every operation runs on tokio's blocking pool and never stalls the
+//! async workers. redb's MVCC lets readers (`read`, `list`) run while a save commits.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use chrono::Utc;
+use futures::future::BoxFuture;
+use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
+
+use super::codec::{decode, encode};
+use super::tables::{ACTIVE_INDEX, ARCHIVED_INDEX, MESSAGES, RECORDS, index_key};
+use super::{SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
+use crate::ids::SessionId;
+use crate::llm::Message;
+use crate::session::record::SessionRecord;
+use crate::session::types::SessionSummary;
+
+#[derive(Debug, Clone)]
+pub struct RedbStore {
+    db: Arc<Database>,
+    path: PathBuf,
+}
+
+/// Folds every redb error into the store's one backend variant.
+fn backend(error: impl Into<redb::Error>) -> StoreError {
+    StoreError::Backend(error.into().to_string())
+}
+
+impl RedbStore {
+    /// Opens (or creates) the store at `path`. A file another process holds open is refused
+    /// with [`StoreError::Locked`] at once, never waited on.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|err| StoreError::Backend(format!("creating {}: {err}", parent.display())))?;
+        }
+        let db = match Database::create(&path) {
+            Ok(db) => db,
+            Err(DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked(path)),
+            Err(err) => return Err(StoreError::Backend(format!("opening {}: {err}", path.display()))),
+        };
+        create_tables_once(&db)?;
+        Ok(Self { db: Arc::new(db), path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `work` on the blocking pool.
+    fn blocking<T, F>(&self, work: F) -> BoxFuture<'_, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
+    {
+        let db = self.db.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || work(&db))
+                .await
+                .map_err(|err| StoreError::Backend(format!("store task failed: {err}")))?
+        })
+    }
+}
+
+/// Creates every table on first use, so readers never meet a missing table.
+fn create_tables_once(db: &Database) -> Result<(), StoreError> {
+    let read = db.begin_read().map_err(backend)?;
+    match read.open_table(RECORDS) {
+        Ok(_) => return Ok(()),
+        Err(TableError::TableDoesNotExist(_)) => {}
+        Err(err) => return Err(backend(err)),
+    }
+    drop(read);
+    let write = db.begin_write().map_err(backend)?;
+    write.open_table(RECORDS).map_err(backend)?;
+    write.open_table(MESSAGES).map_err(backend)?;
+    write.open_table(ACTIVE_INDEX).map_err(backend)?;
+    write.open_table(ARCHIVED_INDEX).map_err(backend)?;
+    write.commit().map_err(backend)
+}
+
+fn save(db: &Database, save: SaveRequest) -> Result<(), StoreError> {
+    let SaveRequest { record, replace_from, messages } = save;
+    let id = record.session_id.as_str();
+    let write = db.begin_write().map_err(backend)?;
+    {
+        let mut records = write.open_table(RECORDS).map_err(backend)?;
+        let previous: Option<SessionRecord> = match records.get(id).map_err(backend)? {
+            Some(bytes) => Some(decode(bytes.value())?),
+            None => None,
+        };
+
+        let stored_len = previous.as_ref().map_or(0, |previous| previous.message_count);
+        if replace_from > stored_len {
+            return Err(StoreError::Corrupt(format!(
+                "session {id}: a save from message {replace_from} would leave a gap after message {stored_len}"
+            )));
+        }
+        let mut history = write.open_table(MESSAGES).map_err(backend)?;
+        for seq in replace_from..stored_len {
+            history.remove((id, seq)).map_err(backend)?;
+        }
+        for (seq, message) in (replace_from..).zip(&messages) {
+            history.insert((id, seq), encode(message)?.as_slice()).map_err(backend)?;
+        }
+
+        let mut active = write.open_table(ACTIVE_INDEX).map_err(backend)?;
+        let mut archived = write.open_table(ARCHIVED_INDEX).map_err(backend)?;
+        if let Some(previous) = &previous {
+            let index = if previous.archived { &mut archived } else { &mut active };
+            index.remove((index_key(previous.updated_at), id)).map_err(backend)?;
+        }
+        let summary = encode(&record.summary(record.resting_status()))?;
+        let index = if record.archived { &mut archived } else { &mut active };
+        index.insert((index_key(record.updated_at), id), summary.as_slice()).map_err(backend)?;
+        records.insert(id, encode(&record)?.as_slice()).map_err(backend)?;
+    }
+    write.commit().map_err(backend)
+}
+
+fn record(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    let read = db.begin_read().map_err(backend)?;
+    let records = read.open_table(RECORDS).map_err(backend)?;
+    let bytes = records.get(id).map_err(backend)?;
+    bytes.map(|bytes| decode(bytes.value())).transpose()
+}
+
+fn history(db: &Database, id: &str) -> Result<Vec<Message>, StoreError> {
+    let read = db.begin_read().map_err(backend)?;
+    let table = read.open_table(MESSAGES).map_err(backend)?;
+    let mut messages = Vec::new();
+    for entry in table.range((id, 0u64)..=(id, u64::MAX)).map_err(backend)? {
+        let (_, bytes) = entry.map_err(backend)?;
+        messages.push(decode(bytes.value())?);
+    }
+    Ok(messages)
+}
+
+/// Up to `n` index entries, newest first: `(updated ms, id, encoded summary)`.
+fn newest(
+    table: &redb::ReadOnlyTable<(u64, &'static str), &'static [u8]>,
+    n: usize,
+) -> Result<Vec<(u64, String, Vec<u8>)>, StoreError> {
+    let mut out = Vec::with_capacity(n.min(1024));
+    for entry in table.iter().map_err(backend)?.rev().take(n) {
+        let (key, value) = entry.map_err(backend)?;
+        let (updated, id) = key.value();
+        out.push((updated, id.to_owned(), value.value().to_vec()));
+    }
+    Ok(out)
+}
+
+fn list(db: &Database, query: StoredListQuery) -> Result<StoredPage, StoreError> {
+    let read = db.begin_read().map_err(backend)?;
+    let active = read.open_table(ACTIVE_INDEX).map_err(backend)?;
+    let records = read.open_table(RECORDS).map_err(backend)?;
+
+    // Excluded sessions that the query would otherwise count.
+    let excluded: HashSet<&str> = query.exclude.iter().map(SessionId::as_str).collect();
+    let mut excluded_here = 0;
+    for id in &excluded {
+        if let Some(bytes) = records.get(*id).map_err(backend)? {
+            let record: SessionRecord = decode(bytes.value())?;
+            if query.include_archived || !record.archived {
+                excluded_here += 1;
+            }
+        }
+    }
+
+    // Each index holds at most `first + |exclude|` candidates for the page.
+    let wanted = query.first.saturating_add(excluded.len());
+    let mut candidates = newest(&active, wanted)?;
+    let mut total = active.len().map_err(backend)?;
+    if query.include_archived {
+        let archived = read.open_table(ARCHIVED_INDEX).map_err(backend)?;
+        candidates.extend(newest(&archived, wanted)?);
+        total += archived.len().map_err(backend)?;
+        candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    }
+    let summaries = candidates
+        .into_iter()
+        .filter(|(_, id, _)| !excluded.contains(id.as_str()))
+        .take(query.first)
+        .map(|(_, _, bytes)| decode::<SessionSummary>(&bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    let total = usize::try_from(total).unwrap_or(usize::MAX).saturating_sub(excluded_here);
+    Ok(StoredPage { summaries, total })
+}
+
+fn archive(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    let Some(mut stored) = record(db, id)? else { return Ok(None) };
+    if stored.archived {
+        return Ok(Some(stored));
+    }
+    let previous_key = index_key(stored.updated_at);
+    stored.archived = true;
+    stored.updated_at = Utc::now();
+    let write = db.begin_write().map_err(backend)?;
+    {
+        write.open_table(ACTIVE_INDEX).map_err(backend)?.remove((previous_key, id)).map_err(backend)?;
+        let summary = encode(&stored.summary(stored.resting_status()))?;
+        let mut archived = write.open_table(ARCHIVED_INDEX).map_err(backend)?;
+        archived.insert((index_key(stored.updated_at), id), summary.as_slice()).map_err(backend)?;
+        write.open_table(RECORDS).map_err(backend)?.insert(id, encode(&stored)?.as_slice()).map_err(backend)?;
+    }
+    write.commit().map_err(backend)?;
+    Ok(Some(stored))
+}
+
+impl SessionStore for RedbStore {
+    fn save(&self, request: SaveRequest) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.blocking(move |db| save(db, request))
+    }
+
+    fn record(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {
+        let id = id.clone();
+        self.blocking(move |db| record(db, id.as_str()))
+    }
+
+    fn history(&self, id: &SessionId) -> BoxFuture<'_, Result<Vec<Message>, StoreError>> {
+        let id = id.clone();
+        self.blocking(move |db| history(db, id.as_str()))
+    }
+
+    fn list(&self, query: StoredListQuery) -> BoxFuture<'_, Result<StoredPage, StoreError>> {
+        self.blocking(move |db| list(db, query))
+    }
+
+    fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {
+        let id = id.clone();
+        self.blocking(move |db| archive(db, id.as_str()))
+    }
+}

@@ -1,0 +1,24 @@
+//! Every table of the store, declared once, with its key encoding.
+//!
+//! Values are [`codec`](super::codec)-encoded bytes (a version byte, then JSON), so records can
+//! gain fields without a migration.
+
+use redb::TableDefinition;
+
+/// `session id → SessionRecord`: the small per-session record.
+pub const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
+
+/// `(session id, seq) → Message`: the history, append-only; seq counts from 0.
+pub const MESSAGES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("messages");
+
+/// `(updated_at in ms, session id) → SessionSummary` of sessions not archived. Iterated from
+/// the end for "newest first"; its length is the number of active sessions.
+pub const ACTIVE_INDEX: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("index_active");
+
+/// The same for archived sessions, which `list` shows only on request.
+pub const ARCHIVED_INDEX: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("index_archived");
+
+/// The index key of a record: when it was last updated, then its id (unique).
+pub fn index_key(updated_at: chrono::DateTime<chrono::Utc>) -> u64 {
+    u64::try_from(updated_at.timestamp_millis()).unwrap_or(0)
+}

@@ -1,0 +1,76 @@
+//! Human-readable text for the command line: session tables and conversations.
+
+use std::fmt::Write;
+
+use crate::llm::{ContentBlock, Message, Role};
+use crate::session::{SessionList, SessionStatus, SessionView};
+
+/// Characters of a tool result shown before it is elided.
+const TOOL_RESULT_PREVIEW: usize = 400;
+
+fn status(status: SessionStatus) -> &'static str {
+    match status {
+        SessionStatus::Idle => "idle",
+        SessionStatus::Running => "running",
+        SessionStatus::Archived => "archived",
+    }
+}
+
+/// One line per session, newest first.
+pub fn session_list(list: &SessionList) -> String {
+    let mut out = String::new();
+    for session in &list.sessions {
+        let _ = writeln!(
+            out,
+            "{}  {:<8}  {:>3} turns  {}  {}  {}",
+            session.session_id,
+            status(session.status),
+            session.turns,
+            session.updated_at.format("%Y-%m-%d %H:%M"),
+            session.model,
+            session.title
+        );
+    }
+    let _ = writeln!(out, "{} of {} sessions", list.sessions.len(), list.total);
+    out
+}
+
+/// A session's header, then its conversation.
+pub fn session(view: &SessionView, messages: &[Message]) -> String {
+    let (state, billing) = (&view.state, &view.billing);
+    let mut out = String::new();
+    let _ = writeln!(out, "session  {}", view.session_id);
+    let _ = writeln!(out, "model    {}", state.model);
+    let _ = writeln!(out, "status   {} after {} turns", status(state.status), state.turns);
+    let _ = writeln!(
+        out,
+        "usage    {} tokens ({} in, {} out), {} tool calls",
+        billing.total_tokens, billing.usage.input_tokens, billing.usage.output_tokens, billing.tool_calls
+    );
+    for message in messages {
+        let who = match message.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        let _ = writeln!(out, "\n── {who}");
+        for block in &message.content {
+            match block {
+                ContentBlock::Text { text } => {
+                    let _ = writeln!(out, "{text}");
+                }
+                ContentBlock::ToolUse { id, name, input } => {
+                    let _ = writeln!(out, "[tool call {name} ({id})] {input}");
+                }
+                ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+                    let label = if *is_error { "tool error" } else { "tool result" };
+                    let mut preview: String = content.chars().take(TOOL_RESULT_PREVIEW).collect();
+                    if content.chars().nth(TOOL_RESULT_PREVIEW).is_some() {
+                        preview.push_str(" …");
+                    }
+                    let _ = writeln!(out, "[{label} ({tool_use_id})] {preview}");
+                }
+            }
+        }
+    }
+    out
+}

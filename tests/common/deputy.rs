@@ -98,10 +98,19 @@ pub fn deputy_serve(
         .env("DEPUTY_MODEL", "anthropic:claude-test")
         .env("DEPUTY_WORKSPACE", workspace)
         .env("XDG_CONFIG_HOME", home)
-        .env("DEPUTY_STORE", home.join("sessions.redb"))
         .env_remove("DEPUTY_CONFIG")
         .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn".into()));
+    with_store(&mut command, home);
     command
+}
+
+/// Points a deputy command at a store under `home`, in builds that have one.
+pub fn with_store(command: &mut tokio::process::Command, home: &std::path::Path) {
+    if cfg!(feature = "session-store") {
+        command.env("DEPUTY_STORE", home.join("sessions.redb"));
+    } else {
+        command.env_remove("DEPUTY_STORE");
+    }
 }
 
 async fn connect(

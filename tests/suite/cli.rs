@@ -5,14 +5,16 @@ use std::process::Command;
 
 use crate::common::mock_llm::{MockLlm, MockResponse, anthropic};
 
-/// `deputy` isolated from the user's config and store; its store lives in `home`.
+/// `deputy` isolated from the user's config and store; its store (if the build has one) lives
+/// in `home`.
 fn deputy(home: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_deputy"));
-    command
-        .env_remove("DEPUTY_MODEL")
-        .env_remove("DEPUTY_CONFIG")
-        .env("XDG_CONFIG_HOME", home)
-        .env("DEPUTY_STORE", home.join("sessions.redb"));
+    command.env_remove("DEPUTY_MODEL").env_remove("DEPUTY_CONFIG").env("XDG_CONFIG_HOME", home);
+    if cfg!(feature = "session-store") {
+        command.env("DEPUTY_STORE", home.join("sessions.redb"));
+    } else {
+        command.env_remove("DEPUTY_STORE");
+    }
     command
 }
 

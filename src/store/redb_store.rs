@@ -52,6 +52,16 @@ impl RedbStore {
         &self.path
     }
 
+    /// Writes many saves in one transaction (bulk import; benchmarks and tests that need
+    /// thousands of sessions). Blocking: call it off the async workers.
+    pub fn save_batch(&self, saves: &[SaveRequest]) -> Result<(), StoreError> {
+        let write = self.db.begin_write().map_err(backend)?;
+        for save in saves {
+            save_in(&write, save)?;
+        }
+        write.commit().map_err(backend)
+    }
+
     /// Runs `work` on the blocking pool.
     fn blocking<T, F>(&self, work: F) -> BoxFuture<'_, Result<T, StoreError>>
     where
@@ -84,10 +94,11 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
     write.commit().map_err(backend)
 }
 
-fn save(db: &Database, save: SaveRequest) -> Result<(), StoreError> {
+/// Writes one save inside an open write transaction.
+fn save_in(write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
     let SaveRequest { record, replace_from, messages } = save;
+    let replace_from = *replace_from;
     let id = record.session_id.as_str();
-    let write = db.begin_write().map_err(backend)?;
     {
         let mut records = write.open_table(RECORDS).map_err(backend)?;
         let previous: Option<SessionRecord> = match records.get(id).map_err(backend)? {
@@ -105,7 +116,7 @@ fn save(db: &Database, save: SaveRequest) -> Result<(), StoreError> {
         for seq in replace_from..stored_len {
             history.remove((id, seq)).map_err(backend)?;
         }
-        for (seq, message) in (replace_from..).zip(&messages) {
+        for (seq, message) in (replace_from..).zip(messages) {
             history.insert((id, seq), encode(message)?.as_slice()).map_err(backend)?;
         }
 
@@ -118,8 +129,14 @@ fn save(db: &Database, save: SaveRequest) -> Result<(), StoreError> {
         let summary = encode(&record.summary(record.resting_status()))?;
         let index = if record.archived { &mut archived } else { &mut active };
         index.insert((index_key(record.updated_at), id), summary.as_slice()).map_err(backend)?;
-        records.insert(id, encode(&record)?.as_slice()).map_err(backend)?;
+        records.insert(id, encode(record)?.as_slice()).map_err(backend)?;
     }
+    Ok(())
+}
+
+fn save(db: &Database, save: SaveRequest) -> Result<(), StoreError> {
+    let write = db.begin_write().map_err(backend)?;
+    save_in(&write, &save)?;
     write.commit().map_err(backend)
 }
 

@@ -283,3 +283,11 @@ impl SessionService for LiveSessionService {
 #[cfg(test)]
 #[path = "live_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "capability_tests.rs"]
+mod capability_tests;
+
+#[cfg(all(test, feature = "session-store"))]
+#[path = "persistence_tests.rs"]
+mod persistence_tests;

@@ -253,3 +253,7 @@ impl SessionStore for RedbStore {
         self.blocking(move |db| archive(db, id.as_str()))
     }
 }
+
+#[cfg(test)]
+#[path = "redb_store_tests.rs"]
+mod tests;

@@ -8,7 +8,6 @@ use rmcp::model::{
     ProgressNotificationParam, ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -37,6 +36,8 @@ impl ClientHandler for RecordingClient {
 
 pub struct TestDeputy {
     pub client: RunningService<RoleClient, RecordingClient>,
+    /// The `deputy serve` process (killed if the test drops it).
+    pub child: tokio::process::Child,
     pub recorder: RecordingClient,
     pub mock: MockLlm,
     pub workspace: TempDir,
@@ -60,8 +61,8 @@ impl TestDeputy {
         let home = tempfile::tempdir().unwrap();
         let command = deputy_serve(&mock, workspace.path(), home.path());
         let recorder = RecordingClient::default();
-        let client = connect(&recorder, command, lifecycle).await;
-        Self { client, recorder, mock, workspace, home }
+        let (client, child) = connect(&recorder, command, lifecycle).await;
+        Self { client, child, recorder, mock, workspace, home }
     }
 
     /// The session store file this deputy uses.
@@ -69,17 +70,46 @@ impl TestDeputy {
         self.home.path().join("sessions.redb")
     }
 
-    /// Stops this deputy (closing its stdin) and starts a new one on the same store, mock and
-    /// workspace: a restart.
-    pub async fn restart(self) -> Self {
-        let Self { client, recorder, mock, workspace, home } = self;
-        client.cancel().await.expect("deputy stops");
+    /// Stops this deputy the way an MCP client does (closing its stdin) and waits for a clean
+    /// exit; what it leaves behind (mock, workspace, store) is returned.
+    pub async fn stop(self) -> Stopped {
+        let Self { client, mut child, recorder, mock, workspace, home } = self;
+        client.cancel().await.expect("client closes");
+        let status = child.wait().await.expect("deputy exits");
+        assert!(status.success(), "deputy exited with {status:?}");
         drop(recorder);
+        Stopped { mock, workspace, home }
+    }
+
+    /// Stops this deputy cleanly and starts a new one on the same store, mock and workspace.
+    pub async fn restart(self) -> Self {
+        let Stopped { mock, workspace, home } = self.stop().await;
+        Self::respawn(mock, workspace, home).await
+    }
+
+    /// Kills deputy with SIGKILL, wherever it is, and starts a new one on the same store.
+    pub async fn crash_and_restart(self) -> Self {
+        let Self { client, mut child, recorder, mock, workspace, home } = self;
+        child.start_kill().expect("kill -9");
+        child.wait().await.expect("deputy dies");
+        drop(client);
+        drop(recorder);
+        Self::respawn(mock, workspace, home).await
+    }
+
+    async fn respawn(mock: MockLlm, workspace: TempDir, home: TempDir) -> Self {
         let command = deputy_serve(&mock, workspace.path(), home.path());
         let recorder = RecordingClient::default();
-        let client = connect(&recorder, command, ClientLifecycleMode::Initialize).await;
-        Self { client, recorder, mock, workspace, home }
+        let (client, child) = connect(&recorder, command, ClientLifecycleMode::Initialize).await;
+        Self { client, child, recorder, mock, workspace, home }
     }
+}
+
+/// What a stopped [`TestDeputy`] leaves behind.
+pub struct Stopped {
+    pub mock: MockLlm,
+    pub workspace: TempDir,
+    pub home: TempDir,
 }
 
 /// `deputy serve` with its providers on `mock`, its store and config under `home`.
@@ -113,18 +143,28 @@ pub fn with_store(command: &mut tokio::process::Command, home: &std::path::Path)
     }
 }
 
+/// Spawns deputy and connects the rmcp client over its stdin/stdout. The test keeps the
+/// child, so it can wait for a clean exit or kill it.
 async fn connect(
     recorder: &RecordingClient,
-    command: tokio::process::Command,
+    mut command: tokio::process::Command,
     lifecycle: ClientLifecycleMode,
-) -> RunningService<RoleClient, RecordingClient> {
-    let (transport, _stderr) =
-        TokioChildProcess::builder(command).stderr(std::process::Stdio::inherit()).spawn().expect("spawn deputy");
-    match lifecycle {
+) -> (RunningService<RoleClient, RecordingClient>, tokio::process::Child) {
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn deputy");
+    let transport = (child.stdout.take().expect("stdout"), child.stdin.take().expect("stdin"));
+    let client = match lifecycle {
         ClientLifecycleMode::Initialize => recorder.clone().serve(transport).await,
         mode => recorder.clone().serve_with_lifecycle(transport, mode).await,
     }
-    .expect("MCP handshake with deputy")
+    .expect("MCP handshake with deputy");
+    (client, child)
 }
 
 impl TestDeputy {

@@ -2,6 +2,8 @@
 
 mod cli;
 mod mcp_stdio;
+#[cfg(feature = "session-store")]
+mod persistence;
 mod provider_anthropic;
 mod provider_openai;
 mod schemas;

@@ -1,0 +1,209 @@
+//! The capability matrix of DESIGN.md, one test per cell, compiled and run in every build
+//! profile: each test states what its operation does with and without the session store.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use super::*;
+use crate::agent::AgentFactory;
+use crate::error::ErrorCode;
+use crate::ids::SessionId;
+use crate::llm::registry::ProviderRegistry;
+use crate::llm::scripted::{Gate, ScriptedProvider, ScriptedResponse, Step};
+use crate::llm::{StopReason, StreamEvent};
+use crate::store::SharedStore;
+
+const PERSISTENT: bool = cfg!(feature = "session-store");
+
+/// A store in a temporary directory when the build has one.
+struct Harness {
+    provider: Arc<ScriptedProvider>,
+    store: SharedStore,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        #[cfg(feature = "session-store")]
+        let store: SharedStore = Some(Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap()));
+        #[cfg(not(feature = "session-store"))]
+        let store: SharedStore = None;
+        assert_eq!(store.is_some(), PERSISTENT, "a store exactly in the profiles that have one");
+        Self { provider: ScriptedProvider::new([]), store, _dir: dir }
+    }
+
+    /// Whether this profile persists sessions.
+    fn persistent(&self) -> bool {
+        self.store.is_some()
+    }
+
+    /// A service over the harness's provider and store; a second call is a "restart".
+    fn service(&self) -> LiveSessionService {
+        let mut registry = ProviderRegistry::new();
+        registry.insert("test", self.provider.clone());
+        let factory = AgentFactory::new(Arc::new(registry), Some("test:model".into()), None);
+        LiveSessionService::new(factory, self.store.clone())
+    }
+
+    fn answer(&self, text: &str) {
+        self.provider.push(ScriptedResponse::text(&[text]));
+    }
+}
+
+fn create(prompt: &str) -> CreateSessionRequest {
+    CreateSessionRequest { prompt: prompt.into(), ..CreateSessionRequest::default() }
+}
+
+fn turn(prompt: &str) -> TurnRequest {
+    TurnRequest { prompt: prompt.into(), options: TurnOptions::default() }
+}
+
+#[tokio::test]
+async fn create_session_works_in_every_profile() {
+    let harness = Harness::new();
+    harness.answer("hi");
+    let result = harness.service().create_session(create("hello")).await.unwrap();
+    assert_eq!((result.status, result.text.as_str()), (TurnStatus::Completed, "hi"));
+}
+
+#[tokio::test]
+async fn start_turn_works_and_is_saved_with_a_store() {
+    let harness = Harness::new();
+    let service = harness.service();
+    harness.answer("one");
+    let id = service.create_session(create("first")).await.unwrap().session_id;
+    harness.answer("two");
+    assert_eq!(service.start_turn(&id, turn("second")).await.unwrap().text, "two");
+    match &harness.store {
+        Some(store) => {
+            let record = store.record(&id).await.unwrap().expect("saved");
+            assert_eq!((record.turns, record.message_count), (2, 4));
+            assert_eq!(store.history(&id).await.unwrap()[3].text(), "two");
+        }
+        // No store in this profile: there is no snapshot to check.
+        None => {}
+    }
+}
+
+#[tokio::test]
+async fn interrupt_works_in_every_profile() {
+    let harness = Harness::new();
+    let service = Arc::new(harness.service());
+    let (gate, arrived) = (Gate::new(), Gate::new());
+    harness.provider.push(
+        ScriptedResponse::new(vec![
+            Step::Wait(gate.clone()),
+            Step::Event(StreamEvent::Finished { stop_reason: StopReason::EndTurn }),
+        ])
+        .signal_arrival(&arrived),
+    );
+    let mut request = create("long");
+    request.turn.wait = Some(std::time::Duration::ZERO);
+    let id = service.create_session(request).await.unwrap().session_id;
+    arrived.wait().await;
+    assert!(service.interrupt(&id).await.unwrap().interrupted);
+    let view = service.read(&id, Some(std::time::Duration::from_secs(30))).await.unwrap();
+    assert_eq!(view.state.last_turn.unwrap().status, TurnStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn read_of_a_live_session_works_in_every_profile() {
+    let harness = Harness::new();
+    let service = harness.service();
+    harness.answer("x");
+    let id = service.create_session(create("hello")).await.unwrap().session_id;
+    let view = service.read(&id, None).await.unwrap();
+    assert_eq!((view.state.status, view.state.turns), (SessionStatus::Idle, 1));
+}
+
+#[tokio::test]
+async fn read_of_an_archived_session_falls_back_to_the_store_or_is_not_found() {
+    let harness = Harness::new();
+    let service = harness.service();
+    harness.answer("kept");
+    let id = service.create_session(create("hello")).await.unwrap().session_id;
+    service.archive(&id).await.unwrap();
+    match service.read(&id, None).await {
+        Ok(view) if harness.persistent() => {
+            assert_eq!(view.state.status, SessionStatus::Archived);
+            assert_eq!(view.state.last_turn.unwrap().text, "kept");
+        }
+        Err(error) if !harness.persistent() => assert_eq!(error.code(), ErrorCode::SessionNotFound),
+        other => panic!("unexpected {other:?}"),
+    }
+    // An archived session takes no turns, in any profile.
+    assert_eq!(service.start_turn(&id, turn("more")).await.unwrap_err().code(), ErrorCode::SessionNotFound);
+}
+
+#[tokio::test]
+async fn list_shows_live_sessions_and_with_a_store_the_stored_ones() {
+    let harness = Harness::new();
+    let before_restart = harness.service();
+    harness.answer("a");
+    let stored = before_restart.create_session(create("from the last run")).await.unwrap().session_id;
+    drop(before_restart);
+
+    let service = harness.service();
+    harness.answer("b");
+    let live = service.create_session(create("this run")).await.unwrap().session_id;
+    let listed = service.list(ListQuery::default()).await.unwrap();
+    let ids: Vec<SessionId> = listed.sessions.iter().map(|s| s.session_id.clone()).collect();
+    if harness.persistent() {
+        assert_eq!((listed.total, ids), (2, vec![live, stored]), "live first (newest), stored deduplicated");
+    } else {
+        assert_eq!((listed.total, ids), (1, vec![live]));
+    }
+}
+
+#[tokio::test]
+async fn listing_archived_sessions_needs_the_store() {
+    let harness = Harness::new();
+    let service = harness.service();
+    let query = ListQuery { include_archived: true, ..ListQuery::default() };
+    match service.list(query).await {
+        Ok(list) => assert!(harness.persistent() && list.total == 0),
+        Err(error) => {
+            assert!(!harness.persistent());
+            assert_eq!(error.code(), ErrorCode::SessionPersistenceDisabled);
+        }
+    }
+}
+
+#[tokio::test]
+async fn archive_removes_from_memory_and_keeps_the_snapshot_with_a_store() {
+    let harness = Harness::new();
+    let service = harness.service();
+    harness.answer("x");
+    let id = service.create_session(create("hello")).await.unwrap().session_id;
+    assert!(service.archive(&id).await.unwrap().archived);
+    assert!(service.live(&id).is_none(), "removed from memory");
+    match &harness.store {
+        Some(store) => assert!(store.record(&id).await.unwrap().unwrap().archived, "snapshot kept"),
+        // No store in this profile: there is no snapshot to check.
+        None => {}
+    }
+}
+
+#[tokio::test]
+async fn a_stored_session_resumes_after_a_restart() {
+    let harness = Harness::new();
+    let before_restart = harness.service();
+    harness.answer("one");
+    let id = before_restart.create_session(create("first")).await.unwrap().session_id;
+    drop(before_restart);
+
+    let service = harness.service();
+    harness.answer("two");
+    match service.start_turn(&id, turn("second")).await {
+        Ok(result) => {
+            assert!(harness.persistent());
+            assert_eq!((result.turn, result.text.as_str()), (2, "two"));
+            assert_eq!(harness.provider.requests()[1].messages.len(), 3, "the old history came back");
+        }
+        Err(error) => {
+            assert!(!harness.persistent());
+            assert_eq!(error.code(), ErrorCode::SessionNotFound);
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The live service over a real store: failed saves, and listing stored with live sessions.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::future::BoxFuture;
+
+use super::*;
+use crate::agent::{AgentFactory, AgentSpec, Budget};
+use crate::error::ErrorCode;
+use crate::ids::SessionId;
+use crate::llm::registry::ProviderRegistry;
+use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
+use crate::llm::{Message, Usage};
+use crate::session::record::SessionRecord;
+use crate::store::{RedbStore, SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
+
+/// A real store whose saves can be made to fail, like a full disk would.
+#[derive(Debug)]
+struct FaultyStore {
+    inner: RedbStore,
+    fail_saves: AtomicBool,
+}
+
+impl SessionStore for FaultyStore {
+    fn save(&self, save: SaveRequest) -> BoxFuture<'_, Result<(), StoreError>> {
+        if self.fail_saves.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(StoreError::Backend("No space left on device".into())) });
+        }
+        self.inner.save(save)
+    }
+    fn record(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {
+        self.inner.record(id)
+    }
+    fn history(&self, id: &SessionId) -> BoxFuture<'_, Result<Vec<Message>, StoreError>> {
+        self.inner.history(id)
+    }
+    fn list(&self, query: StoredListQuery) -> BoxFuture<'_, Result<StoredPage, StoreError>> {
+        self.inner.list(query)
+    }
+    fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {
+        self.inner.archive(id)
+    }
+}
+
+fn service(provider: Arc<ScriptedProvider>, store: Arc<dyn SessionStore>) -> LiveSessionService {
+    let mut registry = ProviderRegistry::new();
+    registry.insert("test", provider);
+    let factory = AgentFactory::new(Arc::new(registry), Some("test:model".into()), None);
+    LiveSessionService::new(factory, Some(store))
+}
+
+fn turn(prompt: &str) -> TurnRequest {
+    TurnRequest { prompt: prompt.into(), options: TurnOptions::default() }
+}
+
+#[tokio::test]
+async fn a_failed_save_is_reported_and_the_next_save_catches_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FaultyStore {
+        inner: RedbStore::open(dir.path().join("s.redb")).unwrap(),
+        fail_saves: AtomicBool::new(false),
+    });
+    let provider = ScriptedProvider::new(["one", "two", "three"].map(|text| ScriptedResponse::text(&[text])));
+    let service = service(provider, store.clone());
+    let request = CreateSessionRequest { prompt: "first".into(), ..CreateSessionRequest::default() };
+    let id = service.create_session(request).await.unwrap().session_id;
+
+    store.fail_saves.store(true, Ordering::SeqCst);
+    let error = service.start_turn(&id, turn("second")).await.unwrap_err();
+    assert_eq!(error.code(), ErrorCode::SessionStoreError);
+    assert!(error.to_string().contains("could not be saved") && error.to_string().contains("No space left"));
+    // The turn happened and the live session shows it.
+    let view = service.read(&id, None).await.unwrap();
+    assert_eq!(view.state.last_turn.as_ref().map(|t| t.text.as_str()), Some("two"));
+
+    store.fail_saves.store(false, Ordering::SeqCst);
+    assert_eq!(service.start_turn(&id, turn("third")).await.unwrap().text, "three");
+    let stored = store.inner.record(&id).await.unwrap().unwrap();
+    assert_eq!((stored.turns, stored.message_count), (3, 6));
+    let texts: Vec<String> = store.inner.history(&id).await.unwrap().iter().map(Message::text).collect();
+    assert_eq!(texts, ["first", "one", "second", "two", "third", "three"], "nothing of the unsaved turn was lost");
+}
+
+#[tokio::test]
+async fn listing_merges_thousands_of_stored_sessions_with_live_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(RedbStore::open(dir.path().join("s.redb")).unwrap());
+    let spec =
+        AgentSpec { model: "test:model".into(), system_prompt: None, max_tokens: 100, budget: Budget::default() };
+    let old = chrono::Utc::now() - chrono::Duration::days(1);
+    let saves: Vec<SaveRequest> = (0..2000)
+        .map(|n| {
+            let at = old + chrono::Duration::milliseconds(n);
+            let record = SessionRecord {
+                session_id: SessionId::from_string(format!("stored-{n:04}")),
+                agent: spec.clone(),
+                title: format!("stored {n}"),
+                labels: Default::default(),
+                host_mode: false,
+                created_at: at,
+                updated_at: at,
+                turns: 1,
+                message_count: 2,
+                history_epoch: 0,
+                usage: Usage::default(),
+                tool_calls: 0,
+                active_ms: 0,
+                last_turn: None,
+                archived: false,
+            };
+            let messages = vec![Message::user_text("q"), Message::assistant(vec![])];
+            SaveRequest { record, replace_from: 0, messages }
+        })
+        .collect();
+    store.save_batch(&saves).unwrap();
+
+    let provider = ScriptedProvider::new((0..3).map(|_| ScriptedResponse::text(&["x"])));
+    let service = service(provider, store);
+    let resumed = SessionId::from_string("stored-0500");
+    service.start_turn(&resumed, turn("again")).await.unwrap();
+    let mut live = Vec::new();
+    for n in 0..2 {
+        let request = CreateSessionRequest { prompt: format!("live {n}"), ..CreateSessionRequest::default() };
+        live.push(service.create_session(request).await.unwrap().session_id);
+    }
+
+    let first = service.list(ListQuery { offset: 0, limit: Some(5), include_archived: false }).await.unwrap();
+    assert_eq!(first.total, 2002, "2000 stored + 2 new; the resumed one counts once");
+    let ids: Vec<&str> = first.sessions.iter().map(|s| s.session_id.as_str()).collect();
+    assert_eq!(ids, [live[1].as_str(), live[0].as_str(), "stored-0500", "stored-1999", "stored-1998"]);
+
+    let mut seen = HashSet::new();
+    let mut offset = 0;
+    loop {
+        let page = service.list(ListQuery { offset, limit: Some(700), include_archived: false }).await.unwrap();
+        if page.sessions.is_empty() {
+            break;
+        }
+        offset += page.sessions.len();
+        seen.extend(page.sessions.into_iter().map(|s| s.session_id));
+    }
+    assert_eq!((offset, seen.len()), (2002, 2002), "every session exactly once across pages");
+}

@@ -1,0 +1,117 @@
+//! The redb store on its own: layout rules, listing at scale, the one-process lock.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use chrono::{Duration, TimeZone, Utc};
+
+use super::*;
+use crate::agent::{AgentSpec, Budget};
+use crate::llm::{Message, Usage};
+use crate::session::types::SessionStatus;
+
+fn record(n: u64, message_count: u64) -> SessionRecord {
+    let at =
+        Utc.timestamp_millis_opt(1_700_000_000_000).unwrap() + Duration::milliseconds(i64::try_from(n).unwrap());
+    SessionRecord {
+        session_id: SessionId::from_string(format!("session-{n:05}")),
+        agent: AgentSpec {
+            model: "test:model".into(),
+            system_prompt: None,
+            max_tokens: 100,
+            budget: Budget::default(),
+        },
+        title: format!("title {n}"),
+        labels: BTreeMap::new(),
+        host_mode: false,
+        created_at: at,
+        updated_at: at,
+        turns: 0,
+        message_count,
+        history_epoch: 0,
+        usage: Usage::default(),
+        tool_calls: 0,
+        active_ms: 0,
+        last_turn: None,
+        archived: false,
+    }
+}
+
+fn open() -> (tempfile::TempDir, RedbStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path().join("nested/dir/sessions.redb")).unwrap();
+    (dir, store)
+}
+
+#[tokio::test]
+async fn listing_thousands_pages_newest_first_without_duplicates() {
+    let (_dir, store) = open();
+    let saves: Vec<SaveRequest> = (0..3000)
+        .map(|n| SaveRequest { record: record(n, 1), replace_from: 0, messages: vec![Message::user_text("hi")] })
+        .collect();
+    store.save_batch(&saves).unwrap();
+
+    let first = store.list(StoredListQuery { first: 50, ..StoredListQuery::default() }).await.unwrap();
+    assert_eq!(first.total, 3000);
+    assert_eq!(first.summaries.len(), 50);
+    assert_eq!(first.summaries[0].session_id.as_str(), "session-02999");
+    assert_eq!(first.summaries[49].session_id.as_str(), "session-02950");
+    assert!(first.summaries.windows(2).all(|w| w[0].updated_at > w[1].updated_at));
+
+    // The service asks for offset + limit and slices; deep pages stay in order.
+    let deep = store.list(StoredListQuery { first: 1050, ..StoredListQuery::default() }).await.unwrap();
+    assert_eq!(deep.summaries[1000].session_id.as_str(), "session-01999");
+
+    // Live sessions are excluded and not counted twice.
+    let exclude = vec![SessionId::from_string("session-02999"), SessionId::from_string("not-stored")];
+    let page = store.list(StoredListQuery { first: 2, exclude, ..StoredListQuery::default() }).await.unwrap();
+    assert_eq!(page.total, 2999);
+    assert_eq!(page.summaries[0].session_id.as_str(), "session-02998");
+
+    // Archived sessions move to their own index and come back only on request.
+    for n in [10, 2998] {
+        let archived = store.archive(&SessionId::from_string(format!("session-{n:05}"))).await.unwrap().unwrap();
+        assert!(archived.archived);
+    }
+    let active = store.list(StoredListQuery { first: 3, ..StoredListQuery::default() }).await.unwrap();
+    assert_eq!(active.total, 2998);
+    assert!(active.summaries.iter().all(|s| s.status == SessionStatus::Idle));
+    let all = store.list(StoredListQuery { first: 3000, include_archived: true, ..StoredListQuery::default() });
+    let all = all.await.unwrap();
+    assert_eq!((all.total, all.summaries.len()), (3000, 3000));
+    // Archiving updated them, so they are the newest.
+    assert_eq!(all.summaries[0].status, SessionStatus::Archived);
+    assert_eq!(all.summaries[1].status, SessionStatus::Archived);
+    assert!(all.summaries[2..].iter().all(|s| s.status == SessionStatus::Idle));
+}
+
+#[tokio::test]
+async fn a_save_appends_and_replaces_only_from_its_index() {
+    let (_dir, store) = open();
+    let id = SessionId::from_string("session-00001");
+    let history = vec![Message::user_text("a"), Message::assistant(vec![]), Message::user_text("b")];
+    store.save(SaveRequest { record: record(1, 3), replace_from: 0, messages: history }).await.unwrap();
+    // The next turn merged its prompt into message 2 and added an answer.
+    let rewritten = vec![Message::user_text("b + c"), Message::user_text("answer")];
+    store.save(SaveRequest { record: record(1, 4), replace_from: 2, messages: rewritten }).await.unwrap();
+    let texts: Vec<String> = store.history(&id).await.unwrap().iter().map(Message::text).collect();
+    assert_eq!(texts, ["a", "", "b + c", "answer"]);
+
+    let gap = SaveRequest { record: record(1, 9), replace_from: 7, messages: vec![Message::user_text("x")] };
+    assert!(matches!(store.save(gap).await, Err(StoreError::Corrupt(_))), "a gap is refused");
+    assert_eq!(store.history(&id).await.unwrap().len(), 4, "nothing written by the refused save");
+    assert!(store.record(&SessionId::from_string("missing")).await.unwrap().is_none());
+    assert!(store.archive(&SessionId::from_string("missing")).await.unwrap().is_none());
+}
+
+#[test]
+fn a_second_opener_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.redb");
+    let first = RedbStore::open(&path).unwrap();
+    let second = RedbStore::open(&path).unwrap_err();
+    assert!(matches!(second, StoreError::Locked(_)));
+    assert!(second.to_string().contains("in use by another deputy process"));
+    drop(first);
+    RedbStore::open(&path).expect("free again once the first is closed");
+}

@@ -45,6 +45,28 @@ fn paused_text(before: &str, gate: &Gate, after: &str) -> ScriptedResponse {
     ])
 }
 
+/// A session whose second turn has streamed "a" and waits on `gate` before finishing "ab".
+struct MidTurn {
+    service: Arc<LiveSessionService>,
+    id: crate::ids::SessionId,
+    gate: Gate,
+    running: tokio::task::JoinHandle<Result<RunResult, crate::error::SessionError>>,
+}
+
+async fn mid_turn() -> MidTurn {
+    let gate = Gate::new();
+    let arrived = Gate::new();
+    let (service, _) =
+        service(vec![ScriptedResponse::text(&["ready"]), paused_text("a", &gate, "b").signal_arrival(&arrived)]);
+    let id = service.create_session(create("hi")).await.unwrap().session_id;
+    let running = tokio::spawn({
+        let (service, id) = (service.clone(), id.clone());
+        async move { service.start_turn(&id, turn("go")).await }
+    });
+    arrived.wait().await;
+    MidTurn { service, id, gate, running }
+}
+
 #[tokio::test]
 async fn create_runs_the_first_turn_and_turns_continue_the_history() {
     let (service, provider) =
@@ -142,16 +164,7 @@ async fn interrupt_mid_turn_cancels_it_and_the_next_turn_works() {
 
 #[tokio::test]
 async fn read_during_a_turn_answers_at_once_and_long_polls_on_request() {
-    let gate = Gate::new();
-    let arrived = Gate::new();
-    let (service, _) =
-        service(vec![ScriptedResponse::text(&["ready"]), paused_text("a", &gate, "b").signal_arrival(&arrived)]);
-    let id = service.create_session(create("hi")).await.unwrap().session_id;
-    let running = tokio::spawn({
-        let (service, id) = (service.clone(), id.clone());
-        async move { service.start_turn(&id, turn("go")).await }
-    });
-    arrived.wait().await;
+    let MidTurn { service, id, gate, running } = mid_turn().await;
 
     let view = service.read(&id, None).await.unwrap();
     assert_eq!((view.state.status, view.state.running_turn), (SessionStatus::Running, Some(2)));
@@ -205,16 +218,7 @@ async fn a_caller_that_cancels_while_waiting_interrupts_the_turn() {
 
 #[tokio::test]
 async fn archive_mid_turn_waits_for_the_turn_then_forgets_the_session() {
-    let gate = Gate::new();
-    let arrived = Gate::new();
-    let (service, _) =
-        service(vec![ScriptedResponse::text(&["ready"]), paused_text("a", &gate, "b").signal_arrival(&arrived)]);
-    let id = service.create_session(create("hi")).await.unwrap().session_id;
-    let running = tokio::spawn({
-        let (service, id) = (service.clone(), id.clone());
-        async move { service.start_turn(&id, turn("go")).await }
-    });
-    arrived.wait().await;
+    let MidTurn { service, id, gate, running } = mid_turn().await;
 
     let mut archive = Box::pin(service.archive(&id));
     for _ in 0..10 {

@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::future::BoxFuture;
 
 use super::*;
-use crate::agent::{AgentFactory, AgentSpec, Budget};
+use crate::agent::AgentFactory;
 use crate::error::ErrorCode;
 use crate::ids::SessionId;
+use crate::llm::Message;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
-use crate::llm::{Message, Usage};
 use crate::session::record::SessionRecord;
 use crate::store::{RedbStore, SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
 
@@ -88,29 +88,12 @@ async fn a_failed_save_is_reported_and_the_next_save_catches_up() {
 async fn listing_merges_thousands_of_stored_sessions_with_live_ones() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(RedbStore::open(dir.path().join("s.redb")).unwrap());
-    let spec =
-        AgentSpec { model: "test:model".into(), system_prompt: None, max_tokens: 100, budget: Budget::default() };
     let old = chrono::Utc::now() - chrono::Duration::days(1);
     let saves: Vec<SaveRequest> = (0..2000)
         .map(|n| {
             let at = old + chrono::Duration::milliseconds(n);
-            let record = SessionRecord {
-                session_id: SessionId::from_string(format!("stored-{n:04}")),
-                agent: spec.clone(),
-                title: format!("stored {n}"),
-                labels: Default::default(),
-                host_mode: false,
-                created_at: at,
-                updated_at: at,
-                turns: 1,
-                message_count: 2,
-                history_epoch: 0,
-                usage: Usage::default(),
-                tool_calls: 0,
-                active_ms: 0,
-                last_turn: None,
-                archived: false,
-            };
+            let mut record = SessionRecord::for_test(&format!("stored-{n:04}"), at, 2);
+            record.turns = 1;
             let messages = vec![Message::user_text("q"), Message::assistant(vec![])];
             SaveRequest { record, replace_from: 0, messages }
         })

@@ -144,3 +144,32 @@ impl SessionRecord {
         }
     }
 }
+
+#[cfg(test)]
+impl SessionRecord {
+    /// A stored-session record for tests that need many sessions without running turns.
+    pub(crate) fn for_test(id: &str, updated_at: DateTime<Utc>, message_count: u64) -> Self {
+        Self {
+            session_id: SessionId::from_string(id),
+            agent: AgentSpec {
+                model: "test:model".into(),
+                system_prompt: None,
+                max_tokens: 100,
+                budget: crate::agent::Budget::default(),
+            },
+            title: format!("title of {id}"),
+            labels: BTreeMap::new(),
+            host_mode: false,
+            created_at: updated_at,
+            updated_at,
+            turns: 0,
+            message_count,
+            history_epoch: 0,
+            usage: Usage::default(),
+            tool_calls: 0,
+            active_ms: 0,
+            last_turn: None,
+            archived: false,
+        }
+    }
+}

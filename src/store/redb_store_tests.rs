@@ -1,40 +1,16 @@
 //! The redb store on its own: layout rules, listing at scale, the one-process lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
-
 use chrono::{Duration, TimeZone, Utc};
 
 use super::*;
-use crate::agent::{AgentSpec, Budget};
-use crate::llm::{Message, Usage};
+use crate::llm::Message;
 use crate::session::types::SessionStatus;
 
 fn record(n: u64, message_count: u64) -> SessionRecord {
     let at =
         Utc.timestamp_millis_opt(1_700_000_000_000).unwrap() + Duration::milliseconds(i64::try_from(n).unwrap());
-    SessionRecord {
-        session_id: SessionId::from_string(format!("session-{n:05}")),
-        agent: AgentSpec {
-            model: "test:model".into(),
-            system_prompt: None,
-            max_tokens: 100,
-            budget: Budget::default(),
-        },
-        title: format!("title {n}"),
-        labels: BTreeMap::new(),
-        host_mode: false,
-        created_at: at,
-        updated_at: at,
-        turns: 0,
-        message_count,
-        history_epoch: 0,
-        usage: Usage::default(),
-        tool_calls: 0,
-        active_ms: 0,
-        last_turn: None,
-        archived: false,
-    }
+    SessionRecord::for_test(&format!("session-{n:05}"), at, message_count)
 }
 
 fn open() -> (tempfile::TempDir, RedbStore) {

@@ -38,13 +38,7 @@ pub async fn run(provider: &dyn Provider, request: ModelRequest) -> (Vec<StreamE
 }
 
 pub fn text_of(events: &[StreamEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::TextDelta(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
+    text_deltas(events).concat()
 }
 
 pub fn text_deltas(events: &[StreamEvent]) -> Vec<&str> {

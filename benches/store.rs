@@ -152,7 +152,8 @@ fn per_turn(runtime: &tokio::runtime::Runtime, target: u64, turns: usize) -> Tur
         record.usage.output_tokens += 400;
         record.updated_at = Utc::now();
         record.last_turn = Some(run_result(&record, &turn));
-        let turn_payload = payload(&turn) + encoded_len(&record) + encoded_len(&record.summary(record.resting_status()));
+        let turn_payload =
+            payload(&turn) + encoded_len(&record) + encoded_len(&record.summary(record.resting_status()));
         let request = SaveRequest { record: record.clone(), replace_from, messages: turn };
 
         let size_before = file_size(&path);
@@ -194,10 +195,51 @@ struct Synth {
 }
 
 const WORDS: &[&str] = &[
-    "the", "session", "store", "writes", "history", "append", "record", "index", "turn", "tool", "result",
-    "model", "answer", "file", "path", "function", "returns", "error", "value", "config", "request", "stream",
-    "token", "budget", "agent", "provider", "message", "content", "block", "summary", "update", "list", "redb",
-    "table", "page", "commit", "transaction", "latency", "bytes", "fn", "let", "match", "impl", "struct", "async",
+    "the",
+    "session",
+    "store",
+    "writes",
+    "history",
+    "append",
+    "record",
+    "index",
+    "turn",
+    "tool",
+    "result",
+    "model",
+    "answer",
+    "file",
+    "path",
+    "function",
+    "returns",
+    "error",
+    "value",
+    "config",
+    "request",
+    "stream",
+    "token",
+    "budget",
+    "agent",
+    "provider",
+    "message",
+    "content",
+    "block",
+    "summary",
+    "update",
+    "list",
+    "redb",
+    "table",
+    "page",
+    "commit",
+    "transaction",
+    "latency",
+    "bytes",
+    "fn",
+    "let",
+    "match",
+    "impl",
+    "struct",
+    "async",
 ];
 
 impl Synth {
@@ -225,7 +267,8 @@ impl Synth {
         let id = format!("toolu_{:016x}", self.call);
         let prompt = self.text(200..600);
         let thinking = self.text(100..300);
-        let path = format!("src/{}/{}.rs", WORDS[self.rng.usize(..WORDS.len())], WORDS[self.rng.usize(..WORDS.len())]);
+        let path =
+            format!("src/{}/{}.rs", WORDS[self.rng.usize(..WORDS.len())], WORDS[self.rng.usize(..WORDS.len())]);
         let pattern = self.text(30..50);
         let result = self.text(2_000..4_000);
         let answer = self.text(400..1_200);

@@ -145,7 +145,7 @@ impl SessionRecord {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "session-store"))]
 impl SessionRecord {
     /// A stored-session record for tests that need many sessions without running turns.
     pub(crate) fn for_test(id: &str, updated_at: DateTime<Utc>, message_count: u64) -> Self {

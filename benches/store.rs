@@ -132,7 +132,7 @@ fn per_turn(runtime: &tokio::runtime::Runtime, target: u64, turns: usize) -> Tur
         let replace_from = record.message_count;
         record.message_count += chunk.len() as u64;
         record.updated_at = Utc::now();
-        store.save_batch(&[SaveRequest { record: record.clone(), replace_from, messages: chunk }]).unwrap();
+        store.save_batch(&[SaveRequest::new(record.clone(), replace_from, chunk)]).unwrap();
     }
     let load = started.elapsed();
     let messages = record.message_count;
@@ -154,7 +154,7 @@ fn per_turn(runtime: &tokio::runtime::Runtime, target: u64, turns: usize) -> Tur
         record.last_turn = Some(run_result(&record, &turn));
         let turn_payload =
             payload(&turn) + encoded_len(&record) + encoded_len(&record.summary(record.resting_status()));
-        let request = SaveRequest { record: record.clone(), replace_from, messages: turn };
+        let request = SaveRequest::new(record.clone(), replace_from, turn);
 
         let size_before = file_size(&path);
         let io_before = disk_writes();
@@ -364,7 +364,7 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
                     record.turns = 1;
                     record.message_count = messages.len() as u64;
                     record.last_turn = Some(run_result(&record, &messages));
-                    SaveRequest { record, replace_from: 0, messages }
+                    SaveRequest::new(record, 0, messages)
                 })
                 .collect();
             created += batch.len();

@@ -22,6 +22,8 @@
 //! - [`surfaces`]: MCP and CLI adapters; they translate and never decide.
 
 pub mod agent;
+#[cfg(feature = "session-compaction")]
+pub mod compaction;
 pub mod config;
 pub mod error;
 pub mod ids;

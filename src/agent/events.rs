@@ -35,6 +35,26 @@ pub enum AgentEvent {
     Usage {
         usage: Usage,
     },
+    /// Compaction began; `reason` is `threshold`, `overflow` or `manual`.
+    CompactionStarted {
+        reason: String,
+        estimated_tokens: u64,
+    },
+    /// Old tool results were replaced by placeholders (stage 1).
+    Pruned {
+        results: u64,
+        tokens_freed: u64,
+    },
+    /// The history was rebuilt around a summary (or pruning alone was enough).
+    CompactionCompleted {
+        tokens_before: u64,
+        tokens_after: u64,
+        summarized: bool,
+    },
+    /// The summary call failed; the session goes on with its history as it was.
+    CompactionFailed {
+        error: String,
+    },
     TurnCompleted {
         turn: u64,
         stop_reason: String,

@@ -2,14 +2,15 @@
 //! [`AgentFactory::build_agent`] (through `SessionService::create_session`); there are no side
 //! channels for configuration.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Agent, Budget, Consumption};
+use super::{Agent, Budget, Consumption, ContextOverrides, ContextSettings, ContextState, RestoredState};
 use crate::error::SessionError;
+use crate::llm::Usage;
 use crate::llm::registry::ProviderRegistry;
-use crate::llm::{Message, Usage};
 use crate::tools::{ToolScope, Workspace, builtin};
 
 /// Everything that decides how a session's agent behaves. Unset fields take the server's
@@ -22,6 +23,7 @@ pub struct AgentBuildConfig {
     /// Upper bound on the tokens of each model response.
     pub max_tokens: Option<u32>,
     pub budget: Budget,
+    pub context: ContextOverrides,
 }
 
 /// How an agent was built, with every default resolved: what a store keeps, so a session
@@ -33,15 +35,25 @@ pub struct AgentSpec {
     pub system_prompt: Option<String>,
     pub max_tokens: u32,
     pub budget: Budget,
+    pub context: ContextSettings,
 }
 
 impl From<AgentSpec> for AgentBuildConfig {
     fn from(spec: AgentSpec) -> Self {
+        let context = spec.context;
         AgentBuildConfig {
             model: Some(spec.model),
             system_prompt: spec.system_prompt,
             max_tokens: Some(spec.max_tokens),
             budget: spec.budget,
+            context: ContextOverrides {
+                context_window: Some(context.context_window),
+                threshold_tokens: Some(context.threshold_tokens),
+                min_turns_between_compactions: Some(context.min_turns_between_compactions),
+                recent_turn_budget: Some(context.recent_turn_budget),
+                max_summary_tokens: Some(context.max_summary_tokens),
+                tool_output_cap_bytes: Some(context.tool_output_cap_bytes),
+            },
         }
     }
 }
@@ -54,6 +66,8 @@ pub struct AgentFactory {
     default_max_tokens: u32,
     /// Root of the builtin file tools; `None` gives agents no tools.
     workspace: Option<Workspace>,
+    /// Context windows configured per provider (`ollama`) or model (`ollama:llama3.2`).
+    context_windows: BTreeMap<String, u64>,
 }
 
 /// Used when neither the request nor the configuration sets `max_tokens`.
@@ -65,7 +79,24 @@ impl AgentFactory {
         default_model: Option<String>,
         workspace: Option<Workspace>,
     ) -> Self {
-        Self { providers, default_model, default_max_tokens: DEFAULT_MAX_TOKENS, workspace }
+        Self {
+            providers,
+            default_model,
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            workspace,
+            context_windows: BTreeMap::new(),
+        }
+    }
+
+    /// Context windows the configuration knows, keyed by provider or `provider:model`.
+    pub fn with_context_windows(mut self, windows: BTreeMap<String, u64>) -> Self {
+        self.context_windows = windows;
+        self
+    }
+
+    fn configured_window(&self, model_id: &str) -> Option<u64> {
+        let provider = model_id.split(':').next().unwrap_or(model_id);
+        self.context_windows.get(model_id).or_else(|| self.context_windows.get(provider)).copied()
     }
 
     pub fn with_default_max_tokens(mut self, max_tokens: u32) -> Self {
@@ -86,6 +117,11 @@ impl AgentFactory {
         if max_tokens == 0 {
             return Err(SessionError::invalid("max_tokens must be at least 1"));
         }
+        if !cfg!(feature = "session-compaction") && config.context.asks_for_compaction() {
+            return Err(SessionError::CompactionDisabled("compaction settings".into()));
+        }
+        let context_settings =
+            ContextSettings::resolve(&model_id, max_tokens, &config.context, self.configured_window(&model_id))?;
         let (provider, model) = self.providers.resolve(&model_id)?;
         let tools = match &self.workspace {
             Some(workspace) => ToolScope::new(builtin::read_only(workspace)),
@@ -99,25 +135,25 @@ impl AgentFactory {
             max_tokens,
             tools,
             budget: config.budget,
+            context_settings,
             history: Vec::new(),
             usage: Usage::default(),
             used: Consumption::default(),
             turns: 0,
+            context: ContextState::default(),
+            history_epoch: 0,
             unsaved_from: 0,
+            full_outputs: BTreeMap::new(),
+            unsaved_outputs: Vec::new(),
+            turn_running: false,
+            turn_prompt_index: 0,
         })
     }
 
     /// Rebuilds the agent of a stored session: same spec, with its history and counters.
-    pub fn restore_agent(
-        &self,
-        spec: AgentSpec,
-        history: Vec<Message>,
-        usage: Usage,
-        used: Consumption,
-        turns: u64,
-    ) -> Result<Agent, SessionError> {
+    pub fn restore_agent(&self, spec: AgentSpec, state: RestoredState) -> Result<Agent, SessionError> {
         let mut agent = self.build_agent(spec.into())?;
-        agent.restore(history, usage, used, turns);
+        agent.restore(state);
         Ok(agent)
     }
 }

@@ -7,13 +7,16 @@
 //! them. The session actor owns its agent, so nothing here needs locks.
 
 pub mod budget;
+pub mod context;
 pub mod events;
 pub mod factory;
 pub mod turn;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use budget::{Budget, Consumption, Exhausted};
+pub use context::{ContextOverrides, ContextSettings, ContextState};
 pub use events::{AgentEvent, EventSender, EventSink};
 pub use factory::{AgentBuildConfig, AgentFactory, AgentSpec};
 pub use turn::{TurnEnd, TurnReport};
@@ -21,23 +24,49 @@ pub use turn::{TurnEnd, TurnReport};
 use crate::llm::{Message, Provider, Usage};
 use crate::tools::ToolScope;
 
+/// Fields are visible to the crate so that `compaction` can rewrite the history; everything
+/// else goes through methods.
 pub struct Agent {
-    provider: Arc<dyn Provider>,
+    pub(crate) provider: Arc<dyn Provider>,
     /// The id the caller chose, `provider:model`.
-    model_id: String,
+    pub(crate) model_id: String,
     /// The model name sent on the wire.
-    model: String,
-    system_prompt: Option<String>,
-    max_tokens: u32,
-    tools: ToolScope,
-    budget: Budget,
-    history: Vec<Message>,
-    usage: Usage,
-    used: Consumption,
-    turns: u64,
+    pub(crate) model: String,
+    pub(crate) system_prompt: Option<String>,
+    pub(crate) max_tokens: u32,
+    pub(crate) tools: ToolScope,
+    pub(crate) budget: Budget,
+    pub(crate) context_settings: ContextSettings,
+    pub(crate) history: Vec<Message>,
+    pub(crate) usage: Usage,
+    pub(crate) used: Consumption,
+    pub(crate) turns: u64,
+    pub(crate) context: ContextState,
+    /// Bumped each time compaction replaces the history.
+    pub(crate) history_epoch: u64,
     /// The first message changed since the history was last saved: a save writes
-    /// `history[unsaved_from..]`. Appends leave it alone; editing an old message lowers it.
-    unsaved_from: usize,
+    /// `history[unsaved_from..]`. Appends leave it alone; editing an old message lowers it,
+    /// and a compaction sets it to 0.
+    pub(crate) unsaved_from: usize,
+    /// Full text of tool outputs that were capped in the history, by tool_use id.
+    pub(crate) full_outputs: BTreeMap<String, String>,
+    /// Which of those a store has not saved yet.
+    pub(crate) unsaved_outputs: Vec<String>,
+    /// Whether a turn is running, and the index of the message holding its prompt: what a
+    /// compaction in the middle of a turn must keep.
+    pub(crate) turn_running: bool,
+    pub(crate) turn_prompt_index: usize,
+}
+
+/// The state of a stored session, handed to a freshly built agent to resume it.
+#[derive(Debug, Clone, Default)]
+pub struct RestoredState {
+    pub history: Vec<Message>,
+    pub usage: Usage,
+    pub used: Consumption,
+    pub turns: u64,
+    pub context: ContextState,
+    pub history_epoch: u64,
 }
 
 impl Agent {
@@ -74,7 +103,35 @@ impl Agent {
             system_prompt: self.system_prompt.clone(),
             max_tokens: self.max_tokens,
             budget: self.budget,
+            context: self.context_settings,
         }
+    }
+
+    /// What is known about the history's size.
+    pub fn context_state(&self) -> ContextState {
+        self.context
+    }
+
+    /// Last reported prompt + output, plus estimates of everything appended since.
+    pub fn estimated_history_tokens(&self) -> u64 {
+        self.context.estimated_history_tokens(&self.history)
+    }
+
+    pub fn history_epoch(&self) -> u64 {
+        self.history_epoch
+    }
+
+    /// The full text of a tool output that was capped in the history, while the agent has it.
+    pub fn full_tool_output(&self, tool_use_id: &str) -> Option<&str> {
+        self.full_outputs.get(tool_use_id).map(String::as_str)
+    }
+
+    /// Full tool outputs a store has not saved yet, `(tool_use_id, content)`.
+    pub fn unsaved_tool_outputs(&self) -> Vec<(String, String)> {
+        self.unsaved_outputs
+            .iter()
+            .filter_map(|id| self.full_outputs.get(id).map(|content| (id.clone(), content.clone())))
+            .collect()
     }
 
     /// The part of the history not saved yet: its first index and the messages from there on.
@@ -85,18 +142,24 @@ impl Agent {
         (from, &self.history[from..])
     }
 
-    /// Records that everything in the history is saved.
+    /// Records that everything is saved. Saved full tool outputs leave memory: the store
+    /// answers for them from now on.
     pub fn mark_saved(&mut self) {
         self.unsaved_from = self.history.len();
+        for id in std::mem::take(&mut self.unsaved_outputs) {
+            self.full_outputs.remove(&id);
+        }
     }
 
     /// Gives a freshly built agent the state of a stored session.
-    pub(crate) fn restore(&mut self, history: Vec<Message>, usage: Usage, used: Consumption, turns: u64) {
-        self.unsaved_from = history.len();
-        self.history = history;
-        self.usage = usage;
-        self.used = used;
-        self.turns = turns;
+    pub(crate) fn restore(&mut self, state: RestoredState) {
+        self.unsaved_from = state.history.len();
+        self.history = state.history;
+        self.usage = state.usage;
+        self.used = state.used;
+        self.turns = state.turns;
+        self.context = state.context;
+        self.history_epoch = state.history_epoch;
     }
 }
 

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::context::cap_tool_output;
 use super::{Agent, AgentEvent, EventSink, Exhausted};
 use crate::llm::{
     ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, Usage,
@@ -58,8 +59,29 @@ impl TurnReport {
     }
 }
 
+/// What asks for a compaction check before a model call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The regular check: compacts when a threshold rule says so.
+    Threshold,
+    /// The provider said the prompt is too long: compact now, whatever the rules say.
+    Overflow,
+    /// The caller asked (`session_compact`).
+    Manual,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Threshold => "threshold",
+            Self::Overflow => "overflow",
+            Self::Manual => "manual",
+        }
+    }
+}
+
 /// Why a step stopped before the model finished.
-enum Interruption {
+pub(crate) enum Interruption {
     /// The turn's token fired: the caller's interrupt, or the time budget.
     Cancelled,
     Failed(LlmError),
@@ -67,9 +89,9 @@ enum Interruption {
 
 /// What one model response has produced so far.
 #[derive(Default)]
-struct Response {
-    blocks: Vec<ContentBlock>,
-    usage: Usage,
+pub(crate) struct Response {
+    pub(crate) blocks: Vec<ContentBlock>,
+    pub(crate) usage: Usage,
 }
 
 impl Response {
@@ -81,14 +103,14 @@ impl Response {
         }
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         Message::assistant(self.blocks.clone()).text()
     }
 }
 
 /// Running totals of one turn.
 #[derive(Default)]
-struct TurnTotals {
+pub(crate) struct TurnTotals {
     usage: Usage,
     tool_calls: u64,
     text: String,
@@ -102,6 +124,7 @@ impl Agent {
         let turn = self.turns;
         events.emit(AgentEvent::TurnStarted { turn });
         self.push_user_prompt(prompt);
+        self.turn_running = true;
 
         // The time budget is one more reason to cancel the steps; a child token lets the
         // steps clean up the same way as for an interrupt.
@@ -124,6 +147,7 @@ impl Agent {
         if let Some(deadline) = deadline {
             deadline.abort();
         }
+        self.turn_running = false;
         self.used.active += started.elapsed();
 
         let report =
@@ -147,8 +171,12 @@ impl Agent {
             Some(last) if last.role == Role::User => {
                 last.content.push(block);
                 self.unsaved_from = self.unsaved_from.min(last_index);
+                self.turn_prompt_index = last_index;
             }
-            _ => self.history.push(Message { role: Role::User, content: vec![block] }),
+            _ => {
+                self.history.push(Message { role: Role::User, content: vec![block] });
+                self.turn_prompt_index = self.history.len() - 1;
+            }
         }
     }
 
@@ -158,20 +186,27 @@ impl Agent {
         events: &EventSink,
         totals: &mut TurnTotals,
     ) -> Result<TurnEnd, Interruption> {
+        let mut overflow_compacted = false;
         loop {
             if let Some(exhausted) = self.budget.exhausted(&self.used) {
                 return Ok(TurnEnd::BudgetExhausted(exhausted));
             }
-            let request = ModelRequest {
-                model: self.model.clone(),
-                system: self.system_prompt.clone(),
-                messages: self.history.clone(),
-                tools: self.tools.specs(),
-                max_tokens: self.max_tokens,
-            };
+            self.before_model_call(Trigger::Threshold, cancel, events, totals).await?;
             let mut response = Response::default();
-            let outcome = self.stream_response(request, cancel, events, &mut response).await;
+            let outcome = self.stream_response(self.model_request(), cancel, events, &mut response).await;
             self.record_usage(&response.usage, totals, events);
+            // A prompt too long for the model: compact once and send it again, never more.
+            if let Err(Interruption::Failed(error)) = &outcome
+                && error.kind == LlmErrorKind::ContextOverflow
+                && response.blocks.is_empty()
+                && !overflow_compacted
+                && cfg!(feature = "session-compaction")
+            {
+                overflow_compacted = true;
+                if self.before_model_call(Trigger::Overflow, cancel, events, totals).await? {
+                    continue;
+                }
+            }
             let text = response.text();
             if !text.is_empty() {
                 totals.text = text;
@@ -196,6 +231,9 @@ impl Agent {
             if !response.blocks.is_empty() {
                 self.history.push(Message::assistant(response.blocks));
             }
+            if response.usage != Usage::default() {
+                self.context.measured(&response.usage, self.history.len());
+            }
             if calls.is_empty() {
                 return Ok(TurnEnd::Completed { stop_reason: stop_reason.as_str().to_owned() });
             }
@@ -210,8 +248,50 @@ impl Agent {
         }
     }
 
+    /// The request for the next model call: the whole history and every tool.
+    pub(crate) fn model_request(&self) -> ModelRequest {
+        ModelRequest {
+            model: self.model.clone(),
+            system: self.system_prompt.clone(),
+            messages: self.history.clone(),
+            tools: self.tools.specs(),
+            max_tokens: self.max_tokens,
+        }
+    }
+
+    /// Compacts the history if `trigger` calls for it (feature `session-compaction`).
+    /// Returns whether the history was compacted.
+    #[cfg(feature = "session-compaction")]
+    async fn before_model_call(
+        &mut self,
+        trigger: Trigger,
+        cancel: &CancellationToken,
+        events: &EventSink,
+        totals: &mut TurnTotals,
+    ) -> Result<bool, Interruption> {
+        match self.compact(trigger, cancel, events).await {
+            crate::compaction::Outcome::Cancelled => Err(Interruption::Cancelled),
+            crate::compaction::Outcome::Done(report) => {
+                totals.usage.add(&report.usage);
+                Ok(report.compacted)
+            }
+        }
+    }
+
+    /// Without compaction, the history only grows; the ingest cap still bounds tool outputs.
+    #[cfg(not(feature = "session-compaction"))]
+    async fn before_model_call(
+        &mut self,
+        _trigger: Trigger,
+        _cancel: &CancellationToken,
+        _events: &EventSink,
+        _totals: &mut TurnTotals,
+    ) -> Result<bool, Interruption> {
+        Ok(false)
+    }
+
     /// Streams one model response into `response`, forwarding text as events.
-    async fn stream_response(
+    pub(crate) async fn stream_response(
         &self,
         request: ModelRequest,
         cancel: &CancellationToken,
@@ -324,17 +404,19 @@ impl Agent {
 
         let mut results = Vec::with_capacity(calls.len());
         for ((id, name, _), output) in calls.into_iter().zip(outputs) {
+            // Stage 0: a huge output enters the history as head + tail; the whole of it is kept.
+            let (content, full) = cap_tool_output(output.content, self.context_settings.tool_output_cap_bytes, &id);
+            if let Some(full) = full {
+                self.full_outputs.insert(id.clone(), full);
+                self.unsaved_outputs.push(id.clone());
+            }
             events.emit(AgentEvent::ToolResult {
                 id: id.clone(),
                 name,
-                content: output.content.clone(),
+                content: content.clone(),
                 is_error: output.is_error,
             });
-            results.push(ContentBlock::ToolResult {
-                tool_use_id: id,
-                content: output.content,
-                is_error: output.is_error,
-            });
+            results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error: output.is_error });
         }
         self.history.push(Message { role: Role::User, content: results });
         skipped

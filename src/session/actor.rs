@@ -18,6 +18,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::record::SessionRecord;
+#[cfg(feature = "session-compaction")]
+use super::types::CompactResult;
 use super::types::{RunResult, SessionStatus, SessionView};
 use crate::agent::{Agent, EventSink};
 use crate::error::SessionError;
@@ -25,8 +27,8 @@ use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::store::{SaveRequest, SharedStore, StoreError};
 
-/// What the actor is asked to do. Only one `RunTurn` is ever queued: the turn lock is taken
-/// before it is sent.
+/// What the actor is asked to do. Only one `RunTurn` or `Compact` is ever queued: the turn
+/// lock is taken before either is sent.
 enum Command {
     RunTurn {
         prompt: String,
@@ -37,6 +39,17 @@ enum Command {
     /// The history, for callers that want the whole conversation (answered between turns).
     History {
         reply: oneshot::Sender<Vec<Message>>,
+    },
+    /// The full output of a capped tool result, if the agent still holds it.
+    ToolOutput {
+        tool_use_id: String,
+        reply: oneshot::Sender<Option<String>>,
+    },
+    /// Compact the history now (`session_compact`); the turn lock is held by the sender.
+    #[cfg(feature = "session-compaction")]
+    Compact {
+        cancel: CancellationToken,
+        reply: oneshot::Sender<Result<CompactResult, SessionError>>,
     },
     /// Stop after whatever is in flight (the channel is FIFO, so a running turn finishes).
     Shutdown,
@@ -96,7 +109,8 @@ impl SessionHandle {
     }
 
     /// Takes the turn lock: exactly one concurrent caller wins, the others get `Busy` at once.
-    pub fn try_begin_turn(&self) -> Result<TurnTicket, SessionError> {
+    /// Returns the cancel token of whatever the winner runs.
+    fn try_lock(&self) -> Result<CancellationToken, SessionError> {
         if self.shared.closing.load(Ordering::Acquire) {
             return Err(self.archived_error());
         }
@@ -106,7 +120,12 @@ impl SessionHandle {
         }
         let cancel = CancellationToken::new();
         *slot = Some(cancel.clone());
-        drop(slot);
+        Ok(cancel)
+    }
+
+    /// Takes the turn lock for a turn and shows the session running.
+    pub fn try_begin_turn(&self) -> Result<TurnTicket, SessionError> {
+        let cancel = self.try_lock()?;
         let mut turn = 0;
         self.shared.view.send_modify(|view| {
             turn = view.state.turns + 1;
@@ -140,6 +159,29 @@ impl SessionHandle {
             return Err(self.archived_error());
         }
         history.await.map_err(|_| self.archived_error())
+    }
+
+    /// The full output of a capped tool result, while the live agent holds it.
+    pub async fn tool_output(&self, tool_use_id: &str) -> Result<Option<String>, SessionError> {
+        let (reply, output) = oneshot::channel();
+        let command = Command::ToolOutput { tool_use_id: tool_use_id.to_owned(), reply };
+        if self.commands.send(command).await.is_err() {
+            return Err(self.archived_error());
+        }
+        output.await.map_err(|_| self.archived_error())
+    }
+
+    /// Compacts the history now. Holds the turn lock meanwhile, so a turn can neither run
+    /// during a compaction nor be compacted under: both answer `Busy`.
+    #[cfg(feature = "session-compaction")]
+    pub async fn compact(&self) -> Result<CompactResult, SessionError> {
+        let cancel = self.try_lock()?;
+        let (reply, result) = oneshot::channel();
+        if self.commands.send(Command::Compact { cancel, reply }).await.is_err() {
+            self.shared.end_turn();
+            return Err(self.archived_error());
+        }
+        result.await.map_err(|_| self.archived_error())?
     }
 
     /// Cancels the turn in flight. Returns false when no turn runs.
@@ -224,6 +266,30 @@ async fn run(
             Command::History { reply } => {
                 let _ = reply.send(agent.history().to_vec());
             }
+            Command::ToolOutput { tool_use_id, reply } => {
+                let _ = reply.send(agent.full_tool_output(&tool_use_id).map(str::to_owned));
+            }
+            #[cfg(feature = "session-compaction")]
+            Command::Compact { cancel, reply } => {
+                let report = match agent.compact_now(&cancel).await {
+                    crate::compaction::Outcome::Done(report) => report,
+                    crate::compaction::Outcome::Cancelled => crate::compaction::Report::default(),
+                };
+                record.absorb(&agent);
+                record.updated_at = Utc::now();
+                let saved = save(&store, &mut agent, &record).await;
+                shared.view.send_replace(record.view(SessionStatus::Idle, None));
+                shared.end_turn();
+                let result = saved.map_err(SessionError::from).map(|()| CompactResult {
+                    session_id: record.session_id.clone(),
+                    compacted: report.compacted,
+                    summarized: report.summarized,
+                    pruned_results: report.pruned.results,
+                    tokens_before: report.tokens_before,
+                    tokens_after: report.tokens_after,
+                });
+                let _ = reply.send(result);
+            }
             Command::Shutdown => break,
         }
     }
@@ -235,8 +301,12 @@ async fn run(
 async fn save(store: &SharedStore, agent: &mut Agent, record: &SessionRecord) -> Result<(), StoreError> {
     let Some(store) = store else { return Ok(()) };
     let (replace_from, messages) = agent.unsaved();
-    let request =
-        SaveRequest { record: record.clone(), replace_from: replace_from as u64, messages: messages.to_vec() };
+    let request = SaveRequest {
+        record: record.clone(),
+        replace_from: replace_from as u64,
+        messages: messages.to_vec(),
+        tool_outputs: agent.unsaved_tool_outputs(),
+    };
     store.save(request).await?;
     agent.mark_saved();
     Ok(())

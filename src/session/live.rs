@@ -58,13 +58,7 @@ impl LiveSessionService {
                 history.len()
             )));
         }
-        let agent = self.factory.restore_agent(
-            record.agent.clone(),
-            history,
-            record.usage,
-            record.consumption(),
-            record.turns,
-        )?;
+        let agent = self.factory.restore_agent(record.agent.clone(), record.restored_state(history))?;
         let handle = SessionHandle::spawn(agent, record, self.store.clone());
         // Two callers may resume the same session at once: the first registration wins and
         // the other's handle is dropped, which stops its actor.
@@ -101,6 +95,12 @@ impl LiveSessionService {
             TurnStatus::Completed | TurnStatus::Running | TurnStatus::Cancelled => Ok(finished),
         }
     }
+}
+
+fn no_capped_output(id: &SessionId, tool_use_id: &str) -> SessionError {
+    SessionError::invalid(format!(
+        "session {id} has no capped tool output {tool_use_id:?}: outputs below the cap are already whole in the history"
+    ))
 }
 
 fn archived(id: &SessionId) -> SessionError {
@@ -178,7 +178,8 @@ impl SessionService for LiveSessionService {
             SessionRecord::new(id.clone(), &agent, title_of(&request.prompt), request.labels, request.host_mode);
         // Saved before the first turn, so a crash during it leaves the session, empty.
         if let Some(store) = &self.store {
-            store.save(SaveRequest { record: record.clone(), replace_from: 0, messages: Vec::new() }).await?;
+            let save = SaveRequest::new(record.clone(), 0, Vec::new());
+            store.save(save).await?;
         }
         let handle = SessionHandle::spawn(agent, record, self.store.clone());
         // Nobody else knows the id yet, so the first turn always wins the lock.
@@ -266,6 +267,38 @@ impl SessionService for LiveSessionService {
         }
         tracing::info!(session_id = %id, "session archived");
         Ok(ArchiveResult { session_id: id.clone(), archived: true })
+    }
+
+    async fn compact(&self, id: &SessionId) -> Result<CompactResult, SessionError> {
+        #[cfg(feature = "session-compaction")]
+        {
+            self.live_or_resumed(id).await?.compact().await
+        }
+        #[cfg(not(feature = "session-compaction"))]
+        {
+            let _ = id;
+            Err(SessionError::CompactionDisabled("session_compact".into()))
+        }
+    }
+
+    async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {
+        let live = match self.live(id) {
+            Some(handle) => handle.tool_output(tool_use_id).await?,
+            None => None,
+        };
+        let content = match (live, &self.store) {
+            (Some(content), _) => content,
+            (None, Some(store)) => {
+                if self.live(id).is_none() && store.record(id).await?.is_none() {
+                    return Err(SessionError::not_found(id.clone()));
+                }
+                store.tool_output(id, tool_use_id).await?.ok_or_else(|| no_capped_output(id, tool_use_id))?
+            }
+            (None, None) if self.live(id).is_none() => return Err(SessionError::not_found(id.clone())),
+            (None, None) => return Err(no_capped_output(id, tool_use_id)),
+        };
+        let bytes = content.len() as u64;
+        Ok(ToolOutputResult { session_id: id.clone(), tool_use_id: tool_use_id.to_owned(), content, bytes })
     }
 
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {

@@ -70,6 +70,22 @@ pub trait SessionService: Send + Sync + 'static {
     /// Errors: `NotFound`, `Store`.
     fn archive(&self, id: &SessionId) -> impl Future<Output = Result<ArchiveResult, SessionError>> + Send;
 
+    /// Compacts a session's history now (feature `session-compaction`): prunes old tool
+    /// results and summarizes older turns, whatever the thresholds say.
+    ///
+    /// Errors: `CompactionDisabled` (builds without the feature), `NotFound`, `Busy` (a turn
+    /// runs), `Store`.
+    fn compact(&self, id: &SessionId) -> impl Future<Output = Result<CompactResult, SessionError>> + Send;
+
+    /// The whole output of a tool result that entered the history capped.
+    ///
+    /// Errors: `NotFound`, `InvalidRequest` (no such capped output), `Store`.
+    fn tool_output(
+        &self,
+        id: &SessionId,
+        tool_use_id: &str,
+    ) -> impl Future<Output = Result<ToolOutputResult, SessionError>> + Send;
+
     /// The whole conversation of a session (live, or stored). Waits for a running turn.
     ///
     /// Errors: `NotFound`, `Store`.

@@ -40,6 +40,9 @@ impl SessionStore for FaultyStore {
     fn list(&self, query: StoredListQuery) -> BoxFuture<'_, Result<StoredPage, StoreError>> {
         self.inner.list(query)
     }
+    fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> BoxFuture<'_, Result<Option<String>, StoreError>> {
+        self.inner.tool_output(id, tool_use_id)
+    }
     fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {
         self.inner.archive(id)
     }
@@ -95,7 +98,7 @@ async fn listing_merges_thousands_of_stored_sessions_with_live_ones() {
             let mut record = SessionRecord::for_test(&format!("stored-{n:04}"), at, 2);
             record.turns = 1;
             let messages = vec![Message::user_text("q"), Message::assistant(vec![])];
-            SaveRequest { record, replace_from: 0, messages }
+            SaveRequest::new(record, 0, messages)
         })
         .collect();
     store.save_batch(&saves).unwrap();

@@ -10,10 +10,13 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::types::{Billing, BudgetRemaining, RunResult, SessionState, SessionStatus, SessionSummary, SessionView};
+use super::types::{
+    Billing, BudgetRemaining, ContextView, RunResult, SessionState, SessionStatus, SessionSummary, SessionView,
+};
 use crate::agent::turn::millis;
-use crate::agent::{Agent, AgentSpec, Consumption};
+use crate::agent::{Agent, AgentSpec, Consumption, ContextState, RestoredState};
 use crate::ids::SessionId;
+use crate::llm::Message;
 use crate::llm::Usage;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,6 +44,11 @@ pub struct SessionRecord {
     pub last_turn: Option<RunResult>,
     #[serde(default)]
     pub archived: bool,
+    /// What is known about the history's size, to resume token accounting after a restart.
+    #[serde(default)]
+    pub context: ContextState,
+    #[serde(default)]
+    pub estimated_history_tokens: u64,
 }
 
 impl SessionRecord {
@@ -69,6 +77,8 @@ impl SessionRecord {
             active_ms: 0,
             last_turn: None,
             archived: false,
+            context: ContextState::default(),
+            estimated_history_tokens: 0,
         };
         record.absorb(agent);
         record
@@ -82,6 +92,21 @@ impl SessionRecord {
         self.usage = agent.usage();
         self.tool_calls = used.tool_calls;
         self.active_ms = millis(used.active);
+        self.context = agent.context_state();
+        self.estimated_history_tokens = agent.estimated_history_tokens();
+        self.history_epoch = agent.history_epoch();
+    }
+
+    /// The state to hand a rebuilt agent, with the stored history.
+    pub fn restored_state(&self, history: Vec<Message>) -> RestoredState {
+        RestoredState {
+            history,
+            usage: self.usage,
+            used: self.consumption(),
+            turns: self.turns,
+            context: self.context,
+            history_epoch: self.history_epoch,
+        }
     }
 
     /// Counters to restore into a rehydrated agent.
@@ -115,6 +140,14 @@ impl SessionRecord {
                 created_at: self.created_at,
                 updated_at: self.updated_at,
                 last_turn: self.last_turn.clone(),
+                context: ContextView {
+                    context_window: self.agent.context.context_window,
+                    threshold_tokens: self.agent.context.threshold_tokens,
+                    last_input_tokens: self.context.last_input_tokens,
+                    estimated_history_tokens: self.estimated_history_tokens,
+                    compactions: self.context.compactions,
+                    history_epoch: self.history_epoch,
+                },
             },
             billing: Billing {
                 usage: self.usage,
@@ -156,6 +189,13 @@ impl SessionRecord {
                 system_prompt: None,
                 max_tokens: 100,
                 budget: crate::agent::Budget::default(),
+                context: crate::agent::ContextSettings::resolve(
+                    "test:model",
+                    100,
+                    &crate::agent::ContextOverrides::default(),
+                    None,
+                )
+                .unwrap_or_else(|err| panic!("{err}")),
             },
             title: format!("title of {id}"),
             labels: BTreeMap::new(),
@@ -170,6 +210,8 @@ impl SessionRecord {
             active_ms: 0,
             last_turn: None,
             archived: false,
+            context: ContextState::default(),
+            estimated_history_tokens: 0,
         }
     }
 }

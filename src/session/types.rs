@@ -176,6 +176,23 @@ pub struct SessionState {
     /// The result of the last finished turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_turn: Option<RunResult>,
+    /// How full the model's context is, and how often it was compacted.
+    pub context: ContextView,
+}
+
+/// The size of a session's history as the model sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContextView {
+    pub context_window: u64,
+    /// Compaction starts when the history reaches this many tokens.
+    pub threshold_tokens: u64,
+    /// Prompt tokens of the last model call, as the provider reported them.
+    pub last_input_tokens: u64,
+    /// The last reported figures plus an estimate of everything added since.
+    pub estimated_history_tokens: u64,
+    pub compactions: u64,
+    /// Bumped each time compaction replaced the history.
+    pub history_epoch: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -256,4 +273,28 @@ pub struct ArchiveResult {
 pub struct SessionHistory {
     pub session_id: SessionId,
     pub messages: Vec<Message>,
+}
+
+/// What `session_compact` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CompactResult {
+    pub session_id: SessionId,
+    /// The history was rewritten (pruned, summarized, or both).
+    pub compacted: bool,
+    /// A summary replaced the older turns.
+    pub summarized: bool,
+    /// Old tool results whose bodies were replaced by placeholders.
+    pub pruned_results: u64,
+    /// Estimated history tokens before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+/// The whole output of a tool result that entered the history capped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolOutputResult {
+    pub session_id: SessionId,
+    pub tool_use_id: String,
+    pub content: String,
+    pub bytes: u64,
 }

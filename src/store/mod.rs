@@ -32,12 +32,23 @@ use crate::session::record::SessionRecord;
 use crate::session::types::SessionSummary;
 
 /// One save: the session's record, and its history from index `replace_from` on. Stored
-/// messages at or after `replace_from` are replaced; earlier ones are left untouched.
+/// messages at or after `replace_from` are replaced; earlier ones are left untouched. When the
+/// record's `history_epoch` is newer than the stored one (compaction), the whole stored history
+/// moves to `discarded` and `replace_from` must be 0.
 #[derive(Debug, Clone)]
 pub struct SaveRequest {
     pub record: SessionRecord,
     pub replace_from: u64,
     pub messages: Vec<Message>,
+    /// Full outputs of tool results that were capped, `(tool_use_id, content)`.
+    pub tool_outputs: Vec<(String, String)>,
+}
+
+impl SaveRequest {
+    /// A save without capped tool outputs.
+    pub fn new(record: SessionRecord, replace_from: u64, messages: Vec<Message>) -> Self {
+        Self { record, replace_from, messages, tool_outputs: Vec::new() }
+    }
 }
 
 /// A page of stored summaries, newest first.
@@ -92,6 +103,9 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
 
     /// Summaries newest first, from the indexes only.
     fn list(&self, query: StoredListQuery) -> BoxFuture<'_, Result<StoredPage, StoreError>>;
+
+    /// The full output of a capped tool result, if stored.
+    fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> BoxFuture<'_, Result<Option<String>, StoreError>>;
 
     /// Marks a session archived; returns its record, or `None` if it is not stored.
     fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>>;

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
 
 use super::codec::{decode, encode};
-use super::tables::{ACTIVE_INDEX, ARCHIVED_INDEX, MESSAGES, RECORDS, index_key};
+use super::tables::{ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, MESSAGES, RECORDS, TOOL_OUTPUTS, index_key};
 use super::{SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
 use crate::ids::SessionId;
 use crate::llm::Message;
@@ -77,26 +77,38 @@ impl RedbStore {
     }
 }
 
-/// Creates every table on first use, so readers never meet a missing table.
+/// Creates missing tables (a new file, or one written by an older deputy), so readers never
+/// meet a missing table.
 fn create_tables_once(db: &Database) -> Result<(), StoreError> {
     let read = db.begin_read().map_err(backend)?;
-    match read.open_table(RECORDS) {
-        Ok(_) => return Ok(()),
-        Err(TableError::TableDoesNotExist(_)) => {}
-        Err(err) => return Err(backend(err)),
-    }
+    let exists = |result: Result<(), TableError>| match result {
+        Ok(()) => Ok(true),
+        Err(TableError::TableDoesNotExist(_)) => Ok(false),
+        Err(err) => Err(backend(err)),
+    };
+    let all_exist = exists(read.open_table(RECORDS).map(drop))?
+        && exists(read.open_table(MESSAGES).map(drop))?
+        && exists(read.open_table(ACTIVE_INDEX).map(drop))?
+        && exists(read.open_table(ARCHIVED_INDEX).map(drop))?
+        && exists(read.open_table(TOOL_OUTPUTS).map(drop))?
+        && exists(read.open_table(DISCARDED).map(drop))?;
     drop(read);
+    if all_exist {
+        return Ok(());
+    }
     let write = db.begin_write().map_err(backend)?;
     write.open_table(RECORDS).map_err(backend)?;
     write.open_table(MESSAGES).map_err(backend)?;
     write.open_table(ACTIVE_INDEX).map_err(backend)?;
     write.open_table(ARCHIVED_INDEX).map_err(backend)?;
+    write.open_table(TOOL_OUTPUTS).map_err(backend)?;
+    write.open_table(DISCARDED).map_err(backend)?;
     write.commit().map_err(backend)
 }
 
 /// Writes one save inside an open write transaction.
 fn save_in(write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
-    let SaveRequest { record, replace_from, messages } = save;
+    let SaveRequest { record, replace_from, messages, tool_outputs } = save;
     let replace_from = *replace_from;
     let id = record.session_id.as_str();
     {
@@ -106,18 +118,40 @@ fn save_in(write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), Sto
             None => None,
         };
 
-        let stored_len = previous.as_ref().map_or(0, |previous| previous.message_count);
+        let mut stored_len = previous.as_ref().map_or(0, |previous| previous.message_count);
+        let mut history = write.open_table(MESSAGES).map_err(backend)?;
+        // A compacted history: the old epoch moves to `discarded`, the new one is written whole.
+        if let Some(previous) = previous.as_ref().filter(|previous| previous.history_epoch != record.history_epoch)
+        {
+            if replace_from != 0 {
+                return Err(StoreError::Corrupt(format!(
+                    "session {id}: a new history epoch must be saved whole, not from message {replace_from}"
+                )));
+            }
+            let mut discarded = write.open_table(DISCARDED).map_err(backend)?;
+            for seq in 0..previous.message_count {
+                if let Some(bytes) = history.remove((id, seq)).map_err(backend)? {
+                    discarded.insert((id, previous.history_epoch, seq), bytes.value()).map_err(backend)?;
+                }
+            }
+            stored_len = 0;
+        }
         if replace_from > stored_len {
             return Err(StoreError::Corrupt(format!(
                 "session {id}: a save from message {replace_from} would leave a gap after message {stored_len}"
             )));
         }
-        let mut history = write.open_table(MESSAGES).map_err(backend)?;
         for seq in replace_from..stored_len {
             history.remove((id, seq)).map_err(backend)?;
         }
         for (seq, message) in (replace_from..).zip(messages) {
             history.insert((id, seq), encode(message)?.as_slice()).map_err(backend)?;
+        }
+        if !tool_outputs.is_empty() {
+            let mut outputs = write.open_table(TOOL_OUTPUTS).map_err(backend)?;
+            for (tool_use_id, content) in tool_outputs {
+                outputs.insert((id, tool_use_id.as_str()), content.as_bytes()).map_err(backend)?;
+            }
         }
 
         let mut active = write.open_table(ACTIVE_INDEX).map_err(backend)?;
@@ -209,6 +243,15 @@ fn list(db: &Database, query: StoredListQuery) -> Result<StoredPage, StoreError>
     Ok(StoredPage { summaries, total })
 }
 
+fn tool_output(db: &Database, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {
+    let read = db.begin_read().map_err(backend)?;
+    let outputs = read.open_table(TOOL_OUTPUTS).map_err(backend)?;
+    let bytes = outputs.get((id, tool_use_id)).map_err(backend)?;
+    bytes
+        .map(|bytes| String::from_utf8(bytes.value().to_vec()).map_err(|err| StoreError::Corrupt(err.to_string())))
+        .transpose()
+}
+
 fn archive(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError> {
     let Some(mut stored) = record(db, id)? else { return Ok(None) };
     if stored.archived {
@@ -246,6 +289,11 @@ impl SessionStore for RedbStore {
 
     fn list(&self, query: StoredListQuery) -> BoxFuture<'_, Result<StoredPage, StoreError>> {
         self.blocking(move |db| list(db, query))
+    }
+
+    fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> BoxFuture<'_, Result<Option<String>, StoreError>> {
+        let (id, tool_use_id) = (id.clone(), tool_use_id.to_owned());
+        self.blocking(move |db| tool_output(db, id.as_str(), &tool_use_id))
     }
 
     fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {

@@ -22,9 +22,8 @@ fn open() -> (tempfile::TempDir, RedbStore) {
 #[tokio::test]
 async fn listing_thousands_pages_newest_first_without_duplicates() {
     let (_dir, store) = open();
-    let saves: Vec<SaveRequest> = (0..3000)
-        .map(|n| SaveRequest { record: record(n, 1), replace_from: 0, messages: vec![Message::user_text("hi")] })
-        .collect();
+    let saves: Vec<SaveRequest> =
+        (0..3000).map(|n| SaveRequest::new(record(n, 1), 0, vec![Message::user_text("hi")])).collect();
     store.save_batch(&saves).unwrap();
 
     let first = store.list(StoredListQuery { first: 50, ..StoredListQuery::default() }).await.unwrap();
@@ -66,14 +65,14 @@ async fn a_save_appends_and_replaces_only_from_its_index() {
     let (_dir, store) = open();
     let id = SessionId::from_string("session-00001");
     let history = vec![Message::user_text("a"), Message::assistant(vec![]), Message::user_text("b")];
-    store.save(SaveRequest { record: record(1, 3), replace_from: 0, messages: history }).await.unwrap();
+    store.save(SaveRequest::new(record(1, 3), 0, history)).await.unwrap();
     // The next turn merged its prompt into message 2 and added an answer.
     let rewritten = vec![Message::user_text("b + c"), Message::user_text("answer")];
-    store.save(SaveRequest { record: record(1, 4), replace_from: 2, messages: rewritten }).await.unwrap();
+    store.save(SaveRequest::new(record(1, 4), 2, rewritten)).await.unwrap();
     let texts: Vec<String> = store.history(&id).await.unwrap().iter().map(Message::text).collect();
     assert_eq!(texts, ["a", "", "b + c", "answer"]);
 
-    let gap = SaveRequest { record: record(1, 9), replace_from: 7, messages: vec![Message::user_text("x")] };
+    let gap = SaveRequest::new(record(1, 9), 7, vec![Message::user_text("x")]);
     assert!(matches!(store.save(gap).await, Err(StoreError::Corrupt(_))), "a gap is refused");
     assert_eq!(store.history(&id).await.unwrap().len(), 4, "nothing written by the refused save");
     assert!(store.record(&SessionId::from_string("missing")).await.unwrap().is_none());

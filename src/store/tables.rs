@@ -18,6 +18,13 @@ pub const ACTIVE_INDEX: TableDefinition<(u64, &str), &[u8]> = TableDefinition::n
 /// The same for archived sessions, which `list` shows only on request.
 pub const ARCHIVED_INDEX: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("index_archived");
 
+/// `(session id, tool_use id) → full output` of tool results that entered the history capped.
+pub const TOOL_OUTPUTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("tool_outputs");
+
+/// `(session id, history epoch, seq) → Message`: histories replaced by compaction, kept for
+/// later use (memory indexing, audits) but never sent to the model again.
+pub const DISCARDED: TableDefinition<(&str, u64, u64), &[u8]> = TableDefinition::new("discarded");
+
 /// The index key of a record: when it was last updated, then its id (unique).
 pub fn index_key(updated_at: chrono::DateTime<chrono::Utc>) -> u64 {
     u64::try_from(updated_at.timestamp_millis()).unwrap_or(0)

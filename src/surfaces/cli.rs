@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::mcp::McpServer;
 use super::{render, wire};
-use crate::agent::{AgentBuildConfig, AgentEvent, Budget};
+use crate::agent::{AgentBuildConfig, AgentEvent, Budget, ContextOverrides};
 use crate::config::{AppState, Environment, Settings};
 use crate::error::SessionError;
 use crate::ids::SessionId;
@@ -130,6 +130,10 @@ pub enum SessionsCommand {
     },
     /// Archive a session: it keeps its history but takes no more turns.
     Archive { session_id: String },
+    /// Compact a session's history now (prune old tool outputs, summarize older turns).
+    Compact { session_id: String },
+    /// Print the whole output of a tool result that entered the history shortened.
+    ToolOutput { session_id: String, tool_use_id: String },
 }
 
 impl Cli {
@@ -160,6 +164,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                     max_tool_calls: budget_tool_calls,
                     max_duration_ms: None,
                 },
+                context: ContextOverrides::default(),
             };
             return match live_service(&settings) {
                 Ok(service) => {
@@ -327,6 +332,24 @@ async fn sessions(service: &LiveSessionService, command: SessionsCommand) -> Exi
         SessionsCommand::Archive { session_id } => {
             let id = SessionId::from_string(session_id);
             service.archive(&id).await.map(|archived| format!("archived {}\n", archived.session_id))
+        }
+        SessionsCommand::Compact { session_id } => {
+            let id = SessionId::from_string(session_id);
+            service.compact(&id).await.map(|done| {
+                format!(
+                    "{} {}: about {} → {} tokens (summarized: {}, tool outputs pruned: {})\n",
+                    if done.compacted { "compacted" } else { "nothing to compact in" },
+                    done.session_id,
+                    done.tokens_before,
+                    done.tokens_after,
+                    done.summarized,
+                    done.pruned_results
+                )
+            })
+        }
+        SessionsCommand::ToolOutput { session_id, tool_use_id } => {
+            let id = SessionId::from_string(session_id);
+            service.tool_output(&id, &tool_use_id).await.map(|output| output.content)
         }
     };
     match outcome {

@@ -1,4 +1,4 @@
-//! deputy as an MCP server (rmcp): six tools over one [`SessionService`].
+//! deputy as an MCP server (rmcp): the session tools over one [`SessionService`].
 //!
 //! Every tool call is: parse the arguments ([`wire`]) → one service call → render. Errors are
 //! tool results with `isError: true`, a text block `CODE: message`, and `{code, message}` as
@@ -109,6 +109,14 @@ impl<S: SessionService> McpServer<S> {
             },
             "session_archive" => match wire::parse_params::<wire::SessionArchiveParams>(name, arguments) {
                 Ok(params) => render(service.archive(&params.session_id).await),
+                Err(error) => render_error(&error),
+            },
+            "session_compact" => match wire::parse_params::<wire::SessionCompactParams>(name, arguments) {
+                Ok(params) => render(service.compact(&params.session_id).await),
+                Err(error) => render_error(&error),
+            },
+            "session_tool_output" => match wire::parse_params::<wire::SessionToolOutputParams>(name, arguments) {
+                Ok(params) => render(service.tool_output(&params.session_id, &params.tool_use_id).await),
                 Err(error) => render_error(&error),
             },
             _ => return None,

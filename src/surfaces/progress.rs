@@ -24,6 +24,7 @@ pub struct ProgressState {
     events: u64,
     text: String,
     running_tool: Option<String>,
+    compacting: bool,
 }
 
 impl ProgressState {
@@ -40,6 +41,8 @@ impl ProgressState {
             }
             AgentEvent::ToolCallRequested { name, .. } => self.running_tool = Some(name.clone()),
             AgentEvent::ToolResult { .. } => self.running_tool = None,
+            AgentEvent::CompactionStarted { .. } => self.compacting = true,
+            AgentEvent::CompactionCompleted { .. } | AgentEvent::CompactionFailed { .. } => self.compacting = false,
             _ => {}
         }
     }
@@ -50,6 +53,9 @@ impl ProgressState {
     }
 
     pub fn message(&self) -> String {
+        if self.compacting {
+            return "compacting the history".to_owned();
+        }
         match (&self.running_tool, self.text.is_empty()) {
             (Some(tool), _) => format!("running tool {tool}"),
             (None, false) => format!("…{}", self.text.trim_start()),

@@ -11,12 +11,12 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{AgentBuildConfig, Budget};
+use crate::agent::{AgentBuildConfig, Budget, ContextOverrides};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::{
-    ArchiveResult, CreateSessionRequest, InterruptResult, ListQuery, RunResult, SessionList, SessionView,
-    TurnOptions, TurnRequest,
+    ArchiveResult, CompactResult, CreateSessionRequest, InterruptResult, ListQuery, RunResult, SessionList,
+    SessionView, ToolOutputResult, TurnOptions, TurnRequest,
 };
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -38,6 +38,10 @@ pub struct SessionCreateParams {
     /// `stop_reason: "budget_exhausted"`.
     #[serde(default)]
     pub budget: Option<Budget>,
+    /// Context management: the model's window, when to compact, how much to keep, and the cap
+    /// on tool outputs. Every field has a default from the model.
+    #[serde(default)]
+    pub context: Option<ContextOverrides>,
     /// Keep the session alive for inter-agent messages after the prompt.
     #[serde(default)]
     pub host_mode: Option<bool>,
@@ -102,6 +106,21 @@ pub struct SessionArchiveParams {
     pub session_id: SessionId,
 }
 
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCompactParams {
+    /// The session whose history to compact now.
+    pub session_id: SessionId,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionToolOutputParams {
+    pub session_id: SessionId,
+    /// The `tool_use_id` named in the elision marker of a capped tool result.
+    pub tool_use_id: String,
+}
+
 /// The structured content of every error result.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct ErrorBody {
@@ -130,6 +149,7 @@ impl SessionCreateParams {
                 system_prompt: self.system_prompt,
                 max_tokens: self.max_tokens,
                 budget: self.budget.unwrap_or_default(),
+                context: self.context.unwrap_or_default(),
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),
@@ -229,6 +249,19 @@ pub fn tool_catalog() -> Vec<ToolDescriptor> {
             "session_archive",
             false,
             "Stop a session and remove it from the live sessions. A running turn is allowed to finish first.",
+        ),
+        descriptor::<SessionCompactParams, CompactResult>(
+            "session_compact",
+            false,
+            "Compact a session's history now: old tool outputs are pruned and older turns are replaced by a \
+             summary, so the session can go on within the model's context window. Sessions also compact by \
+             themselves when their history nears the threshold. Fails with SESSION_BUSY while a turn runs.",
+        ),
+        descriptor::<SessionToolOutputParams, ToolOutputResult>(
+            "session_tool_output",
+            true,
+            "Read the whole output of a tool result that entered a session's history shortened (its middle \
+             replaced by an elision marker naming the tool_use_id).",
         ),
     ]
 }

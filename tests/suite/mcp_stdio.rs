@@ -12,7 +12,7 @@ use crate::common::deputy::TestDeputy;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic, openai};
 
 #[tokio::test]
-async fn serves_six_tools_with_schemas_under_its_own_name() {
+async fn serves_the_session_tools_with_schemas_under_its_own_name() {
     let deputy = TestDeputy::start().await;
     let info = deputy.client.peer_info().expect("server info");
     let server = info.server_info.as_ref().expect("serverInfo");
@@ -22,14 +22,23 @@ async fn serves_six_tools_with_schemas_under_its_own_name() {
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(
         names,
-        ["session_create", "session_turn", "session_interrupt", "session_read", "session_list", "session_archive"]
+        [
+            "session_create",
+            "session_turn",
+            "session_interrupt",
+            "session_read",
+            "session_list",
+            "session_archive",
+            "session_compact",
+            "session_tool_output"
+        ]
     );
     for tool in &tools {
         let output = tool.output_schema.as_ref().expect("every tool declares its output");
         assert_eq!(output.get("type"), Some(&json!("object")), "{} output must be an object", tool.name);
         assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
-        let expected = matches!(tool.name.as_ref(), "session_read" | "session_list");
+        let expected = matches!(tool.name.as_ref(), "session_read" | "session_list" | "session_tool_output");
         assert_eq!(read_only, Some(expected), "{}", tool.name);
         assert!(tool.description.as_ref().is_some_and(|d| d.len() > 40));
     }
@@ -248,7 +257,7 @@ async fn a_2026_07_28_client_gets_the_same_tools_and_results() {
     .await;
     let info = deputy.client.peer_info().expect("server info");
     assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
-    assert_eq!(deputy.client.list_all_tools().await.unwrap().len(), 6);
+    assert_eq!(deputy.client.list_all_tools().await.unwrap().len(), 8);
 
     deputy.mock.push(MockResponse::sse(anthropic::text(&["modern"])));
     let created = deputy.ok("session_create", json!({"prompt": "hi"})).await;

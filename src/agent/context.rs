@@ -1,0 +1,263 @@
+//! What the model sees of a session: context settings, token estimates, and the ingest cap.
+//!
+//! Compiled in every build. The ingest cap (stage 0) protects every session from one huge tool
+//! output; pruning and summarizing (stages 1 and 2) live in `crate::compaction` behind the
+//! `session-compaction` feature and use the estimates kept here.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::SessionError;
+use crate::llm::{ContentBlock, Message, Usage};
+
+/// Caller-chosen context settings; every absent field gets a default from the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextOverrides {
+    /// The model's context window in tokens (default: known per model, else 128000).
+    pub context_window: Option<u64>,
+    /// Compact when the history reaches this many tokens (default: 80% of the window minus
+    /// the output reserve `max_tokens`).
+    pub threshold_tokens: Option<u64>,
+    /// Turns that must pass between two compactions (default 3).
+    pub min_turns_between_compactions: Option<u64>,
+    /// Tokens of the most recent complete turns kept verbatim after a summary (default:
+    /// a quarter of the threshold, at most 20000).
+    pub recent_turn_budget: Option<u64>,
+    /// Maximum tokens of the summary response (default 4096).
+    pub max_summary_tokens: Option<u32>,
+    /// A tool output larger than this enters the history as head + tail (default 16384 bytes);
+    /// the full output stays retrievable with `session_tool_output`.
+    pub tool_output_cap_bytes: Option<u64>,
+}
+
+impl ContextOverrides {
+    /// Whether any setting that only compaction uses was given.
+    pub fn asks_for_compaction(&self) -> bool {
+        self.threshold_tokens.is_some()
+            || self.min_turns_between_compactions.is_some()
+            || self.recent_turn_budget.is_some()
+            || self.max_summary_tokens.is_some()
+    }
+}
+
+/// Resolved context settings of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContextSettings {
+    pub context_window: u64,
+    pub threshold_tokens: u64,
+    pub min_turns_between_compactions: u64,
+    pub recent_turn_budget: u64,
+    pub max_summary_tokens: u32,
+    pub tool_output_cap_bytes: u64,
+    /// Tool results within this many tokens of the end are never pruned.
+    pub prune_protect_tokens: u64,
+}
+
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+pub const DEFAULT_TOOL_OUTPUT_CAP_BYTES: u64 = 16 * 1024;
+const MIN_TOOL_OUTPUT_CAP_BYTES: u64 = 1024;
+
+/// The context window of well-known models; the config file or the caller can say otherwise.
+pub fn known_context_window(model: &str) -> Option<u64> {
+    let name = model.rsplit(':').next().unwrap_or(model).to_ascii_lowercase();
+    let table: [(&str, u64); 8] = [
+        ("claude", 200_000),
+        ("gpt-4.1", 1_047_576),
+        ("gpt-4o", 128_000),
+        ("gpt-4-turbo", 128_000),
+        ("gpt-5", 400_000),
+        ("o1", 200_000),
+        ("o3", 200_000),
+        ("o4", 200_000),
+    ];
+    table.iter().find(|(prefix, _)| name.starts_with(prefix)).map(|(_, window)| *window)
+}
+
+impl ContextSettings {
+    /// Fills the defaults for `model` (`provider:model`) answering with `max_tokens` per response.
+    pub fn resolve(
+        model: &str,
+        max_tokens: u32,
+        overrides: &ContextOverrides,
+        configured_window: Option<u64>,
+    ) -> Result<Self, SessionError> {
+        let context_window = overrides
+            .context_window
+            .or(configured_window)
+            .or_else(|| known_context_window(model))
+            .unwrap_or(DEFAULT_CONTEXT_WINDOW);
+        let reserve = u64::from(max_tokens);
+        if context_window <= reserve {
+            return Err(SessionError::invalid(format!(
+                "context_window ({context_window}) must be larger than max_tokens ({reserve})"
+            )));
+        }
+        let threshold_tokens = overrides.threshold_tokens.unwrap_or((context_window - reserve) * 4 / 5);
+        if threshold_tokens == 0 || threshold_tokens >= context_window {
+            return Err(SessionError::invalid(format!(
+                "threshold_tokens ({threshold_tokens}) must be between 1 and the context window ({context_window})"
+            )));
+        }
+        let tool_output_cap_bytes = overrides.tool_output_cap_bytes.unwrap_or(DEFAULT_TOOL_OUTPUT_CAP_BYTES);
+        if tool_output_cap_bytes < MIN_TOOL_OUTPUT_CAP_BYTES {
+            return Err(SessionError::invalid(format!(
+                "tool_output_cap_bytes must be at least {MIN_TOOL_OUTPUT_CAP_BYTES}"
+            )));
+        }
+        let max_summary_tokens = overrides.max_summary_tokens.unwrap_or(4096);
+        if max_summary_tokens == 0 {
+            return Err(SessionError::invalid("max_summary_tokens must be at least 1"));
+        }
+        Ok(Self {
+            context_window,
+            threshold_tokens,
+            min_turns_between_compactions: overrides.min_turns_between_compactions.unwrap_or(3),
+            recent_turn_budget: overrides.recent_turn_budget.unwrap_or((threshold_tokens / 4).min(20_000)),
+            max_summary_tokens,
+            tool_output_cap_bytes,
+            prune_protect_tokens: (threshold_tokens / 2).min(40_000),
+        })
+    }
+}
+
+/// Token estimate of a piece of text: bytes/4, or bytes/3 for JSON-looking or mostly
+/// non-ASCII text, which tokenizes denser (see `llm-wire.md` §4). Rounds up.
+pub fn estimate_text(text: &str) -> u64 {
+    let bytes = text.len() as u64;
+    let ascii = text.bytes().filter(u8::is_ascii).count() as u64;
+    let trimmed = text.trim_start();
+    let dense = trimmed.starts_with('{') || trimmed.starts_with('[') || ascii * 10 < bytes * 9;
+    let per_token = if dense { 3 } else { 4 };
+    bytes.div_ceil(per_token)
+}
+
+/// Token estimate of one message, with a small per-message overhead.
+pub fn estimate_message(message: &Message) -> u64 {
+    4 + message
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => estimate_text(text),
+            ContentBlock::ToolUse { name, input, .. } => {
+                8 + estimate_text(name) + estimate_text(&input.to_string())
+            }
+            ContentBlock::ToolResult { content, .. } => 8 + estimate_text(content),
+        })
+        .sum::<u64>()
+}
+
+/// What is known about the size of the history, kept by the agent between model calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextState {
+    /// Prompt tokens of the last model response, as the provider reported them.
+    pub last_input_tokens: u64,
+    /// Output tokens of that response.
+    pub last_output_tokens: u64,
+    /// History length the last report covers; messages after it are estimated.
+    pub measured_len: u64,
+    /// Turn (1-based) of the last compaction, if any.
+    pub last_compaction_turn: Option<u64>,
+    pub compactions: u64,
+}
+
+impl ContextState {
+    /// Records a response's usage once its message is in a history of `history_len` messages.
+    pub fn measured(&mut self, usage: &Usage, history_len: usize) {
+        self.last_input_tokens = usage.prompt_tokens();
+        self.last_output_tokens = usage.output_tokens;
+        self.measured_len = history_len as u64;
+    }
+
+    /// Forgets the provider's figures after the history was rewritten: everything is estimated
+    /// until the next response.
+    pub fn history_rewritten(&mut self) {
+        self.last_input_tokens = 0;
+        self.last_output_tokens = 0;
+        self.measured_len = 0;
+    }
+
+    /// Last reported prompt + output tokens, plus estimates of what was appended since.
+    pub fn estimated_history_tokens(&self, history: &[Message]) -> u64 {
+        let from = usize::try_from(self.measured_len).unwrap_or(usize::MAX).min(history.len());
+        self.last_input_tokens + self.last_output_tokens + history[from..].iter().map(estimate_message).sum::<u64>()
+    }
+}
+
+/// Caps a tool output at `cap` bytes: the head and tail stay, the middle is replaced by a
+/// marker that says how to get the whole output. Returns the visible text and, when capped,
+/// the full output to keep.
+pub fn cap_tool_output(content: String, cap: u64, tool_use_id: &str) -> (String, Option<String>) {
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    if content.len() <= cap {
+        return (content, None);
+    }
+    let mut head_end = cap / 2;
+    while !content.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let mut tail_start = content.len() - cap / 2;
+    while !content.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let elided = tail_start - head_end;
+    let visible = format!(
+        "{}\n[… {elided} bytes of this tool output elided; the caller can read the whole output with \
+         session_tool_output (tool_use_id {tool_use_id}) …]\n{}",
+        &content[..head_end],
+        &content[tail_start..]
+    );
+    (visible, Some(content))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_model_and_bad_values_are_refused() {
+        let claude =
+            ContextSettings::resolve("anthropic:claude-sonnet-4-5", 8192, &ContextOverrides::default(), None);
+        let claude = claude.unwrap();
+        assert_eq!(claude.context_window, 200_000);
+        assert_eq!(claude.threshold_tokens, (200_000 - 8192) * 4 / 5);
+        assert_eq!((claude.min_turns_between_compactions, claude.recent_turn_budget), (3, 20_000));
+        let local = ContextSettings::resolve("ollama:llama3.2", 1000, &ContextOverrides::default(), Some(8192));
+        assert_eq!(local.unwrap().context_window, 8192);
+        let unknown = ContextSettings::resolve("x:y", 1000, &ContextOverrides::default(), None).unwrap();
+        assert_eq!(unknown.context_window, DEFAULT_CONTEXT_WINDOW);
+
+        let small = ContextOverrides { context_window: Some(1000), ..ContextOverrides::default() };
+        assert!(ContextSettings::resolve("x:y", 1000, &small, None).is_err());
+        let threshold = ContextOverrides { threshold_tokens: Some(500_000), ..ContextOverrides::default() };
+        assert!(ContextSettings::resolve("x:y", 1000, &threshold, None).is_err());
+        let cap = ContextOverrides { tool_output_cap_bytes: Some(10), ..ContextOverrides::default() };
+        assert!(ContextSettings::resolve("x:y", 1000, &cap, None).is_err());
+    }
+
+    #[test]
+    fn estimates_are_denser_for_json_and_non_ascii() {
+        assert_eq!(estimate_text("abcdefgh"), 2);
+        assert_eq!(estimate_text(r#"{"a": 1, "b":2}"#), 5);
+        assert_eq!(estimate_text("日本語のテキスト"), 8);
+        let mut state = ContextState::default();
+        let history = vec![Message::user_text("x".repeat(400)), Message::user_text("y".repeat(40))];
+        assert_eq!(state.estimated_history_tokens(&history), 104 + 14);
+        state.measured(&Usage { input_tokens: 1000, output_tokens: 50, ..Usage::default() }, 1);
+        assert_eq!(state.estimated_history_tokens(&history), 1050 + 14);
+    }
+
+    #[test]
+    fn capped_outputs_keep_head_and_tail_and_say_how_to_get_the_rest() {
+        let (same, full) = cap_tool_output("short".into(), 1024, "t1");
+        assert_eq!((same.as_str(), full), ("short", None));
+        let long = format!("{}{}{}", "h".repeat(600), "m".repeat(5000), "t".repeat(600));
+        let (visible, full) = cap_tool_output(long.clone(), 1024, "t1");
+        assert_eq!(full.as_deref(), Some(long.as_str()));
+        assert!(visible.starts_with(&"h".repeat(512)) && visible.ends_with(&"t".repeat(512)));
+        assert!(visible.contains("5176 bytes of this tool output elided") && visible.contains("tool_use_id t1"));
+        let (unicode, _) = cap_tool_output("é".repeat(2000), 1025, "t2");
+        assert!(unicode.starts_with('é'));
+    }
+}

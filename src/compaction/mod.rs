@@ -1,0 +1,76 @@
+//! Keeping long sessions inside the model's window (feature `session-compaction`).
+//!
+//! Before every model call, the agent asks [`due`] whether the history must shrink. If so:
+//! stage 1 ([`prune`]) replaces the bodies of old tool results with placeholders, keeping every
+//! call/result pair; if that is not enough, stage 2 asks the model for a structured hand-off
+//! summary and [`rebuild`] makes the new history from it and the most recent complete turns.
+//! A failed summary is not fatal: the session goes on uncompacted. Stage 0 (capping tool
+//! outputs at ingest) is in `agent::context` and works in every build.
+
+mod prune;
+mod rebuild;
+mod run;
+
+pub use prune::{PLACEHOLDER_PREFIX, Pruned, prune};
+pub use rebuild::{COMPACTION_PROMPT, SUMMARY_PREFIX, clean_turn_starts, rebuild_history};
+pub use run::{Outcome, Report};
+
+use crate::agent::{ContextSettings, ContextState};
+
+/// The trigger rules: either threshold is reached (the provider's last prompt size, or the
+/// estimate of the whole history), never during the first turn, and never within
+/// `min_turns_between_compactions` turns of the last compaction. `turn` is the running turn,
+/// counted from 1.
+pub fn due(settings: &ContextSettings, state: &ContextState, turn: u64, estimated_history_tokens: u64) -> bool {
+    if turn <= 1 {
+        return false;
+    }
+    if let Some(last) = state.last_compaction_turn
+        && turn.saturating_sub(last) < settings.min_turns_between_compactions
+    {
+        return false;
+    }
+    state.last_input_tokens >= settings.threshold_tokens || estimated_history_tokens >= settings.threshold_tokens
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::ContextOverrides;
+
+    fn settings() -> ContextSettings {
+        let overrides = ContextOverrides {
+            context_window: Some(10_000),
+            threshold_tokens: Some(1000),
+            ..ContextOverrides::default()
+        };
+        ContextSettings::resolve("x:y", 100, &overrides, None).unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    #[test]
+    fn either_threshold_triggers_at_its_boundary() {
+        let settings = settings();
+        let mut state = ContextState { last_input_tokens: 999, ..ContextState::default() };
+        assert!(!due(&settings, &state, 2, 999));
+        assert!(due(&settings, &state, 2, 1000), "the estimate alone");
+        state.last_input_tokens = 1000;
+        assert!(due(&settings, &state, 2, 0), "the reported input alone");
+    }
+
+    #[test]
+    fn never_on_the_first_turn() {
+        let state = ContextState { last_input_tokens: 50_000, ..ContextState::default() };
+        assert!(!due(&settings(), &state, 1, 50_000));
+        assert!(due(&settings(), &state, 2, 50_000));
+    }
+
+    #[test]
+    fn not_within_min_turns_of_the_last_compaction() {
+        let settings = settings();
+        let state =
+            ContextState { last_input_tokens: 5000, last_compaction_turn: Some(4), ..ContextState::default() };
+        assert!(!due(&settings, &state, 4, 5000));
+        assert!(!due(&settings, &state, 6, 5000), "two turns later");
+        assert!(due(&settings, &state, 7, 5000), "three turns later");
+    }
+}

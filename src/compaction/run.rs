@@ -1,0 +1,141 @@
+//! The compaction flow on an [`Agent`], called before model calls and by `session_compact`.
+
+use tokio_util::sync::CancellationToken;
+
+use super::{COMPACTION_PROMPT, Pruned, due, prune, rebuild_history};
+use crate::agent::turn::{Interruption, Response, Trigger};
+use crate::agent::{Agent, AgentEvent, EventSink};
+use crate::llm::{ContentBlock, Role, Usage};
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The history was rewritten (pruned, summarized, or both).
+    pub compacted: bool,
+    pub summarized: bool,
+    pub pruned: Pruned,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Tokens of the summary call, already counted in the session's usage and budget.
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done(Report),
+    /// The turn was interrupted during the summary call.
+    Cancelled,
+}
+
+impl Agent {
+    /// Runs the compaction flow if `trigger` calls for it. Failures are not fatal: they are
+    /// reported as a `CompactionFailed` event and the history stays as it was.
+    pub(crate) async fn compact(
+        &mut self,
+        trigger: Trigger,
+        cancel: &CancellationToken,
+        events: &EventSink,
+    ) -> Outcome {
+        let settings = self.context_settings;
+        let tokens_before = self.estimated_history_tokens();
+        let mut report = Report { tokens_before, tokens_after: tokens_before, ..Report::default() };
+        if trigger == Trigger::Threshold && !due(&settings, &self.context, self.turns, tokens_before) {
+            return Outcome::Done(report);
+        }
+        // The summary call would spend budget the session no longer has.
+        if self.history.is_empty() || self.budget.exhausted(&self.used).is_some() {
+            return Outcome::Done(report);
+        }
+        events.emit(AgentEvent::CompactionStarted {
+            reason: trigger.as_str().to_owned(),
+            estimated_tokens: tokens_before,
+        });
+        // The turn in progress is always kept: from the message holding its prompt.
+        let keep_from = if self.turn_running { self.turn_prompt_index } else { self.history.len() };
+
+        // Stage 1: prune old tool results.
+        report.pruned = prune(&mut self.history, settings.prune_protect_tokens);
+        if report.pruned.results > 0 {
+            events.emit(AgentEvent::Pruned {
+                results: report.pruned.results,
+                tokens_freed: report.pruned.tokens_freed,
+            });
+            self.history_rewritten();
+            report.compacted = true;
+            let after = self.estimated_history_tokens();
+            if trigger != Trigger::Manual && after < settings.threshold_tokens {
+                return Outcome::Done(self.finish(report, false, events));
+            }
+        }
+
+        // Stage 2: summarize.
+        let mut request = self.model_request();
+        request.tools.clear();
+        request.max_tokens = settings.max_summary_tokens;
+        let prompt = ContentBlock::Text { text: COMPACTION_PROMPT.to_owned() };
+        match request.messages.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(prompt),
+            _ => request.messages.push(crate::llm::Message { role: Role::User, content: vec![prompt] }),
+        }
+        let mut response = Response::default();
+        let result = self.stream_response(request, cancel, &EventSink::default(), &mut response).await;
+        report.usage = response.usage;
+        self.usage.add(&response.usage);
+        self.used.tokens += response.usage.total_tokens();
+        let summary = response.text();
+        let failure = match result {
+            Err(Interruption::Cancelled) => return Outcome::Cancelled,
+            Err(Interruption::Failed(error)) => Some(error.message),
+            Ok(_) if summary.trim().is_empty() => Some("the model returned an empty summary".to_owned()),
+            Ok(_) => None,
+        };
+        if let Some(error) = failure {
+            tracing::warn!(model = %self.model_id, "compaction failed: {error}");
+            events.emit(AgentEvent::CompactionFailed { error });
+            report.tokens_after = self.estimated_history_tokens();
+            if report.compacted {
+                return Outcome::Done(self.finish(report, false, events));
+            }
+            return Outcome::Done(report);
+        }
+
+        let rebuilt = rebuild_history(&self.history, summary.trim(), settings.recent_turn_budget, keep_from);
+        if self.turn_running {
+            // The prompt of the turn in progress now sits in the message that opens the kept part.
+            let kept_after_prompt = self.history.len() - keep_from.min(self.history.len());
+            self.turn_prompt_index = rebuilt.len().saturating_sub(kept_after_prompt);
+        }
+        self.history = rebuilt;
+        self.history_rewritten();
+        report.compacted = true;
+        Outcome::Done(self.finish(report, true, events))
+    }
+
+    /// The history was rewritten: a new epoch (the store moves the old one to `discarded`),
+    /// saved whole, estimated until the next response.
+    fn history_rewritten(&mut self) {
+        self.history_epoch += 1;
+        self.unsaved_from = 0;
+        self.context.history_rewritten();
+    }
+
+    fn finish(&mut self, mut report: Report, summarized: bool, events: &EventSink) -> Report {
+        report.summarized = summarized;
+        report.tokens_after = self.estimated_history_tokens();
+        self.context.last_compaction_turn = Some(self.turns);
+        self.context.compactions += 1;
+        events.emit(AgentEvent::CompactionCompleted {
+            tokens_before: report.tokens_before,
+            tokens_after: report.tokens_after,
+            summarized,
+        });
+        report
+    }
+}
+
+impl Agent {
+    /// `session_compact`: compacts now, whatever the thresholds say.
+    pub async fn compact_now(&mut self, cancel: &CancellationToken) -> Outcome {
+        self.compact(Trigger::Manual, cancel, &EventSink::default()).await
+    }
+}

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use deputy::agent::{AgentSpec, Budget};
+use deputy::agent::{AgentSpec, Budget, ContextOverrides, ContextSettings, ContextState};
 use deputy::ids::SessionId;
 use deputy::llm::{ContentBlock, Message, Usage};
 use deputy::session::record::SessionRecord;
@@ -299,6 +299,13 @@ fn record(session_id: SessionId, at: DateTime<Utc>) -> SessionRecord {
             system_prompt: Some("You are a careful engineer working in this repository.".to_owned()),
             max_tokens: 8192,
             budget: Budget { max_tokens: Some(2_000_000), max_tool_calls: Some(500), max_duration_ms: None },
+            context: ContextSettings::resolve(
+                "anthropic:claude-sonnet-4-5",
+                8192,
+                &ContextOverrides::default(),
+                None,
+            )
+            .expect("default context settings"),
         },
         title: "Benchmark session".to_owned(),
         labels: BTreeMap::from([("bench".to_owned(), "store".to_owned())]),
@@ -313,6 +320,8 @@ fn record(session_id: SessionId, at: DateTime<Utc>) -> SessionRecord {
         active_ms: 0,
         last_turn: None,
         archived: false,
+        context: ContextState::default(),
+        estimated_history_tokens: 0,
     }
 }
 

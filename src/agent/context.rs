@@ -24,7 +24,7 @@ pub struct ContextOverrides {
     /// Tokens of the most recent complete turns kept verbatim after a summary (default:
     /// a quarter of the threshold, at most 20000).
     pub recent_turn_budget: Option<u64>,
-    /// Maximum tokens of the summary response (default 4096).
+    /// Maximum tokens of the summary response (default: a quarter of the threshold, at most 4096).
     pub max_summary_tokens: Option<u32>,
     /// A tool output larger than this enters the history as head + tail (default 16384 bytes);
     /// the full output stays retrievable with `session_tool_output`.
@@ -52,6 +52,17 @@ pub struct ContextSettings {
     pub tool_output_cap_bytes: u64,
     /// Tool results within this many tokens of the end are never pruned.
     pub prune_protect_tokens: u64,
+    /// Tokens kept free for the model's answer (its `max_tokens`): a history above
+    /// `context_window - output_reserve_tokens` would not fit.
+    #[serde(default)]
+    pub output_reserve_tokens: u64,
+}
+
+impl ContextSettings {
+    /// The history size that no longer fits next to the answer.
+    pub fn hard_limit(&self) -> u64 {
+        self.context_window.saturating_sub(self.output_reserve_tokens)
+    }
 }
 
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
@@ -105,7 +116,8 @@ impl ContextSettings {
                 "tool_output_cap_bytes must be at least {MIN_TOOL_OUTPUT_CAP_BYTES}"
             )));
         }
-        let max_summary_tokens = overrides.max_summary_tokens.unwrap_or(4096);
+        let default_summary = u32::try_from((threshold_tokens / 4).min(4096)).unwrap_or(4096);
+        let max_summary_tokens = overrides.max_summary_tokens.unwrap_or(default_summary);
         if max_summary_tokens == 0 {
             return Err(SessionError::invalid("max_summary_tokens must be at least 1"));
         }
@@ -117,6 +129,7 @@ impl ContextSettings {
             max_summary_tokens,
             tool_output_cap_bytes,
             prune_protect_tokens: (threshold_tokens / 2).min(40_000),
+            output_reserve_tokens: reserve,
         })
     }
 }

@@ -38,26 +38,6 @@ pub struct AgentSpec {
     pub context: ContextSettings,
 }
 
-impl From<AgentSpec> for AgentBuildConfig {
-    fn from(spec: AgentSpec) -> Self {
-        let context = spec.context;
-        AgentBuildConfig {
-            model: Some(spec.model),
-            system_prompt: spec.system_prompt,
-            max_tokens: Some(spec.max_tokens),
-            budget: spec.budget,
-            context: ContextOverrides {
-                context_window: Some(context.context_window),
-                threshold_tokens: Some(context.threshold_tokens),
-                min_turns_between_compactions: Some(context.min_turns_between_compactions),
-                recent_turn_budget: Some(context.recent_turn_budget),
-                max_summary_tokens: Some(context.max_summary_tokens),
-                tool_output_cap_bytes: Some(context.tool_output_cap_bytes),
-            },
-        }
-    }
-}
-
 /// Builds agents from the frozen, process-wide configuration.
 #[derive(Debug, Clone)]
 pub struct AgentFactory {
@@ -120,8 +100,23 @@ impl AgentFactory {
         if !cfg!(feature = "session-compaction") && config.context.asks_for_compaction() {
             return Err(SessionError::CompactionDisabled("compaction settings".into()));
         }
-        let context_settings =
+        let context =
             ContextSettings::resolve(&model_id, max_tokens, &config.context, self.configured_window(&model_id))?;
+        let system_prompt = config.system_prompt.filter(|prompt| !prompt.is_empty());
+        self.assemble(AgentSpec { model: model_id, system_prompt, max_tokens, budget: config.budget, context })
+    }
+
+    /// Rebuilds the agent of a stored session from its resolved spec (not re-validated: it
+    /// was valid when the session was created), with its history and counters.
+    pub fn restore_agent(&self, spec: AgentSpec, state: RestoredState) -> Result<Agent, SessionError> {
+        let mut agent = self.assemble(spec)?;
+        agent.restore(state);
+        Ok(agent)
+    }
+
+    /// An agent for a fully resolved spec: provider and tools attached, empty history.
+    fn assemble(&self, spec: AgentSpec) -> Result<Agent, SessionError> {
+        let AgentSpec { model: model_id, system_prompt, max_tokens, budget, context: context_settings } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         let tools = match &self.workspace {
             Some(workspace) => ToolScope::new(builtin::read_only(workspace)),
@@ -131,10 +126,10 @@ impl AgentFactory {
             provider,
             model_id,
             model,
-            system_prompt: config.system_prompt.filter(|prompt| !prompt.is_empty()),
+            system_prompt,
             max_tokens,
             tools,
-            budget: config.budget,
+            budget,
             context_settings,
             history: Vec::new(),
             usage: Usage::default(),
@@ -148,12 +143,5 @@ impl AgentFactory {
             turn_running: false,
             turn_prompt_index: 0,
         })
-    }
-
-    /// Rebuilds the agent of a stored session: same spec, with its history and counters.
-    pub fn restore_agent(&self, spec: AgentSpec, state: RestoredState) -> Result<Agent, SessionError> {
-        let mut agent = self.build_agent(spec.into())?;
-        agent.restore(state);
-        Ok(agent)
     }
 }

@@ -19,22 +19,28 @@ use crate::agent::{ContextSettings, ContextState};
 
 /// The trigger rules: either threshold is reached (the provider's last prompt size, or the
 /// estimate of the whole history), never during the first turn, and never within
-/// `min_turns_between_compactions` turns of the last compaction. `turn` is the running turn,
-/// counted from 1.
+/// `min_turns_between_compactions` turns of the last compaction. One exception to the last
+/// rule: a history that would no longer fit next to the answer (`hard_limit`) is compacted
+/// anyway, at most once per turn, because the guard exists to prevent thrashing, not to let a
+/// session overflow. `turn` is the running turn, counted from 1.
 pub fn due(settings: &ContextSettings, state: &ContextState, turn: u64, estimated_history_tokens: u64) -> bool {
     if turn <= 1 {
         return false;
+    }
+    let size = state.last_input_tokens.max(estimated_history_tokens);
+    if size >= settings.hard_limit() && state.last_compaction_turn != Some(turn) {
+        return true;
     }
     if let Some(last) = state.last_compaction_turn
         && turn.saturating_sub(last) < settings.min_turns_between_compactions
     {
         return false;
     }
-    state.last_input_tokens >= settings.threshold_tokens || estimated_history_tokens >= settings.threshold_tokens
+    size >= settings.threshold_tokens
 }
 
 #[cfg(test)]
-mod tests {
+mod rules {
     use super::*;
     use crate::agent::ContextOverrides;
 
@@ -65,6 +71,18 @@ mod tests {
     }
 
     #[test]
+    fn a_history_that_would_not_fit_compacts_even_within_min_turns_but_once_per_turn() {
+        let settings = settings();
+        assert_eq!(settings.hard_limit(), 9_900);
+        let mut state = ContextState { last_compaction_turn: Some(5), ..ContextState::default() };
+        assert!(!due(&settings, &state, 6, 9_899));
+        assert!(due(&settings, &state, 6, 9_900));
+        state.last_compaction_turn = Some(6);
+        assert!(!due(&settings, &state, 6, 20_000), "not twice in one turn");
+        assert!(!due(&settings, &ContextState::default(), 1, 20_000), "never in the first turn");
+    }
+
+    #[test]
     fn not_within_min_turns_of_the_last_compaction() {
         let settings = settings();
         let state =
@@ -74,3 +92,6 @@ mod tests {
         assert!(due(&settings, &state, 7, 5000), "three turns later");
     }
 }
+
+#[cfg(test)]
+mod tests;

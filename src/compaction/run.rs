@@ -2,10 +2,11 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::{COMPACTION_PROMPT, Pruned, due, prune, rebuild_history};
+use super::{COMPACTION_PROMPT, Pruned, clean_turn_starts, due, prune, rebuild_history};
+use crate::agent::context::{estimate_message, estimate_text};
 use crate::agent::turn::{Interruption, Response, Trigger};
 use crate::agent::{Agent, AgentEvent, EventSink};
-use crate::llm::{ContentBlock, Role, Usage};
+use crate::llm::{ContentBlock, Message, Role, Usage};
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -75,7 +76,14 @@ impl Agent {
         let prompt = ContentBlock::Text { text: COMPACTION_PROMPT.to_owned() };
         match request.messages.last_mut() {
             Some(last) if last.role == Role::User => last.content.push(prompt),
-            _ => request.messages.push(crate::llm::Message { role: Role::User, content: vec![prompt] }),
+            _ => request.messages.push(Message { role: Role::User, content: vec![prompt] }),
+        }
+        // The summary call must fit the window itself: the oldest turns go first.
+        let system = request.system.as_deref().map_or(0, estimate_text);
+        let room = settings.context_window.saturating_sub(u64::from(settings.max_summary_tokens) + system);
+        let dropped = drop_oldest_turns(&mut request.messages, room);
+        if dropped > 0 {
+            tracing::info!(dropped, "oldest messages left out of the summary call to fit the window");
         }
         let mut response = Response::default();
         let result = self.stream_response(request, cancel, &EventSink::default(), &mut response).await;
@@ -138,4 +146,26 @@ impl Agent {
     pub async fn compact_now(&mut self, cancel: &CancellationToken) -> Outcome {
         self.compact(Trigger::Manual, cancel, &EventSink::default()).await
     }
+}
+
+/// Drops whole turns from the front of `messages` (cutting only at clean turn starts, so no
+/// tool pair is split) until they fit in `room` tokens or only the last turn is left. Returns
+/// how many messages were dropped.
+fn drop_oldest_turns(messages: &mut Vec<Message>, room: u64) -> usize {
+    let total: u64 = messages.iter().map(estimate_message).sum();
+    if total <= room {
+        return 0;
+    }
+    let mut excess = total - room;
+    let mut cut = 0;
+    for start in clean_turn_starts(messages).into_iter().skip(1) {
+        let dropped: u64 = messages[cut..start].iter().map(estimate_message).sum();
+        cut = start;
+        if dropped >= excess {
+            break;
+        }
+        excess -= dropped;
+    }
+    messages.drain(..cut);
+    cut
 }

@@ -87,6 +87,21 @@ impl ScriptedResponse {
         Self::new(steps)
     }
 
+    /// Like [`ScriptedResponse::text`] with the given usage.
+    pub fn text_with_usage(deltas: &[&str], usage: Usage) -> Self {
+        Self::text(deltas).with_usage(usage)
+    }
+
+    /// Reports `usage` instead of the default figures.
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        for step in &mut self.steps {
+            if let Step::Event(StreamEvent::Usage(reported)) = step {
+                *reported = usage;
+            }
+        }
+        self
+    }
+
     /// A request refused outright with `error`.
     pub fn refused(error: LlmError) -> Self {
         Self { refuse: Some(error), steps: Vec::new(), arrived: None }
@@ -105,16 +120,41 @@ impl ScriptedResponse {
     }
 }
 
-/// Plays back [`ScriptedResponse`]s in order and records every request.
-#[derive(Debug, Default)]
+/// Chooses the response to a request, for scripts whose order is not known in advance
+/// (compaction calls come when the history says so).
+pub type Responder = Box<dyn Fn(&ModelRequest) -> ScriptedResponse + Send + Sync>;
+
+/// Plays back [`ScriptedResponse`]s in order (or asks a [`Responder`]) and records every
+/// request.
+#[derive(Default)]
 pub struct ScriptedProvider {
     script: Mutex<VecDeque<ScriptedResponse>>,
+    responder: Option<Responder>,
     requests: Mutex<Vec<ModelRequest>>,
+}
+
+impl std::fmt::Debug for ScriptedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedProvider").field("requests", &lock(&self.requests).len()).finish_non_exhaustive()
+    }
 }
 
 impl ScriptedProvider {
     pub fn new(responses: impl IntoIterator<Item = ScriptedResponse>) -> Arc<Self> {
-        Arc::new(Self { script: Mutex::new(responses.into_iter().collect()), requests: Mutex::default() })
+        Arc::new(Self {
+            script: Mutex::new(responses.into_iter().collect()),
+            responder: None,
+            requests: Mutex::default(),
+        })
+    }
+
+    /// A provider that answers every request with `responder` once the script is used up.
+    pub fn responding(responder: impl Fn(&ModelRequest) -> ScriptedResponse + Send + Sync + 'static) -> Arc<Self> {
+        Arc::new(Self {
+            script: Mutex::default(),
+            responder: Some(Box::new(responder)),
+            requests: Mutex::default(),
+        })
     }
 
     pub fn push(&self, response: ScriptedResponse) {
@@ -132,8 +172,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Provider for ScriptedProvider {
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        let next =
+            lock(&self.script).pop_front().or_else(|| self.responder.as_ref().map(|respond| respond(&request)));
         lock(&self.requests).push(request);
-        let next = lock(&self.script).pop_front();
         Box::pin(async move {
             let response = next.ok_or_else(|| {
                 LlmError::new(LlmErrorKind::Config, "scripted provider: no scripted response left")

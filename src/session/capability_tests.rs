@@ -203,3 +203,75 @@ async fn a_stored_session_resumes_after_a_restart() {
         }
     }
 }
+
+const COMPACTING: bool = cfg!(feature = "session-compaction");
+
+#[tokio::test]
+async fn session_compact_needs_the_compaction_feature() {
+    let harness = Harness::new();
+    let service = harness.service();
+    harness.answer("x");
+    let id = service.create_session(create("hello")).await.unwrap().session_id;
+    harness.answer("summary");
+    let expected = if COMPACTING { Ok((true, true)) } else { Err(ErrorCode::SessionCompactionDisabled) };
+    let outcome = service.compact(&id).await.map(|done| (done.compacted, done.summarized)).map_err(|e| e.code());
+    assert_eq!(outcome, expected);
+}
+
+#[tokio::test]
+async fn compaction_settings_need_the_compaction_feature() {
+    let harness = Harness::new();
+    harness.answer("x");
+    let mut request = create("hello");
+    request.build.context.threshold_tokens = Some(50_000);
+    let expected = if COMPACTING { Ok(()) } else { Err(ErrorCode::SessionCompactionDisabled) };
+    let outcome = harness.service().create_session(request).await.map(|_| ()).map_err(|e| e.code());
+    assert_eq!(outcome, expected);
+}
+
+/// Stage 0 works in every profile: a huge tool output enters the history capped, and the
+/// caller can read all of it, from the live session and (with a store) after a restart.
+#[tokio::test]
+async fn a_capped_tool_output_can_be_read_whole() {
+    use crate::agent::{AgentFactory as Factory, ContextOverrides};
+    use crate::llm::ContentBlock;
+    use crate::tools::Workspace;
+
+    let dir = tempfile::tempdir().unwrap();
+    let file: String = (0..2000).map(|n| format!("line {n}\n")).collect();
+    std::fs::write(dir.path().join("log.txt"), &file).unwrap();
+    let harness = Harness::new();
+    let service = || {
+        let mut registry = ProviderRegistry::new();
+        registry.insert("test", harness.provider.clone());
+        let workspace = Some(Workspace::new(dir.path()).unwrap());
+        LiveSessionService::new(
+            Factory::new(Arc::new(registry), Some("test:model".into()), workspace),
+            harness.store.clone(),
+        )
+    };
+    harness.provider.push(ScriptedResponse::tool_calls(&[(
+        "t1",
+        "read_file",
+        serde_json::json!({"path": "log.txt"}),
+    )]));
+    harness.answer("read it");
+    let live = service();
+    let mut request = create("read the log");
+    request.build.context = ContextOverrides { tool_output_cap_bytes: Some(4096), ..ContextOverrides::default() };
+    let id = live.create_session(request).await.unwrap().session_id;
+
+    let seen = &harness.provider.requests()[1].messages[2].content[0];
+    let ContentBlock::ToolResult { content, .. } = seen else { panic!("{seen:?}") };
+    assert!(content.len() < 4500 && content.contains("elided") && content.contains("tool_use_id t1"));
+    let whole = live.tool_output(&id, "t1").await.unwrap();
+    assert_eq!((whole.content.as_str(), whole.bytes), (file.as_str(), file.len() as u64));
+    assert_eq!(live.tool_output(&id, "t9").await.unwrap_err().code(), ErrorCode::InvalidRequest);
+    drop(live);
+
+    let after_restart = service().tool_output(&id, "t1").await;
+    match after_restart {
+        Ok(whole) => assert!(harness.persistent() && whole.content == file),
+        Err(error) => assert!(!harness.persistent() && error.code() == ErrorCode::SessionNotFound),
+    }
+}

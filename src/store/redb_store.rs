@@ -52,6 +52,15 @@ impl RedbStore {
         &self.path
     }
 
+    /// How many messages of a session were replaced by compaction and kept in `discarded`.
+    #[cfg(test)]
+    pub fn discarded_len(&self, id: &SessionId) -> Result<usize, StoreError> {
+        let read = self.db.begin_read().map_err(backend)?;
+        let table = read.open_table(DISCARDED).map_err(backend)?;
+        let range = table.range((id.as_str(), 0u64, 0u64)..=(id.as_str(), u64::MAX, u64::MAX)).map_err(backend)?;
+        Ok(range.count())
+    }
+
     /// Writes many saves in one transaction (bulk import; benchmarks and tests that need
     /// thousands of sessions). Blocking: call it off the async workers.
     pub fn save_batch(&self, saves: &[SaveRequest]) -> Result<(), StoreError> {

@@ -265,3 +265,37 @@ async fn a_2026_07_28_client_gets_the_same_tools_and_results() {
     let (code, _) = deputy.err("session_turn", json!({"session_id": "nope", "prompt": "x"})).await;
     assert_eq!(code, "SESSION_NOT_FOUND");
 }
+
+#[tokio::test]
+async fn a_capped_tool_output_is_readable_and_compaction_answers_per_profile() {
+    let deputy = TestDeputy::start().await;
+    let log: String = (0..3000).map(|n| format!("entry {n}\n")).collect();
+    std::fs::write(deputy.workspace.path().join("log.txt"), &log).unwrap();
+    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
+        None,
+        &[("toolu_log", "read_file", json!({"path": "log.txt"}))],
+    )));
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["It is long."])));
+    let created = deputy
+        .ok("session_create", json!({"prompt": "read log.txt", "context": {"tool_output_cap_bytes": 2048}}))
+        .await;
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    let sent = &deputy.mock.requests()[1].body["messages"][2]["content"][0]["content"];
+    assert!(sent.as_str().is_some_and(|text| text.len() < 2600 && text.contains("toolu_log")), "{sent}");
+
+    let whole = deputy.ok("session_tool_output", json!({"session_id": id, "tool_use_id": "toolu_log"})).await;
+    assert_eq!(whole["content"].as_str(), Some(log.as_str()));
+    let (code, _) = deputy.err("session_tool_output", json!({"session_id": id, "tool_use_id": "nope"})).await;
+    assert_eq!(code, "INVALID_REQUEST");
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Goal: read the log. Done."])));
+    if cfg!(feature = "session-compaction") {
+        let compacted = deputy.ok("session_compact", json!({"session_id": id})).await;
+        assert_eq!((compacted["compacted"].as_bool(), compacted["summarized"].as_bool()), (Some(true), Some(true)));
+        let read = deputy.ok("session_read", json!({"session_id": id})).await;
+        assert_eq!(read["state"]["context"]["compactions"], 1);
+    } else {
+        let (code, _) = deputy.err("session_compact", json!({"session_id": id})).await;
+        assert_eq!(code, "SESSION_COMPACTION_DISABLED");
+    }
+}

@@ -55,6 +55,7 @@ impl Environment {
 /// api = "openai"                      # wire format: "openai" (Chat Completions) or "anthropic"
 /// base_url = "http://127.0.0.1:11434/v1"
 /// # api_key_env = "OLLAMA_API_KEY"    # env var holding the key, if the server needs one
+/// context_window = 32768              # tokens; compaction keeps histories below it
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -71,6 +72,8 @@ pub struct ProviderConfig {
     pub api: WireApi,
     pub base_url: String,
     pub api_key_env: Option<String>,
+    /// The context window of this provider's models, in tokens (for compaction).
+    pub context_window: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -174,7 +177,13 @@ impl AppState {
         let workspace =
             Workspace::new(&workspace_dir).with_context(|| format!("workspace {}", workspace_dir.display()))?;
         let default_model = settings.model.clone().or_else(|| config.default_model.clone());
-        let mut factory = AgentFactory::new(providers.clone(), default_model, Some(workspace));
+        let windows = config
+            .providers
+            .iter()
+            .filter_map(|(name, provider)| provider.context_window.map(|window| (name.clone(), window)))
+            .collect();
+        let mut factory =
+            AgentFactory::new(providers.clone(), default_model, Some(workspace)).with_context_windows(windows);
         if let Some(max_tokens) = config.max_tokens {
             factory = factory.with_default_max_tokens(max_tokens);
         }
@@ -252,6 +261,7 @@ mod tests {
             [providers.ollama]
             api = "openai"
             base_url = "http://127.0.0.1:11434/v1"
+            context_window = 32768
             [providers.gateway]
             api = "anthropic"
             base_url = "http://127.0.0.1:9/anthropic"
@@ -266,6 +276,7 @@ mod tests {
         assert!(registry.resolve("openai:gpt-4o-mini").unwrap_err().to_string().contains("OPENAI_API_KEY"));
         assert!(registry.resolve("gateway:claude").unwrap_err().to_string().contains("GATEWAY_KEY"));
         assert!(registry.resolve("ollama:llama3.2:3b").is_ok());
+        assert_eq!(config.providers["ollama"].context_window, Some(32768));
 
         let env =
             Environment::from_pairs([("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"), ("ANTHROPIC_API_KEY", "k")]);

@@ -145,3 +145,22 @@ impl AgentFactory {
         })
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::llm::scripted::ScriptedProvider;
+
+    #[test]
+    fn a_configured_window_applies_to_the_provider_and_a_model_entry_wins() {
+        let mut registry = ProviderRegistry::new();
+        registry.insert("local", ScriptedProvider::new([]));
+        let windows = BTreeMap::from([("local".to_owned(), 9_000), ("local:big".to_owned(), 64_000)]);
+        let factory = AgentFactory::new(Arc::new(registry), None, None).with_default_max_tokens(1000);
+        let factory = factory.with_context_windows(windows);
+        let build = |model: &str| AgentBuildConfig { model: Some(model.into()), ..AgentBuildConfig::default() };
+        assert_eq!(factory.build_agent(build("local:small")).unwrap().spec().context.context_window, 9_000);
+        assert_eq!(factory.build_agent(build("local:big")).unwrap().spec().context.context_window, 64_000);
+    }
+}

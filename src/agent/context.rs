@@ -58,6 +58,24 @@ pub struct ContextSettings {
     pub output_reserve_tokens: u64,
 }
 
+/// The settings of an unknown model with the default `max_tokens`: what a record saved before
+/// these settings existed gets.
+impl Default for ContextSettings {
+    fn default() -> Self {
+        let threshold_tokens = (DEFAULT_CONTEXT_WINDOW - 8192) * 4 / 5;
+        Self {
+            context_window: DEFAULT_CONTEXT_WINDOW,
+            threshold_tokens,
+            min_turns_between_compactions: 3,
+            recent_turn_budget: (threshold_tokens / 4).min(20_000),
+            max_summary_tokens: 4096,
+            tool_output_cap_bytes: DEFAULT_TOOL_OUTPUT_CAP_BYTES,
+            prune_protect_tokens: (threshold_tokens / 2).min(40_000),
+            output_reserve_tokens: 8192,
+        }
+    }
+}
+
 impl ContextSettings {
     /// The history size that no longer fits next to the answer.
     pub fn hard_limit(&self) -> u64 {
@@ -247,6 +265,12 @@ mod tests {
         assert!(ContextSettings::resolve("x:y", 1000, &threshold, None).is_err());
         let cap = ContextOverrides { tool_output_cap_bytes: Some(10), ..ContextOverrides::default() };
         assert!(ContextSettings::resolve("x:y", 1000, &cap, None).is_err());
+    }
+
+    #[test]
+    fn the_default_matches_an_unknown_model_with_the_default_max_tokens() {
+        let resolved = ContextSettings::resolve("x:y", 8192, &ContextOverrides::default(), None).unwrap();
+        assert_eq!(ContextSettings::default(), resolved);
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub struct AgentSpec {
     pub system_prompt: Option<String>,
     pub max_tokens: u32,
     pub budget: Budget,
+    #[serde(default)]
     pub context: ContextSettings,
 }
 

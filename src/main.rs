@@ -12,7 +12,7 @@ async fn main() -> ExitCode {
     // stdout belongs to the MCP transport (serve) or the answer (run): logs go to stderr only.
     // `serve` logs its lifecycle by default; `run` stays quiet unless RUST_LOG asks.
     let default_level = match cli.command {
-        Command::Serve => "deputy=info,rmcp=warn",
+        Command::Serve(_) => "deputy=info,rmcp=warn",
         Command::Run { .. } | Command::Turn { .. } | Command::Sessions(_) | Command::Schemas { .. } => "warn",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));

@@ -212,6 +212,15 @@ impl SessionHandle {
         self.view()
     }
 
+    /// Resolves once no turn runs (its result published and saved).
+    pub async fn wait_idle(&self) {
+        let mut updates = self.shared.view.subscribe();
+        tokio::select! {
+            _ = updates.wait_for(|view| view.state.running_turn.is_none()) => {}
+            () = self.shared.stopped.cancelled() => {}
+        }
+    }
+
     /// Stops the actor after the turn in flight and waits until it has exited.
     pub async fn shutdown(&self) {
         self.shared.closing.store(true, Ordering::Release);

@@ -301,6 +301,19 @@ impl SessionService for LiveSessionService {
         Ok(ToolOutputResult { session_id: id.clone(), tool_use_id: tool_use_id.to_owned(), content, bytes })
     }
 
+    async fn drain(&self, timeout: Duration) {
+        let handles: Vec<SessionHandle> =
+            self.sessions.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        let all_idle = || futures::future::join_all(handles.iter().map(SessionHandle::wait_idle));
+        if tokio::time::timeout(timeout, all_idle()).await.is_ok() {
+            return;
+        }
+        let interrupted = handles.iter().filter(|handle| handle.interrupt()).count();
+        tracing::warn!(interrupted, "drain timeout: interrupting the turns still running");
+        // Cancellation is prompt; the bound only guards against a stuck tool.
+        let _ = tokio::time::timeout(Duration::from_secs(10), all_idle()).await;
+    }
+
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
         if let Some(handle) = self.live(id) {
             return Ok(SessionHistory { session_id: id.clone(), messages: handle.history().await? });

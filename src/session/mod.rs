@@ -86,6 +86,10 @@ pub trait SessionService: Send + Sync + 'static {
         tool_use_id: &str,
     ) -> impl Future<Output = Result<ToolOutputResult, SessionError>> + Send;
 
+    /// At shutdown: waits up to `timeout` for running turns to finish (they are saved as
+    /// usual), then interrupts the rest and waits briefly for them to end, saved as cancelled.
+    fn drain(&self, timeout: Duration) -> impl Future<Output = ()> + Send;
+
     /// The whole conversation of a session (live, or stored). Waits for a running turn.
     ///
     /// Errors: `NotFound`, `Store`.

@@ -15,7 +15,7 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use super::mcp::McpServer;
-use super::{render, wire};
+use super::{http, render, wire};
 use crate::agent::{AgentBuildConfig, AgentEvent, Budget, ContextOverrides};
 use crate::config::{AppState, Environment, Settings};
 use crate::error::SessionError;
@@ -67,8 +67,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve MCP over stdio: the command to register in an MCP client.
-    Serve,
+    /// Serve MCP over stdio (the command to register in an MCP client), or with --http, MCP
+    /// streamable HTTP at /mcp plus REST (/v1) and JSON-RPC (/rpc) on one listener.
+    Serve(ServeArgs),
     /// Run one prompt in a new session, streaming the answer to stdout.
     ///
     /// The session id goes to stderr. Exit status: 0 done, 1 error, 2 budget exhausted.
@@ -104,6 +105,29 @@ pub enum Command {
         #[arg(long, default_value = "schemas")]
         out: PathBuf,
     },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Serve HTTP on this address (e.g. 127.0.0.1:8787) instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Bearer token required on every HTTP route but /healthz (needed to bind a non-loopback
+    /// address).
+    #[arg(long, env = "DEPUTY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Another accepted Host name (loopback names and the bind address always are).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+    /// Another accepted browser Origin, e.g. https://app.example.com:443 (`:*` = any port).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
+    /// Largest HTTP request body in bytes.
+    #[arg(long, default_value_t = crate::surfaces::http::DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Seconds running turns get to finish at shutdown before they are interrupted.
+    #[arg(long, default_value_t = 30)]
+    pub drain_timeout_secs: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -152,7 +176,7 @@ impl Cli {
 pub async fn run(cli: Cli) -> ExitCode {
     let settings = cli.settings();
     let outcome = match cli.command {
-        Command::Serve => serve(&settings).await,
+        Command::Serve(args) => serve(&settings, args).await,
         Command::Schemas { out } => write_schemas(&out),
         Command::Run { prompt, system, max_tokens, budget_tokens, budget_tool_calls } => {
             let build = AgentBuildConfig {
@@ -206,7 +230,6 @@ fn report_failure(err: &anyhow::Error) -> ExitCode {
     match err.downcast_ref::<SessionError>() {
         Some(error) => exit_with(error),
         None => {
-            tracing::error!("{err:#}");
             eprintln!("deputy: {err:#}");
             ExitCode::FAILURE
         }
@@ -227,24 +250,35 @@ fn stored_service(settings: &Settings, operation: &str) -> anyhow::Result<Arc<Li
     Ok(Arc::new(LiveSessionService::new(state.factory, state.store)))
 }
 
-/// Serves MCP on stdin/stdout until the client closes stdin or a signal arrives.
-async fn serve(settings: &Settings) -> anyhow::Result<()> {
+/// Serves MCP on stdin/stdout until the client closes stdin or a signal arrives, or the HTTP
+/// surfaces until a signal arrives; then running turns are drained.
+async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
     let service = live_service(settings)?;
+    let drain = std::time::Duration::from_secs(args.drain_timeout_secs);
     let shutdown = CancellationToken::new();
     // Installed before serving: rmcp's `serve` only returns after the client's first message.
     tokio::spawn(cancel_on_signal(shutdown.clone()));
+    if let Some(bind) = args.http {
+        let mut config = http::HttpConfig::new(bind);
+        config.token = args.token.filter(|token| !token.is_empty());
+        config.allowed_hosts.extend(args.allowed_hosts);
+        config.allowed_origins.extend(args.allowed_origins);
+        config.max_body_bytes = args.max_body_bytes;
+        config.drain_timeout = drain;
+        return http::serve(service, config, shutdown).await;
+    }
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP over stdio");
-    let running =
-        match McpServer::new(service).serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.clone()).await {
-            Ok(running) => running,
-            Err(err) if shutdown.is_cancelled() => {
-                tracing::info!("stopped before the client connected: {err}");
-                return Ok(());
-            }
-            Err(err) => return Err(err).context("MCP handshake"),
-        };
-    let reason = running.waiting().await.context("MCP service")?;
-    tracing::info!(?reason, "stopped");
+    let served =
+        McpServer::new(service.clone()).serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.clone()).await;
+    match served {
+        Ok(running) => {
+            let reason = running.waiting().await.context("MCP service")?;
+            tracing::info!(?reason, "MCP connection ended; draining running turns");
+        }
+        Err(err) if shutdown.is_cancelled() => tracing::info!("stopped before the client connected: {err}"),
+        Err(err) => return Err(err).context("MCP handshake"),
+    }
+    service.drain(drain).await;
     Ok(())
 }
 

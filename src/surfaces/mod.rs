@@ -5,11 +5,13 @@
 //! that branches on session state belongs in `session/`.
 //!
 //! - [`wire`]: parameter types and the tool catalog shared by every surface.
-//! - [`mcp`]: the MCP server (rmcp), stdio today.
+//! - [`mcp`]: the MCP server (rmcp), served over stdio or by [`http`].
+//! - [`http`]: MCP streamable HTTP, REST and JSON-RPC on one axum listener.
 //! - [`progress`]: turns agent events into throttled MCP progress notifications.
 //! - [`cli`]: the command line; [`render`]: its human-readable text.
 
 pub mod cli;
+pub mod http;
 pub mod mcp;
 pub mod progress;
 pub mod render;

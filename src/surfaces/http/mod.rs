@@ -1,0 +1,131 @@
+//! deputy over HTTP, on one listener (axum):
+//!
+//! - `/mcp`: MCP streamable HTTP (rmcp), the same tools as stdio ([`mcp`]);
+//! - `/v1`: REST ([`rest`]); `/rpc`: JSON-RPC 2.0 ([`jsonrpc`]);
+//! - `/healthz` (liveness, always open) and `/readyz` (the service answers, store included).
+//!
+//! Every route but `/healthz` passes the [`security`] guard: Host and Origin allowlists
+//! against DNS rebinding, and the bearer token when one is configured. Like every surface, the
+//! routes only translate to [`SessionService`] calls.
+
+pub mod jsonrpc;
+pub mod mcp;
+pub mod rest;
+pub mod security;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use tokio_util::sync::CancellationToken;
+
+use crate::session::{ListQuery, SessionService};
+
+/// How the HTTP surfaces are exposed.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub bind: SocketAddr,
+    /// Required as `Authorization: Bearer …` on every route but `/healthz`, when set.
+    pub token: Option<String>,
+    /// Accepted `Host` header names (without port). Default: loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Accepted `Origin` values (`scheme://host[:port]`, `*` as a port wildcard). A request
+    /// without `Origin` (not from a browser) passes. Default: loopback origins, any port.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body, in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// How long running turns may take to finish at shutdown before they are interrupted.
+    pub drain_timeout: Duration,
+}
+
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+impl HttpConfig {
+    pub fn new(bind: SocketAddr) -> Self {
+        Self {
+            bind,
+            token: None,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
+            allowed_origins: vec![
+                "http://localhost:*".into(),
+                "http://127.0.0.1:*".into(),
+                "http://[::1]:*".into(),
+                "https://localhost:*".into(),
+                "https://127.0.0.1:*".into(),
+                "https://[::1]:*".into(),
+            ],
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Refuses what would expose sessions to the network unprotected.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if !self.bind.ip().is_loopback() && self.token.is_none() {
+            anyhow::bail!(
+                "refusing to listen on {} without a token: anyone on the network could run agents. Set --token \
+                 (or DEPUTY_TOKEN), or bind a loopback address such as 127.0.0.1",
+                self.bind
+            );
+        }
+        if self.token.as_deref().is_some_and(|token| token.len() < 16) {
+            anyhow::bail!("the token must be at least 16 characters");
+        }
+        Ok(())
+    }
+}
+
+/// The whole HTTP surface as one router.
+pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
+    let guarded = Router::new()
+        .nest_service("/mcp", mcp::service(service.clone(), config, shutdown))
+        .merge(rest::router(service.clone()))
+        .merge(jsonrpc::router(service.clone()))
+        .route("/readyz", get(readyz::<S>))
+        .with_state(service)
+        .layer(axum::middleware::from_fn_with_state(Arc::new(security::Guard::new(config)), security::guard));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(guarded)
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+}
+
+/// Ready when the service answers a cheap query, which reads the store when there is one.
+async fn readyz<S: SessionService>(State(service): State<Arc<S>>) -> (StatusCode, &'static str) {
+    match service.list(ListQuery { offset: 0, limit: Some(1), include_archived: false }).await {
+        Ok(_) => (StatusCode::OK, "ready"),
+        Err(error) => {
+            tracing::warn!(code = %error.code(), "not ready");
+            (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+        }
+    }
+}
+
+/// Serves until `shutdown` fires, then stops accepting, lets requests finish, and drains the
+/// running turns (interrupting those still running after the drain timeout).
+pub async fn serve<S: SessionService>(
+    service: Arc<S>,
+    config: HttpConfig,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    config.validate()?;
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .with_context(|| format!("listening on {}", config.bind))?;
+    let address = listener.local_addr()?;
+    tracing::info!(%address, auth = config.token.is_some(), "serving HTTP: /mcp, /v1, /rpc, /healthz, /readyz");
+    let app = router(service.clone(), &config, shutdown.child_token());
+    let stopping = shutdown.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { stopping.cancelled().await })
+        .await
+        .context("HTTP server")?;
+    tracing::info!("HTTP server stopped accepting; draining running turns");
+    service.drain(config.drain_timeout).await;
+    Ok(())
+}

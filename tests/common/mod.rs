@@ -3,4 +3,5 @@
 #![allow(dead_code)]
 
 pub mod deputy;
+pub mod http_deputy;
 pub mod mock_llm;

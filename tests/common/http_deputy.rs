@@ -1,0 +1,106 @@
+//! `HttpDeputy`: the built binary serving HTTP on a free loopback port, its providers on a
+//! [`MockLlm`], plus clients for its surfaces.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use tempfile::TempDir;
+
+use super::deputy::{RecordingClient, with_store};
+use super::mock_llm::MockLlm;
+
+pub struct HttpDeputy {
+    pub child: tokio::process::Child,
+    pub port: u16,
+    pub mock: MockLlm,
+    pub token: Option<String>,
+    pub workspace: TempDir,
+    pub home: TempDir,
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl HttpDeputy {
+    pub async fn start(extra: &[&str]) -> Self {
+        Self::start_with_token(None, extra).await
+    }
+
+    /// `deputy serve --http 127.0.0.1:PORT [--token T] EXTRA…`, ready when `/healthz` answers.
+    pub async fn start_with_token(token: Option<&str>, extra: &[&str]) -> Self {
+        let mock = MockLlm::start().await;
+        let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let port = free_port();
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
+        command
+            .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", mock.base_url()))
+            .env("OPENAI_API_KEY", "test-key")
+            .env("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()))
+            .env("DEPUTY_MODEL", "anthropic:claude-test")
+            .env("DEPUTY_WORKSPACE", workspace.path())
+            .env("XDG_CONFIG_HOME", home.path())
+            .env_remove("DEPUTY_CONFIG")
+            .env_remove("DEPUTY_TOKEN")
+            .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        if let Some(token) = token {
+            command.env("DEPUTY_TOKEN", token);
+        }
+        with_store(&mut command, home.path());
+        let child = command.spawn().unwrap();
+        let deputy = Self { child, port, mock, token: token.map(str::to_owned), workspace, home };
+        deputy.wait_ready().await;
+        deputy
+    }
+
+    async fn wait_ready(&self) {
+        let client = reqwest::Client::new();
+        for _ in 0..200 {
+            if client.get(self.url("/healthz")).send().await.is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("deputy did not start serving HTTP on port {}", self.port);
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// An rmcp client on `/mcp`: `Initialize` is the 2025-11-25 session handshake, `Discover`
+    /// the stateless 2026-07-28 one.
+    pub async fn mcp(&self, lifecycle: ClientLifecycleMode) -> RunningService<RoleClient, RecordingClient> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url("/mcp"));
+        if let Some(token) = &self.token {
+            config = config.auth_header(token.clone());
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let client = RecordingClient::default();
+        match lifecycle {
+            ClientLifecycleMode::Initialize => client.serve(transport).await,
+            mode => client.serve_with_lifecycle(transport, mode).await,
+        }
+        .expect("MCP over HTTP")
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running").to_string();
+        let killed = tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
+        assert!(killed.success());
+        tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await.expect("exits").unwrap()
+    }
+}

@@ -1,0 +1,179 @@
+//! MCP streamable HTTP at `/mcp`, the HTTP guard, and shutdown, against the real binary.
+
+use std::time::Duration;
+
+use rmcp::ClientLifecycleMode;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Value, json};
+
+use crate::common::deputy::{RecordingClient, error_of};
+use crate::common::http_deputy::{HttpDeputy, free_port};
+use crate::common::mock_llm::{Gate, MockResponse, anthropic};
+
+type Client = rmcp::service::RunningService<rmcp::RoleClient, RecordingClient>;
+
+async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    let Value::Object(arguments) = arguments else { panic!("object") };
+    client.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)).await.unwrap()
+}
+
+async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
+    let result = call(client, tool, arguments).await;
+    assert_ne!(result.is_error, Some(true), "{tool}: {:?}", result.content);
+    result.structured_content.unwrap()
+}
+
+#[tokio::test]
+async fn both_protocol_eras_run_sessions_over_http() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    for (era, lifecycle) in [("2025-11-25", ClientLifecycleMode::Initialize), ("2026-07-28", modern)] {
+        let client = deputy.mcp(lifecycle).await;
+        assert_eq!(client.peer_info().unwrap().protocol_version.to_string(), era);
+        assert_eq!(client.list_all_tools().await.unwrap().len(), 8);
+        deputy.mock.push(MockResponse::sse(anthropic::text(&["over ", "http"])));
+        let created = ok(&client, "session_create", json!({"prompt": format!("hi in {era}")})).await;
+        assert_eq!(created["text"], "over http");
+        let id = created["session_id"].as_str().unwrap().to_owned();
+        deputy.mock.push(MockResponse::sse(anthropic::text(&["again"])));
+        assert_eq!(ok(&client, "session_turn", json!({"session_id": id, "prompt": "more"})).await["turn"], 2);
+        let (code, _) = error_of(&call(&client, "session_interrupt", json!({"session_id": id})).await);
+        assert_eq!(code, "SESSION_NOT_RUNNING");
+        let (code, _) = error_of(&call(&client, "session_turn", json!({"session_id": 7})).await);
+        assert_eq!(code, "INVALID_REQUEST");
+        client.cancel().await.unwrap();
+    }
+    // Sessions are application handles: a new MCP connection sees both.
+    let client = deputy.mcp(ClientLifecycleMode::Initialize).await;
+    assert_eq!(ok(&client, "session_list", json!({})).await["total"], 2);
+}
+
+#[tokio::test]
+async fn progress_and_cancellation_work_over_http() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let client = deputy.mcp(ClientLifecycleMode::Initialize).await;
+    let deltas = ["Slowly ", "the ", "answer ", "comes ", "in."];
+    deputy.mock.push(MockResponse::sse(anthropic::text(&deltas)).chunk_delay(Duration::from_millis(400)));
+    let created = ok(&client, "session_create", json!({"prompt": "slow"})).await;
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    let progress = client.service().progress.lock().unwrap().clone();
+    assert!(!progress.is_empty(), "progress notifications reach the HTTP client");
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["stuck"])).pause_before_chunk(3, Gate::new()));
+    let arguments = json!({"session_id": id, "prompt": "never ends"}).as_object().unwrap().clone();
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("session_turn").with_arguments(arguments),
+    ));
+    let handle = client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
+    deputy.mock.wait_for_requests(2).await;
+    handle.cancel(Some("stop".into())).await.unwrap();
+    let read = ok(&client, "session_read", json!({"session_id": id, "wait_ms": 30000})).await;
+    assert_eq!(read["state"]["last_turn"]["status"], "cancelled");
+}
+
+#[tokio::test]
+async fn the_guard_refuses_what_it_must_and_nothing_else() {
+    let token = "s3cret-token-0123456789";
+    let deputy = HttpDeputy::start_with_token(Some(token), &["--max-body-bytes", "65536"]).await;
+    let http = reqwest::Client::new();
+    let status = |request: reqwest::RequestBuilder| async move { request.send().await.unwrap().status().as_u16() };
+
+    assert_eq!(status(http.get(deputy.url("/healthz"))).await, 200, "liveness needs no token");
+    assert_eq!(status(http.get(deputy.url("/readyz"))).await, 401, "missing token");
+    assert_eq!(status(http.get(deputy.url("/readyz")).bearer_auth("wrong-token-0123456789")).await, 401);
+    assert_eq!(status(http.get(deputy.url("/readyz")).bearer_auth(token)).await, 200);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let mcp =
+        || http.post(deputy.url("/mcp")).header("accept", "application/json, text/event-stream").json(&initialize);
+    assert_eq!(status(mcp()).await, 401, "/mcp needs the token too");
+    assert_eq!(status(mcp().bearer_auth(token).header("origin", "https://evil.example")).await, 403);
+    assert_eq!(status(mcp().bearer_auth(token).header("host", "evil.example")).await, 403);
+    let oversized = json!({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"pad": "x".repeat(100_000)}});
+    let big = http
+        .post(deputy.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&oversized);
+    assert_eq!(status(big).await, 413);
+    let refusal: Value = http.get(deputy.url("/readyz")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(refusal["code"], "UNAUTHORIZED");
+
+    // After all the refusals, a proper client works.
+    let client = deputy.mcp(ClientLifecycleMode::Initialize).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["still fine"])));
+    assert_eq!(ok(&client, "session_create", json!({"prompt": "hi"})).await["text"], "still fine");
+}
+
+#[tokio::test]
+async fn a_public_address_without_a_token_is_refused() {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
+        .args(["serve", "--ephemeral", "--http", &format!("0.0.0.0:{}", free_port())])
+        .env_remove("DEPUTY_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("without a token"));
+}
+
+#[tokio::test]
+async fn sigterm_lets_the_running_turn_finish_then_exits_cleanly() {
+    let mut deputy = HttpDeputy::start(&[]).await;
+    let client = deputy.mcp(ClientLifecycleMode::Initialize).await;
+    let gate = Gate::new();
+    deputy
+        .mock
+        .push(MockResponse::sse(anthropic::text(&["finished", " anyway"])).pause_before_chunk(3, gate.clone()));
+    let running = ok(&client, "session_create", json!({"prompt": "long", "wait_ms": 100})).await;
+    assert_eq!(running["status"], "running");
+    let id = running["session_id"].as_str().unwrap().to_owned();
+    deputy.mock.wait_for_requests(1).await;
+    client.cancel().await.unwrap();
+
+    let opener = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        gate.open();
+    });
+    let status = deputy.terminate().await;
+    assert!(status.success(), "exit status {status:?}");
+    opener.await.unwrap();
+    if let Some(shown) = stored_session(deputy.home.path(), &id).await {
+        assert_eq!(shown["session"]["state"]["last_turn"]["status"], "completed");
+        assert_eq!(shown["session"]["state"]["last_turn"]["text"], "finished anyway");
+    }
+}
+
+/// `deputy sessions show ID --json` on a stopped deputy's store (`None` without a store).
+async fn stored_session(home: &std::path::Path, id: &str) -> Option<Value> {
+    if !cfg!(feature = "session-store") {
+        return None;
+    }
+    let show = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
+        .args(["sessions", "show", id, "--json"])
+        .env("DEPUTY_STORE", home.join("sessions.redb"))
+        .env("XDG_CONFIG_HOME", home)
+        .output()
+        .await
+        .unwrap();
+    let shown = serde_json::from_slice(&show.stdout)
+        .unwrap_or_else(|_| panic!("sessions show: {}", String::from_utf8_lossy(&show.stderr)));
+    Some(shown)
+}
+
+#[tokio::test]
+async fn a_turn_still_running_at_the_drain_timeout_is_interrupted_and_the_process_exits() {
+    let mut deputy = HttpDeputy::start(&["--drain-timeout-secs", "1"]).await;
+    let client = deputy.mcp(ClientLifecycleMode::Initialize).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["never"])).pause_before_chunk(3, Gate::new()));
+    let running = ok(&client, "session_create", json!({"prompt": "stuck", "wait_ms": 100})).await;
+    let id = running["session_id"].as_str().unwrap().to_owned();
+    deputy.mock.wait_for_requests(1).await;
+    client.cancel().await.unwrap();
+    let status = deputy.terminate().await;
+    assert!(status.success(), "exit status {status:?}");
+    if let Some(shown) = stored_session(deputy.home.path(), &id).await {
+        assert_eq!(shown["session"]["state"]["last_turn"]["status"], "cancelled", "saved as interrupted");
+    }
+}

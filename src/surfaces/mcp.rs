@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    PaginatedRequestParams, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -17,6 +17,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::mcp_logging::{self, CallLog};
 use super::progress::ProgressForwarder;
 use super::wire::{self, ErrorBody};
 use crate::error::SessionError;
@@ -27,15 +28,17 @@ turn and returns the answer plus a session_id), continue it with session_turn, a
 Long turns answer status \"running\"; collect them with session_read and wait_ms. Errors carry stable codes such as \
 SESSION_BUSY or SESSION_NOT_FOUND.";
 
-/// The MCP face of a [`SessionService`]. Cheap to clone: one per MCP connection.
+/// The MCP face of a [`SessionService`]. Cheap to clone; [`McpServer::for_connection`] gives
+/// each MCP connection its own logging level.
 pub struct McpServer<S> {
     service: Arc<S>,
     tools: Arc<Vec<Tool>>,
+    log: CallLog,
 }
 
 impl<S> Clone for McpServer<S> {
     fn clone(&self) -> Self {
-        Self { service: self.service.clone(), tools: self.tools.clone() }
+        Self { service: self.service.clone(), tools: self.tools.clone(), log: self.log.clone() }
     }
 }
 
@@ -49,7 +52,12 @@ impl<S: SessionService> McpServer<S> {
                     .with_annotations(ToolAnnotations::new().read_only(tool.read_only))
             })
             .collect();
-        Self { service, tools: Arc::new(tools) }
+        Self { service, tools: Arc::new(tools), log: CallLog::default() }
+    }
+
+    /// The same server for another connection: shared service and tools, its own log level.
+    pub fn for_connection(&self) -> Self {
+        Self { service: self.service.clone(), tools: self.tools.clone(), log: CallLog::default() }
     }
 
     /// How a turn-running tool waits: the caller's `wait_ms`, progress if it asked for it, and
@@ -146,7 +154,7 @@ fn render_error(error: &SessionError) -> CallToolResult {
 
 impl<S: SessionService> ServerHandler for McpServer<S> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(mcp_logging::capabilities())
             .with_server_info(Implementation::new("deputy", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -167,8 +175,20 @@ impl<S: SessionService> ServerHandler for McpServer<S> {
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let span = tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id);
         match self.dispatch(&request.name, arguments, &context).instrument(span).await {
-            Some(result) => Ok(CallToolResponse::Complete(result)),
+            Some(result) => {
+                self.log.tool_finished(&context, &request.name, &result).await;
+                Ok(CallToolResponse::Complete(result))
+            }
             None => Err(McpError::invalid_params(format!("unknown tool {:?}", request.name), None)),
         }
+    }
+
+    #[allow(deprecated)] // logging/setLevel: see `mcp_logging`
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        mcp_logging::accept_level(&self.log, request.level)
     }
 }

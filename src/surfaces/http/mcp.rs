@@ -32,5 +32,5 @@ pub fn service<S: SessionService>(
         .disable_allowed_hosts()
         .disable_allowed_origins()
         .with_cancellation_token(shutdown);
-    StreamableHttpService::new(move || Ok(server.clone()), Arc::new(sessions), http)
+    StreamableHttpService::new(move || Ok(server.for_connection()), Arc::new(sessions), http)
 }

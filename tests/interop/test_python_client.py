@@ -1,0 +1,118 @@
+"""deputy driven by the official Python MCP client (PyPI `mcp`): all six session tools over
+streamable HTTP (mode auto → 2026-07-28, mode legacy → 2025-11-25) and over stdio."""
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+import mock_llm
+
+DEPUTY = os.environ["DEPUTY_BIN"]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def llm():
+    server = mock_llm.start()
+    yield server
+    server.shutdown()
+
+
+def deputy_env(llm, home):
+    env = dict(os.environ)
+    env.update({
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{llm.server_address[1]}",
+        "DEPUTY_MODEL": "anthropic:claude-mock",
+        "XDG_CONFIG_HOME": home,
+        "DEPUTY_WORKSPACE": home,
+        "RUST_LOG": "warn",
+    })
+    env.pop("DEPUTY_CONFIG", None)
+    env.pop("DEPUTY_STORE", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def http_url(llm):
+    home = tempfile.mkdtemp()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([DEPUTY, "serve", "--ephemeral", "--http", f"127.0.0.1:{port}"],
+                               env=deputy_env(llm, home))
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    assert process.wait(timeout=30) == 0
+
+
+async def drive_all_six_tools(client):
+    names = [tool.name for tool in (await client.list_tools()).tools]
+    for name in ["session_create", "session_turn", "session_interrupt", "session_read", "session_list",
+                 "session_archive"]:
+        assert name in names
+
+    created = await client.call_tool("session_create", {"prompt": "hello", "labels": {"via": "python"}})
+    assert not created.is_error, created
+    session = created.structured_content
+    assert session["status"] == "completed" and session["text"] == "You said: hello"
+    session_id = session["session_id"]
+    assert session_id in created.content[0].text
+
+    turn = await client.call_tool("session_turn", {"session_id": session_id, "prompt": "again"})
+    assert turn.structured_content["turn"] == 2 and turn.structured_content["text"] == "You said: again"
+
+    read = await client.call_tool("session_read", {"session_id": session_id})
+    assert read.structured_content["state"]["turns"] == 2
+    assert read.structured_content["billing"]["usage"]["output_tokens"] == 12
+
+    listed = await client.call_tool("session_list", {})
+    assert session_id in [s["session_id"] for s in listed.structured_content["sessions"]]
+
+    idle = await client.call_tool("session_interrupt", {"session_id": session_id})
+    assert idle.is_error and idle.structured_content["code"] == "SESSION_NOT_RUNNING"
+    assert idle.content[0].text.startswith("SESSION_NOT_RUNNING: ")
+
+    wrong = await client.call_tool("session_turn", {"session_id": 42, "prompt": "x"})
+    assert wrong.is_error and wrong.structured_content["code"] == "INVALID_REQUEST"
+
+    archived = await client.call_tool("session_archive", {"session_id": session_id})
+    assert archived.structured_content == {"session_id": session_id, "archived": True}
+    gone = await client.call_tool("session_turn", {"session_id": session_id, "prompt": "x"})
+    assert gone.is_error and gone.structured_content["code"] == "SESSION_NOT_FOUND"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode, version", [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_all_six_tools_over_streamable_http(http_url, mode, version):
+    async with Client(http_url, mode=mode, read_timeout_seconds=60) as client:
+        assert client.protocol_version == version
+        assert client.server_info.name == "deputy"
+        await drive_all_six_tools(client)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_all_six_tools_over_stdio(llm, mode):
+    home = tempfile.mkdtemp()
+    server = StdioServerParameters(command=DEPUTY, args=["serve", "--ephemeral"], env=deputy_env(llm, home))
+    async with Client(server, mode=mode, read_timeout_seconds=60) as client:
+        assert client.server_info.name == "deputy"
+        await drive_all_six_tools(client)

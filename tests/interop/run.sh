@@ -32,7 +32,7 @@ export DEPUTY_BIN="$root/target/debug/deputy"
 echo "== interop: conformance suite against /mcp"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 conf_home=$(mktemp -d)
-XDG_CONFIG_HOME="$conf_home" RUST_LOG=warn "$DEPUTY_BIN" serve --ephemeral --http "127.0.0.1:$port" &
+XDG_CONFIG_HOME="$conf_home" RUST_LOG=error "$DEPUTY_BIN" serve --ephemeral --http "127.0.0.1:$port" &
 deputy_pid=$!
 trap 'kill $deputy_pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 200); do
@@ -45,7 +45,7 @@ done
     "$cache/conformance/node_modules/.bin/conformance" server --url "http://127.0.0.1:$port/mcp" --suite all \
     --expected-failures "$here/conformance-expected-failures.yml" -o "$cache/results" > "$cache/conformance.log" 2>&1
 ) || { tail -60 "$cache/conformance.log"; echo "conformance: unexpected failures (log above)"; exit 1; }
-passing=$(grep -c '^✓' "$cache/conformance.log" || true)
+passing=$(sed 's/\x1b\[[0-9;]*m//g' "$cache/conformance.log" | grep -c '^✓' || true)
 expected=$(grep -c '^  - ' "$here/conformance-expected-failures.yml" || true)
 echo "  conformance $CONFORMANCE_VERSION: $passing scenarios pass; the $expected fixture-only scenarios of conformance-expected-failures.yml fail as expected"
 kill "$deputy_pid"

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use deputy::agent::context::{estimate_message, estimate_text};
-use deputy::agent::{AgentEvent, AgentFactory, AgentSpec, Budget, ContextOverrides, ContextSettings, ContextState};
+use deputy::agent::{AgentEvent, AgentFactory, AgentSpec, Budget, ContextOverrides, ContextSettings};
 use deputy::compaction::{COMPACTION_PROMPT, prune, rebuild_history};
 use deputy::ids::SessionId;
 use deputy::llm::registry::ProviderRegistry;
@@ -91,33 +91,18 @@ fn history_of(bytes: u64) -> Vec<Message> {
 }
 
 fn record(id: &SessionId, epoch: u64, message_count: usize) -> SessionRecord {
-    let now = Utc::now();
-    let overrides = ContextOverrides::default();
-    SessionRecord {
-        session_id: id.clone(),
-        agent: AgentSpec {
-            model: "anthropic:claude-sonnet-4-5".into(),
-            system_prompt: None,
-            max_tokens: 8192,
-            budget: Budget::default(),
-            context: ContextSettings::resolve("anthropic:claude-sonnet-4-5", 8192, &overrides, None).unwrap(),
-        },
-        title: "compaction bench".into(),
-        labels: Default::default(),
-        host_mode: false,
-        created_at: now,
-        updated_at: now,
-        turns: 0,
-        message_count: message_count as u64,
-        history_epoch: epoch,
-        usage: Usage::default(),
-        tool_calls: 0,
-        active_ms: 0,
-        last_turn: None,
-        archived: false,
-        context: ContextState::default(),
-        estimated_history_tokens: 0,
-    }
+    let agent = AgentSpec {
+        model: "anthropic:claude-sonnet-4-5".into(),
+        system_prompt: None,
+        max_tokens: 8192,
+        budget: Budget::default(),
+        context: ContextSettings::resolve("anthropic:claude-sonnet-4-5", 8192, &ContextOverrides::default(), None)
+            .unwrap(),
+    };
+    let mut record = SessionRecord::empty(id.clone(), agent, "compaction bench".into(), Utc::now());
+    record.message_count = message_count as u64;
+    record.history_epoch = epoch;
+    record
 }
 
 fn overhead(runtime: &tokio::runtime::Runtime, bytes: u64) {

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use deputy::agent::{AgentSpec, Budget, ContextOverrides, ContextSettings, ContextState};
+use deputy::agent::{AgentSpec, Budget, ContextOverrides, ContextSettings};
 use deputy::ids::SessionId;
 use deputy::llm::{ContentBlock, Message, Usage};
 use deputy::session::record::SessionRecord;
@@ -292,37 +292,17 @@ impl Synth {
 }
 
 fn record(session_id: SessionId, at: DateTime<Utc>) -> SessionRecord {
-    SessionRecord {
-        session_id,
-        agent: AgentSpec {
-            model: "anthropic:claude-sonnet-4-5".to_owned(),
-            system_prompt: Some("You are a careful engineer working in this repository.".to_owned()),
-            max_tokens: 8192,
-            budget: Budget { max_tokens: Some(2_000_000), max_tool_calls: Some(500), max_duration_ms: None },
-            context: ContextSettings::resolve(
-                "anthropic:claude-sonnet-4-5",
-                8192,
-                &ContextOverrides::default(),
-                None,
-            )
+    let agent = AgentSpec {
+        model: "anthropic:claude-sonnet-4-5".to_owned(),
+        system_prompt: Some("You are a careful engineer working in this repository.".to_owned()),
+        max_tokens: 8192,
+        budget: Budget { max_tokens: Some(2_000_000), max_tool_calls: Some(500), max_duration_ms: None },
+        context: ContextSettings::resolve("anthropic:claude-sonnet-4-5", 8192, &ContextOverrides::default(), None)
             .expect("default context settings"),
-        },
-        title: "Benchmark session".to_owned(),
-        labels: BTreeMap::from([("bench".to_owned(), "store".to_owned())]),
-        host_mode: false,
-        created_at: at,
-        updated_at: at,
-        turns: 0,
-        message_count: 0,
-        history_epoch: 0,
-        usage: Usage::default(),
-        tool_calls: 0,
-        active_ms: 0,
-        last_turn: None,
-        archived: false,
-        context: ContextState::default(),
-        estimated_history_tokens: 0,
-    }
+    };
+    let mut record = SessionRecord::empty(session_id, agent, "Benchmark session".to_owned(), at);
+    record.labels = BTreeMap::from([("bench".to_owned(), "store".to_owned())]);
+    record
 }
 
 fn run_result(record: &SessionRecord, turn: &[Message]) -> RunResult {

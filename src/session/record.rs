@@ -52,23 +52,16 @@ pub struct SessionRecord {
 }
 
 impl SessionRecord {
-    /// The record of a session whose agent was just built.
-    pub fn new(
-        session_id: SessionId,
-        agent: &Agent,
-        title: String,
-        labels: BTreeMap<String, String>,
-        host_mode: bool,
-    ) -> Self {
-        let now = Utc::now();
-        let mut record = Self {
+    /// A record with no turns yet, created `at`: what every session starts from.
+    pub fn empty(session_id: SessionId, agent: AgentSpec, title: String, at: DateTime<Utc>) -> Self {
+        Self {
             session_id,
-            agent: agent.spec(),
+            agent,
             title,
-            labels,
-            host_mode,
-            created_at: now,
-            updated_at: now,
+            labels: BTreeMap::new(),
+            host_mode: false,
+            created_at: at,
+            updated_at: at,
             turns: 0,
             message_count: 0,
             history_epoch: 0,
@@ -79,7 +72,20 @@ impl SessionRecord {
             archived: false,
             context: ContextState::default(),
             estimated_history_tokens: 0,
-        };
+        }
+    }
+
+    /// The record of a session whose agent was just built.
+    pub fn new(
+        session_id: SessionId,
+        agent: &Agent,
+        title: String,
+        labels: BTreeMap<String, String>,
+        host_mode: bool,
+    ) -> Self {
+        let mut record = Self::empty(session_id, agent.spec(), title, Utc::now());
+        record.labels = labels;
+        record.host_mode = host_mode;
         record.absorb(agent);
         record
     }
@@ -182,36 +188,15 @@ impl SessionRecord {
 impl SessionRecord {
     /// A stored-session record for tests that need many sessions without running turns.
     pub(crate) fn for_test(id: &str, updated_at: DateTime<Utc>, message_count: u64) -> Self {
-        Self {
-            session_id: SessionId::from_string(id),
-            agent: AgentSpec {
-                model: "test:model".into(),
-                system_prompt: None,
-                max_tokens: 100,
-                budget: crate::agent::Budget::default(),
-                context: crate::agent::ContextSettings::resolve(
-                    "test:model",
-                    100,
-                    &crate::agent::ContextOverrides::default(),
-                    None,
-                )
-                .unwrap_or_else(|err| panic!("{err}")),
-            },
-            title: format!("title of {id}"),
-            labels: BTreeMap::new(),
-            host_mode: false,
-            created_at: updated_at,
-            updated_at,
-            turns: 0,
-            message_count,
-            history_epoch: 0,
-            usage: Usage::default(),
-            tool_calls: 0,
-            active_ms: 0,
-            last_turn: None,
-            archived: false,
-            context: ContextState::default(),
-            estimated_history_tokens: 0,
-        }
+        let spec = AgentSpec {
+            model: "test:model".into(),
+            system_prompt: None,
+            max_tokens: 100,
+            budget: crate::agent::Budget::default(),
+            context: crate::agent::ContextSettings::default(),
+        };
+        let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
+        record.message_count = message_count;
+        record
     }
 }

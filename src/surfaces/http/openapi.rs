@@ -80,6 +80,19 @@ pub fn document() -> Value {
         Value::Array(all)
     };
 
+    // A created session answers 201 with JSON; a streamed one 200, as the status line goes out
+    // before the turn (and so the result) is known.
+    let mut create_responses = responses(
+        (
+            "201",
+            ok("RunResult", "The session exists: the first turn's result (or `running`); `Location` names it."),
+        ),
+        &["400", "413", "500", "501"],
+    );
+    create_responses["200"] = json!({
+        "description": format!("The first turn as events, with `\"stream\": true`. {STREAM_DESCRIPTION}"),
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    });
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -98,10 +111,7 @@ pub fn document() -> Value {
                     "description": "Waits `wait_ms` (default 30000, max 600000) for the first turn; a turn still running \
                                     then answers `status: \"running\"`: collect it with `GET /v1/sessions/{id}?wait_ms=`.",
                     "requestBody": body("SessionCreateBody"),
-                    "responses": responses(
-                        ("201", turn_result("The session exists; the first turn's result (or `running`). `Location` names the session.")),
-                        &["400", "413", "500", "501"],
-                    ),
+                    "responses": create_responses,
                 },
                 "get": {
                     "operationId": "listSessions",

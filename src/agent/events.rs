@@ -3,12 +3,14 @@
 //! The loop emits them into an optional per-turn channel supplied by the caller; nothing in
 //! the loop waits on a consumer, so a slow or absent renderer never slows a turn.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::llm::Usage;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Serializable (and described by a JSON Schema) because REST streams it to clients as is.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentEvent {
     TurnStarted {

@@ -3,9 +3,10 @@
 //! Both wire adapters translate from these types (Anthropic content blocks, OpenAI chat
 //! messages), and the store persists them as they are, so they are plain serde data.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     User,
@@ -14,7 +15,7 @@ pub enum Role {
 
 /// One message of the history. The system prompt is not a message: it lives in the agent's
 /// configuration and goes into every request verbatim.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
     pub role: Role,
     pub content: Vec<ContentBlock>,
@@ -41,7 +42,7 @@ impl Message {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
     Text {

@@ -269,7 +269,7 @@ pub struct ArchiveResult {
 }
 
 /// A session's whole conversation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct SessionHistory {
     pub session_id: SessionId,
     pub messages: Vec<Message>,

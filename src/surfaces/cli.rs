@@ -99,7 +99,7 @@ pub enum Command {
     /// Inspect and manage stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
-    /// Write the JSON Schemas of the MCP tools' inputs and outputs.
+    /// Write the JSON Schemas of the MCP tools' inputs and outputs, and the REST OpenAPI document.
     Schemas {
         /// Directory to write into.
         #[arg(long, default_value = "schemas")]
@@ -411,7 +411,7 @@ fn exit_with(error: &SessionError) -> ExitCode {
     ExitCode::from(u8::try_from(error.code().exit_code()).unwrap_or(1))
 }
 
-/// Writes `<tool>.input.json` and `<tool>.output.json` for every tool.
+/// Writes `<tool>.input.json` and `<tool>.output.json` for every tool, and `openapi.json`.
 fn write_schemas(out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (name, contents) in wire::schema_files() {

@@ -1,8 +1,8 @@
 //! The wire contract of deputy's tools: parameter types, the tool catalog (names, descriptions
 //! for an LLM caller, input and output schemas), and their conversion into service requests.
 //!
-//! No I/O and no service calls here. The same parameter types will serve REST bodies and
-//! JSON-RPC params; `deputy schemas` writes the catalog to `schemas/`, and a test fails when
+//! No I/O and no service calls here. The same parameter types serve REST bodies and JSON-RPC
+//! params; `deputy schemas` writes the catalog to `schemas/`, and a test fails when
 //! the checked-in files are stale.
 
 use std::collections::BTreeMap;
@@ -267,7 +267,9 @@ pub fn tool_catalog() -> Vec<ToolDescriptor> {
 }
 
 /// The checked-in schema files: `(file name, pretty JSON with a final newline)`, in a stable
-/// order. `deputy schemas` writes them; a test compares them with `schemas/`.
+/// order: every tool's input and output, then `openapi.json`, the REST surface's OpenAPI
+/// document (built from the same types). `deputy schemas` writes them; a test compares them
+/// with `schemas/`.
 pub fn schema_files() -> Vec<(String, String)> {
     let pretty = |schema: &serde_json::Map<String, serde_json::Value>| {
         let mut text = serde_json::to_string_pretty(schema).unwrap_or_default();
@@ -282,5 +284,10 @@ pub fn schema_files() -> Vec<(String, String)> {
                 (format!("{}.output.json", tool.name), pretty(&tool.output_schema)),
             ]
         })
+        .chain(std::iter::once(("openapi.json".to_owned(), {
+            let mut text = serde_json::to_string_pretty(&super::http::openapi::document()).unwrap_or_default();
+            text.push('\n');
+            text
+        })))
         .collect()
 }

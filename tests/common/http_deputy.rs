@@ -15,6 +15,8 @@ use super::mock_llm::MockLlm;
 
 pub struct HttpDeputy {
     pub child: tokio::process::Child,
+    /// A client for REST and JSON-RPC (no proxy: the server is on loopback).
+    pub http: reqwest::Client,
     pub port: u16,
     pub mock: MockLlm,
     pub token: Option<String>,
@@ -60,15 +62,15 @@ impl HttpDeputy {
         }
         with_store(&mut command, home.path());
         let child = command.spawn().unwrap();
-        let deputy = Self { child, port, mock, token: token.map(str::to_owned), workspace, home };
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let deputy = Self { child, http, port, mock, token: token.map(str::to_owned), workspace, home };
         deputy.wait_ready().await;
         deputy
     }
 
     async fn wait_ready(&self) {
-        let client = reqwest::Client::new();
         for _ in 0..200 {
-            if client.get(self.url("/healthz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            if self.http.get(self.url("/healthz")).send().await.is_ok_and(|r| r.status().is_success()) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;

@@ -1,6 +1,7 @@
 //! Integration suites, plus small helpers for driving a provider's event stream.
 
 mod cli;
+mod http_surfaces;
 mod mcp_http;
 mod mcp_stdio;
 #[cfg(feature = "session-store")]

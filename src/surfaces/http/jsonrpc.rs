@@ -1,11 +1,277 @@
-//! JSON-RPC 2.0 at `/rpc` (in progress).
+//! JSON-RPC 2.0 at `POST /rpc`: the session lifecycle as methods, params by name.
+//!
+//! | method | params | result |
+//! |---|---|---|
+//! | `session/create` | `SessionCreateParams` | `RunResult` |
+//! | `turn/start` | `SessionTurnParams` | `RunResult` |
+//! | `turn/interrupt` | `SessionInterruptParams` | `InterruptResult` |
+//! | `session/read` | `SessionReadParams` | `SessionView` |
+//! | `session/list` | `SessionListParams` | `SessionList` |
+//! | `session/archive` | `SessionArchiveParams` | `ArchiveResult` |
+//! | `session/compact` | `SessionCompactParams` | `CompactResult` |
+//! | `session/tool_output` | `SessionToolOutputParams` | `ToolOutputResult` |
+//!
+//! Errors: a session error has the numeric code of the error table, and `error.data` is the
+//! same `{code, message, session_id?}` body as on every surface. Protocol errors have the
+//! codes of the specification and no `data`: -32700 (not JSON), -32600 (not a request object,
+//! empty batch), -32601 (unknown method). Bad params are `INVALID_REQUEST`, whose code is the
+//! specification's -32602.
+//!
+//! Batches run their requests concurrently (a long turn does not hold up a read in the same
+//! batch) and answer in request order; notifications (no `id`) run but get no answer, and a
+//! request that gets no answer at all is answered `204 No Content`, without a body, as the
+//! specification asks. Responses are HTTP 200 whatever their errors.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::Json;
 use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
 
-use crate::session::SessionService;
+use crate::error::SessionError;
+use crate::session::{DEFAULT_WAIT, SessionService, TurnOptions, clamp_wait};
+use crate::surfaces::wire::{self, ErrorBody};
 
 pub fn router<S: SessionService>(_service: Arc<S>) -> Router<Arc<S>> {
-    Router::new()
+    Router::new().route("/rpc", post(handle::<S>))
+}
+
+/// The methods, in the order of the table above.
+pub const METHODS: [&str; 8] = [
+    "session/create",
+    "turn/start",
+    "turn/interrupt",
+    "session/read",
+    "session/list",
+    "session/archive",
+    "session/compact",
+    "session/tool_output",
+];
+
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+
+/// A JSON-RPC error object.
+#[derive(Debug, Serialize)]
+struct RpcError {
+    code: i64,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<ErrorBody>,
+}
+
+impl RpcError {
+    fn protocol(code: i64, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None }
+    }
+}
+
+impl From<SessionError> for RpcError {
+    fn from(error: SessionError) -> Self {
+        let body = ErrorBody::from(&error);
+        Self { code: i64::from(error.code().jsonrpc_code()), message: body.message.clone(), data: Some(body) }
+    }
+}
+
+fn response(id: Value, outcome: Result<Value, RpcError>) -> Value {
+    match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+    }
+}
+
+async fn handle<S: SessionService>(
+    State(service): State<Arc<S>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if !is_json(&headers) {
+        let error = RpcError::protocol(INVALID_REQUEST, "Content-Type must be application/json");
+        return (StatusCode::UNSUPPORTED_MEDIA_TYPE, Json(response(Value::Null, Err(error)))).into_response();
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let error = RpcError::protocol(INVALID_REQUEST, rejection.body_text());
+            return (rejection.status(), Json(response(Value::Null, Err(error)))).into_response();
+        }
+    };
+    let message: Value = match serde_json::from_slice(&body) {
+        Ok(message) => message,
+        Err(err) => {
+            let error = RpcError::protocol(PARSE_ERROR, format!("parse error: {err}"));
+            return Json(response(Value::Null, Err(error))).into_response();
+        }
+    };
+    match message {
+        Value::Array(batch) if batch.is_empty() => {
+            let error = RpcError::protocol(INVALID_REQUEST, "an empty batch is not a request");
+            Json(response(Value::Null, Err(error))).into_response()
+        }
+        Value::Array(batch) => {
+            let answers =
+                futures::future::join_all(batch.into_iter().map(|message| call(service.as_ref(), message)));
+            let answers: Vec<Value> = answers.await.into_iter().flatten().collect();
+            if answers.is_empty() { StatusCode::NO_CONTENT.into_response() } else { Json(answers).into_response() }
+        }
+        message => match call(service.as_ref(), message).await {
+            Some(answer) => Json(answer).into_response(),
+            None => StatusCode::NO_CONTENT.into_response(),
+        },
+    }
+}
+
+/// `application/json`, with or without parameters (or a `+json` type). Refusing form and text
+/// bodies keeps browsers' simple cross-site requests out even before the Origin check.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .map(|mime| mime.trim().to_ascii_lowercase())
+        .is_some_and(|mime| {
+            mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+        })
+}
+
+/// One request of a call or a batch: its response, or `None` for a notification.
+async fn call<S: SessionService>(service: &S, message: Value) -> Option<Value> {
+    let Value::Object(mut request) = message else {
+        return Some(response(
+            Value::Null,
+            Err(RpcError::protocol(INVALID_REQUEST, "a request must be an object")),
+        ));
+    };
+    let id = request.remove("id");
+    let answer_id = match &id {
+        None => Value::Null,
+        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id.clone(),
+        Some(_) => {
+            let error = RpcError::protocol(INVALID_REQUEST, "`id` must be a string, a number or null");
+            return Some(response(Value::Null, Err(error)));
+        }
+    };
+    let outcome = match parse_request(&mut request) {
+        Ok((method, params)) => dispatch(service, &method, params).await,
+        // A malformed request is answered even without an id: it may not be a notification.
+        Err(error) => return Some(response(answer_id, Err(error))),
+    };
+    id.map(|_| response(answer_id, outcome))
+}
+
+/// Checks the envelope: `"jsonrpc": "2.0"`, a string `method`, `params` by name (an object) or
+/// absent.
+fn parse_request(request: &mut Map<String, Value>) -> Result<(String, Value), RpcError> {
+    if request.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+        return Err(RpcError::protocol(INVALID_REQUEST, "`jsonrpc` must be \"2.0\""));
+    }
+    let Some(Value::String(method)) = request.remove("method") else {
+        return Err(RpcError::protocol(INVALID_REQUEST, "`method` must be a string"));
+    };
+    let params = match request.remove("params") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(params @ Value::Object(_)) => params,
+        Some(Value::Array(_)) => {
+            return Err(
+                SessionError::invalid(format!("{method}: params must be passed by name (an object)")).into()
+            );
+        }
+        Some(_) => return Err(RpcError::protocol(INVALID_REQUEST, "`params` must be an object or an array")),
+    };
+    Ok((method, params))
+}
+
+/// Parse → one service call → render, as every surface does.
+async fn dispatch<S: SessionService>(service: &S, method: &str, params: Value) -> Result<Value, RpcError> {
+    match method {
+        "session/create" => {
+            let params: wire::SessionCreateParams = wire::parse_params(method, params)?;
+            let options = waiting(params.wait_ms);
+            rendered(service.create_session(params.into_request(options)).await)
+        }
+        "turn/start" => {
+            let params: wire::SessionTurnParams = wire::parse_params(method, params)?;
+            let options = waiting(params.wait_ms);
+            let (id, request) = params.into_request(options);
+            rendered(service.start_turn(&id, request).await)
+        }
+        "turn/interrupt" => {
+            let params: wire::SessionInterruptParams = wire::parse_params(method, params)?;
+            rendered(service.interrupt(&params.session_id).await)
+        }
+        "session/read" => {
+            let params: wire::SessionReadParams = wire::parse_params(method, params)?;
+            let wait = clamp_wait(params.wait_ms, Duration::ZERO);
+            rendered(service.read(&params.session_id, Some(wait)).await)
+        }
+        "session/list" => {
+            let params: wire::SessionListParams = wire::parse_params(method, params)?;
+            rendered(service.list(params.into()).await)
+        }
+        "session/archive" => {
+            let params: wire::SessionArchiveParams = wire::parse_params(method, params)?;
+            rendered(service.archive(&params.session_id).await)
+        }
+        "session/compact" => {
+            let params: wire::SessionCompactParams = wire::parse_params(method, params)?;
+            rendered(service.compact(&params.session_id).await)
+        }
+        "session/tool_output" => {
+            let params: wire::SessionToolOutputParams = wire::parse_params(method, params)?;
+            rendered(service.tool_output(&params.session_id, &params.tool_use_id).await)
+        }
+        _ => Err(RpcError::protocol(
+            METHOD_NOT_FOUND,
+            format!("unknown method {method:?}; known: {}", METHODS.join(", ")),
+        )),
+    }
+}
+
+/// Waits like the MCP tools: `wait_ms`, default 30 s, clamped; then `status: "running"`.
+fn waiting(wait_ms: Option<u64>) -> TurnOptions {
+    TurnOptions { wait: Some(clamp_wait(wait_ms, DEFAULT_WAIT)), events: None, cancel: None }
+}
+
+fn rendered<T: Serialize>(result: Result<T, SessionError>) -> Result<Value, RpcError> {
+    let value = result?;
+    serde_json::to_value(value)
+        .map_err(|err| SessionError::agent(None, format!("could not encode the result: {err}")).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelopes_are_checked() {
+        let mut ok = json!({"jsonrpc": "2.0", "method": "session/list"}).as_object().cloned().unwrap_or_default();
+        assert!(
+            matches!(parse_request(&mut ok), Ok((method, params)) if method == "session/list" && params == json!({}))
+        );
+        for (bad, code) in [
+            (json!({"jsonrpc": "1.0", "method": "session/list"}), INVALID_REQUEST),
+            (json!({"jsonrpc": "2.0"}), INVALID_REQUEST),
+            (json!({"jsonrpc": "2.0", "method": "session/list", "params": 3}), INVALID_REQUEST),
+            (json!({"jsonrpc": "2.0", "method": "session/list", "params": [1]}), -32602),
+        ] {
+            let mut request = bad.as_object().cloned().unwrap_or_default();
+            assert_eq!(parse_request(&mut request).map(|_| ()).map_err(|error| error.code), Err(code), "{bad}");
+        }
+    }
+
+    #[test]
+    fn session_errors_keep_their_code_in_data() {
+        let error = RpcError::from(SessionError::invalid("nope"));
+        assert_eq!(error.code, -32602);
+        assert_eq!(error.data.map(|data| data.code), Some("INVALID_REQUEST".to_owned()));
+    }
 }

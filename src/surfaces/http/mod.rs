@@ -8,10 +8,13 @@
 //! against DNS rebinding, and the bearer token when one is configured. Like every surface, the
 //! routes only translate to [`SessionService`] calls.
 
+pub mod api_error;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod openapi;
 pub mod rest;
 pub mod security;
+pub mod streaming;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -12,6 +12,9 @@ pub mod scope;
 pub mod shell;
 pub mod workspace;
 
+#[cfg(test)]
+mod tests;
+
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 

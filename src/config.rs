@@ -296,6 +296,25 @@ mod tests {
     }
 
     #[test]
+    fn the_tools_section_sets_session_defaults() {
+        use crate::tools::BuiltinTool;
+        let config: ConfigFile = toml::from_str(
+            r#"
+            [tools]
+            builtins = ["read_file", "search"]
+            shell = true
+            shell_timeout_ms = 5000
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.tools.builtins, Some(vec![BuiltinTool::ReadFile, BuiltinTool::Search]));
+        assert!(config.tools.shell);
+        assert_eq!((config.tools.shell_timeout_ms, config.tools.shell_max_output_bytes), (Some(5000), None));
+        assert!(toml::from_str::<ConfigFile>("[tools]\nbuiltins = [\"rm\"]").is_err());
+        assert!(toml::from_str::<ConfigFile>("[tools]\nshel = true").is_err());
+    }
+
+    #[test]
     fn a_missing_config_file_is_fine_unless_named() {
         let missing = Path::new("/nonexistent/deputy.toml");
         assert_eq!(ConfigFile::load(missing, false).unwrap(), ConfigFile::default());

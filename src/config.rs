@@ -19,7 +19,7 @@ use crate::llm::registry::ProviderRegistry;
 use crate::llm::retry::{RetryPolicy, RetryingProvider};
 use crate::llm::{HttpTimeouts, Provider};
 use crate::store::SharedStore;
-use crate::tools::Workspace;
+use crate::tools::{ToolDefaults, Workspace};
 
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -56,6 +56,12 @@ impl Environment {
 /// base_url = "http://127.0.0.1:11434/v1"
 /// # api_key_env = "OLLAMA_API_KEY"    # env var holding the key, if the server needs one
 /// context_window = 32768              # tokens; compaction keeps histories below it
+///
+/// [tools]                             # defaults for sessions that do not choose
+/// builtins = ["read_file", "list_dir", "search"]   # default: all five file tools
+/// shell = false                       # default: off
+/// shell_timeout_ms = 60000
+/// shell_max_output_bytes = 65536
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -64,6 +70,9 @@ pub struct ConfigFile {
     pub max_tokens: Option<u32>,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// Defaults for the tools of sessions that do not choose their own.
+    #[serde(default)]
+    pub tools: ToolDefaults,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -182,8 +191,9 @@ impl AppState {
             .iter()
             .filter_map(|(name, provider)| provider.context_window.map(|window| (name.clone(), window)))
             .collect();
-        let mut factory =
-            AgentFactory::new(providers.clone(), default_model, Some(workspace)).with_context_windows(windows);
+        let mut factory = AgentFactory::new(providers.clone(), default_model, Some(workspace))
+            .with_context_windows(windows)
+            .with_tool_defaults(config.tools.clone());
         if let Some(max_tokens) = config.max_tokens {
             factory = factory.with_default_max_tokens(max_tokens);
         }
@@ -283,6 +293,25 @@ mod tests {
         let registry = provider_registry(&ConfigFile::default(), &env);
         assert!(registry.resolve("openai:llama3.2").is_ok(), "a compatible server needs no key");
         assert!(registry.resolve("anthropic:claude-sonnet-4-5").is_ok());
+    }
+
+    #[test]
+    fn the_tools_section_sets_session_defaults() {
+        use crate::tools::BuiltinTool;
+        let config: ConfigFile = toml::from_str(
+            r#"
+            [tools]
+            builtins = ["read_file", "search"]
+            shell = true
+            shell_timeout_ms = 5000
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.tools.builtins, Some(vec![BuiltinTool::ReadFile, BuiltinTool::Search]));
+        assert!(config.tools.shell);
+        assert_eq!((config.tools.shell_timeout_ms, config.tools.shell_max_output_bytes), (Some(5000), None));
+        assert!(toml::from_str::<ConfigFile>("[tools]\nbuiltins = [\"rm\"]").is_err());
+        assert!(toml::from_str::<ConfigFile>("[tools]\nshel = true").is_err());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::{Agent, Budget, Consumption, ContextOverrides, ContextSettings, Conte
 use crate::error::SessionError;
 use crate::llm::Usage;
 use crate::llm::registry::ProviderRegistry;
-use crate::tools::{ToolScope, Workspace, builtin};
+use crate::tools::{ToolConfig, ToolDefaults, ToolRequest, Workspace};
 
 /// Everything that decides how a session's agent behaves. Unset fields take the server's
 /// defaults.
@@ -24,6 +24,8 @@ pub struct AgentBuildConfig {
     pub max_tokens: Option<u32>,
     pub budget: Budget,
     pub context: ContextOverrides,
+    /// Workspace, builtin tools and shell of the session.
+    pub tools: ToolRequest,
 }
 
 /// How an agent was built, with every default resolved: what a store keeps, so a session
@@ -37,6 +39,9 @@ pub struct AgentSpec {
     pub budget: Budget,
     #[serde(default)]
     pub context: ContextSettings,
+    /// Records from before per-session tools load as what those sessions had.
+    #[serde(default)]
+    pub tools: ToolConfig,
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -45,8 +50,11 @@ pub struct AgentFactory {
     providers: Arc<ProviderRegistry>,
     default_model: Option<String>,
     default_max_tokens: u32,
-    /// Root of the builtin file tools; `None` gives agents no tools.
+    /// The workspace of sessions that do not name one (`--workspace`, else the working
+    /// directory); `None` gives such sessions no tools.
     workspace: Option<Workspace>,
+    /// The config file's `[tools]` section.
+    tool_defaults: ToolDefaults,
     /// Context windows configured per provider (`ollama`) or model (`ollama:llama3.2`).
     context_windows: BTreeMap<String, u64>,
 }
@@ -65,8 +73,15 @@ impl AgentFactory {
             default_model,
             default_max_tokens: DEFAULT_MAX_TOKENS,
             workspace,
+            tool_defaults: ToolDefaults::default(),
             context_windows: BTreeMap::new(),
         }
+    }
+
+    /// Tool defaults from the config file, for sessions that do not choose.
+    pub fn with_tool_defaults(mut self, defaults: ToolDefaults) -> Self {
+        self.tool_defaults = defaults;
+        self
     }
 
     /// Context windows the configuration knows, keyed by provider or `provider:model`.
@@ -104,7 +119,15 @@ impl AgentFactory {
         let context =
             ContextSettings::resolve(&model_id, max_tokens, &config.context, self.configured_window(&model_id))?;
         let system_prompt = config.system_prompt.filter(|prompt| !prompt.is_empty());
-        self.assemble(AgentSpec { model: model_id, system_prompt, max_tokens, budget: config.budget, context })
+        let tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref())?;
+        self.assemble(AgentSpec {
+            model: model_id,
+            system_prompt,
+            max_tokens,
+            budget: config.budget,
+            context,
+            tools,
+        })
     }
 
     /// Rebuilds the agent of a stored session from its resolved spec (not re-validated: it
@@ -117,12 +140,18 @@ impl AgentFactory {
 
     /// An agent for a fully resolved spec: provider and tools attached, empty history.
     fn assemble(&self, spec: AgentSpec) -> Result<Agent, SessionError> {
-        let AgentSpec { model: model_id, system_prompt, max_tokens, budget, context: context_settings } = spec;
+        let AgentSpec {
+            model: model_id,
+            system_prompt,
+            max_tokens,
+            budget,
+            context: context_settings,
+            tools: tool_config,
+        } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
-        let tools = match &self.workspace {
-            Some(workspace) => ToolScope::new(builtin::read_only(workspace)),
-            None => ToolScope::default(),
-        };
+        // A workspace that existed when the session was created may be gone when it resumes.
+        let tools =
+            tool_config.scope(self.workspace.as_ref()).map_err(|message| SessionError::agent(None, message))?;
         Ok(Agent {
             provider,
             model_id,
@@ -130,6 +159,7 @@ impl AgentFactory {
             system_prompt,
             max_tokens,
             tools,
+            tool_config,
             budget,
             context_settings,
             history: Vec::new(),

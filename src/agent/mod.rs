@@ -22,7 +22,7 @@ pub use factory::{AgentBuildConfig, AgentFactory, AgentSpec};
 pub use turn::{TurnEnd, TurnReport};
 
 use crate::llm::{Message, Provider, Usage};
-use crate::tools::ToolScope;
+use crate::tools::{ToolConfig, ToolScope};
 
 /// Fields are visible to the crate so that `compaction` can rewrite the history; everything
 /// else goes through methods.
@@ -35,6 +35,8 @@ pub struct Agent {
     pub(crate) system_prompt: Option<String>,
     pub(crate) max_tokens: u32,
     pub(crate) tools: ToolScope,
+    /// What `tools` was built from, kept for the session's record.
+    pub(crate) tool_config: ToolConfig,
     pub(crate) budget: Budget,
     pub(crate) context_settings: ContextSettings,
     pub(crate) history: Vec<Message>,
@@ -104,6 +106,7 @@ impl Agent {
             max_tokens: self.max_tokens,
             budget: self.budget,
             context: self.context_settings,
+            tools: self.tool_config.clone(),
         }
     }
 

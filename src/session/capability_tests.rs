@@ -275,3 +275,55 @@ async fn a_capped_tool_output_can_be_read_whole() {
         Err(error) => assert!(!harness.persistent() && error.code() == ErrorCode::SessionNotFound),
     }
 }
+
+/// A session's tools are part of its stored spec: resumed after a restart, it has the same
+/// workspace, builtins and shell, even though the restarted server's defaults differ.
+#[tokio::test]
+async fn a_resumed_session_keeps_its_tools() {
+    use crate::llm::ContentBlock;
+    use crate::tools::{BuiltinTool, ShellRequest, ToolRequest, Workspace};
+
+    let chosen = tempfile::tempdir().unwrap();
+    std::fs::write(chosen.path().join("mine.txt"), "chosen workspace").unwrap();
+    let server_default = tempfile::tempdir().unwrap();
+    let harness = Harness::new();
+    let service = || {
+        let mut registry = ProviderRegistry::new();
+        registry.insert("test", harness.provider.clone());
+        let workspace = Some(Workspace::new(server_default.path()).unwrap());
+        LiveSessionService::new(
+            AgentFactory::new(Arc::new(registry), Some("test:model".into()), workspace),
+            harness.store.clone(),
+        )
+    };
+    let mut request = create("remember your tools");
+    request.build.tools = ToolRequest {
+        workspace: Some(chosen.path().into()),
+        builtins: Some(vec![BuiltinTool::ReadFile]),
+        shell: Some(ShellRequest::Enabled(true)),
+    };
+    harness.answer("ok");
+    let before = service();
+    let id = before.create_session(request).await.unwrap().session_id;
+    drop(before);
+
+    harness.provider.push(ScriptedResponse::tool_calls(&[(
+        "t1",
+        "read_file",
+        serde_json::json!({"path": "mine.txt"}),
+    )]));
+    harness.answer("read");
+    let resumed = service().start_turn(&id, turn("again")).await;
+    if !harness.persistent() {
+        assert_eq!(resumed.unwrap_err().code(), ErrorCode::SessionNotFound);
+        return;
+    }
+    assert_eq!(resumed.unwrap().text, "read");
+    let requests = harness.provider.requests();
+    let names = |index: usize| requests[index].tools.iter().map(|tool| tool.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(0), ["read_file", "shell"]);
+    assert_eq!(names(1), names(0), "the resumed session has the tools it was created with");
+    let last = requests.last().unwrap().messages.last().unwrap();
+    let ContentBlock::ToolResult { content, is_error, .. } = &last.content[0] else { panic!("{last:?}") };
+    assert_eq!((content.as_str(), *is_error), ("chosen workspace", false));
+}

@@ -398,3 +398,55 @@ async fn list_pages_newest_first() {
     let got: Vec<_> = page.sessions.iter().map(|s| s.session_id.clone()).collect();
     assert_eq!(got, vec![ids[3].clone(), ids[2].clone()]);
 }
+
+/// Each session's file tools see its own workspace only; a workspace that is not a directory
+/// is refused before any session exists.
+#[tokio::test]
+async fn sessions_with_different_workspaces_see_only_their_own_files() {
+    use crate::tools::ToolRequest;
+
+    let first = tempfile::tempdir().unwrap();
+    let second = tempfile::tempdir().unwrap();
+    std::fs::write(first.path().join("one.txt"), "first's file").unwrap();
+    std::fs::write(second.path().join("two.txt"), "second's file").unwrap();
+    let provider = ScriptedProvider::new(vec![]);
+    let service = service_with(provider.clone(), None);
+    let in_workspace = |dir: &std::path::Path| {
+        let mut request = create("look");
+        request.build.tools = ToolRequest { workspace: Some(dir.into()), ..ToolRequest::default() };
+        request
+    };
+    for dir in [first.path(), second.path()] {
+        provider.push(ScriptedResponse::tool_calls(&[
+            ("t1", "list_dir", json!({})),
+            ("t2", "read_file", json!({"path": "one.txt"})),
+            ("t3", "read_file", json!({"path": "../one.txt"})),
+        ]));
+        provider.push(ScriptedResponse::text(&["done"]));
+        service.create_session(in_workspace(dir)).await.unwrap();
+    }
+    let results = |index: usize| -> Vec<(String, bool)> {
+        provider.requests()[index].messages[2]
+            .content
+            .iter()
+            .map(|block| match block {
+                ContentBlock::ToolResult { content, is_error, .. } => (content.clone(), *is_error),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    };
+    let first_saw = results(1);
+    assert_eq!(first_saw[0], ("one.txt".to_owned(), false));
+    assert_eq!(first_saw[1], ("first's file".to_owned(), false));
+    assert!(first_saw[2].1, "{:?}", first_saw[2]);
+    let second_saw = results(3);
+    assert_eq!(second_saw[0], ("two.txt".to_owned(), false));
+    assert!(second_saw[1].1 && second_saw[2].1, "the other session's file is out of reach: {second_saw:?}");
+
+    let missing = in_workspace(&first.path().join("missing"));
+    assert_eq!(service.create_session(missing).await.unwrap_err().code(), ErrorCode::InvalidRequest);
+    // With no workspace anywhere, a session gets no tools rather than an error.
+    provider.push(ScriptedResponse::text(&["plain"]));
+    service.create_session(create("no tools")).await.unwrap();
+    assert!(provider.requests().last().unwrap().tools.is_empty());
+}

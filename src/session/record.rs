@@ -194,6 +194,7 @@ impl SessionRecord {
             max_tokens: 100,
             budget: crate::agent::Budget::default(),
             context: crate::agent::ContextSettings::default(),
+            tools: crate::tools::ToolConfig::default(),
         };
         let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
         record.message_count = message_count;

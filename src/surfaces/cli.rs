@@ -25,6 +25,7 @@ use crate::session::{
     TurnStatus,
 };
 use crate::store::persistence_disabled;
+use crate::tools::ToolRequest;
 
 /// deputy hosts LLM agent sessions behind MCP.
 ///
@@ -189,6 +190,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                     max_duration_ms: None,
                 },
                 context: ContextOverrides::default(),
+                tools: ToolRequest::default(),
             };
             return match live_service(&settings) {
                 Ok(service) => {

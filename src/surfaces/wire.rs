@@ -6,6 +6,7 @@
 //! the checked-in files are stale.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -18,6 +19,7 @@ use crate::session::{
     ArchiveResult, CompactResult, CreateSessionRequest, InterruptResult, ListQuery, RunResult, SessionList,
     SessionView, ToolOutputResult, TurnOptions, TurnRequest,
 };
+use crate::tools::{BuiltinTool, ShellRequest, ToolRequest};
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -42,6 +44,19 @@ pub struct SessionCreateParams {
     /// on tool outputs. Every field has a default from the model.
     #[serde(default)]
     pub context: Option<ContextOverrides>,
+    /// Directory the agent's file tools and shell work in (must exist). Paths that leave it
+    /// (`..`, absolute paths, symlinks) are refused. Default: the server's workspace.
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
+    /// Which builtin file tools the agent gets. Default: all of `read_file`, `write_file`,
+    /// `edit_file`, `list_dir`, `search` (or the config file's `[tools] builtins`).
+    #[serde(default)]
+    pub builtins: Option<Vec<BuiltinTool>>,
+    /// The `shell` tool: `false` (the default) leaves it out; `true` enables it, or
+    /// `{timeout_ms, max_output_bytes}` enables it with those limits (default 60000 ms and
+    /// 65536 bytes of each of stdout and stderr).
+    #[serde(default)]
+    pub shell: Option<ShellRequest>,
     /// Keep the session alive for inter-agent messages after the prompt.
     #[serde(default)]
     pub host_mode: Option<bool>,
@@ -150,6 +165,7 @@ impl SessionCreateParams {
                 max_tokens: self.max_tokens,
                 budget: self.budget.unwrap_or_default(),
                 context: self.context.unwrap_or_default(),
+                tools: ToolRequest { workspace: self.workspace, builtins: self.builtins, shell: self.shell },
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),

@@ -2,15 +2,23 @@
 //!
 //! A tool never fails the turn: whatever goes wrong is reported to the model as an error
 //! result ([`ToolOutput::error`]), so the model can correct itself. Builtin tools live in
-//! [`builtin`], one file each, and are confined to the session's [`workspace::Workspace`].
+//! [`builtin`], one file each, and are confined to the session's [`workspace::Workspace`]; the
+//! opt-in [`shell`] runs commands there. [`config`] decides which of them a session gets.
 
 pub mod builtin;
+pub mod config;
+pub mod process_group;
 pub mod scope;
+pub mod shell;
 pub mod workspace;
+
+#[cfg(test)]
+mod tests;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+pub use config::{BuiltinTool, ShellConfig, ShellRequest, ToolConfig, ToolDefaults, ToolRequest};
 pub use scope::ToolScope;
 pub use workspace::Workspace;
 

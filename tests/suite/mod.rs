@@ -10,6 +10,7 @@ mod provider_anthropic;
 mod provider_openai;
 mod schemas;
 mod stdio_frames;
+mod tools;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{OUTPUT_CAP_BYTES, cap_output};
+use std::path::Path;
+
+use tokio::io::AsyncBufReadExt;
+
+use super::OUTPUT_CAP_BYTES;
 use crate::llm::ToolSpec;
 use crate::tools::{Tool, ToolOutput, Workspace, parse_args};
 
@@ -51,25 +55,66 @@ impl Tool for ReadFile {
                 Ok(path) => path,
                 Err(message) => return ToolOutput::error(message),
             };
-            let bytes = match tokio::fs::read(&path).await {
-                Ok(bytes) => bytes,
-                Err(err) => return ToolOutput::error(format!("{}: {err}", args.path)),
-            };
-            let Ok(text) = String::from_utf8(bytes) else {
-                return ToolOutput::error(format!("{}: not a UTF-8 text file", args.path));
-            };
             let start = args.start_line.unwrap_or(1).max(1) - 1;
-            let selected: String = match args.line_count {
-                None if start == 0 => text,
-                count => {
-                    let lines = text.split_inclusive('\n').skip(start);
-                    match count {
-                        Some(count) => lines.take(count).collect(),
-                        None => lines.collect(),
-                    }
-                }
-            };
-            ToolOutput::ok(cap_output(selected, OUTPUT_CAP_BYTES))
+            let end = args.line_count.map(|count| start.saturating_add(count));
+            match read_lines(&path, start, end, OUTPUT_CAP_BYTES).await {
+                Ok(text) => ToolOutput::ok(text),
+                Err(message) => ToolOutput::error(format!("{}: {message}", args.path)),
+            }
         })
     }
+}
+
+/// Lines `start..end` (0-based, `end` exclusive or to the end of the file), at most `cap`
+/// bytes of them. The file is streamed, so a huge file costs no more memory than the cap.
+async fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -> Result<String, String> {
+    let file = tokio::fs::File::open(path).await.map_err(|err| err.to_string())?;
+    let mut reader = tokio::io::BufReader::new(file);
+    let mut line = 0usize;
+    let mut out = Vec::new();
+    let mut truncated = false;
+    'read: loop {
+        let chunk = reader.fill_buf().await.map_err(|err| err.to_string())?;
+        if chunk.is_empty() {
+            break;
+        }
+        let len = chunk.len();
+        let mut pos = 0;
+        while pos < len {
+            if end.is_some_and(|end| line >= end) {
+                break 'read;
+            }
+            let newline = chunk[pos..].iter().position(|&byte| byte == b'\n');
+            let segment_end = newline.map_or(len, |at| pos + at + 1);
+            if line >= start {
+                out.extend_from_slice(&chunk[pos..segment_end]);
+                if out.len() > cap {
+                    truncated = true;
+                    break 'read;
+                }
+            }
+            if newline.is_some() {
+                line += 1;
+            }
+            pos = segment_end;
+        }
+        reader.consume(len);
+    }
+    if !truncated {
+        return String::from_utf8(out).map_err(|_| "not a UTF-8 text file".to_owned());
+    }
+    out.truncate(cap);
+    let valid = match std::str::from_utf8(&out) {
+        Ok(text) => text.len(),
+        // Only a character cut by the cap may be incomplete; anything else is binary.
+        Err(err) if err.error_len().is_none() => err.valid_up_to(),
+        Err(_) => return Err("not a UTF-8 text file".to_owned()),
+    };
+    out.truncate(valid);
+    let mut text = String::from_utf8(out).map_err(|_| "not a UTF-8 text file".to_owned())?;
+    text.push_str(&format!(
+        "\n[output truncated at {cap} bytes, in line {}; read on with start_line and line_count]",
+        line + 1
+    ));
+    Ok(text)
 }

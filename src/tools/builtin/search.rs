@@ -1,0 +1,231 @@
+//! `search`: a regular expression over the text files of the workspace.
+//!
+//! The walk is bounded (files visited, file size, results) so one call costs little whatever
+//! the workspace holds. It does not follow symlinks (so it cannot leave the workspace), skips
+//! hidden directories such as `.git`, and skips binary files (a NUL byte in the first 8 KiB,
+//! or not UTF-8).
+
+use std::path::{Path, PathBuf};
+
+use futures::future::BoxFuture;
+use regex::Regex;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::{OUTPUT_CAP_BYTES, cap_output};
+use crate::llm::ToolSpec;
+use crate::tools::{Tool, ToolOutput, Workspace, parse_args};
+
+/// Files looked at per call, at most.
+pub const MAX_FILES: usize = 20_000;
+/// Larger files are skipped.
+pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
+pub const DEFAULT_MAX_RESULTS: usize = 100;
+pub const MAX_RESULTS: usize = 1000;
+/// A matching line is cut to this many bytes.
+const MAX_LINE_BYTES: usize = 300;
+
+pub struct Search {
+    workspace: Workspace,
+}
+
+impl Search {
+    pub fn new(workspace: Workspace) -> Self {
+        Self { workspace }
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    /// Regular expression (Rust `regex` syntax), matched against each line.
+    pattern: String,
+    /// File or directory to search, relative to the workspace root. Default: the root.
+    path: Option<String>,
+    /// Only files whose path (relative to the root) matches this glob, e.g. `*.rs` or
+    /// `src/**/*.toml`. A glob without `/` matches the file name.
+    glob: Option<String>,
+    /// Most matching lines to return (default 100, max 1000).
+    max_results: Option<usize>,
+}
+
+impl Tool for Search {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "search".into(),
+            description: "Search the workspace's text files for a regular expression; answers `path:line: \
+                          text` lines. Narrow it with path (a file or directory) and glob (e.g. \"*.rs\"). \
+                          Hidden directories (.git) and binary files are skipped."
+                .into(),
+            input_schema: serde_json::to_value(schemars::schema_for!(SearchArgs)).unwrap_or_default(),
+        }
+    }
+
+    fn call(&self, input: serde_json::Value, _cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
+        Box::pin(async move {
+            let args: SearchArgs = match parse_args(input) {
+                Ok(args) => args,
+                Err(output) => return output,
+            };
+            let pattern = match Regex::new(&args.pattern) {
+                Ok(pattern) => pattern,
+                Err(err) => return ToolOutput::error(format!("invalid pattern: {err}")),
+            };
+            let glob = match args.glob.as_deref().map(glob_to_regex).transpose() {
+                Ok(glob) => glob,
+                Err(err) => return ToolOutput::error(format!("invalid glob: {err}")),
+            };
+            let start = match self.workspace.resolve_existing(args.path.as_deref().unwrap_or(".")) {
+                Ok(start) => start,
+                Err(message) => return ToolOutput::error(message),
+            };
+            let max_results = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).clamp(1, MAX_RESULTS);
+            let query = Query { pattern, glob, max_results, root: self.workspace.root().to_path_buf() };
+            // The walk is blocking file I/O; it is bounded, so it may finish after a cancel.
+            match tokio::task::spawn_blocking(move || query.run(&start)).await {
+                Ok(found) => ToolOutput::ok(cap_output(found, OUTPUT_CAP_BYTES)),
+                Err(err) => ToolOutput::error(format!("search failed: {err}")),
+            }
+        })
+    }
+}
+
+struct Query {
+    pattern: Regex,
+    glob: Option<(Regex, bool)>,
+    max_results: usize,
+    root: PathBuf,
+}
+
+#[derive(Default)]
+struct Walk {
+    lines: Vec<String>,
+    files: usize,
+    /// Why the walk stopped early, if it did.
+    stopped: Option<String>,
+}
+
+impl Query {
+    fn run(&self, start: &Path) -> String {
+        let mut walk = Walk::default();
+        self.visit(start, &mut walk);
+        let mut out = if walk.lines.is_empty() {
+            format!("no matches ({} files searched)", walk.files)
+        } else {
+            walk.lines.join("\n")
+        };
+        if let Some(reason) = walk.stopped {
+            out.push_str(&format!("\n[search stopped: {reason}]"));
+        }
+        out
+    }
+
+    fn visit(&self, path: &Path, walk: &mut Walk) {
+        if walk.stopped.is_some() {
+            return;
+        }
+        let Ok(meta) = path.symlink_metadata() else { return };
+        if meta.is_dir() {
+            let Ok(entries) = std::fs::read_dir(path) else { return };
+            let mut children: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .filter(|entry| !(entry.file_name().to_string_lossy().starts_with('.')))
+                .map(|entry| entry.path())
+                .collect();
+            children.sort();
+            for child in children {
+                self.visit(&child, walk);
+            }
+        } else if meta.is_file() {
+            self.search_file(path, meta.len(), walk);
+        }
+    }
+
+    fn search_file(&self, path: &Path, len: u64, walk: &mut Walk) {
+        let relative = path.strip_prefix(&self.root).unwrap_or(path);
+        if let Some((glob, whole_path)) = &self.glob {
+            let subject = if *whole_path { relative.as_os_str() } else { relative.file_name().unwrap_or_default() };
+            if !glob.is_match(&subject.to_string_lossy()) {
+                return;
+            }
+        }
+        if len > MAX_FILE_BYTES {
+            return;
+        }
+        if walk.files >= MAX_FILES {
+            walk.stopped = Some(format!("looked at {MAX_FILES} files; narrow the search with path or glob"));
+            return;
+        }
+        walk.files += 1;
+        let Ok(bytes) = std::fs::read(path) else { return };
+        if bytes[..bytes.len().min(8192)].contains(&0) {
+            return;
+        }
+        let Ok(text) = std::str::from_utf8(&bytes) else { return };
+        for (index, line) in text.lines().enumerate() {
+            if !self.pattern.is_match(line) {
+                continue;
+            }
+            if walk.lines.len() >= self.max_results {
+                walk.stopped =
+                    Some(format!("{} results shown; raise max_results or narrow the search", self.max_results));
+                return;
+            }
+            walk.lines.push(format!("{}:{}: {}", relative.display(), index + 1, shorten(line)));
+        }
+    }
+}
+
+fn shorten(line: &str) -> &str {
+    if line.len() <= MAX_LINE_BYTES {
+        return line;
+    }
+    let mut cut = MAX_LINE_BYTES;
+    while !line.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &line[..cut]
+}
+
+/// A glob as an anchored regex: `**/` any directories, `*` and `?` within one path segment.
+/// The flag says whether it matches the whole relative path (it contains `/`) or the name.
+fn glob_to_regex(glob: &str) -> Result<(Regex, bool), regex::Error> {
+    let mut out = String::from("^");
+    let mut chars = glob.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' if chars.peek() == Some(&'*') => {
+                chars.next();
+                if chars.peek() == Some(&'/') {
+                    chars.next();
+                    out.push_str("(?:.*/)?");
+                } else {
+                    out.push_str(".*");
+                }
+            }
+            '*' => out.push_str("[^/]*"),
+            '?' => out.push_str("[^/]"),
+            other => out.push_str(&regex::escape(&other.to_string())),
+        }
+    }
+    out.push('$');
+    Ok((Regex::new(&out)?, glob.contains('/')))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_names_or_whole_paths() {
+        let (name, whole) = glob_to_regex("*.rs").unwrap();
+        assert!(!whole && name.is_match("main.rs") && !name.is_match("main.rs.bak"));
+        let (path, whole) = glob_to_regex("src/**/*.toml").unwrap();
+        assert!(whole && path.is_match("src/a.toml") && path.is_match("src/x/y/a.toml"));
+        assert!(!path.is_match("other/a.toml"));
+        let (one, _) = glob_to_regex("a?.txt").unwrap();
+        assert!(one.is_match("ab.txt") && !one.is_match("a/.txt"));
+    }
+}

@@ -1,0 +1,293 @@
+//! Which tools a session gets: what the caller asks for ([`ToolRequest`]), the server's
+//! defaults ([`ToolDefaults`], the config file's `[tools]` section), and the resolved result
+//! ([`ToolConfig`]) that is persisted with the session so a resumed session gets the same tools.
+//!
+//! Only the workspace, the builtin file tools and the shell exist so far; external MCP
+//! servers, callback tools and approvals will be further fields of these structs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::builtin::{self, OUTPUT_CAP_BYTES};
+use super::shell::Shell;
+use super::{Tool, ToolScope, Workspace};
+use crate::error::SessionError;
+
+/// A builtin file tool, by the name the model sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BuiltinTool {
+    ReadFile,
+    WriteFile,
+    EditFile,
+    ListDir,
+    Search,
+}
+
+impl BuiltinTool {
+    /// Every builtin: the default set of a session.
+    pub const ALL: [BuiltinTool; 5] = [
+        BuiltinTool::ReadFile,
+        BuiltinTool::WriteFile,
+        BuiltinTool::EditFile,
+        BuiltinTool::ListDir,
+        BuiltinTool::Search,
+    ];
+
+    fn build(self, workspace: &Workspace) -> Arc<dyn Tool> {
+        let workspace = workspace.clone();
+        match self {
+            BuiltinTool::ReadFile => Arc::new(builtin::ReadFile::new(workspace)),
+            BuiltinTool::WriteFile => Arc::new(builtin::WriteFile::new(workspace)),
+            BuiltinTool::EditFile => Arc::new(builtin::EditFile::new(workspace)),
+            BuiltinTool::ListDir => Arc::new(builtin::ListDir::new(workspace)),
+            BuiltinTool::Search => Arc::new(builtin::Search::new(workspace)),
+        }
+    }
+}
+
+/// Limits of the shell tool of one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShellConfig {
+    /// Default and maximum time of one command, in ms.
+    pub timeout_ms: u64,
+    /// Bytes kept of each of stdout and stderr.
+    pub max_output_bytes: usize,
+}
+
+/// Used when neither the session nor the config file sets the shell's timeout.
+pub const DEFAULT_SHELL_TIMEOUT_MS: u64 = 60_000;
+
+/// The resolved tools of a session, as stored with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolConfig {
+    /// Canonical root of the file tools and the shell's working directory. `None` only in
+    /// records written before tools were per session: it means the server's workspace.
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
+    #[serde(default)]
+    pub builtins: Vec<BuiltinTool>,
+    /// `None`: no shell.
+    #[serde(default)]
+    pub shell: Option<ShellConfig>,
+}
+
+impl Default for ToolConfig {
+    /// What sessions stored before per-session tools had: read-only file tools in the
+    /// server's workspace.
+    fn default() -> Self {
+        Self { workspace: None, builtins: vec![BuiltinTool::ReadFile, BuiltinTool::ListDir], shell: None }
+    }
+}
+
+impl ToolConfig {
+    /// No tools at all.
+    pub fn none() -> Self {
+        Self { workspace: None, builtins: Vec::new(), shell: None }
+    }
+
+    /// Opens the workspace and builds the tools. `server_workspace` stands in for a missing
+    /// `workspace`; without either, the session has no tools.
+    pub fn scope(&self, server_workspace: Option<&Workspace>) -> Result<ToolScope, String> {
+        if self.builtins.is_empty() && self.shell.is_none() {
+            return Ok(ToolScope::default());
+        }
+        let workspace = match (&self.workspace, server_workspace) {
+            (Some(dir), _) => Workspace::new(dir).map_err(|err| format!("workspace {}: {err}", dir.display()))?,
+            (None, Some(workspace)) => workspace.clone(),
+            (None, None) => return Ok(ToolScope::default()),
+        };
+        let mut tools: Vec<Arc<dyn Tool>> = self.builtins.iter().map(|tool| tool.build(&workspace)).collect();
+        if let Some(shell) = self.shell {
+            tools.push(Arc::new(Shell::new(workspace, shell)));
+        }
+        Ok(ToolScope::new(tools))
+    }
+}
+
+/// `shell` of `session_create`: `false` (off), `true` (on with the server's limits), or on with
+/// limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ShellRequest {
+    Enabled(bool),
+    Limits(ShellLimits),
+}
+
+/// Limits of the shell; unset ones take the server's defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShellLimits {
+    /// Default and maximum time of one command, in ms (default 60000). A command still running
+    /// then is killed with its whole process group.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Bytes kept of each of stdout and stderr (default 65536).
+    #[serde(default)]
+    pub max_output_bytes: Option<usize>,
+}
+
+/// The tools a caller asks for; unset fields take the server's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolRequest {
+    pub workspace: Option<PathBuf>,
+    pub builtins: Option<Vec<BuiltinTool>>,
+    pub shell: Option<ShellRequest>,
+}
+
+/// The `[tools]` section of the config file: defaults for sessions that do not say.
+///
+/// ```toml
+/// [tools]
+/// builtins = ["read_file", "list_dir", "search"]   # default: all five
+/// shell = false                                   # default: off
+/// shell_timeout_ms = 60000
+/// shell_max_output_bytes = 65536
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDefaults {
+    pub builtins: Option<Vec<BuiltinTool>>,
+    #[serde(default)]
+    pub shell: bool,
+    pub shell_timeout_ms: Option<u64>,
+    pub shell_max_output_bytes: Option<usize>,
+}
+
+impl ToolDefaults {
+    /// Resolves a request against these defaults and the server's workspace. Fails with
+    /// `INVALID_REQUEST` for a workspace that is not an existing directory or a bad limit.
+    pub fn resolve(
+        &self,
+        request: ToolRequest,
+        server_workspace: Option<&Workspace>,
+    ) -> Result<ToolConfig, SessionError> {
+        let workspace = match &request.workspace {
+            Some(dir) => Some(open_workspace(dir)?.root().to_path_buf()),
+            None => server_workspace.map(|workspace| workspace.root().to_path_buf()),
+        };
+        let asked_for_builtins = request.builtins.as_ref().is_some_and(|asked| !asked.is_empty());
+        let mut builtins =
+            request.builtins.or_else(|| self.builtins.clone()).unwrap_or_else(|| BuiltinTool::ALL.to_vec());
+        builtins.sort();
+        builtins.dedup();
+        let limits = match request.shell {
+            None if self.shell => Some(ShellLimits::default()),
+            None | Some(ShellRequest::Enabled(false)) => None,
+            Some(ShellRequest::Enabled(true)) => Some(ShellLimits::default()),
+            Some(ShellRequest::Limits(limits)) => Some(limits),
+        };
+        let shell = match limits {
+            Some(limits) => Some(self.shell_config(limits)?),
+            None => None,
+        };
+        if workspace.is_none() {
+            if asked_for_builtins || shell.is_some() {
+                return Err(SessionError::invalid(
+                    "tools need a workspace: pass `workspace` or start deputy with --workspace",
+                ));
+            }
+            return Ok(ToolConfig::none());
+        }
+        Ok(ToolConfig { workspace, builtins, shell })
+    }
+
+    fn shell_config(&self, limits: ShellLimits) -> Result<ShellConfig, SessionError> {
+        let timeout_ms = limits.timeout_ms.or(self.shell_timeout_ms).unwrap_or(DEFAULT_SHELL_TIMEOUT_MS);
+        let max_output_bytes = limits.max_output_bytes.or(self.shell_max_output_bytes).unwrap_or(OUTPUT_CAP_BYTES);
+        if timeout_ms == 0 {
+            return Err(SessionError::invalid("shell.timeout_ms must be at least 1"));
+        }
+        if max_output_bytes == 0 {
+            return Err(SessionError::invalid("shell.max_output_bytes must be at least 1"));
+        }
+        Ok(ShellConfig { timeout_ms, max_output_bytes })
+    }
+}
+
+fn open_workspace(dir: &Path) -> Result<Workspace, SessionError> {
+    Workspace::new(dir).map_err(|err| SessionError::invalid(format!("workspace {}: {err}", dir.display())))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    #[test]
+    fn requests_resolve_against_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Workspace::new(dir.path()).unwrap();
+        let defaults = ToolDefaults::default();
+
+        let all = defaults.resolve(ToolRequest::default(), Some(&server)).unwrap();
+        assert_eq!(all.builtins, BuiltinTool::ALL.to_vec());
+        assert_eq!((all.workspace.as_deref(), all.shell), (Some(server.root()), None));
+
+        let request = ToolRequest {
+            builtins: Some(vec![BuiltinTool::Search, BuiltinTool::ReadFile, BuiltinTool::Search]),
+            shell: Some(ShellRequest::Limits(ShellLimits { timeout_ms: Some(5), max_output_bytes: None })),
+            ..ToolRequest::default()
+        };
+        let some = defaults.resolve(request, Some(&server)).unwrap();
+        assert_eq!(some.builtins, [BuiltinTool::ReadFile, BuiltinTool::Search]);
+        assert_eq!(some.shell, Some(ShellConfig { timeout_ms: 5, max_output_bytes: OUTPUT_CAP_BYTES }));
+
+        let configured = ToolDefaults {
+            builtins: Some(vec![BuiltinTool::ListDir]),
+            shell: true,
+            shell_timeout_ms: Some(1000),
+            shell_max_output_bytes: Some(10),
+        };
+        let from_file = configured.resolve(ToolRequest::default(), Some(&server)).unwrap();
+        assert_eq!(from_file.builtins, [BuiltinTool::ListDir]);
+        assert_eq!(from_file.shell, Some(ShellConfig { timeout_ms: 1000, max_output_bytes: 10 }));
+        let off = ToolRequest { shell: Some(ShellRequest::Enabled(false)), ..ToolRequest::default() };
+        assert_eq!(configured.resolve(off, Some(&server)).unwrap().shell, None);
+    }
+
+    #[test]
+    fn a_bad_workspace_or_limit_is_an_invalid_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        let defaults = ToolDefaults::default();
+        for workspace in [dir.path().join("missing"), file] {
+            let request = ToolRequest { workspace: Some(workspace), ..ToolRequest::default() };
+            assert_eq!(defaults.resolve(request, None).unwrap_err().code(), ErrorCode::InvalidRequest);
+        }
+        let zero = ShellRequest::Limits(ShellLimits { timeout_ms: Some(0), max_output_bytes: None });
+        let request =
+            ToolRequest { shell: Some(zero), workspace: Some(dir.path().into()), ..ToolRequest::default() };
+        assert_eq!(defaults.resolve(request, None).unwrap_err().code(), ErrorCode::InvalidRequest);
+        // Without any workspace, asking for tools is an error; not asking gives none.
+        let shell = ToolRequest { shell: Some(ShellRequest::Enabled(true)), ..ToolRequest::default() };
+        assert_eq!(defaults.resolve(shell, None).unwrap_err().code(), ErrorCode::InvalidRequest);
+        assert_eq!(defaults.resolve(ToolRequest::default(), None).unwrap(), ToolConfig::none());
+    }
+
+    #[test]
+    fn records_without_tools_load_as_the_old_read_only_set() {
+        #[derive(Deserialize)]
+        struct Old {
+            #[serde(default)]
+            tools: ToolConfig,
+        }
+        let old: Old = serde_json::from_str("{}").unwrap();
+        assert_eq!(old.tools.builtins, [BuiltinTool::ReadFile, BuiltinTool::ListDir]);
+        assert_eq!((old.tools.workspace, old.tools.shell), (None, None));
+    }
+
+    #[test]
+    fn unknown_builtin_names_do_not_parse() {
+        let parsed: Result<Vec<BuiltinTool>, _> = serde_json::from_str(r#"["read_file", "rm_rf"]"#);
+        assert!(parsed.unwrap_err().to_string().contains("rm_rf"));
+        let shell: ShellRequest = serde_json::from_str(r#"{"timeout_ms": 10}"#).unwrap();
+        assert_eq!(shell, ShellRequest::Limits(ShellLimits { timeout_ms: Some(10), max_output_bytes: None }));
+        assert!(serde_json::from_str::<ShellRequest>(r#"{"timeout": 10}"#).is_err());
+    }
+}

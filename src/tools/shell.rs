@@ -1,0 +1,176 @@
+//! `shell`: runs a command with `sh -c` in the session's workspace. Off unless the session
+//! enables it.
+//!
+//! The command runs in its own process group with stdin closed. When it ends, times out, or
+//! the turn is interrupted, the whole group is killed with SIGKILL and the shell is reaped, so
+//! no background process (`sleep 300 &`) outlives the call. Each of stdout and stderr keeps
+//! at most `max_output_bytes`; the rest is drained and counted, so a chatty command never
+//! blocks on a full pipe.
+
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::sync::CancellationToken;
+
+use super::config::ShellConfig;
+use super::process_group::GroupGuard;
+use super::{Tool, ToolOutput, Workspace, parse_args};
+use crate::llm::ToolSpec;
+
+/// How long to keep reading output after the group was killed: only a process that escaped
+/// the group (`setsid`) can still hold the pipes open, and it is not waited for.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+pub struct Shell {
+    workspace: Workspace,
+    config: ShellConfig,
+}
+
+impl Shell {
+    pub fn new(workspace: Workspace, config: ShellConfig) -> Self {
+        Self { workspace, config }
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ShellArgs {
+    /// The command line, run by `sh -c` in the workspace root.
+    command: String,
+    /// Time limit in ms; the session's limit is both the default and the maximum.
+    timeout_ms: Option<u64>,
+}
+
+/// Why the command stopped.
+enum Ending {
+    Exited(std::io::Result<ExitStatus>),
+    TimedOut(u64),
+    Interrupted,
+}
+
+impl Tool for Shell {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "shell".into(),
+            description: format!(
+                "Run a shell command (sh -c) in the workspace root, stdin closed. Answers the exit status, \
+                 stdout and stderr (each capped at {} bytes). Commands are killed, with everything they \
+                 started, after timeout_ms (default and maximum {} ms); background processes do not \
+                 outlive the call.",
+                self.config.max_output_bytes, self.config.timeout_ms
+            ),
+            input_schema: serde_json::to_value(schemars::schema_for!(ShellArgs)).unwrap_or_default(),
+        }
+    }
+
+    fn call(&self, input: serde_json::Value, cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
+        Box::pin(async move {
+            let args: ShellArgs = match parse_args(input) {
+                Ok(args) => args,
+                Err(output) => return output,
+            };
+            let timeout_ms = args.timeout_ms.unwrap_or(self.config.timeout_ms).clamp(1, self.config.timeout_ms);
+            self.run(&args.command, timeout_ms, cancel).await
+        })
+    }
+}
+
+impl Shell {
+    async fn run(&self, command: &str, timeout_ms: u64, cancel: CancellationToken) -> ToolOutput {
+        let mut child = match tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .current_dir(self.workspace.root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(err) => return ToolOutput::error(format!("could not start sh: {err}")),
+        };
+        let group = GroupGuard::new(child.id());
+        let finished = CancellationToken::new();
+        let cap = self.config.max_output_bytes;
+        let stdout = read_capped(child.stdout.take(), cap, finished.clone());
+        let stderr = read_capped(child.stderr.take(), cap, finished.clone());
+        let wait = async {
+            let ending = tokio::select! {
+                status = child.wait() => Ending::Exited(status),
+                () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => Ending::TimedOut(timeout_ms),
+                () = cancel.cancelled() => Ending::Interrupted,
+            };
+            // Also after a normal exit: whatever the command left running in the background
+            // dies with it.
+            group.kill();
+            if !matches!(ending, Ending::Exited(_)) {
+                // Reap the shell; the group's other processes are reparented and reaped by init.
+                let _ = child.wait().await;
+            }
+            finished.cancel();
+            ending
+        };
+        let (ending, (stdout, stdout_total), (stderr, stderr_total)) = tokio::join!(wait, stdout, stderr);
+        let (header, is_error) = match ending {
+            Ending::Exited(Ok(status)) => match status.code() {
+                Some(code) => (format!("exit code {code}"), code != 0),
+                None => (format!("terminated by a signal ({status})"), true),
+            },
+            Ending::Exited(Err(err)) => (format!("could not wait for the command: {err}"), true),
+            Ending::TimedOut(ms) => {
+                (format!("killed: timed out after {ms} ms (with its whole process group)"), true)
+            }
+            Ending::Interrupted => ("killed: the turn was interrupted (with its whole process group)".into(), true),
+        };
+        let mut text = header;
+        for (name, kept, total) in [("stdout", stdout, stdout_total), ("stderr", stderr, stderr_total)] {
+            if total == 0 {
+                continue;
+            }
+            text.push_str(&format!("\n--- {name} ---\n"));
+            text.push_str(&String::from_utf8_lossy(&kept));
+            if total > kept.len() {
+                text.push_str(&format!("\n[{name} truncated: {} of {total} bytes shown]", kept.len()));
+            }
+        }
+        if is_error { ToolOutput::error(text) } else { ToolOutput::ok(text) }
+    }
+}
+
+/// Reads `reader` to its end, keeping the first `cap` bytes and counting all of them. Stops
+/// [`DRAIN_GRACE`] after `finished` fires even if the pipe is still open.
+async fn read_capped(
+    reader: Option<impl AsyncRead + Unpin>,
+    cap: usize,
+    finished: CancellationToken,
+) -> (Vec<u8>, usize) {
+    let mut kept = Vec::new();
+    let mut total = 0;
+    let Some(mut reader) = reader else { return (kept, total) };
+    let grace = async {
+        finished.cancelled().await;
+        tokio::time::sleep(DRAIN_GRACE).await;
+    };
+    tokio::pin!(grace);
+    let mut buf = vec![0u8; 8192];
+    loop {
+        tokio::select! {
+            read = reader.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    total += n;
+                    let room = cap.saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                }
+            },
+            () = &mut grace => break,
+        }
+    }
+    (kept, total)
+}

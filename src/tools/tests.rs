@@ -1,0 +1,320 @@
+//! The builtin tools and the shell through a [`ToolScope`], as the agent loop calls them:
+//! confinement, match rules, caps, and process-group handling.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::builtin::OUTPUT_CAP_BYTES;
+use super::process_group::group_exists;
+use super::{BuiltinTool, ShellConfig, ToolConfig, ToolOutput, ToolScope};
+
+fn scope(root: &Path, shell: Option<ShellConfig>) -> ToolScope {
+    let config = ToolConfig { workspace: Some(root.to_path_buf()), builtins: BuiltinTool::ALL.to_vec(), shell };
+    config.scope(None).unwrap()
+}
+
+async fn call(scope: &ToolScope, name: &str, input: serde_json::Value) -> ToolOutput {
+    scope.call(name, input, CancellationToken::new()).await
+}
+
+/// A workspace, a directory outside it holding `secret.txt`, and symlinks from inside to it.
+struct Fixture {
+    workspace: tempfile::TempDir,
+    outside: tempfile::TempDir,
+    scope: ToolScope,
+}
+
+fn fixture() -> Fixture {
+    let workspace = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    std::fs::write(workspace.path().join("notes.txt"), "inside\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), workspace.path().join("out_dir")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), workspace.path().join("out_file")).unwrap();
+    let scope = scope(workspace.path(), None);
+    Fixture { workspace, outside, scope }
+}
+
+fn outside_entries(fixture: &Fixture) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixture.outside.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn reads_cannot_leave_the_workspace() {
+    let fx = fixture();
+    let secret = fx.outside.path().join("secret.txt");
+    let escapes = [
+        "../secret.txt".to_owned(),
+        format!("../{}/secret.txt", fx.outside.path().file_name().unwrap().to_string_lossy()),
+        secret.to_string_lossy().into_owned(),
+        "out_file".to_owned(),
+        "out_dir/secret.txt".to_owned(),
+    ];
+    for path in &escapes {
+        let output = call(&fx.scope, "read_file", json!({"path": path})).await;
+        assert!(output.is_error && !output.content.contains("secret\n"), "{path}: {output:?}");
+        assert_ne!(output.content, "secret", "{path}");
+    }
+    let listed = call(&fx.scope, "list_dir", json!({"path": "out_dir"})).await;
+    assert!(listed.is_error && listed.content.contains("outside the workspace"), "{listed:?}");
+    let searched = call(&fx.scope, "search", json!({"pattern": "secret", "path": "out_dir"})).await;
+    assert!(searched.is_error, "{searched:?}");
+    assert_eq!(call(&fx.scope, "read_file", json!({"path": "notes.txt"})).await, ToolOutput::ok("inside\n"));
+}
+
+#[tokio::test]
+async fn writes_and_edits_cannot_leave_the_workspace() {
+    let fx = fixture();
+    let secret = fx.outside.path().join("secret.txt");
+    let escapes = [
+        "../planted.txt".to_owned(),
+        "new_dir/../../planted.txt".to_owned(),
+        fx.outside.path().join("planted.txt").to_string_lossy().into_owned(),
+        "out_file".to_owned(),
+        "out_dir/planted.txt".to_owned(),
+        "out_dir/deeper/planted.txt".to_owned(),
+        secret.to_string_lossy().into_owned(),
+    ];
+    for path in &escapes {
+        let output = call(&fx.scope, "write_file", json!({"path": path, "content": "pwned"})).await;
+        assert!(output.is_error, "{path}: {output:?}");
+        let output =
+            call(&fx.scope, "edit_file", json!({"path": path, "old_text": "secret", "new_text": "pwned"})).await;
+        assert!(output.is_error, "{path}: {output:?}");
+    }
+    assert_eq!(outside_entries(&fx), ["secret.txt"]);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret");
+    assert!(!fx.workspace.path().join("new_dir").exists(), "a refused write creates no directory");
+}
+
+#[tokio::test]
+async fn huge_files_are_read_capped_and_written_whole() {
+    let fx = fixture();
+    let line = "x".repeat(99) + "\n";
+    let huge = line.repeat(100_000); // 10 MB
+    let written = call(&fx.scope, "write_file", json!({"path": "deep/er/huge.txt", "content": huge})).await;
+    assert!(!written.is_error && written.content.contains("10000000 bytes"), "{written:?}");
+    assert_eq!(std::fs::read(fx.workspace.path().join("deep/er/huge.txt")).unwrap().len(), 10_000_000);
+
+    let read = call(&fx.scope, "read_file", json!({"path": "deep/er/huge.txt"})).await;
+    assert!(!read.is_error && read.content.len() < OUTPUT_CAP_BYTES + 200, "{}", read.content.len());
+    assert!(read.content.contains("[output truncated at"), "{}", &read.content[read.content.len() - 200..]);
+    let range =
+        call(&fx.scope, "read_file", json!({"path": "deep/er/huge.txt", "start_line": 99_999, "line_count": 5}))
+            .await;
+    assert_eq!(range, ToolOutput::ok(line.repeat(2)));
+
+    // One line longer than the cap, without a newline, is cut on a character boundary.
+    let wide = "é".repeat(OUTPUT_CAP_BYTES);
+    std::fs::write(fx.workspace.path().join("wide.txt"), &wide).unwrap();
+    let read = call(&fx.scope, "read_file", json!({"path": "wide.txt"})).await;
+    assert!(!read.is_error && read.content.starts_with("éé") && read.content.contains("truncated"));
+    std::fs::write(fx.workspace.path().join("binary.bin"), [0xff, 0xfe, 0x00, 0x80]).unwrap();
+    assert!(call(&fx.scope, "read_file", json!({"path": "binary.bin"})).await.is_error);
+}
+
+#[tokio::test]
+async fn write_file_overwrites_and_reports() {
+    let fx = fixture();
+    let first = call(&fx.scope, "write_file", json!({"path": "notes.txt", "content": "replaced"})).await;
+    assert_eq!(first, ToolOutput::ok("wrote 8 bytes to notes.txt"));
+    assert_eq!(std::fs::read_to_string(fx.workspace.path().join("notes.txt")).unwrap(), "replaced");
+    let bad = call(&fx.scope, "write_file", json!({"path": "a.txt"})).await;
+    assert!(bad.is_error && bad.content.contains("invalid arguments"), "{bad:?}");
+}
+
+#[tokio::test]
+async fn edit_file_replaces_exactly_one_match_unless_told_otherwise() {
+    let fx = fixture();
+    let path = fx.workspace.path().join("code.txt");
+    std::fs::write(&path, "let a = 1;\nlet b = 1;\nlet c = 2;\n").unwrap();
+    let edit = |old: &str, new: &str, all: bool| json!({"path": "code.txt", "old_text": old, "new_text": new, "replace_all": all});
+
+    let none = call(&fx.scope, "edit_file", edit("let d", "x", false)).await;
+    assert!(none.is_error && none.content.contains("not found"), "{none:?}");
+    let many = call(&fx.scope, "edit_file", edit("= 1;", "= 9;", false)).await;
+    assert!(many.is_error && many.content.contains("occurs 2 times"), "{many:?}");
+    let empty = call(&fx.scope, "edit_file", edit("", "x", false)).await;
+    assert!(empty.is_error, "{empty:?}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "let a = 1;\nlet b = 1;\nlet c = 2;\n",
+        "failed edits change nothing"
+    );
+
+    let once = call(&fx.scope, "edit_file", edit("let c = 2;", "let c = 3;", false)).await;
+    assert_eq!(once, ToolOutput::ok("replaced 1 occurrence in code.txt"));
+    let all = call(&fx.scope, "edit_file", edit("= 1;", "= 9;", true)).await;
+    assert_eq!(all, ToolOutput::ok("replaced 2 occurrences in code.txt"));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "let a = 9;\nlet b = 9;\nlet c = 3;\n");
+    let missing = call(&fx.scope, "edit_file", json!({"path": "nope.txt", "old_text": "a", "new_text": "b"})).await;
+    assert!(missing.is_error);
+}
+
+#[tokio::test]
+async fn search_finds_lines_by_regex_and_glob_within_caps() {
+    let fx = fixture();
+    let root = fx.workspace.path();
+    std::fs::create_dir_all(root.join("src/nested")).unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::write(root.join("src/main.rs"), "fn main() {}\n// TODO: one\n").unwrap();
+    std::fs::write(root.join("src/nested/lib.rs"), "pub fn lib() {}\n// TODO: two\n").unwrap();
+    std::fs::write(root.join("src/notes.md"), "TODO: three\n").unwrap();
+    std::fs::write(root.join(".git/config"), "TODO: hidden\n").unwrap();
+    std::fs::write(root.join("blob.bin"), b"TODO\0binary").unwrap();
+    let many: String = (0..500).map(|n| format!("match {n}\n")).collect();
+    std::fs::write(root.join("many.txt"), many).unwrap();
+
+    let todo = call(&fx.scope, "search", json!({"pattern": r"TODO: \w+"})).await;
+    assert_eq!(
+        todo,
+        ToolOutput::ok(
+            "src/main.rs:2: // TODO: one\nsrc/nested/lib.rs:2: // TODO: two\nsrc/notes.md:1: TODO: three"
+        )
+    );
+    let rust = call(&fx.scope, "search", json!({"pattern": "TODO", "glob": "*.rs"})).await;
+    assert_eq!(rust.content.lines().count(), 2, "{rust:?}");
+    let nested = call(&fx.scope, "search", json!({"pattern": "fn", "glob": "src/**/lib.rs"})).await;
+    assert_eq!(nested, ToolOutput::ok("src/nested/lib.rs:1: pub fn lib() {}"));
+    let under = call(&fx.scope, "search", json!({"pattern": "TODO", "path": "src/nested"})).await;
+    assert_eq!(under, ToolOutput::ok("src/nested/lib.rs:2: // TODO: two"));
+
+    let capped = call(&fx.scope, "search", json!({"pattern": "^match", "max_results": 10})).await;
+    assert_eq!(capped.content.lines().filter(|line| line.starts_with("many.txt:")).count(), 10);
+    assert!(capped.content.contains("[search stopped: 10 results shown"), "{capped:?}");
+    let default_cap = call(&fx.scope, "search", json!({"pattern": "^match"})).await;
+    assert_eq!(default_cap.content.lines().filter(|line| line.starts_with("many.txt:")).count(), 100);
+
+    let nothing = call(&fx.scope, "search", json!({"pattern": "no such text"})).await;
+    assert!(!nothing.is_error && nothing.content.starts_with("no matches"), "{nothing:?}");
+    let invalid = call(&fx.scope, "search", json!({"pattern": "(unclosed"})).await;
+    assert!(invalid.is_error && invalid.content.contains("invalid pattern"), "{invalid:?}");
+}
+
+fn shell_config(timeout_ms: u64) -> Option<ShellConfig> {
+    Some(ShellConfig { timeout_ms, max_output_bytes: 1024 })
+}
+
+#[tokio::test]
+async fn the_shell_is_absent_unless_enabled() {
+    let fx = fixture();
+    let output = call(&fx.scope, "shell", json!({"command": "touch pwned"})).await;
+    assert!(output.is_error && output.content.contains("unknown tool"), "{output:?}");
+    assert!(!fx.workspace.path().join("pwned").exists());
+    assert!(fx.scope.specs().iter().all(|spec| spec.name != "shell"));
+}
+
+#[tokio::test]
+async fn the_shell_reports_exit_code_and_both_streams_from_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let scope = scope(dir.path(), shell_config(10_000));
+    let ok = call(&scope, "shell", json!({"command": "pwd; echo oops >&2"})).await;
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    assert_eq!(
+        ok,
+        ToolOutput::ok(format!("exit code 0\n--- stdout ---\n{}\n\n--- stderr ---\noops\n", root.display()))
+    );
+    let failed = call(&scope, "shell", json!({"command": "exit 3"})).await;
+    assert_eq!(failed, ToolOutput::error("exit code 3"));
+    let stdin = call(&scope, "shell", json!({"command": "cat; echo done"})).await;
+    assert_eq!(stdin, ToolOutput::ok("exit code 0\n--- stdout ---\ndone\n"), "stdin is closed");
+
+    let flood = call(&scope, "shell", json!({"command": "yes | head -c 100000"})).await;
+    assert!(
+        !flood.is_error && flood.content.contains("[stdout truncated: 1024 of 100000 bytes shown]"),
+        "{flood:?}"
+    );
+    assert!(flood.content.len() < 1200);
+}
+
+/// Whether a process of group `pgid` is still alive (zombies waiting to be reaped do not count).
+fn group_alive(pgid: u32) -> bool {
+    if !group_exists(pgid) {
+        return false;
+    }
+    std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+        let Some((_, rest)) = stat.rsplit_once(')') else { return false };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z"
+    })
+}
+
+/// Waits a little for the group to be gone (the kernel delivers SIGKILL asynchronously).
+async fn assert_group_gone(pgid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while group_alive(pgid) {
+        assert!(Instant::now() < deadline, "process group {pgid} still has live processes");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const SPAWN_BACKGROUND: &str = "echo $$ > pgid; sleep 300 & sleep 300 & wait";
+
+fn pgid_of(dir: &Path) -> u32 {
+    std::fs::read_to_string(dir.join("pgid")).unwrap().trim().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let scope = scope(dir.path(), shell_config(60_000));
+    let started = Instant::now();
+    let output = call(&scope, "shell", json!({"command": SPAWN_BACKGROUND, "timeout_ms": 500})).await;
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(output.is_error && output.content.contains("killed: timed out after 500 ms"), "{output:?}");
+    assert_group_gone(pgid_of(dir.path())).await;
+
+    // The session's limit caps what a call asks for.
+    let capped = scope_with_limit(dir.path(), 300);
+    let output = call(&capped, "shell", json!({"command": "sleep 30", "timeout_ms": 100_000})).await;
+    assert!(output.content.contains("timed out after 300 ms"), "{output:?}");
+}
+
+fn scope_with_limit(dir: &Path, timeout_ms: u64) -> ToolScope {
+    scope(dir, shell_config(timeout_ms))
+}
+
+#[tokio::test]
+async fn an_interrupt_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let scope = scope(dir.path(), shell_config(60_000));
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    let pgid_file = dir.path().join("pgid");
+    let watcher = tokio::spawn(async move {
+        while !std::fs::read_to_string(&pgid_file).is_ok_and(|text| text.ends_with('\n')) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let alive_before = group_alive(pgid_of(pgid_file.parent().unwrap()));
+        canceller.cancel();
+        alive_before
+    });
+    let started = Instant::now();
+    let output = scope.call("shell", json!({"command": SPAWN_BACKGROUND}), cancel).await;
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(output.is_error, "{output:?}");
+    assert!(watcher.await.unwrap(), "the group was alive before the interrupt (the check is not vacuous)");
+    assert_group_gone(pgid_of(dir.path())).await;
+}
+
+#[tokio::test]
+async fn background_processes_do_not_outlive_a_finished_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let scope = scope(dir.path(), shell_config(10_000));
+    let output =
+        call(&scope, "shell", json!({"command": "echo $$ > pgid; (sleep 300 >/dev/null 2>&1 &); echo started"}))
+            .await;
+    assert_eq!(output, ToolOutput::ok("exit code 0\n--- stdout ---\nstarted\n"));
+    assert_group_gone(pgid_of(dir.path())).await;
+}

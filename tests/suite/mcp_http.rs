@@ -177,3 +177,16 @@ async fn a_turn_still_running_at_the_drain_timeout_is_interrupted_and_the_proces
         assert_eq!(shown["session"]["state"]["last_turn"]["status"], "cancelled", "saved as interrupted");
     }
 }
+
+#[tokio::test]
+async fn unknown_routes_and_wrong_methods_answer_json() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let missing = deputy.http.get(deputy.url("/v1/nope")).send().await.unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+    assert_eq!(missing.json::<Value>().await.unwrap()["code"], "NOT_FOUND");
+    let wrong = deputy.http.delete(deputy.url("/rpc")).send().await.unwrap();
+    assert_eq!(wrong.status().as_u16(), 405);
+    assert_eq!(wrong.json::<Value>().await.unwrap()["code"], "METHOD_NOT_ALLOWED");
+    let foreign = deputy.http.get(deputy.url("/v1/nope")).header("host", "evil.example").send().await.unwrap();
+    assert_eq!(foreign.status().as_u16(), 403, "unknown paths are guarded too");
+}

@@ -90,12 +90,53 @@ pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown:
         .merge(rest::router(service.clone()))
         .merge(jsonrpc::router(service.clone()))
         .route("/readyz", get(readyz::<S>))
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
         .with_state(service)
         .layer(axum::middleware::from_fn_with_state(Arc::new(security::Guard::new(config)), security::guard));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .merge(guarded)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(axum::middleware::from_fn(request_span))
+}
+
+/// One span per request (request id, method, path), so every log line of a request, down to
+/// the session actor's, can be told apart; the outcome is logged at debug level.
+async fn request_span(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    let span = tracing::info_span!(
+        "http",
+        request_id = %uuid::Uuid::new_v4(),
+        method = %request.method(),
+        path = %request.uri().path()
+    );
+    let started = std::time::Instant::now();
+    let response = tracing::Instrument::instrument(next.run(request), span.clone()).await;
+    span.in_scope(|| {
+        tracing::debug!(
+            status = response.status().as_u16(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "request done"
+        )
+    });
+    response
+}
+
+/// Unknown paths answer JSON like every other refusal.
+async fn no_route(uri: axum::http::Uri) -> (StatusCode, axum::Json<serde_json::Value>) {
+    let message = format!("no route {}: see /v1/openapi.json, /rpc and /mcp", uri.path());
+    (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"code": "NOT_FOUND", "message": message})))
+}
+
+async fn wrong_method(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> (StatusCode, axum::Json<serde_json::Value>) {
+    let message = format!("{method} is not allowed on {}", uri.path());
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        axum::Json(serde_json::json!({"code": "METHOD_NOT_ALLOWED", "message": message})),
+    )
 }
 
 /// Ready when the service answers a cheap query, which reads the store when there is one.

@@ -231,6 +231,81 @@ impl Surface for Rpc<'_> {
     }
 }
 
+/// MCP streamable HTTP through the rmcp client. Its column of the error table is "isError
+/// result" for every code: the code travels in `structuredContent` and `transport` is 0.
+struct Mcp {
+    client: rmcp::service::RunningService<rmcp::RoleClient, crate::common::deputy::RecordingClient>,
+}
+
+impl Mcp {
+    async fn call(&self, tool: &str, arguments: Value) -> Outcome {
+        let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
+        let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let result = self.client.call_tool(params).await.unwrap_or_else(|err| panic!("{tool}: {err}"));
+        let body = result.structured_content.clone().expect("structured content");
+        if result.is_error != Some(true) {
+            return Ok(body);
+        }
+        let (code, text) = crate::common::deputy::error_of(&result);
+        Err(Failure {
+            code,
+            transport: 0,
+            message: text,
+            session_id: body["session_id"].as_str().map(str::to_owned),
+        })
+    }
+}
+
+impl Surface for Mcp {
+    fn expected(&self, code: &str) -> i64 {
+        assert!(
+            ["SESSION_NOT_FOUND", "SESSION_BUSY", "SESSION_PERSISTENCE_DISABLED", "SESSION_COMPACTION_DISABLED"]
+                .iter()
+                .chain(&["SESSION_NOT_RUNNING", "SESSION_STORE_ERROR", "AGENT_ERROR", "INVALID_REQUEST"])
+                .any(|known| *known == code),
+            "no such code {code}"
+        );
+        0
+    }
+
+    async fn create(&self, params: Value) -> Outcome {
+        self.call("session_create", params).await
+    }
+
+    async fn turn(&self, id: &str, mut params: Value) -> Outcome {
+        params["session_id"] = json!(id);
+        self.call("session_turn", params).await
+    }
+
+    async fn read(&self, id: &str, wait_ms: Option<u64>) -> Outcome {
+        let mut params = json!({"session_id": id});
+        if let Some(ms) = wait_ms {
+            params["wait_ms"] = json!(ms);
+        }
+        self.call("session_read", params).await
+    }
+
+    async fn list(&self, params: Value) -> Outcome {
+        self.call("session_list", params).await
+    }
+
+    async fn interrupt(&self, id: &str) -> Outcome {
+        self.call("session_interrupt", json!({"session_id": id})).await
+    }
+
+    async fn archive(&self, id: &str) -> Outcome {
+        self.call("session_archive", json!({"session_id": id})).await
+    }
+
+    async fn compact(&self, id: &str) -> Outcome {
+        self.call("session_compact", json!({"session_id": id})).await
+    }
+
+    async fn tool_output(&self, id: &str, tool_use_id: &str) -> Outcome {
+        self.call("session_tool_output", json!({"session_id": id, "tool_use_id": tool_use_id})).await
+    }
+}
+
 /// The whole lifecycle and every error code a surface can be made to produce from outside
 /// (all but SESSION_STORE_ERROR, which needs a failing disk).
 async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
@@ -357,6 +432,13 @@ async fn rest_runs_the_lifecycle_with_the_error_table() {
 async fn jsonrpc_runs_the_lifecycle_with_the_error_table() {
     let deputy = HttpDeputy::start(&[]).await;
     lifecycle(&deputy, &Rpc(&deputy)).await;
+}
+
+#[tokio::test]
+async fn mcp_over_http_runs_the_lifecycle_with_the_error_table() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let client = deputy.mcp(rmcp::ClientLifecycleMode::Initialize).await;
+    lifecycle(&deputy, &Mcp { client }).await;
 }
 
 /// One SSE frame: `(event, data)`; keep-alive comments are skipped.

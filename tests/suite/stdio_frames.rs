@@ -90,3 +90,17 @@ async fn malformed_frames_never_kill_the_server() {
     let status = deputy.child.wait().await.unwrap();
     assert!(status.success(), "exit status {status:?}");
 }
+
+#[tokio::test]
+async fn sigterm_ends_the_stdio_server_cleanly() {
+    let mut deputy = RawDeputy::spawn();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    deputy.send(&initialize.to_string()).await;
+    assert_eq!(deputy.response().await["result"]["serverInfo"]["name"], "deputy");
+    let pid = deputy.child.id().unwrap().to_string();
+    assert!(tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap().success());
+    let status =
+        tokio::time::timeout(std::time::Duration::from_secs(30), deputy.child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "exit status {status:?}");
+}

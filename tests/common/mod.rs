@@ -5,3 +5,4 @@
 pub mod deputy;
 pub mod http_deputy;
 pub mod mock_llm;
+pub mod scenarios;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::common::http_deputy::HttpDeputy;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
+use crate::common::scenarios::capped_log_read;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -584,13 +585,7 @@ async fn rest_refusals_are_json_errors() {
 async fn rest_reads_a_capped_tool_output() {
     let deputy = HttpDeputy::start(&[]).await;
     let rest = Rest(&deputy);
-    let log: String = (0..3000).map(|n| format!("entry {n}\n")).collect();
-    std::fs::write(deputy.workspace.path().join("log.txt"), &log).unwrap();
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_log", "read_file", json!({"path": "log.txt"}))],
-    )));
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["It is long."])));
+    let log = capped_log_read(&deputy.mock, deputy.workspace.path());
     let created =
         rest.create(json!({"prompt": "read log.txt", "context": {"tool_output_cap_bytes": 2048}})).await.unwrap();
     let id = created["session_id"].as_str().unwrap();

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::common::deputy::TestDeputy;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic, openai};
+use crate::common::scenarios::capped_log_read;
 
 #[tokio::test]
 async fn serves_the_session_tools_with_schemas_under_its_own_name() {
@@ -269,13 +270,7 @@ async fn a_2026_07_28_client_gets_the_same_tools_and_results() {
 #[tokio::test]
 async fn a_capped_tool_output_is_readable_and_compaction_answers_per_profile() {
     let deputy = TestDeputy::start().await;
-    let log: String = (0..3000).map(|n| format!("entry {n}\n")).collect();
-    std::fs::write(deputy.workspace.path().join("log.txt"), &log).unwrap();
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_log", "read_file", json!({"path": "log.txt"}))],
-    )));
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["It is long."])));
+    let log = capped_log_read(&deputy.mock, deputy.workspace.path());
     let created = deputy
         .ok("session_create", json!({"prompt": "read log.txt", "context": {"tool_output_cap_bytes": 2048}}))
         .await;

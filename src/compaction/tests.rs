@@ -309,8 +309,7 @@ async fn three_hundred_turns_with_large_tool_outputs_stay_within_the_window() {
     };
     let id = service.create_session(create("task 0", context)).await.unwrap().session_id;
     for n in 1..300 {
-        let result =
-            service.start_turn(&id, TurnRequest { prompt: format!("task {n}"), options: TurnOptions::default() });
+        let result = service.start_turn(&id, TurnRequest { prompt: format!("task {n}"), ..TurnRequest::default() });
         assert_eq!(result.await.unwrap().text, "Read it; the rows look fine.", "turn {n}");
     }
     let requests = provider.requests();

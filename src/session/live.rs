@@ -354,3 +354,7 @@ mod capability_tests;
 #[cfg(all(test, feature = "session-store"))]
 #[path = "persistence_tests.rs"]
 mod persistence_tests;
+
+#[cfg(test)]
+#[path = "pending_tests.rs"]
+mod pending_tests;

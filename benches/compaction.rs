@@ -208,7 +208,10 @@ async fn three_hundred_turns() {
     let id = service.create_session(create).await.unwrap().session_id;
     for n in 1..300 {
         let options = TurnOptions { events: Some(events.clone()), ..TurnOptions::default() };
-        service.start_turn(&id, TurnRequest { prompt: format!("task {n}"), options }).await.unwrap();
+        service
+            .start_turn(&id, TurnRequest { prompt: format!("task {n}"), options, ..TurnRequest::default() })
+            .await
+            .unwrap();
     }
     let elapsed = started.elapsed();
     drop(events);

@@ -173,6 +173,7 @@ impl AgentFactory {
             unsaved_outputs: Vec::new(),
             turn_running: false,
             turn_prompt_index: 0,
+            pending: None,
         })
     }
 }

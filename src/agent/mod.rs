@@ -10,6 +10,7 @@ pub mod budget;
 pub mod context;
 pub mod events;
 pub mod factory;
+pub mod pending;
 pub mod turn;
 
 use std::collections::BTreeMap;
@@ -19,7 +20,8 @@ pub use budget::{Budget, Consumption, Exhausted};
 pub use context::{ContextOverrides, ContextSettings, ContextState};
 pub use events::{AgentEvent, EventSender, EventSink};
 pub use factory::{AgentBuildConfig, AgentFactory, AgentSpec};
-pub use turn::{TurnEnd, TurnReport};
+pub use pending::PendingStep;
+pub use turn::{TurnEnd, TurnInput, TurnReport};
 
 use crate::llm::{Message, Provider, Usage};
 use crate::tools::{ToolConfig, ToolScope};
@@ -58,6 +60,8 @@ pub struct Agent {
     /// compaction in the middle of a turn must keep.
     pub(crate) turn_running: bool,
     pub(crate) turn_prompt_index: usize,
+    /// A step whose tool calls wait for the caller; the history ends with its `tool_use`.
+    pub(crate) pending: Option<PendingStep>,
 }
 
 /// The state of a stored session, handed to a freshly built agent to resume it.
@@ -69,6 +73,7 @@ pub struct RestoredState {
     pub turns: u64,
     pub context: ContextState,
     pub history_epoch: u64,
+    pub pending: Option<PendingStep>,
 }
 
 impl Agent {
@@ -108,6 +113,11 @@ impl Agent {
             context: self.context_settings,
             tools: self.tool_config.clone(),
         }
+    }
+
+    /// The held step, if tool calls wait for the caller.
+    pub fn pending_step(&self) -> Option<&PendingStep> {
+        self.pending.as_ref()
     }
 
     /// What is known about the history's size.
@@ -163,6 +173,7 @@ impl Agent {
         self.turns = state.turns;
         self.context = state.context;
         self.history_epoch = state.history_epoch;
+        self.pending = state.pending;
     }
 }
 

@@ -6,7 +6,9 @@
 //!
 //! Invariant: whatever way a turn ends, the history stays valid for the next turn. The user
 //! prompt and every completed step are kept; partial text of an interrupted response is kept
-//! and marked; every tool call gets a result (a synthetic one if it never ran).
+//! and marked; every tool call gets a result (a synthetic one if it never ran). The one
+//! exception is a step held for the caller ([`super::pending`]): the turn ends with the step
+//! open, and the next turn closes it before any model call.
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +16,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::context::cap_tool_output;
+use super::pending::{CallState, PendingCall, PendingKind, PendingStep, Resolution, Settlement, StepCall};
 use super::{Agent, AgentEvent, EventSink, Exhausted};
 use crate::llm::{
     ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, Usage,
@@ -31,6 +34,8 @@ pub enum TurnEnd {
     Cancelled,
     /// The provider failed; the history is valid and the next turn may succeed.
     Failed(LlmError),
+    /// Tool calls wait for the caller (callbacks, approvals); the step stays open.
+    PendingToolCalls,
 }
 
 /// The outcome of one turn, whatever way it ended.
@@ -45,6 +50,8 @@ pub struct TurnReport {
     /// Tool calls this turn ran.
     pub tool_calls: u64,
     pub end: TurnEnd,
+    /// The calls waiting for the caller when the turn ended `PendingToolCalls`.
+    pub pending: Vec<PendingCall>,
 }
 
 impl TurnReport {
@@ -55,6 +62,7 @@ impl TurnReport {
             TurnEnd::BudgetExhausted(_) => "budget_exhausted",
             TurnEnd::Cancelled => "cancelled",
             TurnEnd::Failed(_) => "error",
+            TurnEnd::PendingToolCalls => "pending_tool_calls",
         }
     }
 }
@@ -108,6 +116,29 @@ impl Response {
     }
 }
 
+/// What a turn starts from: a prompt, the caller's answers to a held step, or both.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnInput {
+    /// Appended after the held step's results, if any; required when nothing is held.
+    pub prompt: Option<String>,
+    /// Settles every waiting call of the held step (see [`super::pending::resolve`]).
+    pub resolution: Resolution,
+}
+
+impl From<String> for TurnInput {
+    fn from(prompt: String) -> Self {
+        Self { prompt: Some(prompt), resolution: Resolution::default() }
+    }
+}
+
+/// How a step's tool calls ended.
+enum StepOutcome {
+    /// Some calls wait for the caller; the step is held in `Agent::pending`.
+    Held,
+    /// Every call has a result in the history; `skipped` were refused for lack of budget.
+    Closed { skipped: u64 },
+}
+
 /// Running totals of one turn.
 #[derive(Default)]
 pub(crate) struct TurnTotals {
@@ -118,12 +149,17 @@ pub(crate) struct TurnTotals {
 
 impl Agent {
     /// Runs one turn. Never panics on provider or tool failure: every ending is a [`TurnEnd`].
-    pub async fn run_turn(&mut self, prompt: String, cancel: CancellationToken, events: &EventSink) -> TurnReport {
+    pub async fn run_turn(
+        &mut self,
+        input: impl Into<TurnInput>,
+        cancel: CancellationToken,
+        events: &EventSink,
+    ) -> TurnReport {
+        let input = input.into();
         let started = Instant::now();
         self.turns += 1;
         let turn = self.turns;
         events.emit(AgentEvent::TurnStarted { turn });
-        self.push_user_prompt(prompt);
         self.turn_running = true;
 
         // The time budget is one more reason to cancel the steps; a child token lets the
@@ -138,7 +174,7 @@ impl Agent {
         });
 
         let mut totals = TurnTotals::default();
-        let end = match self.run_steps(&steps_cancel, events, &mut totals).await {
+        let end = match self.start_steps(input, &steps_cancel, events, &mut totals).await {
             Ok(end) => end,
             Err(Interruption::Cancelled) if cancel.is_cancelled() => TurnEnd::Cancelled,
             Err(Interruption::Cancelled) => TurnEnd::BudgetExhausted(Exhausted::Duration),
@@ -150,12 +186,18 @@ impl Agent {
         self.turn_running = false;
         self.used.active += started.elapsed();
 
-        let report =
-            TurnReport { turn, text: totals.text, usage: totals.usage, tool_calls: totals.tool_calls, end };
+        let report = TurnReport {
+            turn,
+            text: totals.text,
+            usage: totals.usage,
+            tool_calls: totals.tool_calls,
+            end,
+            pending: self.pending_calls(),
+        };
         events.emit(match &report.end {
             TurnEnd::Cancelled => AgentEvent::TurnCancelled { turn },
             TurnEnd::Failed(error) => AgentEvent::TurnFailed { turn, error: error.message.clone() },
-            TurnEnd::Completed { .. } | TurnEnd::BudgetExhausted(_) => {
+            TurnEnd::Completed { .. } | TurnEnd::BudgetExhausted(_) | TurnEnd::PendingToolCalls => {
                 AgentEvent::TurnCompleted { turn, stop_reason: report.stop_reason().to_owned() }
             }
         });
@@ -178,6 +220,37 @@ impl Agent {
                 self.turn_prompt_index = self.history.len() - 1;
             }
         }
+    }
+
+    /// Closes a held step with the caller's answers (or appends the prompt), then runs the loop.
+    async fn start_steps(
+        &mut self,
+        input: TurnInput,
+        cancel: &CancellationToken,
+        events: &EventSink,
+        totals: &mut TurnTotals,
+    ) -> Result<TurnEnd, Interruption> {
+        let prompt = input.prompt.filter(|prompt| !prompt.trim().is_empty());
+        let Some(step) = self.pending.take() else {
+            self.push_user_prompt(prompt.unwrap_or_default());
+            return self.run_steps(cancel, events, totals).await;
+        };
+        let outcome = self.settle(step, input.resolution, cancel, events, totals).await;
+        let StepOutcome::Closed { skipped } = outcome else {
+            return Ok(TurnEnd::PendingToolCalls);
+        };
+        // The results message holds this turn's start, with the prompt joined to it.
+        self.turn_prompt_index = self.history.len().saturating_sub(1);
+        if let Some(prompt) = prompt {
+            self.push_user_prompt(prompt);
+        }
+        if cancel.is_cancelled() {
+            return Err(Interruption::Cancelled);
+        }
+        if skipped > 0 {
+            return Ok(TurnEnd::BudgetExhausted(Exhausted::ToolCalls));
+        }
+        self.run_steps(cancel, events, totals).await
     }
 
     async fn run_steps(
@@ -238,7 +311,9 @@ impl Agent {
                 return Ok(TurnEnd::Completed { stop_reason: stop_reason.as_str().to_owned() });
             }
 
-            let skipped = self.run_tools(calls, cancel, events, totals).await;
+            let StepOutcome::Closed { skipped } = self.run_tools(calls, cancel, events, totals).await else {
+                return Ok(TurnEnd::PendingToolCalls);
+            };
             if cancel.is_cancelled() {
                 return Err(Interruption::Cancelled);
             }
@@ -374,52 +449,138 @@ impl Agent {
         }
     }
 
-    /// Runs a step's tool calls concurrently, within the tool-call budget, and appends their
-    /// results as one user message. Returns how many calls were skipped for lack of budget.
+    /// Runs a step's tool calls: callbacks and calls needing approval are held for the caller,
+    /// the others run concurrently within the tool-call budget. Once nothing waits, the
+    /// results enter the history as one user message, in call order.
     async fn run_tools(
         &mut self,
         calls: Vec<(String, String, serde_json::Value)>,
         cancel: &CancellationToken,
         events: &EventSink,
         totals: &mut TurnTotals,
+    ) -> StepOutcome {
+        let mut step = Vec::with_capacity(calls.len());
+        let mut to_run = Vec::new();
+        for (index, (id, name, input)) in calls.into_iter().enumerate() {
+            events.emit(AgentEvent::ToolCallRequested { id: id.clone(), name: name.clone(), input: input.clone() });
+            let state = if self.tool_config.approval.requires(&name) {
+                CallState::Waiting { kind: PendingKind::Approval }
+            } else if self.tools.is_callback(&name) {
+                CallState::Waiting { kind: PendingKind::Callback }
+            } else {
+                to_run.push(index);
+                CallState::Done { content: String::new(), is_error: false }
+            };
+            step.push(StepCall { tool_use_id: id, name, arguments: input, state });
+        }
+        let skipped = self.execute(&mut step, to_run, cancel, totals).await;
+        self.finish_step(step, skipped, cancel, events)
+    }
+
+    /// Applies the caller's answers to a held step: results and denials become outputs,
+    /// approved calls run (an approved callback goes on waiting, now for its result).
+    async fn settle(
+        &mut self,
+        step: PendingStep,
+        mut resolution: Resolution,
+        cancel: &CancellationToken,
+        events: &EventSink,
+        totals: &mut TurnTotals,
+    ) -> StepOutcome {
+        let mut calls = step.calls;
+        let mut to_run = Vec::new();
+        for (index, call) in calls.iter_mut().enumerate() {
+            let CallState::Waiting { kind } = call.state else { continue };
+            let output = match resolution.settled.remove(&call.tool_use_id) {
+                Some(Settlement::Result(output)) => output,
+                Some(Settlement::Deny(why)) => ToolOutput::error(why),
+                Some(Settlement::Allow) if kind == PendingKind::Approval && self.tools.is_callback(&call.name) => {
+                    call.state = CallState::Waiting { kind: PendingKind::Callback };
+                    continue;
+                }
+                Some(Settlement::Allow) => {
+                    to_run.push(index);
+                    continue;
+                }
+                // Validation answers every waiting call; a gap still closes the step validly.
+                None => ToolOutput::error("not run: the caller did not answer this call"),
+            };
+            call.state = CallState::Done { content: output.content, is_error: output.is_error };
+        }
+        let skipped = self.execute(&mut calls, to_run, cancel, totals).await;
+        self.finish_step(calls, skipped, cancel, events)
+    }
+
+    /// Runs the calls at `indices` of a step concurrently, within the tool-call budget, and
+    /// stores their outputs. Returns how many were skipped for lack of budget.
+    async fn execute(
+        &mut self,
+        step: &mut [StepCall],
+        indices: Vec<usize>,
+        cancel: &CancellationToken,
+        totals: &mut TurnTotals,
     ) -> u64 {
         let allowed = self.budget.remaining_tool_calls(&self.used).unwrap_or(u64::MAX);
-        let mut runs = Vec::new();
-        let mut skipped = 0;
-        for (index, (id, name, input)) in calls.iter().enumerate() {
-            events.emit(AgentEvent::ToolCallRequested { id: id.clone(), name: name.clone(), input: input.clone() });
-            if (index as u64) < allowed {
-                runs.push(self.tools.call(name, input.clone(), cancel.clone()));
-            } else {
-                skipped += 1;
-            }
-        }
-        let ran = runs.len() as u64;
-        let mut outputs = futures::future::join_all(runs).await;
-        outputs.extend(
-            (0..skipped).map(|_| ToolOutput::error("not run: the session's tool-call budget is exhausted")),
-        );
+        let allowed = usize::try_from(allowed).unwrap_or(usize::MAX).min(indices.len());
+        let (run, skip) = indices.split_at(allowed);
+        let runs = run.iter().map(|&index| {
+            let call = &step[index];
+            self.tools.call(&call.name, call.arguments.clone(), cancel.clone())
+        });
+        let outputs = futures::future::join_all(runs).await;
+        let ran = run.len() as u64;
         self.used.tool_calls += ran;
         totals.tool_calls += ran;
+        let skipped_output = || ToolOutput::error("not run: the session's tool-call budget is exhausted");
+        for (&index, output) in run.iter().zip(outputs).chain(skip.iter().map(|index| (index, skipped_output()))) {
+            let call = &mut step[index];
+            call.state = CallState::Done { content: output.content, is_error: output.is_error };
+        }
+        skip.len() as u64
+    }
 
-        let mut results = Vec::with_capacity(calls.len());
-        for ((id, name, _), output) in calls.into_iter().zip(outputs) {
+    /// Holds the step if calls still wait (unless the turn was interrupted: they then get a
+    /// synthetic result), else appends its results to the history.
+    fn finish_step(
+        &mut self,
+        step: Vec<StepCall>,
+        skipped: u64,
+        cancel: &CancellationToken,
+        events: &EventSink,
+    ) -> StepOutcome {
+        let waiting = step.iter().any(|call| matches!(call.state, CallState::Waiting { .. }));
+        if waiting && !cancel.is_cancelled() {
+            self.pending = Some(PendingStep { calls: step, since: chrono::Utc::now() });
+            return StepOutcome::Held;
+        }
+        let mut results = Vec::with_capacity(step.len());
+        for call in step {
+            let (content, is_error) = match call.state {
+                CallState::Done { content, is_error } => (content, is_error),
+                CallState::Waiting { .. } => ("not run: [interrupted]".to_owned(), true),
+            };
+            let id = call.tool_use_id;
             // Stage 0: a huge output enters the history as head + tail; the whole of it is kept.
-            let (content, full) = cap_tool_output(output.content, self.context_settings.tool_output_cap_bytes, &id);
+            let (content, full) = cap_tool_output(content, self.context_settings.tool_output_cap_bytes, &id);
             if let Some(full) = full {
                 self.full_outputs.insert(id.clone(), full);
                 self.unsaved_outputs.push(id.clone());
             }
             events.emit(AgentEvent::ToolResult {
                 id: id.clone(),
-                name,
+                name: call.name,
                 content: content.clone(),
-                is_error: output.is_error,
+                is_error,
             });
-            results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error: output.is_error });
+            results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error });
         }
         self.history.push(Message { role: Role::User, content: results });
-        skipped
+        StepOutcome::Closed { skipped }
+    }
+
+    /// The calls of the held step still waiting for the caller.
+    pub fn pending_calls(&self) -> Vec<PendingCall> {
+        self.pending.as_ref().map(|step| step.waiting(self.tool_config.approval_timeout_ms)).unwrap_or_default()
     }
 }
 

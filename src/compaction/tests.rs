@@ -81,7 +81,7 @@ fn summarizing_model(summary: &'static str) -> Arc<ScriptedProvider> {
 async fn turn_with_events(service: &LiveSessionService, id: &SessionId, prompt: &str) -> Vec<AgentEvent> {
     let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
     let options = TurnOptions { events: Some(events), ..TurnOptions::default() };
-    service.start_turn(id, TurnRequest { prompt: prompt.into(), options }).await.unwrap();
+    service.start_turn(id, TurnRequest { prompt: prompt.into(), options, ..TurnRequest::default() }).await.unwrap();
     let mut all = Vec::new();
     while let Ok(event) = received.try_recv() {
         all.push(event);
@@ -223,8 +223,7 @@ async fn a_context_overflow_compacts_once_and_sends_the_request_again() {
     });
     let service = service(provider.clone(), None, None);
     let id = service.create_session(create("hello", ContextOverrides::default())).await.unwrap().session_id;
-    let result =
-        service.start_turn(&id, TurnRequest { prompt: "too long".into(), options: TurnOptions::default() }).await;
+    let result = service.start_turn(&id, TurnRequest { prompt: "too long".into(), ..TurnRequest::default() }).await;
     assert_eq!(result.unwrap().text, "ok");
     let requests = provider.requests();
     assert_eq!(requests.iter().filter(|r| is_summary_request(r)).count(), 1);
@@ -245,7 +244,7 @@ async fn a_persistent_overflow_fails_the_turn_after_one_compaction() {
     let service = service(provider.clone(), None, None);
     let id = service.create_session(create("hello", ContextOverrides::default())).await.unwrap().session_id;
     let error = service
-        .start_turn(&id, TurnRequest { prompt: "too long".into(), options: TurnOptions::default() })
+        .start_turn(&id, TurnRequest { prompt: "too long".into(), ..TurnRequest::default() })
         .await
         .unwrap_err();
     assert_eq!(error.code(), ErrorCode::AgentError);
@@ -261,7 +260,7 @@ async fn a_compacted_history_is_a_new_epoch_that_survives_a_restart() {
     let provider = summarizing_model("SUMMARY");
     let before = service(provider.clone(), None, Some(store.clone()));
     let id = before.create_session(create(&"a".repeat(8000), small_window())).await.unwrap().session_id;
-    before.start_turn(&id, TurnRequest { prompt: "second".into(), options: TurnOptions::default() }).await.unwrap();
+    before.start_turn(&id, TurnRequest { prompt: "second".into(), ..TurnRequest::default() }).await.unwrap();
     drop(before);
 
     let stored = store.history(&id).await.unwrap();
@@ -272,7 +271,7 @@ async fn a_compacted_history_is_a_new_epoch_that_survives_a_restart() {
     assert_eq!((record.history_epoch, record.context.compactions), (1, 1));
 
     let after = service(provider.clone(), None, Some(store));
-    after.start_turn(&id, TurnRequest { prompt: "third".into(), options: TurnOptions::default() }).await.unwrap();
+    after.start_turn(&id, TurnRequest { prompt: "third".into(), ..TurnRequest::default() }).await.unwrap();
     let resumed = provider.requests().last().unwrap().clone();
     assert_eq!(resumed.messages.len(), 3);
     assert!(resumed.messages[0].text().starts_with(SUMMARY_PREFIX), "the restart sees the compacted history");
@@ -310,8 +309,7 @@ async fn three_hundred_turns_with_large_tool_outputs_stay_within_the_window() {
     };
     let id = service.create_session(create("task 0", context)).await.unwrap().session_id;
     for n in 1..300 {
-        let result =
-            service.start_turn(&id, TurnRequest { prompt: format!("task {n}"), options: TurnOptions::default() });
+        let result = service.start_turn(&id, TurnRequest { prompt: format!("task {n}"), ..TurnRequest::default() });
         assert_eq!(result.await.unwrap().text, "Read it; the rows look fine.", "turn {n}");
     }
     let requests = provider.requests();

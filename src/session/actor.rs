@@ -21,7 +21,7 @@ use super::record::SessionRecord;
 #[cfg(feature = "session-compaction")]
 use super::types::CompactResult;
 use super::types::{RunResult, SessionStatus, SessionView};
-use crate::agent::{Agent, EventSink};
+use crate::agent::{Agent, EventSink, TurnInput};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::llm::Message;
@@ -31,7 +31,7 @@ use crate::store::{SaveRequest, SharedStore, StoreError};
 /// lock is taken before either is sent.
 enum Command {
     RunTurn {
-        prompt: String,
+        input: TurnInput,
         cancel: CancellationToken,
         events: EventSink,
         reply: oneshot::Sender<TurnReply>,
@@ -136,15 +136,25 @@ impl SessionHandle {
         Ok(TurnTicket { cancel, turn })
     }
 
+    /// Gives back a won turn lock without running anything (the request was refused after
+    /// the lock was taken, e.g. answers that do not match the pending calls).
+    pub fn abandon_turn(&self) {
+        self.shared.view.send_modify(|view| {
+            view.state.status = SessionStatus::Idle;
+            view.state.running_turn = None;
+        });
+        self.shared.end_turn();
+    }
+
     /// Hands a won turn to the actor; the result arrives on the returned channel.
     pub async fn run_turn(
         &self,
         ticket: &TurnTicket,
-        prompt: String,
+        input: TurnInput,
         events: EventSink,
     ) -> Result<oneshot::Receiver<TurnReply>, SessionError> {
         let (reply, result) = oneshot::channel();
-        let command = Command::RunTurn { prompt, cancel: ticket.cancel.clone(), events, reply };
+        let command = Command::RunTurn { input, cancel: ticket.cancel.clone(), events, reply };
         if self.commands.send(command).await.is_err() {
             self.shared.end_turn();
             return Err(self.archived_error());
@@ -253,9 +263,9 @@ async fn run(
     let span = tracing::info_span!("session", session_id = %record.session_id);
     while let Some(command) = commands.recv().await {
         match command {
-            Command::RunTurn { prompt, cancel, events, reply } => {
+            Command::RunTurn { input, cancel, events, reply } => {
                 tracing::info!(parent: &span, turn = agent.turns() + 1, "turn started");
-                let report = agent.run_turn(prompt, cancel, &events).await;
+                let report = agent.run_turn(input, cancel, &events).await;
                 let result = RunResult::from_report(record.session_id.clone(), &report);
                 tracing::info!(parent: &span, turn = result.turn, status = ?result.status, stop_reason = ?result.stop_reason, "turn ended");
                 record.absorb(&agent);
@@ -280,6 +290,15 @@ async fn run(
             }
             #[cfg(feature = "session-compaction")]
             Command::Compact { cancel, reply } => {
+                // A held step's tool_use must stay the last message until it is answered.
+                if agent.pending_step().is_some() {
+                    shared.end_turn();
+                    let _ = reply.send(Err(SessionError::invalid(format!(
+                        "session {} has pending tool calls: answer them with session_turn before compacting",
+                        record.session_id
+                    ))));
+                    continue;
+                }
                 let report = match agent.compact_now(&cancel).await {
                     crate::compaction::Outcome::Done(report) => report,
                     crate::compaction::Outcome::Cancelled => crate::compaction::Report::default(),

@@ -56,7 +56,7 @@ fn create(prompt: &str) -> CreateSessionRequest {
 }
 
 fn turn(prompt: &str) -> TurnRequest {
-    TurnRequest { prompt: prompt.into(), options: TurnOptions::default() }
+    TurnRequest { prompt: prompt.into(), ..TurnRequest::default() }
 }
 
 #[tokio::test]
@@ -301,6 +301,7 @@ async fn a_resumed_session_keeps_its_tools() {
         workspace: Some(chosen.path().into()),
         builtins: Some(vec![BuiltinTool::ReadFile]),
         shell: Some(ShellRequest::Enabled(true)),
+        ..ToolRequest::default()
     };
     harness.answer("ok");
     let before = service();

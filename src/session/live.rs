@@ -16,7 +16,8 @@ use super::SessionService;
 use super::actor::{SessionHandle, TurnReply, TurnTicket};
 use super::record::SessionRecord;
 use super::types::*;
-use crate::agent::{AgentFactory, EventSink};
+use crate::agent::pending::resolve;
+use crate::agent::{AgentFactory, EventSink, TurnInput};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::store::{SaveRequest, SharedStore, StoredListQuery, persistence_disabled};
@@ -77,10 +78,10 @@ impl LiveSessionService {
         &self,
         handle: &SessionHandle,
         ticket: TurnTicket,
-        prompt: String,
+        input: TurnInput,
         options: TurnOptions,
     ) -> Result<RunResult, SessionError> {
-        let reply = handle.run_turn(&ticket, prompt, EventSink::new(options.events)).await?;
+        let reply = handle.run_turn(&ticket, input, EventSink::new(options.events)).await?;
         let finished = wait_for_turn(handle, &ticket, reply, options.wait, options.cancel).await?;
         match finished.status {
             TurnStatus::Failed => Err(SessionError::agent(
@@ -92,7 +93,9 @@ impl LiveSessionService {
                     finished.error.as_deref().unwrap_or("unknown error")
                 ),
             )),
-            TurnStatus::Completed | TurnStatus::Running | TurnStatus::Cancelled => Ok(finished),
+            TurnStatus::Completed | TurnStatus::Running | TurnStatus::Cancelled | TurnStatus::PendingToolCalls => {
+                Ok(finished)
+            }
         }
     }
 }
@@ -186,14 +189,28 @@ impl SessionService for LiveSessionService {
         let ticket = handle.try_begin_turn()?;
         self.sessions.write().unwrap_or_else(PoisonError::into_inner).insert(id.clone(), handle.clone());
         tracing::info!(session_id = %id, "session created");
-        self.drive_turn(&handle, ticket, request.prompt, request.turn).await
+        self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
     }
 
     async fn start_turn(&self, id: &SessionId, request: TurnRequest) -> Result<RunResult, SessionError> {
-        require_prompt(&request.prompt)?;
+        let answers = !request.tool_results.is_empty() || !request.approvals.is_empty();
+        if !answers {
+            require_prompt(&request.prompt)?;
+        }
         let handle = self.live_or_resumed(id).await?;
         let ticket = handle.try_begin_turn()?;
-        self.drive_turn(&handle, ticket, request.prompt, request.options).await
+        // Checked under the turn lock, against the view the last turn published: nobody can
+        // answer the same calls in between. A refusal changes nothing.
+        let waiting = handle.view().state.pending;
+        let resolution = match resolve(&waiting, request.tool_results, request.approvals, chrono::Utc::now()) {
+            Ok(resolution) => resolution,
+            Err(error) => {
+                handle.abandon_turn();
+                return Err(error);
+            }
+        };
+        let input = TurnInput { prompt: Some(request.prompt), resolution };
+        self.drive_turn(&handle, ticket, input, request.options).await
     }
 
     async fn interrupt(&self, id: &SessionId) -> Result<InterruptResult, SessionError> {
@@ -337,3 +354,7 @@ mod capability_tests;
 #[cfg(all(test, feature = "session-store"))]
 #[path = "persistence_tests.rs"]
 mod persistence_tests;
+
+#[cfg(test)]
+#[path = "pending_tests.rs"]
+mod pending_tests;

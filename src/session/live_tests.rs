@@ -32,7 +32,7 @@ fn create(prompt: &str) -> CreateSessionRequest {
 }
 
 fn turn(prompt: &str) -> TurnRequest {
-    TurnRequest { prompt: prompt.into(), options: TurnOptions::default() }
+    TurnRequest { prompt: prompt.into(), ..TurnRequest::default() }
 }
 
 /// A response that streams `before`, then waits on `gate` before finishing with `after`.

@@ -56,7 +56,7 @@ fn service(provider: Arc<ScriptedProvider>, store: Arc<dyn SessionStore>) -> Liv
 }
 
 fn turn(prompt: &str) -> TurnRequest {
-    TurnRequest { prompt: prompt.into(), options: TurnOptions::default() }
+    TurnRequest { prompt: prompt.into(), ..TurnRequest::default() }
 }
 
 #[tokio::test]

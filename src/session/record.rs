@@ -14,7 +14,7 @@ use super::types::{
     Billing, BudgetRemaining, ContextView, RunResult, SessionState, SessionStatus, SessionSummary, SessionView,
 };
 use crate::agent::turn::millis;
-use crate::agent::{Agent, AgentSpec, Consumption, ContextState, RestoredState};
+use crate::agent::{Agent, AgentSpec, Consumption, ContextState, PendingStep, RestoredState};
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::llm::Usage;
@@ -49,6 +49,10 @@ pub struct SessionRecord {
     pub context: ContextState,
     #[serde(default)]
     pub estimated_history_tokens: u64,
+    /// A step held for the caller. Persisted here rather than in the history: the history
+    /// keeps the step's `tool_use` message, and its results are appended once answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingStep>,
 }
 
 impl SessionRecord {
@@ -72,6 +76,7 @@ impl SessionRecord {
             archived: false,
             context: ContextState::default(),
             estimated_history_tokens: 0,
+            pending: None,
         }
     }
 
@@ -101,6 +106,7 @@ impl SessionRecord {
         self.context = agent.context_state();
         self.estimated_history_tokens = agent.estimated_history_tokens();
         self.history_epoch = agent.history_epoch();
+        self.pending = agent.pending_step().cloned();
     }
 
     /// The state to hand a rebuilt agent, with the stored history.
@@ -112,6 +118,7 @@ impl SessionRecord {
             turns: self.turns,
             context: self.context,
             history_epoch: self.history_epoch,
+            pending: self.pending.clone(),
         }
     }
 
@@ -146,6 +153,11 @@ impl SessionRecord {
                 created_at: self.created_at,
                 updated_at: self.updated_at,
                 last_turn: self.last_turn.clone(),
+                pending: self
+                    .pending
+                    .as_ref()
+                    .map(|step| step.waiting(self.agent.tools.approval_timeout_ms))
+                    .unwrap_or_default(),
                 context: ContextView {
                     context_window: self.agent.context.context_window,
                     threshold_tokens: self.agent.context.threshold_tokens,

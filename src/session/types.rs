@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::pending::{ApprovalAnswer, PendingCall, ToolResultAnswer};
 use crate::agent::{AgentBuildConfig, Budget, EventSender, TurnEnd, TurnReport};
 use crate::ids::SessionId;
 use crate::llm::{Message, Usage};
@@ -53,7 +54,12 @@ pub struct CreateSessionRequest {
 
 #[derive(Debug, Default)]
 pub struct TurnRequest {
+    /// May be empty when the request answers pending tool calls.
     pub prompt: String,
+    /// Results of the pending callback calls.
+    pub tool_results: Vec<ToolResultAnswer>,
+    /// Decisions on the pending approvals.
+    pub approvals: Vec<ApprovalAnswer>,
     pub options: TurnOptions,
 }
 
@@ -81,6 +87,9 @@ pub enum TurnStatus {
     Cancelled,
     /// The provider failed; the session is ready for the next turn.
     Failed,
+    /// The turn stopped on tool calls the caller must answer (`pending`): callback results
+    /// with `tool_results`, approvals with `approvals`, in the next `session_turn`.
+    PendingToolCalls,
 }
 
 /// The result of a turn (or of waiting for one).
@@ -102,6 +111,9 @@ pub struct RunResult {
     /// Why the turn failed, when `status` is `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The tool calls waiting for the caller, when `status` is `pending_tool_calls`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingCall>,
 }
 
 impl RunResult {
@@ -115,6 +127,7 @@ impl RunResult {
             usage: Usage::default(),
             tool_calls: 0,
             error: None,
+            pending: Vec::new(),
         }
     }
 
@@ -123,6 +136,7 @@ impl RunResult {
             TurnEnd::Completed { .. } | TurnEnd::BudgetExhausted(_) => (TurnStatus::Completed, None),
             TurnEnd::Cancelled => (TurnStatus::Cancelled, None),
             TurnEnd::Failed(error) => (TurnStatus::Failed, Some(error.message.clone())),
+            TurnEnd::PendingToolCalls => (TurnStatus::PendingToolCalls, None),
         };
         Self {
             session_id,
@@ -133,6 +147,7 @@ impl RunResult {
             usage: report.usage,
             tool_calls: report.tool_calls,
             error,
+            pending: report.pending.clone(),
         }
     }
 }
@@ -176,6 +191,10 @@ pub struct SessionState {
     /// The result of the last finished turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_turn: Option<RunResult>,
+    /// Tool calls waiting for the caller (the session is idle, but its next `session_turn`
+    /// must answer them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingCall>,
     /// How full the model's context is, and how often it was compacted.
     pub context: ContextView,
 }

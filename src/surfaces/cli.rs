@@ -209,7 +209,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Ok(service) => {
                     stream_turn(|options| async move {
                         let id = SessionId::from_string(session_id);
-                        service.start_turn(&id, TurnRequest { prompt, options }).await
+                        service.start_turn(&id, TurnRequest { prompt, options, ..TurnRequest::default() }).await
                     })
                     .await
                 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::agent::pending::{ApprovalAnswer, ToolResultAnswer};
 use crate::agent::{AgentBuildConfig, Budget, ContextOverrides};
 use crate::error::SessionError;
 use crate::ids::SessionId;
@@ -19,7 +20,7 @@ use crate::session::{
     ArchiveResult, CompactResult, CreateSessionRequest, InterruptResult, ListQuery, RunResult, SessionList,
     SessionView, ToolOutputResult, TurnOptions, TurnRequest,
 };
-use crate::tools::{BuiltinTool, ShellRequest, ToolRequest};
+use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest};
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -57,6 +58,20 @@ pub struct SessionCreateParams {
     /// 65536 bytes of each of stdout and stderr).
     #[serde(default)]
     pub shell: Option<ShellRequest>,
+    /// Tools you execute yourself: `{name, description, input_schema}`. The model sees them as
+    /// ordinary tools; when it calls one, the turn stops with `status: "pending_tool_calls"`
+    /// and `pending` lists the calls. Answer them with session_turn `tool_results`.
+    #[serde(default)]
+    pub callbacks: Option<Vec<CallbackTool>>,
+    /// Which tool calls wait for your approval before they run: `"never"` (default),
+    /// `"always"` (`shell`, `write_file`, `edit_file`), or `{"tools": [names]}`. A held call
+    /// shows in `pending` with `kind: "approval"`; answer with session_turn `approvals`.
+    #[serde(default)]
+    pub approval: Option<ApprovalPolicy>,
+    /// Deny an unanswered approval once it is this old (ms), when the next session_turn finds
+    /// it. Default: approvals wait for ever.
+    #[serde(default)]
+    pub approval_timeout_ms: Option<u64>,
     /// Keep the session alive for inter-agent messages after the prompt.
     #[serde(default)]
     pub host_mode: Option<bool>,
@@ -74,8 +89,17 @@ pub struct SessionCreateParams {
 pub struct SessionTurnParams {
     /// The session to continue.
     pub session_id: SessionId,
-    /// The next message for the agent.
-    pub prompt: String,
+    /// The next message for the agent. Optional when the call answers pending tool calls (it
+    /// then follows their results); required otherwise.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// Results of the pending callback calls: `{tool_use_id, content, is_error?}`. Every
+    /// pending call must be answered in the same session_turn.
+    #[serde(default)]
+    pub tool_results: Option<Vec<ToolResultAnswer>>,
+    /// Decisions on the pending approvals: `{tool_use_id, decision: "allow" | "deny"}`.
+    #[serde(default)]
+    pub approvals: Option<Vec<ApprovalAnswer>>,
     /// How long to wait for the turn, in ms (default 30000, max 600000); see `session_create`.
     #[serde(default)]
     pub wait_ms: Option<u64>,
@@ -165,7 +189,14 @@ impl SessionCreateParams {
                 max_tokens: self.max_tokens,
                 budget: self.budget.unwrap_or_default(),
                 context: self.context.unwrap_or_default(),
-                tools: ToolRequest { workspace: self.workspace, builtins: self.builtins, shell: self.shell },
+                tools: ToolRequest {
+                    workspace: self.workspace,
+                    builtins: self.builtins,
+                    shell: self.shell,
+                    callbacks: self.callbacks.unwrap_or_default(),
+                    approval: self.approval,
+                    approval_timeout_ms: self.approval_timeout_ms,
+                },
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),
@@ -177,7 +208,13 @@ impl SessionCreateParams {
 
 impl SessionTurnParams {
     pub fn into_request(self, options: TurnOptions) -> (SessionId, TurnRequest) {
-        (self.session_id, TurnRequest { prompt: self.prompt, options })
+        let request = TurnRequest {
+            prompt: self.prompt.unwrap_or_default(),
+            tool_results: self.tool_results.unwrap_or_default(),
+            approvals: self.approvals.unwrap_or_default(),
+            options,
+        };
+        (self.session_id, request)
     }
 }
 
@@ -241,7 +278,9 @@ pub fn tool_catalog() -> Vec<ToolDescriptor> {
             false,
             "Send the next message to an existing session and run one turn; the agent remembers the whole \
              conversation. Only one turn runs per session at a time: a call while a turn runs fails with \
-             SESSION_BUSY. Same `wait_ms` / `status: \"running\"` behaviour as session_create.",
+             SESSION_BUSY. Same `wait_ms` / `status: \"running\"` behaviour as session_create. After \
+             `status: \"pending_tool_calls\"`, answer every call in `pending` here (`tool_results` for \
+             callbacks, `approvals` for approvals; `prompt` optional) and the agent goes on from there.",
         ),
         descriptor::<SessionInterruptParams, InterruptResult>(
             "session_interrupt",

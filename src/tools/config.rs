@@ -2,8 +2,8 @@
 //! defaults ([`ToolDefaults`], the config file's `[tools]` section), and the resolved result
 //! ([`ToolConfig`]) that is persisted with the session so a resumed session gets the same tools.
 //!
-//! Only the workspace, the builtin file tools and the shell exist so far; external MCP
-//! servers, callback tools and approvals will be further fields of these structs.
+//! Callback tools ([`CallbackTool`]) and the approval policy ([`ApprovalPolicy`]) are resolved
+//! here too; external MCP servers will be further fields of these structs.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +11,9 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::approval::ApprovalPolicy;
 use super::builtin::{self, OUTPUT_CAP_BYTES};
+use super::callback::CallbackTool;
 use super::shell::Shell;
 use super::{Tool, ToolScope, Workspace};
 use crate::error::SessionError;
@@ -73,38 +75,55 @@ pub struct ToolConfig {
     /// `None`: no shell.
     #[serde(default)]
     pub shell: Option<ShellConfig>,
+    /// Tools the caller executes (see [`super::callback`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callbacks: Vec<CallbackTool>,
+    /// Which calls wait for the caller's approval.
+    #[serde(default, skip_serializing_if = "ApprovalPolicy::is_never")]
+    pub approval: ApprovalPolicy,
+    /// An approval left unanswered this long is denied when the next call finds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_ms: Option<u64>,
 }
 
 impl Default for ToolConfig {
     /// What sessions stored before per-session tools had: read-only file tools in the
     /// server's workspace.
     fn default() -> Self {
-        Self { workspace: None, builtins: vec![BuiltinTool::ReadFile, BuiltinTool::ListDir], shell: None }
+        Self { builtins: vec![BuiltinTool::ReadFile, BuiltinTool::ListDir], ..Self::none() }
     }
 }
 
 impl ToolConfig {
     /// No tools at all.
     pub fn none() -> Self {
-        Self { workspace: None, builtins: Vec::new(), shell: None }
+        Self {
+            workspace: None,
+            builtins: Vec::new(),
+            shell: None,
+            callbacks: Vec::new(),
+            approval: ApprovalPolicy::default(),
+            approval_timeout_ms: None,
+        }
     }
 
     /// Opens the workspace and builds the tools. `server_workspace` stands in for a missing
-    /// `workspace`; without either, the session has no tools.
+    /// `workspace`; without either, the session has only its callback tools.
     pub fn scope(&self, server_workspace: Option<&Workspace>) -> Result<ToolScope, String> {
+        let callbacks = ToolScope::default().with_callbacks(&self.callbacks);
         if self.builtins.is_empty() && self.shell.is_none() {
-            return Ok(ToolScope::default());
+            return Ok(callbacks);
         }
         let workspace = match (&self.workspace, server_workspace) {
             (Some(dir), _) => Workspace::new(dir).map_err(|err| format!("workspace {}: {err}", dir.display()))?,
             (None, Some(workspace)) => workspace.clone(),
-            (None, None) => return Ok(ToolScope::default()),
+            (None, None) => return Ok(callbacks),
         };
         let mut tools: Vec<Arc<dyn Tool>> = self.builtins.iter().map(|tool| tool.build(&workspace)).collect();
         if let Some(shell) = self.shell {
             tools.push(Arc::new(Shell::new(workspace, shell)));
         }
-        Ok(ToolScope::new(tools))
+        Ok(ToolScope::new(tools).with_callbacks(&self.callbacks))
     }
 }
 
@@ -136,6 +155,9 @@ pub struct ToolRequest {
     pub workspace: Option<PathBuf>,
     pub builtins: Option<Vec<BuiltinTool>>,
     pub shell: Option<ShellRequest>,
+    pub callbacks: Vec<CallbackTool>,
+    pub approval: Option<ApprovalPolicy>,
+    pub approval_timeout_ms: Option<u64>,
 }
 
 /// The `[tools]` section of the config file: defaults for sessions that do not say.
@@ -184,15 +206,25 @@ impl ToolDefaults {
             Some(limits) => Some(self.shell_config(limits)?),
             None => None,
         };
+        validate_callbacks(&request.callbacks)?;
+        if request.approval_timeout_ms == Some(0) {
+            return Err(SessionError::invalid("approval_timeout_ms must be at least 1"));
+        }
+        let caller_side = ToolConfig {
+            callbacks: request.callbacks,
+            approval: request.approval.unwrap_or_default(),
+            approval_timeout_ms: request.approval_timeout_ms,
+            ..ToolConfig::none()
+        };
         if workspace.is_none() {
             if asked_for_builtins || shell.is_some() {
                 return Err(SessionError::invalid(
                     "tools need a workspace: pass `workspace` or start deputy with --workspace",
                 ));
             }
-            return Ok(ToolConfig::none());
+            return Ok(caller_side);
         }
-        Ok(ToolConfig { workspace, builtins, shell })
+        Ok(ToolConfig { workspace, builtins, shell, ..caller_side })
     }
 
     fn shell_config(&self, limits: ShellLimits) -> Result<ShellConfig, SessionError> {
@@ -206,6 +238,26 @@ impl ToolDefaults {
         }
         Ok(ShellConfig { timeout_ms, max_output_bytes })
     }
+}
+
+/// Callback names must be unique and must not shadow deputy's own tools.
+fn validate_callbacks(callbacks: &[CallbackTool]) -> Result<(), SessionError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for callback in callbacks {
+        callback.validate()?;
+        let builtin =
+            serde_json::from_value::<BuiltinTool>(serde_json::Value::String(callback.name.clone())).is_ok();
+        if builtin || callback.name == "shell" {
+            return Err(SessionError::invalid(format!(
+                "callback {:?} has the name of a builtin tool",
+                callback.name
+            )));
+        }
+        if !seen.insert(callback.name.as_str()) {
+            return Err(SessionError::invalid(format!("callback {:?} is declared twice", callback.name)));
+        }
+    }
+    Ok(())
 }
 
 fn open_workspace(dir: &Path) -> Result<Workspace, SessionError> {

@@ -5,7 +5,9 @@
 //! [`builtin`], one file each, and are confined to the session's [`workspace::Workspace`]; the
 //! opt-in [`shell`] runs commands there. [`config`] decides which of them a session gets.
 
+pub mod approval;
 pub mod builtin;
+pub mod callback;
 pub mod config;
 pub mod process_group;
 pub mod scope;
@@ -18,6 +20,8 @@ mod tests;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+pub use approval::ApprovalPolicy;
+pub use callback::CallbackTool;
 pub use config::{BuiltinTool, ShellConfig, ShellRequest, ToolConfig, ToolDefaults, ToolRequest};
 pub use scope::ToolScope;
 pub use workspace::Workspace;

@@ -1,22 +1,38 @@
 //! The tools one session can use, resolved once when its agent is built.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Tool, ToolOutput};
+use super::{CallbackTool, Tool, ToolOutput};
 use crate::llm::ToolSpec;
 
 /// The resolved tool declarations of a session plus the handles that execute them.
 #[derive(Clone, Default)]
 pub struct ToolScope {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// Names of the tools the caller executes: the loop holds their calls instead of running them.
+    callbacks: BTreeSet<String>,
 }
 
 impl ToolScope {
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
-        Self { tools: tools.into_iter().map(|tool| (tool.spec().name, tool)).collect() }
+        Self { tools: tools.into_iter().map(|tool| (tool.spec().name, tool)).collect(), callbacks: BTreeSet::new() }
+    }
+
+    /// Adds the caller's tools: declared to the model like the others, never run here.
+    pub fn with_callbacks(mut self, callbacks: &[CallbackTool]) -> Self {
+        for callback in callbacks {
+            self.callbacks.insert(callback.name.clone());
+            self.tools.insert(callback.name.clone(), Arc::new(callback.clone()));
+        }
+        self
+    }
+
+    /// Whether `name` is a callback tool, answered by the caller.
+    pub fn is_callback(&self, name: &str) -> bool {
+        self.callbacks.contains(name)
     }
 
     /// Declarations sent to the model, in a stable (name) order so requests are reproducible.

@@ -1,5 +1,6 @@
 //! Integration suites, plus small helpers for driving a provider's event stream.
 
+mod callbacks;
 mod cli;
 mod http_surfaces;
 mod mcp_http;

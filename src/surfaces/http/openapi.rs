@@ -345,7 +345,9 @@ mod tests {
         let turn = &document["components"]["schemas"]["SessionTurnBody"];
         assert!(turn["properties"]["stream"].is_object());
         assert!(turn["properties"].get("session_id").is_none());
-        assert_eq!(turn["required"], json!(["prompt"]));
+        // `prompt` is optional: a turn may only answer pending tool calls.
+        assert_eq!(turn["required"], json!([]));
+        assert!(turn["properties"]["tool_results"].is_object() && turn["properties"]["approvals"].is_object());
         assert_eq!(turn["additionalProperties"], json!(false));
         let list = &document["paths"]["/v1/sessions"]["get"]["parameters"];
         assert_eq!(list.as_array().map(Vec::len), Some(3));

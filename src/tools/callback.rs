@@ -1,0 +1,71 @@
+//! Callback tools: declared by the caller at `session_create`, executed by the caller.
+//!
+//! The model sees them as ordinary tools. deputy never runs them: when the model calls one,
+//! the turn stops with the call pending ([`crate::agent::pending`]) and the caller answers it
+//! with the next `session_turn`. [`CallbackTool`] is only here so the declaration travels
+//! with the other tools of the [`ToolScope`](super::ToolScope).
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::{Tool, ToolOutput};
+use crate::error::SessionError;
+use crate::llm::ToolSpec;
+
+/// A tool the caller declares and executes: `{name, description, input_schema}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallbackTool {
+    /// The name the model calls it by: letters, digits, `_` and `-`, at most 64 characters.
+    pub name: String,
+    /// What the tool does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema (an object schema) of the arguments. Default: any object.
+    #[serde(default = "any_object")]
+    pub input_schema: serde_json::Value,
+}
+
+fn any_object() -> serde_json::Value {
+    serde_json::json!({"type": "object"})
+}
+
+impl CallbackTool {
+    /// Refuses names a model API would reject and schemas that are not object schemas.
+    pub fn validate(&self) -> Result<(), SessionError> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !name_ok {
+            return Err(SessionError::invalid(format!(
+                "callback name {:?}: use 1 to 64 letters, digits, `_` or `-`",
+                self.name
+            )));
+        }
+        if self.input_schema.get("type").and_then(serde_json::Value::as_str) != Some("object") {
+            return Err(SessionError::invalid(format!(
+                "callback {:?}: input_schema must be a JSON Schema with \"type\": \"object\"",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Tool for CallbackTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            input_schema: self.input_schema.clone(),
+        }
+    }
+
+    /// Never reached: the loop holds callback calls for the caller. Answered as an error
+    /// rather than a panic should a future path forget that.
+    fn call(&self, _input: serde_json::Value, _cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
+        Box::pin(async { ToolOutput::error("callback tools are executed by the caller, not by deputy") })
+    }
+}

@@ -19,6 +19,7 @@ use crate::session::{
     ArchiveResult, CompactResult, CreateSessionRequest, InterruptResult, ListQuery, RunResult, SessionList,
     SessionView, ToolOutputResult, TurnOptions, TurnRequest,
 };
+use crate::tools::mcp::McpServerRequest;
 use crate::tools::{BuiltinTool, ShellRequest, ToolRequest};
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -57,6 +58,12 @@ pub struct SessionCreateParams {
     /// 65536 bytes of each of stdout and stderr).
     #[serde(default)]
     pub shell: Option<ShellRequest>,
+    /// External MCP servers whose tools the agent gets, named `server__tool`: names of the
+    /// config file's `[mcp_servers.NAME]`, or inline `{name, command, args?, env?}` (stdio) /
+    /// `{name, url, headers?}` (streamable HTTP). Sessions with the same server (same command,
+    /// args and env, or url and headers) share one process. Default: none.
+    #[serde(default)]
+    pub mcp_servers: Option<Vec<McpServerRequest>>,
     /// Keep the session alive for inter-agent messages after the prompt.
     #[serde(default)]
     pub host_mode: Option<bool>,
@@ -165,7 +172,12 @@ impl SessionCreateParams {
                 max_tokens: self.max_tokens,
                 budget: self.budget.unwrap_or_default(),
                 context: self.context.unwrap_or_default(),
-                tools: ToolRequest { workspace: self.workspace, builtins: self.builtins, shell: self.shell },
+                tools: ToolRequest {
+                    workspace: self.workspace,
+                    builtins: self.builtins,
+                    shell: self.shell,
+                    mcp_servers: self.mcp_servers.unwrap_or_default(),
+                },
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),

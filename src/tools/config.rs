@@ -2,8 +2,10 @@
 //! defaults ([`ToolDefaults`], the config file's `[tools]` section), and the resolved result
 //! ([`ToolConfig`]) that is persisted with the session so a resumed session gets the same tools.
 //!
-//! Only the workspace, the builtin file tools and the shell exist so far; external MCP
-//! servers, callback tools and approvals will be further fields of these structs.
+//! The workspace, the builtin file tools, the shell and external MCP servers exist so far;
+//! callback tools and approvals will be further fields of these structs. MCP servers are
+//! resolved by the `AgentFactory` (they need the config file's named servers), see
+//! [`super::mcp::config`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::builtin::{self, OUTPUT_CAP_BYTES};
+use super::mcp::{McpServerRequest, McpServerSpec};
 use super::shell::Shell;
 use super::{Tool, ToolScope, Workspace};
 use crate::error::SessionError;
@@ -73,24 +76,33 @@ pub struct ToolConfig {
     /// `None`: no shell.
     #[serde(default)]
     pub shell: Option<ShellConfig>,
+    /// External MCP servers, resolved (named ones copied from the config file as they were).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerSpec>,
 }
 
 impl Default for ToolConfig {
     /// What sessions stored before per-session tools had: read-only file tools in the
     /// server's workspace.
     fn default() -> Self {
-        Self { workspace: None, builtins: vec![BuiltinTool::ReadFile, BuiltinTool::ListDir], shell: None }
+        Self {
+            workspace: None,
+            builtins: vec![BuiltinTool::ReadFile, BuiltinTool::ListDir],
+            shell: None,
+            mcp_servers: Vec::new(),
+        }
     }
 }
 
 impl ToolConfig {
     /// No tools at all.
     pub fn none() -> Self {
-        Self { workspace: None, builtins: Vec::new(), shell: None }
+        Self { workspace: None, builtins: Vec::new(), shell: None, mcp_servers: Vec::new() }
     }
 
-    /// Opens the workspace and builds the tools. `server_workspace` stands in for a missing
-    /// `workspace`; without either, the session has no tools.
+    /// Opens the workspace and builds the builtin tools and the shell. `server_workspace`
+    /// stands in for a missing `workspace`; without either, the session has none of them. MCP
+    /// tools are added by the `AgentFactory`, which owns the server pool.
     pub fn scope(&self, server_workspace: Option<&Workspace>) -> Result<ToolScope, String> {
         if self.builtins.is_empty() && self.shell.is_none() {
             return Ok(ToolScope::default());
@@ -136,6 +148,8 @@ pub struct ToolRequest {
     pub workspace: Option<PathBuf>,
     pub builtins: Option<Vec<BuiltinTool>>,
     pub shell: Option<ShellRequest>,
+    /// Names of the config file's servers or inline servers; none by default.
+    pub mcp_servers: Vec<McpServerRequest>,
 }
 
 /// The `[tools]` section of the config file: defaults for sessions that do not say.
@@ -192,7 +206,7 @@ impl ToolDefaults {
             }
             return Ok(ToolConfig::none());
         }
-        Ok(ToolConfig { workspace, builtins, shell })
+        Ok(ToolConfig { workspace, builtins, shell, mcp_servers: Vec::new() })
     }
 
     fn shell_config(&self, limits: ShellLimits) -> Result<ShellConfig, SessionError> {

@@ -13,7 +13,12 @@ use super::process_group::group_exists;
 use super::{BuiltinTool, ShellConfig, ToolConfig, ToolOutput, ToolScope};
 
 fn scope(root: &Path, shell: Option<ShellConfig>) -> ToolScope {
-    let config = ToolConfig { workspace: Some(root.to_path_buf()), builtins: BuiltinTool::ALL.to_vec(), shell };
+    let config = ToolConfig {
+        workspace: Some(root.to_path_buf()),
+        builtins: BuiltinTool::ALL.to_vec(),
+        shell,
+        mcp_servers: Vec::new(),
+    };
     config.scope(None).unwrap()
 }
 

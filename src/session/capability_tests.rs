@@ -301,6 +301,7 @@ async fn a_resumed_session_keeps_its_tools() {
         workspace: Some(chosen.path().into()),
         builtins: Some(vec![BuiltinTool::ReadFile]),
         shell: Some(ShellRequest::Enabled(true)),
+        mcp_servers: Vec::new(),
     };
     harness.answer("ok");
     let before = service();

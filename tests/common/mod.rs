@@ -4,4 +4,5 @@
 
 pub mod deputy;
 pub mod http_deputy;
+pub mod mcp_servers;
 pub mod mock_llm;

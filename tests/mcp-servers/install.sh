@@ -10,4 +10,8 @@ if [ -x "$here/node_modules/.bin/mcp-server-everything" ] && [ -x "$here/node_mo
    && [ "$here/node_modules/.package-lock.json" -nt "$here/package.json" ]; then
   exit 0
 fi
-npm install --silent --no-audit --no-fund --no-save --prefix "$here" >&2
+if [ -f "$here/package-lock.json" ]; then
+  npm ci --silent --no-audit --no-fund --prefix "$here" >&2
+else
+  npm install --silent --no-audit --no-fund --prefix "$here" >&2
+fi

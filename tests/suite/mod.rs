@@ -3,6 +3,7 @@
 mod cli;
 mod http_surfaces;
 mod mcp_http;
+mod mcp_servers;
 mod mcp_stdio;
 #[cfg(feature = "session-store")]
 mod persistence;

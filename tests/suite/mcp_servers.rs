@@ -131,7 +131,7 @@ async fn a_killed_server_is_respawned_on_next_use() {
     let factory = McpFactory::default();
     let mark = marker();
     let spec = everything("everything", &mark, &[]);
-    let scope = ToolScope::new(session_tools(&factory, &[spec.clone()]).await.unwrap());
+    let scope = ToolScope::new(session_tools(&factory, std::slice::from_ref(&spec)).await.unwrap());
     let connection = factory.acquire(&spec).await.unwrap();
     let pid = connection.pid().await.unwrap().unwrap();
     assert!(deputy::tools::process_group::kill_group(pid));

@@ -19,6 +19,7 @@ use crate::llm::registry::ProviderRegistry;
 use crate::llm::retry::{RetryPolicy, RetryingProvider};
 use crate::llm::{HttpTimeouts, Provider};
 use crate::store::SharedStore;
+use crate::tools::mcp::{self, McpFactory, McpPoolSettings, McpServerConfig};
 use crate::tools::{ToolDefaults, Workspace};
 
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -62,6 +63,19 @@ impl Environment {
 /// shell = false                       # default: off
 /// shell_timeout_ms = 60000
 /// shell_max_output_bytes = 65536
+///
+/// [mcp_servers.files]                 # sessions opt in with `mcp_servers: ["files"]`
+/// command = "npx"
+/// args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+/// env = { LOG_LEVEL = "warn" }        # part of the sharing key
+/// idle_timeout_secs = 60              # overrides [mcp_pool] for this server
+/// [mcp_servers.remote]
+/// url = "https://mcp.example.com/mcp"
+/// headers = { Authorization = "Bearer ..." }
+///
+/// [mcp_pool]                          # unused servers stay warm, then stop
+/// idle_timeout_secs = 300
+/// max_idle_servers = 32
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +87,12 @@ pub struct ConfigFile {
     /// Defaults for the tools of sessions that do not choose their own.
     #[serde(default)]
     pub tools: ToolDefaults,
+    /// External MCP servers sessions may name in `mcp_servers`.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// How long unused MCP servers stay warm.
+    #[serde(default)]
+    pub mcp_pool: McpPoolSettings,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -132,6 +152,8 @@ pub struct AppState {
     pub factory: AgentFactory,
     /// The session store, opened once per process (`None`: ephemeral).
     pub store: SharedStore,
+    /// External MCP servers, shared by every session (the factory holds the same `Arc`).
+    pub mcp: Arc<McpFactory>,
 }
 
 /// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
@@ -191,14 +213,19 @@ impl AppState {
             .iter()
             .filter_map(|(name, provider)| provider.context_window.map(|window| (name.clone(), window)))
             .collect();
+        for (name, server) in &config.mcp_servers {
+            mcp::config::spec_of(name, server).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
+        }
+        let mcp = Arc::new(McpFactory::new(config.mcp_pool.into()));
         let mut factory = AgentFactory::new(providers.clone(), default_model, Some(workspace))
             .with_context_windows(windows)
-            .with_tool_defaults(config.tools.clone());
+            .with_tool_defaults(config.tools.clone())
+            .with_mcp(mcp.clone(), config.mcp_servers.clone());
         if let Some(max_tokens) = config.max_tokens {
             factory = factory.with_default_max_tokens(max_tokens);
         }
         let store = open_store(settings, env)?;
-        Ok(Self { config, providers, factory, store })
+        Ok(Self { config, providers, factory, store, mcp })
     }
 }
 
@@ -312,6 +339,31 @@ mod tests {
         assert_eq!((config.tools.shell_timeout_ms, config.tools.shell_max_output_bytes), (Some(5000), None));
         assert!(toml::from_str::<ConfigFile>("[tools]\nbuiltins = [\"rm\"]").is_err());
         assert!(toml::from_str::<ConfigFile>("[tools]\nshel = true").is_err());
+    }
+
+    #[test]
+    fn mcp_servers_and_the_pool_come_from_the_config_file() {
+        let config: ConfigFile = toml::from_str(
+            r#"
+            [mcp_servers.files]
+            command = "mcp-server-filesystem"
+            args = ["/srv"]
+            env = { LOG = "1" }
+            idle_timeout_secs = 60
+            [mcp_servers.web]
+            url = "http://127.0.0.1:9/mcp"
+            headers = { Authorization = "Bearer t" }
+            [mcp_pool]
+            idle_timeout_secs = 30
+            max_idle_servers = 2
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.mcp_servers["files"].args, ["/srv"]);
+        assert_eq!(config.mcp_servers["web"].headers["Authorization"], "Bearer t");
+        let pool = crate::tools::mcp::McpPoolConfig::from(config.mcp_pool);
+        assert_eq!((pool.idle_timeout.as_secs(), pool.max_idle), (30, 2));
+        assert!(toml::from_str::<ConfigFile>("[mcp_servers.x]\ncommand = \"a\"\nurl2 = \"b\"").is_err());
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! The one place agents are built. Every surface hands a full [`AgentBuildConfig`] to
 //! [`AgentFactory::build_agent`] (through `SessionService::create_session`); there are no side
 //! channels for configuration.
+//!
+//! Building is async because a session's external MCP servers must be acquired from the shared
+//! [`McpFactory`] and their tools listed before the model can be told about them (`Tool::spec`
+//! is synchronous). Doing it here, rather than in a pre-resolution step of the service, keeps
+//! create and resume on one path and the surfaces free of logic.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +16,7 @@ use super::{Agent, Budget, Consumption, ContextOverrides, ContextSettings, Conte
 use crate::error::SessionError;
 use crate::llm::Usage;
 use crate::llm::registry::ProviderRegistry;
+use crate::tools::mcp::{self, McpFactory, McpServerConfig};
 use crate::tools::{ToolConfig, ToolDefaults, ToolRequest, Workspace};
 
 /// Everything that decides how a session's agent behaves. Unset fields take the server's
@@ -24,7 +30,7 @@ pub struct AgentBuildConfig {
     pub max_tokens: Option<u32>,
     pub budget: Budget,
     pub context: ContextOverrides,
-    /// Workspace, builtin tools and shell of the session.
+    /// Workspace, builtin tools, shell and MCP servers of the session.
     pub tools: ToolRequest,
 }
 
@@ -57,6 +63,10 @@ pub struct AgentFactory {
     tool_defaults: ToolDefaults,
     /// Context windows configured per provider (`ollama`) or model (`ollama:llama3.2`).
     context_windows: BTreeMap<String, u64>,
+    /// The process-wide MCP server pool (shared with `AppState`).
+    mcp: Arc<McpFactory>,
+    /// The config file's `[mcp_servers.NAME]`.
+    mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 /// Used when neither the request nor the configuration sets `max_tokens`.
@@ -75,7 +85,22 @@ impl AgentFactory {
             workspace,
             tool_defaults: ToolDefaults::default(),
             context_windows: BTreeMap::new(),
+            mcp: Arc::new(McpFactory::default()),
+            mcp_servers: BTreeMap::new(),
         }
+    }
+
+    /// The MCP server pool to acquire sessions' servers from, and the config file's named
+    /// servers.
+    pub fn with_mcp(mut self, pool: Arc<McpFactory>, named: BTreeMap<String, McpServerConfig>) -> Self {
+        self.mcp = pool;
+        self.mcp_servers = named;
+        self
+    }
+
+    /// The MCP server pool.
+    pub fn mcp(&self) -> &Arc<McpFactory> {
+        &self.mcp
     }
 
     /// Tool defaults from the config file, for sessions that do not choose.
@@ -102,7 +127,7 @@ impl AgentFactory {
 
     /// Resolves the model and tools. Fails with `INVALID_REQUEST` for a malformed request and
     /// `AGENT_ERROR` when the provider cannot be used (e.g. missing credentials).
-    pub fn build_agent(&self, config: AgentBuildConfig) -> Result<Agent, SessionError> {
+    pub async fn build_agent(&self, mut config: AgentBuildConfig) -> Result<Agent, SessionError> {
         let model_id = config.model.or_else(|| self.default_model.clone()).ok_or_else(|| {
             SessionError::invalid(
                 "no model given: pass `model` (e.g. \"anthropic:claude-sonnet-4-5\") or start deputy with \
@@ -119,7 +144,9 @@ impl AgentFactory {
         let context =
             ContextSettings::resolve(&model_id, max_tokens, &config.context, self.configured_window(&model_id))?;
         let system_prompt = config.system_prompt.filter(|prompt| !prompt.is_empty());
-        let tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref())?;
+        let mcp_requests = std::mem::take(&mut config.tools.mcp_servers);
+        let mut tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref())?;
+        tools.mcp_servers = mcp::resolve_servers(&mcp_requests, &self.mcp_servers)?;
         self.assemble(AgentSpec {
             model: model_id,
             system_prompt,
@@ -128,18 +155,20 @@ impl AgentFactory {
             context,
             tools,
         })
+        .await
     }
 
     /// Rebuilds the agent of a stored session from its resolved spec (not re-validated: it
     /// was valid when the session was created), with its history and counters.
-    pub fn restore_agent(&self, spec: AgentSpec, state: RestoredState) -> Result<Agent, SessionError> {
-        let mut agent = self.assemble(spec)?;
+    pub async fn restore_agent(&self, spec: AgentSpec, state: RestoredState) -> Result<Agent, SessionError> {
+        let mut agent = self.assemble(spec).await?;
         agent.restore(state);
         Ok(agent)
     }
 
-    /// An agent for a fully resolved spec: provider and tools attached, empty history.
-    fn assemble(&self, spec: AgentSpec) -> Result<Agent, SessionError> {
+    /// An agent for a fully resolved spec: provider and tools attached, empty history. A
+    /// session's MCP servers that cannot be started fail the build (`AGENT_ERROR`).
+    async fn assemble(&self, spec: AgentSpec) -> Result<Agent, SessionError> {
         let AgentSpec {
             model: model_id,
             system_prompt,
@@ -150,8 +179,14 @@ impl AgentFactory {
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         // A workspace that existed when the session was created may be gone when it resumes.
-        let tools =
+        let mut tools =
             tool_config.scope(self.workspace.as_ref()).map_err(|message| SessionError::agent(None, message))?;
+        if !tool_config.mcp_servers.is_empty() {
+            let mcp_tools = mcp::session_tools(&self.mcp, &tool_config.mcp_servers)
+                .await
+                .map_err(|message| SessionError::agent(None, message))?;
+            tools.extend(mcp_tools);
+        }
         Ok(Agent {
             provider,
             model_id,
@@ -184,15 +219,15 @@ mod tests {
     use super::*;
     use crate::llm::scripted::ScriptedProvider;
 
-    #[test]
-    fn a_configured_window_applies_to_the_provider_and_a_model_entry_wins() {
+    #[tokio::test]
+    async fn a_configured_window_applies_to_the_provider_and_a_model_entry_wins() {
         let mut registry = ProviderRegistry::new();
         registry.insert("local", ScriptedProvider::new([]));
         let windows = BTreeMap::from([("local".to_owned(), 9_000), ("local:big".to_owned(), 64_000)]);
         let factory = AgentFactory::new(Arc::new(registry), None, None).with_default_max_tokens(1000);
         let factory = factory.with_context_windows(windows);
         let build = |model: &str| AgentBuildConfig { model: Some(model.into()), ..AgentBuildConfig::default() };
-        assert_eq!(factory.build_agent(build("local:small")).unwrap().spec().context.context_window, 9_000);
-        assert_eq!(factory.build_agent(build("local:big")).unwrap().spec().context.context_window, 64_000);
+        assert_eq!(factory.build_agent(build("local:small")).await.unwrap().spec().context.context_window, 9_000);
+        assert_eq!(factory.build_agent(build("local:big")).await.unwrap().spec().context.context_window, 64_000);
     }
 }

@@ -59,7 +59,7 @@ impl LiveSessionService {
                 history.len()
             )));
         }
-        let agent = self.factory.restore_agent(record.agent.clone(), record.restored_state(history))?;
+        let agent = self.factory.restore_agent(record.agent.clone(), record.restored_state(history)).await?;
         let handle = SessionHandle::spawn(agent, record, self.store.clone());
         // Two callers may resume the same session at once: the first registration wins and
         // the other's handle is dropped, which stops its actor.
@@ -175,7 +175,7 @@ fn require_prompt(prompt: &str) -> Result<(), SessionError> {
 impl SessionService for LiveSessionService {
     async fn create_session(&self, request: CreateSessionRequest) -> Result<RunResult, SessionError> {
         require_prompt(&request.prompt)?;
-        let agent = self.factory.build_agent(request.build)?;
+        let agent = self.factory.build_agent(request.build).await?;
         let id = SessionId::new();
         let record =
             SessionRecord::new(id.clone(), &agent, title_of(&request.prompt), request.labels, request.host_mode);

@@ -10,10 +10,9 @@ use super::*;
 use crate::agent::AgentFactory;
 use crate::agent::pending::{ApprovalAnswer, Decision, PendingKind, ToolResultAnswer};
 use crate::error::ErrorCode;
-use crate::ids::SessionId;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
-use crate::llm::{ContentBlock, Message, Role};
+use crate::llm::{ContentBlock, Role};
 use crate::store::SharedStore;
 use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest, Workspace};
 
@@ -273,6 +272,9 @@ async fn an_expired_approval_is_denied_by_the_next_turn() {
 #[cfg(feature = "session-store")]
 #[tokio::test]
 async fn a_pending_step_survives_a_restart_with_the_store() {
+    use crate::ids::SessionId;
+    use crate::llm::Message;
+
     let dir = tempfile::tempdir().unwrap();
     let store: SharedStore = Some(Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap()));
     let provider = ScriptedProvider::new([ScriptedResponse::tool_calls(&[("a", "lookup", json!({"q": "1"}))])]);

@@ -20,6 +20,7 @@ use crate::session::{
     ArchiveResult, CompactResult, CreateSessionRequest, InterruptResult, ListQuery, RunResult, SessionList,
     SessionView, ToolOutputResult, TurnOptions, TurnRequest,
 };
+use crate::tools::mcp::McpServerRequest;
 use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest};
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -72,6 +73,12 @@ pub struct SessionCreateParams {
     /// it. Default: approvals wait for ever.
     #[serde(default)]
     pub approval_timeout_ms: Option<u64>,
+    /// External MCP servers whose tools the agent gets, named `server__tool`: names of the
+    /// config file's `[mcp_servers.NAME]`, or inline `{name, command, args?, env?}` (stdio) /
+    /// `{name, url, headers?}` (streamable HTTP). Sessions with the same server (same command,
+    /// args and env, or url and headers) share one process. Default: none.
+    #[serde(default)]
+    pub mcp_servers: Option<Vec<McpServerRequest>>,
     /// Keep the session alive for inter-agent messages after the prompt.
     #[serde(default)]
     pub host_mode: Option<bool>,
@@ -196,6 +203,7 @@ impl SessionCreateParams {
                     callbacks: self.callbacks.unwrap_or_default(),
                     approval: self.approval,
                     approval_timeout_ms: self.approval_timeout_ms,
+                    mcp_servers: self.mcp_servers.unwrap_or_default(),
                 },
             },
             prompt: self.prompt,

@@ -2,8 +2,9 @@
 //! defaults ([`ToolDefaults`], the config file's `[tools]` section), and the resolved result
 //! ([`ToolConfig`]) that is persisted with the session so a resumed session gets the same tools.
 //!
-//! Callback tools ([`CallbackTool`]) and the approval policy ([`ApprovalPolicy`]) are resolved
-//! here too; external MCP servers will be further fields of these structs.
+//! Callback tools ([`CallbackTool`]), the approval policy ([`ApprovalPolicy`]) and external MCP
+//! servers are resolved here too. MCP servers are resolved by the `AgentFactory` (they need
+//! the config file's named servers), see [`super::mcp::config`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::approval::ApprovalPolicy;
 use super::builtin::{self, OUTPUT_CAP_BYTES};
 use super::callback::CallbackTool;
+use super::mcp::{McpServerRequest, McpServerSpec};
 use super::shell::Shell;
 use super::{Tool, ToolScope, Workspace};
 use crate::error::SessionError;
@@ -84,6 +86,9 @@ pub struct ToolConfig {
     /// An approval left unanswered this long is denied when the next call finds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_timeout_ms: Option<u64>,
+    /// External MCP servers, resolved (named ones copied from the config file as they were).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerSpec>,
 }
 
 impl Default for ToolConfig {
@@ -104,11 +109,13 @@ impl ToolConfig {
             callbacks: Vec::new(),
             approval: ApprovalPolicy::default(),
             approval_timeout_ms: None,
+            mcp_servers: Vec::new(),
         }
     }
 
-    /// Opens the workspace and builds the tools. `server_workspace` stands in for a missing
-    /// `workspace`; without either, the session has only its callback tools.
+    /// Opens the workspace and builds the builtin tools, the shell and the callback tools.
+    /// `server_workspace` stands in for a missing `workspace`; without either, the session has
+    /// only its callback tools. MCP tools are added by the `AgentFactory`, which owns the pool.
     pub fn scope(&self, server_workspace: Option<&Workspace>) -> Result<ToolScope, String> {
         let callbacks = ToolScope::default().with_callbacks(&self.callbacks);
         if self.builtins.is_empty() && self.shell.is_none() {
@@ -158,6 +165,8 @@ pub struct ToolRequest {
     pub callbacks: Vec<CallbackTool>,
     pub approval: Option<ApprovalPolicy>,
     pub approval_timeout_ms: Option<u64>,
+    /// Names of the config file's servers or inline servers; none by default.
+    pub mcp_servers: Vec<McpServerRequest>,
 }
 
 /// The `[tools]` section of the config file: defaults for sessions that do not say.

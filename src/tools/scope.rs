@@ -35,6 +35,11 @@ impl ToolScope {
         self.callbacks.contains(name)
     }
 
+    /// Adds tools (those of the session's MCP servers, known only after an async look-up).
+    pub fn extend(&mut self, tools: Vec<Arc<dyn Tool>>) {
+        self.tools.extend(tools.into_iter().map(|tool| (tool.spec().name, tool)));
+    }
+
     /// Declarations sent to the model, in a stable (name) order so requests are reproducible.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.values().map(|tool| tool.spec()).collect()

@@ -56,9 +56,22 @@ impl TestDeputy {
     /// Like [`TestDeputy::start`], with the client's lifecycle mode chosen (e.g. the stateless
     /// 2026-07-28 `server/discover`).
     pub async fn start_with(lifecycle: ClientLifecycleMode) -> Self {
+        Self::start_configured(lifecycle, None).await
+    }
+
+    /// Like [`TestDeputy::start`], with `config` as deputy's config file.
+    pub async fn start_with_config(config: &str) -> Self {
+        Self::start_configured(ClientLifecycleMode::Initialize, Some(config)).await
+    }
+
+    async fn start_configured(lifecycle: ClientLifecycleMode, config: Option<&str>) -> Self {
         let mock = MockLlm::start().await;
         let workspace = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
+        if let Some(config) = config {
+            std::fs::create_dir_all(home.path().join("deputy")).unwrap();
+            std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
+        }
         let command = deputy_serve(&mock, workspace.path(), home.path());
         let recorder = RecordingClient::default();
         let (client, child) = connect(&recorder, command, lifecycle).await;

@@ -4,5 +4,6 @@
 
 pub mod deputy;
 pub mod http_deputy;
+pub mod mcp_servers;
 pub mod mock_llm;
 pub mod scenarios;

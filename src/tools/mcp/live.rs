@@ -1,0 +1,138 @@
+//! One running MCP server: the rmcp client session plus, for a stdio server, its process group.
+//! Dropping a [`LiveServer`] stops it: the rmcp session closes and the child's whole group is
+//! killed, so shims (`npx`, `sh -c`) cannot leave grandchildren behind.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, JsonObject,
+    ProtocolVersion, Tool as McpToolInfo,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+
+use super::spec::{McpServerKey, McpTransport};
+
+/// Longest wait for a server to start and answer `initialize` and `tools/list`.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A connected server and the tools it listed when it started.
+pub struct LiveServer {
+    // Field order matters: the session closes (stdin EOF) before the group is killed.
+    service: RunningService<RoleClient, ClientConfig>,
+    tools: Vec<McpToolInfo>,
+    group: GroupKill,
+}
+
+/// Kills a child's process group when dropped.
+struct GroupKill(Option<u32>);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.0 {
+            crate::tools::process_group::kill_group(pgid);
+        }
+    }
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::new(ClientCapabilities::default(), Implementation::new("deputy", env!("CARGO_PKG_VERSION")))
+        // The newest version with an `initialize` handshake: what third-party servers speak.
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
+impl LiveServer {
+    /// Spawns (stdio) or connects to (HTTP) the server, handshakes and lists its tools.
+    pub async fn start(key: &McpServerKey) -> Result<Self, String> {
+        match tokio::time::timeout(STARTUP_TIMEOUT, Self::connect(key)).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("MCP server {key} did not start within {}s", STARTUP_TIMEOUT.as_secs())),
+        }
+    }
+
+    async fn connect(key: &McpServerKey) -> Result<Self, String> {
+        let (service, group) = match &key.transport {
+            McpTransport::Stdio { command, args, env } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).envs(env);
+                // Its own process group, so the whole tree can be killed at once (rmcp 3.9's
+                // TokioChildProcess does not do this).
+                #[cfg(unix)]
+                cmd.process_group(0);
+                // stderr is a pipe read into deputy's log, never deputy's own stdout/stderr
+                // (deputy's stdout is an MCP transport itself).
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|err| format!("MCP server {key}: cannot start {command:?}: {err}"))?;
+                let group = GroupKill(transport.id());
+                if let Some(stderr) = stderr {
+                    let name = key.name.clone();
+                    tokio::spawn(async move {
+                        let mut lines = tokio::io::BufReader::new(stderr).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            tracing::debug!(server = %name, "mcp stderr: {line}");
+                        }
+                    });
+                }
+                let service = client_config()
+                    .serve(transport)
+                    .await
+                    .map_err(|err| format!("MCP server {key}: handshake failed: {err}"))?;
+                (service, group)
+            }
+            McpTransport::Http { url, headers } => {
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    let name = reqwest::header::HeaderName::try_from(name.as_str())
+                        .map_err(|err| format!("MCP server {key}: header {name:?}: {err}"))?;
+                    let value = reqwest::header::HeaderValue::try_from(value.as_str())
+                        .map_err(|err| format!("MCP server {key}: header {name}: {err}"))?;
+                    custom.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let service = client_config()
+                    .serve(transport)
+                    .await
+                    .map_err(|err| format!("MCP server {key}: handshake failed: {err}"))?;
+                (service, GroupKill(None))
+            }
+        };
+        let tools =
+            service.list_all_tools().await.map_err(|err| format!("MCP server {key}: tools/list failed: {err}"))?;
+        tracing::info!(server = %key, tools = tools.len(), pid = ?group.0, "MCP server started");
+        Ok(Self { service, tools, group })
+    }
+
+    /// The tools the server listed when it started.
+    pub fn tools(&self) -> &[McpToolInfo] {
+        &self.tools
+    }
+
+    /// The process group (= pid of the child) of a stdio server.
+    pub fn pid(&self) -> Option<u32> {
+        self.group.0
+    }
+
+    /// Whether the server has gone (crashed, killed, closed the connection).
+    pub fn is_closed(&self) -> bool {
+        self.service.is_closed() || self.service.is_transport_closed()
+    }
+
+    /// Calls a tool. Dropping the future before it completes sends `notifications/cancelled`
+    /// to the server (rmcp ≥ 3.6), which is how an interrupted turn reaches the server.
+    pub async fn call(&self, tool: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, String> {
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        self.service.call_tool(params).await.map_err(|err| err.to_string())
+    }
+}

@@ -255,7 +255,16 @@ fn stored_service(settings: &Settings, operation: &str) -> anyhow::Result<Arc<Li
 /// Serves MCP on stdin/stdout until the client closes stdin or a signal arrives, or the HTTP
 /// surfaces until a signal arrives; then running turns are drained.
 async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
-    let service = live_service(settings)?;
+    let state = AppState::load(settings, &Environment::from_process())?;
+    let mcp_servers = state.mcp.clone();
+    let service = Arc::new(LiveSessionService::new(state.factory, state.store));
+    let served = serve_surfaces(service, args).await;
+    // Idle external MCP servers stop now; the active ones go with their sessions at exit.
+    mcp_servers.shutdown();
+    served
+}
+
+async fn serve_surfaces(service: Arc<LiveSessionService>, args: ServeArgs) -> anyhow::Result<()> {
     let drain = std::time::Duration::from_secs(args.drain_timeout_secs);
     let shutdown = CancellationToken::new();
     // Installed before serving: rmcp's `serve` only returns after the client's first message.

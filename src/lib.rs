@@ -2,12 +2,15 @@
 //!
 //! # How one request travels
 //!
-//! A surface (`surfaces::mcp` for MCP over stdio, `surfaces::cli` for the command line) parses
-//! its input into a request type and makes exactly one call on [`session::SessionService`].
-//! The live service keeps one actor task per session ([`session::actor`]); a turn runs the
-//! agent loop ([`agent::turn`]) which streams from an LLM [`llm::Provider`] and executes tools
-//! from the session's [`tools::ToolScope`] until the model stops, the caller interrupts, or the
-//! [`agent::Budget`] runs out. Results and errors travel back the same way; every error is a
+//! A surface (`surfaces::mcp` for MCP over stdio or `/mcp`, `surfaces::http` for REST and
+//! JSON-RPC, `surfaces::cli` for the command line) parses its input into a request type and
+//! makes exactly one call on [`session::SessionService`]. The live service keeps one actor task
+//! per session ([`session::actor`]); a turn runs the agent loop ([`agent::turn`]), which streams
+//! from an LLM [`llm::Provider`] and executes tools from the session's [`tools::ToolScope`]
+//! (builtins, shell, external MCP servers, caller callbacks) until the model stops, the caller
+//! interrupts, calls wait for the caller, or the [`agent::Budget`] runs out. Before each model
+//! call the history may be compacted (`compaction`). After the turn the actor saves what the
+//! turn added ([`store`]). Results and errors travel back the same way; every error is a
 //! [`error::SessionError`] whose code means the same thing on every surface.
 //!
 //! # Layout
@@ -16,10 +19,14 @@
 //! - [`ids`]: id newtypes.
 //! - [`config`]: config file + environment, resolved once into an immutable [`config::AppState`].
 //! - [`llm`]: provider trait, wire adapters, retry gate, scripted test provider.
-//! - [`tools`]: the `Tool` trait, `ToolScope`, builtin tools.
-//! - [`agent`]: the agent loop, its events, budget and factory.
+//! - [`tools`]: the `Tool` trait, `ToolScope`, workspace-confined builtins, shell, external MCP
+//!   servers (`McpFactory` pool), callback tools, approval policy.
+//! - [`agent`]: the agent loop, its events, budget, context accounting, pending calls, factory.
+//! - `compaction` (feature `session-compaction`): pruning and summarizing long histories.
 //! - [`session`]: the `SessionService` contract and its live implementation.
-//! - [`surfaces`]: MCP and CLI adapters; they translate and never decide.
+//! - [`store`]: the `SessionStore` contract and its redb implementation (feature `session-store`).
+//! - [`surfaces`]: MCP (stdio and HTTP), REST, JSON-RPC and CLI adapters; they translate and
+//!   never decide.
 
 pub mod agent;
 #[cfg(feature = "session-compaction")]

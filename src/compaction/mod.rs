@@ -3,7 +3,7 @@
 //! Before every model call, the agent asks [`due`] whether the history must shrink. If so:
 //! stage 1 ([`prune`]) replaces the bodies of old tool results with placeholders, keeping every
 //! call/result pair; if that is not enough, stage 2 asks the model for a structured hand-off
-//! summary and [`rebuild`] makes the new history from it and the most recent complete turns.
+//! summary and [`rebuild_history`] makes the new history from it and the most recent complete turns.
 //! A failed summary is not fatal: the session goes on uncompacted. Stage 0 (capping tool
 //! outputs at ingest) is in `agent::context` and works in every build.
 

@@ -2,7 +2,7 @@
 //! [`Agent`].
 //!
 //! The actor is the only code that touches the agent, so the agent needs no lock. Everything
-//! a caller may ask *without* waiting lives in [`Shared`] beside it: the turn lock (an atomic
+//! a caller may ask *without* waiting lives in `Shared` beside it: the turn lock (an atomic
 //! compare-and-swap), the cancel token of the turn in flight, and the session's current
 //! [`SessionView`] in a `watch` channel, which the actor refreshes after every turn. That is
 //! why `read`, `list` and `interrupt` never wait behind a running turn.

@@ -1,6 +1,6 @@
 //! Every table of the store, declared once, with its key encoding.
 //!
-//! Values are [`codec`](super::codec)-encoded bytes (a version byte, then JSON), so records can
+//! Values are `codec`-encoded bytes (a version byte, then JSON), so records can
 //! gain fields without a migration.
 
 use redb::TableDefinition;

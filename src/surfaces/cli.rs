@@ -120,7 +120,7 @@ pub struct ServeArgs {
     /// Another accepted Host name (loopback names and the bind address always are).
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub allowed_hosts: Vec<String>,
-    /// Another accepted browser Origin, e.g. https://app.example.com:443 (`:*` = any port).
+    /// Another accepted browser Origin, e.g. `https://app.example.com:443` (`:*` = any port).
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
     /// Largest HTTP request body in bytes.

@@ -11,7 +11,7 @@
 //! | `POST /v1/sessions/{id}/compact` | `compact` | `CompactResult` |
 //! | `GET /v1/sessions/{id}/tool-outputs/{tool_use_id}` | `tool_output` | `ToolOutputResult` |
 //! | `GET /v1/sessions/{id}/messages` | `history` | `SessionHistory` |
-//! | `GET /v1/openapi.json` | | the OpenAPI 3.1 document ([`openapi`](super::openapi)) |
+//! | `GET /v1/openapi.json` | | the OpenAPI 3.1 document ([`super::openapi`]) |
 //!
 //! Bodies are the MCP tools' params: `POST /v1/sessions` takes `SessionCreateParams`, a turn
 //! takes `SessionTurnParams` with the session id from the path. Both accept one REST-only

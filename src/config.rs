@@ -331,10 +331,12 @@ mod tests {
             builtins = ["read_file", "search"]
             shell = true
             shell_timeout_ms = 5000
+            allow_inline_mcp_servers = false
             "#,
         )
         .unwrap();
         assert_eq!(config.tools.builtins, Some(vec![BuiltinTool::ReadFile, BuiltinTool::Search]));
+        assert_eq!((config.tools.allow_shell, config.tools.allow_inline_mcp_servers), (None, Some(false)));
         assert!(config.tools.shell);
         assert_eq!((config.tools.shell_timeout_ms, config.tools.shell_max_output_bytes), (Some(5000), None));
         assert!(toml::from_str::<ConfigFile>("[tools]\nbuiltins = [\"rm\"]").is_err());

@@ -177,7 +177,12 @@ pub struct ToolRequest {
 /// shell = false                                   # default: off
 /// shell_timeout_ms = 60000
 /// shell_max_output_bytes = 65536
+/// allow_shell = true                              # false: no caller may enable the shell
+/// allow_inline_mcp_servers = true                 # false: only [mcp_servers.NAME] servers
 /// ```
+///
+/// The two `allow_` switches are for a deputy shared by callers the operator would not give a
+/// shell: the shell and inline MCP server commands both run programs on the deputy host.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDefaults {
@@ -186,6 +191,10 @@ pub struct ToolDefaults {
     pub shell: bool,
     pub shell_timeout_ms: Option<u64>,
     pub shell_max_output_bytes: Option<usize>,
+    /// Whether sessions may have the shell (default true).
+    pub allow_shell: Option<bool>,
+    /// Whether sessions may name inline MCP servers (default true); named ones are always allowed.
+    pub allow_inline_mcp_servers: Option<bool>,
 }
 
 impl ToolDefaults {
@@ -212,9 +221,22 @@ impl ToolDefaults {
             Some(ShellRequest::Limits(limits)) => Some(limits),
         };
         let shell = match limits {
+            Some(_) if self.allow_shell == Some(false) => {
+                return Err(SessionError::invalid(
+                    "shell: this deputy does not allow the shell (config file: [tools] allow_shell = false)",
+                ));
+            }
             Some(limits) => Some(self.shell_config(limits)?),
             None => None,
         };
+        if self.allow_inline_mcp_servers == Some(false)
+            && request.mcp_servers.iter().any(|server| matches!(server, McpServerRequest::Inline(_)))
+        {
+            return Err(SessionError::invalid(
+                "mcp_servers: this deputy allows only the servers named in its config file \
+                 ([tools] allow_inline_mcp_servers = false)",
+            ));
+        }
         validate_callbacks(&request.callbacks)?;
         if request.approval_timeout_ms == Some(0) {
             return Err(SessionError::invalid("approval_timeout_ms must be at least 1"));
@@ -280,6 +302,35 @@ mod tests {
     use crate::error::ErrorCode;
 
     #[test]
+    fn an_operator_can_forbid_the_shell_and_inline_mcp_servers() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Workspace::new(dir.path()).unwrap();
+        let inline: McpServerRequest =
+            serde_json::from_value(serde_json::json!({"name": "x", "command": "true"})).unwrap();
+        let named = McpServerRequest::Named("files".into());
+        let with_shell = || ToolRequest { shell: Some(ShellRequest::Enabled(true)), ..ToolRequest::default() };
+        let with =
+            |server: &McpServerRequest| ToolRequest { mcp_servers: vec![server.clone()], ..ToolRequest::default() };
+
+        let open = ToolDefaults::default();
+        assert!(open.resolve(with_shell(), Some(&server)).is_ok(), "allowed unless the operator says no");
+        assert!(open.resolve(with(&inline), Some(&server)).is_ok());
+
+        let locked = ToolDefaults {
+            allow_shell: Some(false),
+            allow_inline_mcp_servers: Some(false),
+            ..ToolDefaults::default()
+        };
+        let shell = locked.resolve(with_shell(), Some(&server)).unwrap_err();
+        assert_eq!(shell.code(), ErrorCode::InvalidRequest);
+        assert!(shell.to_string().contains("allow_shell = false"));
+        let inline_refused = locked.resolve(with(&inline), Some(&server)).unwrap_err();
+        assert!(inline_refused.to_string().contains("allow_inline_mcp_servers = false"));
+        assert!(locked.resolve(with(&named), Some(&server)).is_ok(), "named servers stay available");
+        assert!(locked.resolve(ToolRequest::default(), Some(&server)).is_ok(), "no shell asked, none refused");
+    }
+
+    #[test]
     fn requests_resolve_against_the_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let server = Workspace::new(dir.path()).unwrap();
@@ -303,6 +354,7 @@ mod tests {
             shell: true,
             shell_timeout_ms: Some(1000),
             shell_max_output_bytes: Some(10),
+            ..ToolDefaults::default()
         };
         let from_file = configured.resolve(ToolRequest::default(), Some(&server)).unwrap();
         assert_eq!(from_file.builtins, [BuiltinTool::ListDir]);

@@ -40,6 +40,13 @@ pub struct TurnOptions {
     pub cancel: Option<CancellationToken>,
 }
 
+impl TurnOptions {
+    /// Waits up to `wait`, without events or caller cancellation.
+    pub fn waiting(wait: Duration) -> Self {
+        Self { wait: Some(wait), ..Self::default() }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct CreateSessionRequest {
     /// Everything the agent is built from.

@@ -21,7 +21,7 @@ use super::mcp_logging::{self, CallLog};
 use super::progress::ProgressForwarder;
 use super::wire::{self, ErrorBody};
 use crate::error::SessionError;
-use crate::session::{DEFAULT_WAIT, SessionService, TurnOptions, clamp_wait};
+use crate::session::{SessionService, TurnOptions};
 
 const INSTRUCTIONS: &str = "deputy runs LLM agent sessions for you. Start one with session_create (it runs the first \
 turn and returns the answer plus a session_id), continue it with session_turn, and inspect it with session_read. \
@@ -74,7 +74,7 @@ impl<S: SessionService> McpServer<S> {
             None => (None, None),
         };
         let cancel: CancellationToken = context.ct.clone();
-        (TurnOptions { wait: Some(clamp_wait(wait_ms, DEFAULT_WAIT)), events, cancel: Some(cancel) }, forwarder)
+        (TurnOptions { wait: Some(wire::turn_wait(wait_ms)), events, cancel: Some(cancel) }, forwarder)
     }
 
     async fn dispatch(
@@ -106,7 +106,7 @@ impl<S: SessionService> McpServer<S> {
             },
             "session_read" => match wire::parse_params::<wire::SessionReadParams>(name, arguments) {
                 Ok(params) => {
-                    let wait = clamp_wait(params.wait_ms, std::time::Duration::ZERO);
+                    let wait = wire::read_wait(params.wait_ms);
                     render(service.read(&params.session_id, Some(wait)).await)
                 }
                 Err(error) => render_error(&error),

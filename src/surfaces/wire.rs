@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -17,8 +18,8 @@ use crate::agent::{AgentBuildConfig, Budget, ContextOverrides};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::{
-    ArchiveResult, CompactResult, CreateSessionRequest, InterruptResult, ListQuery, RunResult, SessionList,
-    SessionView, ToolOutputResult, TurnOptions, TurnRequest,
+    ArchiveResult, CompactResult, CreateSessionRequest, DEFAULT_WAIT, InterruptResult, ListQuery, RunResult,
+    SessionList, SessionView, ToolOutputResult, TurnOptions, TurnRequest, clamp_wait,
 };
 use crate::tools::mcp::McpServerRequest;
 use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest};
@@ -234,6 +235,17 @@ impl From<SessionListParams> for ListQuery {
             include_archived: params.include_archived.unwrap_or(false),
         }
     }
+}
+
+/// How long `session_create` / `session_turn` wait for their turn (`wait_ms`: default 30 s,
+/// at most 600 s), the same on every surface.
+pub fn turn_wait(wait_ms: Option<u64>) -> Duration {
+    clamp_wait(wait_ms, DEFAULT_WAIT)
+}
+
+/// How long `session_read` waits for a running turn (`wait_ms`: default 0, at most 600 s).
+pub fn read_wait(wait_ms: Option<u64>) -> Duration {
+    clamp_wait(wait_ms, Duration::ZERO)
 }
 
 /// Parses tool arguments, turning any mismatch into `INVALID_REQUEST` with serde's explanation.

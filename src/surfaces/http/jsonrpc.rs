@@ -23,7 +23,6 @@
 //! specification asks. Responses are HTTP 200 whatever their errors.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -37,7 +36,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::SessionError;
-use crate::session::{DEFAULT_WAIT, SessionService, TurnOptions, clamp_wait};
+use crate::session::{SessionService, TurnOptions};
 use crate::surfaces::wire::{self, ErrorBody};
 
 pub fn router<S: SessionService>(_service: Arc<S>) -> Router<Arc<S>> {
@@ -195,12 +194,12 @@ async fn dispatch<S: SessionService>(service: &S, method: &str, params: Value) -
     match method {
         "session/create" => {
             let params: wire::SessionCreateParams = wire::parse_params(method, params)?;
-            let options = waiting(params.wait_ms);
+            let options = TurnOptions::waiting(wire::turn_wait(params.wait_ms));
             rendered(service.create_session(params.into_request(options)).await)
         }
         "turn/start" => {
             let params: wire::SessionTurnParams = wire::parse_params(method, params)?;
-            let options = waiting(params.wait_ms);
+            let options = TurnOptions::waiting(wire::turn_wait(params.wait_ms));
             let (id, request) = params.into_request(options);
             rendered(service.start_turn(&id, request).await)
         }
@@ -210,7 +209,7 @@ async fn dispatch<S: SessionService>(service: &S, method: &str, params: Value) -
         }
         "session/read" => {
             let params: wire::SessionReadParams = wire::parse_params(method, params)?;
-            let wait = clamp_wait(params.wait_ms, Duration::ZERO);
+            let wait = wire::read_wait(params.wait_ms);
             rendered(service.read(&params.session_id, Some(wait)).await)
         }
         "session/list" => {
@@ -234,11 +233,6 @@ async fn dispatch<S: SessionService>(service: &S, method: &str, params: Value) -
             format!("unknown method {method:?}; known: {}", METHODS.join(", ")),
         )),
     }
-}
-
-/// Waits like the MCP tools: `wait_ms`, default 30 s, clamped; then `status: "running"`.
-fn waiting(wait_ms: Option<u64>) -> TurnOptions {
-    TurnOptions { wait: Some(clamp_wait(wait_ms, DEFAULT_WAIT)), events: None, cancel: None }
 }
 
 fn rendered<T: Serialize>(result: Result<T, SessionError>) -> Result<Value, RpcError> {

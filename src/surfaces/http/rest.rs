@@ -21,7 +21,6 @@
 
 use std::sync::Arc;
 use std::sync::LazyLock;
-use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -38,7 +37,7 @@ use super::openapi;
 use super::streaming::StreamedTurn;
 use crate::error::SessionError;
 use crate::ids::SessionId;
-use crate::session::{DEFAULT_WAIT, SessionService, TurnOptions, clamp_wait};
+use crate::session::{SessionService, TurnOptions};
 use crate::surfaces::wire::{self, SessionCreateParams, SessionListParams, SessionReadParams, SessionTurnParams};
 
 pub fn router<S: SessionService>(_service: Arc<S>) -> Router<Arc<S>> {
@@ -80,7 +79,10 @@ async fn create<S: SessionService>(
         let call = tokio::spawn(async move { service.create_session(params.into_request(options)).await });
         return Ok(streamed.respond(call).await);
     }
-    let options = waiting(params.wait_ms);
+    // Not streamed: waits like the MCP tools, and takes no cancellation from the connection. A
+    // client that leaves is like one that got `running`; the result stays readable with
+    // `GET /v1/sessions/{id}?wait_ms=`.
+    let options = TurnOptions::waiting(wire::turn_wait(params.wait_ms));
     let result = service.create_session(params.into_request(options)).await?;
     let location = format!("/v1/sessions/{}", result.session_id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(result)).into_response())
@@ -107,7 +109,10 @@ async fn turn<S: SessionService>(
         let call = tokio::spawn(async move { service.start_turn(&id, request).await });
         return Ok(streamed.respond(call).await);
     }
-    let options = waiting(params.wait_ms);
+    // Not streamed: waits like the MCP tools, and takes no cancellation from the connection. A
+    // client that leaves is like one that got `running`; the result stays readable with
+    // `GET /v1/sessions/{id}?wait_ms=`.
+    let options = TurnOptions::waiting(wire::turn_wait(params.wait_ms));
     let (id, request) = params.into_request(options);
     Ok(Json(service.start_turn(&id, request).await?).into_response())
 }
@@ -128,7 +133,7 @@ async fn read<S: SessionService>(
     let Path(id) = id?;
     let Query(query) = query?;
     let params = SessionReadParams { session_id: SessionId::from_string(id), wait_ms: query.wait_ms };
-    let wait = clamp_wait(params.wait_ms, Duration::ZERO);
+    let wait = wire::read_wait(params.wait_ms);
     Ok(Json(service.read(&params.session_id, Some(wait)).await?).into_response())
 }
 
@@ -170,13 +175,6 @@ async fn history<S: SessionService>(
 ) -> Answer {
     let Path(id) = id?;
     Ok(Json(service.history(&SessionId::from_string(id)).await?).into_response())
-}
-
-/// A non-streamed turn waits like the MCP tools: `wait_ms`, default 30 s, clamped. It takes no
-/// cancellation from the connection: a client that leaves is like one that got `running`, and
-/// the turn's result stays readable with `GET /v1/sessions/{id}?wait_ms=`.
-fn waiting(wait_ms: Option<u64>) -> TurnOptions {
-    TurnOptions { wait: Some(clamp_wait(wait_ms, DEFAULT_WAIT)), events: None, cancel: None }
 }
 
 /// Takes the REST-only `stream` flag off a body, leaving exactly the wire params to parse.

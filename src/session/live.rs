@@ -299,19 +299,20 @@ impl SessionService for LiveSessionService {
     }
 
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {
-        let live = match self.live(id) {
+        let handle = self.live(id);
+        let held = match &handle {
             Some(handle) => handle.tool_output(tool_use_id).await?,
             None => None,
         };
-        let content = match (live, &self.store) {
+        let content = match (held, &self.store) {
             (Some(content), _) => content,
             (None, Some(store)) => {
-                if self.live(id).is_none() && store.record(id).await?.is_none() {
+                if handle.is_none() && store.record(id).await?.is_none() {
                     return Err(SessionError::not_found(id.clone()));
                 }
                 store.tool_output(id, tool_use_id).await?.ok_or_else(|| no_capped_output(id, tool_use_id))?
             }
-            (None, None) if self.live(id).is_none() => return Err(SessionError::not_found(id.clone())),
+            (None, None) if handle.is_none() => return Err(SessionError::not_found(id.clone())),
             (None, None) => return Err(no_capped_output(id, tool_use_id)),
         };
         let bytes = content.len() as u64;

@@ -6,6 +6,7 @@
 //! error. rmcp negotiates the protocol version (2026-07-28 and 2025-11-25).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
@@ -13,11 +14,11 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::mcp_logging::{self, CallLog};
+use super::operation::Operation;
 use super::progress::ProgressForwarder;
 use super::wire::{self, ErrorBody};
 use crate::error::SessionError;
@@ -63,7 +64,7 @@ impl<S: SessionService> McpServer<S> {
     /// How a turn-running tool waits: the caller's `wait_ms`, progress if it asked for it, and
     /// its cancellation (a `notifications/cancelled` for this call interrupts the turn).
     fn turn_options(
-        wait_ms: Option<u64>,
+        wait: Duration,
         context: &RequestContext<RoleServer>,
     ) -> (TurnOptions, Option<ProgressForwarder>) {
         let (events, forwarder) = match context.meta.get_progress_token() {
@@ -74,73 +75,22 @@ impl<S: SessionService> McpServer<S> {
             None => (None, None),
         };
         let cancel: CancellationToken = context.ct.clone();
-        (TurnOptions { wait: Some(wire::turn_wait(wait_ms)), events, cancel: Some(cancel) }, forwarder)
+        (TurnOptions { wait: Some(wait), events, cancel: Some(cancel) }, forwarder)
     }
 
+    /// One session operation; `None` for a name that is not one of deputy's tools.
     async fn dispatch(
         &self,
         name: &str,
         arguments: serde_json::Value,
         context: &RequestContext<RoleServer>,
     ) -> Option<CallToolResult> {
-        let service = &self.service;
-        let result = match name {
-            "session_create" => match wire::parse_params::<wire::SessionCreateParams>(name, arguments) {
-                Ok(params) => {
-                    let (options, _progress) = Self::turn_options(params.wait_ms, context);
-                    render(service.create_session(params.into_request(options)).await)
-                }
-                Err(error) => render_error(&error),
-            },
-            "session_turn" => match wire::parse_params::<wire::SessionTurnParams>(name, arguments) {
-                Ok(params) => {
-                    let (options, _progress) = Self::turn_options(params.wait_ms, context);
-                    let (id, request) = params.into_request(options);
-                    render(service.start_turn(&id, request).await)
-                }
-                Err(error) => render_error(&error),
-            },
-            "session_interrupt" => match wire::parse_params::<wire::SessionInterruptParams>(name, arguments) {
-                Ok(params) => render(service.interrupt(&params.session_id).await),
-                Err(error) => render_error(&error),
-            },
-            "session_read" => match wire::parse_params::<wire::SessionReadParams>(name, arguments) {
-                Ok(params) => {
-                    let wait = wire::read_wait(params.wait_ms);
-                    render(service.read(&params.session_id, Some(wait)).await)
-                }
-                Err(error) => render_error(&error),
-            },
-            "session_list" => match wire::parse_params::<wire::SessionListParams>(name, arguments) {
-                Ok(params) => render(service.list(params.into()).await),
-                Err(error) => render_error(&error),
-            },
-            "session_archive" => match wire::parse_params::<wire::SessionArchiveParams>(name, arguments) {
-                Ok(params) => render(service.archive(&params.session_id).await),
-                Err(error) => render_error(&error),
-            },
-            "session_compact" => match wire::parse_params::<wire::SessionCompactParams>(name, arguments) {
-                Ok(params) => render(service.compact(&params.session_id).await),
-                Err(error) => render_error(&error),
-            },
-            "session_tool_output" => match wire::parse_params::<wire::SessionToolOutputParams>(name, arguments) {
-                Ok(params) => render(service.tool_output(&params.session_id, &params.tool_use_id).await),
-                Err(error) => render_error(&error),
-            },
-            _ => return None,
-        };
-        Some(result)
-    }
-}
-
-/// A successful result: the value as structured content and as JSON text for older clients.
-fn render<T: Serialize>(result: Result<T, SessionError>) -> CallToolResult {
-    match result {
-        Ok(value) => match serde_json::to_value(value) {
+        let operation = Operation::from_tool(name)?;
+        let turn_options = |wait| Self::turn_options(wait, context);
+        Some(match operation.run(name, self.service.as_ref(), arguments, turn_options).await {
             Ok(value) => CallToolResult::structured(value),
-            Err(err) => render_error(&SessionError::agent(None, format!("could not encode the result: {err}"))),
-        },
-        Err(error) => render_error(&error),
+            Err(error) => render_error(&error),
+        })
     }
 }
 

@@ -14,6 +14,7 @@ pub mod cli;
 pub mod http;
 pub mod mcp;
 pub mod mcp_logging;
+pub mod operation;
 pub mod progress;
 pub mod render;
 pub mod wire;

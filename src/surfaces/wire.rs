@@ -13,6 +13,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::operation::Operation;
 use crate::agent::pending::{ApprovalAnswer, ToolResultAnswer};
 use crate::agent::{AgentBuildConfig, Budget, ContextOverrides};
 use crate::error::SessionError;
@@ -286,7 +287,7 @@ where
 pub fn tool_catalog() -> Vec<ToolDescriptor> {
     vec![
         descriptor::<SessionCreateParams, RunResult>(
-            "session_create",
+            Operation::Create.tool(),
             false,
             "Start a new agent session and run its first turn. The agent works on `prompt` with its model and \
              tools and answers in `text`. Keep `session_id` to continue the conversation with session_turn. If \
@@ -294,7 +295,7 @@ pub fn tool_catalog() -> Vec<ToolDescriptor> {
              and session_read with `wait_ms` collects the result.",
         ),
         descriptor::<SessionTurnParams, RunResult>(
-            "session_turn",
+            Operation::Turn.tool(),
             false,
             "Send the next message to an existing session and run one turn; the agent remembers the whole \
              conversation. Only one turn runs per session at a time: a call while a turn runs fails with \
@@ -303,37 +304,37 @@ pub fn tool_catalog() -> Vec<ToolDescriptor> {
              callbacks, `approvals` for approvals; `prompt` optional) and the agent goes on from there.",
         ),
         descriptor::<SessionInterruptParams, InterruptResult>(
-            "session_interrupt",
+            Operation::Interrupt.tool(),
             false,
             "Cancel the turn a session is running. The turn ends with status `cancelled`, keeping what was done \
              so far, and the session accepts new turns. Fails with SESSION_NOT_RUNNING when no turn runs.",
         ),
         descriptor::<SessionReadParams, SessionView>(
-            "session_read",
+            Operation::Read.tool(),
             true,
             "Read a session: `state` (status, model, turns, the last turn's result in `last_turn`) and `billing` \
              (tokens, tool calls, budget left). Never waits behind a running turn unless `wait_ms` is given, in \
              which case it waits for the running turn to end and returns its result.",
         ),
         descriptor::<SessionListParams, SessionList>(
-            "session_list",
+            Operation::List.tool(),
             true,
             "List sessions, most recently updated first, with paging (`offset`, `limit`).",
         ),
         descriptor::<SessionArchiveParams, ArchiveResult>(
-            "session_archive",
+            Operation::Archive.tool(),
             false,
             "Stop a session and remove it from the live sessions. A running turn is allowed to finish first.",
         ),
         descriptor::<SessionCompactParams, CompactResult>(
-            "session_compact",
+            Operation::Compact.tool(),
             false,
             "Compact a session's history now: old tool outputs are pruned and older turns are replaced by a \
              summary, so the session can go on within the model's context window. Sessions also compact by \
              themselves when their history nears the threshold. Fails with SESSION_BUSY while a turn runs.",
         ),
         descriptor::<SessionToolOutputParams, ToolOutputResult>(
-            "session_tool_output",
+            Operation::ToolOutput.tool(),
             true,
             "Read the whole output of a tool result that entered a session's history shortened (its middle \
              replaced by an elision marker naming the tool_use_id).",

@@ -37,24 +37,14 @@ use serde_json::{Map, Value, json};
 
 use crate::error::SessionError;
 use crate::session::{SessionService, TurnOptions};
-use crate::surfaces::wire::{self, ErrorBody};
+use crate::surfaces::operation::Operation;
+use crate::surfaces::wire::ErrorBody;
 
 pub fn router<S: SessionService>(_service: Arc<S>) -> Router<Arc<S>> {
     Router::new().route("/rpc", post(handle::<S>))
 }
 
 /// The methods, in the order of the table above.
-pub const METHODS: [&str; 8] = [
-    "session/create",
-    "turn/start",
-    "turn/interrupt",
-    "session/read",
-    "session/list",
-    "session/archive",
-    "session/compact",
-    "session/tool_output",
-];
-
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
@@ -189,56 +179,17 @@ fn parse_request(request: &mut Map<String, Value>) -> Result<(String, Value), Rp
     Ok((method, params))
 }
 
-/// Parse → one service call → render, as every surface does.
+/// Parse → one service call → render, through the table every name-addressed surface shares.
 async fn dispatch<S: SessionService>(service: &S, method: &str, params: Value) -> Result<Value, RpcError> {
-    match method {
-        "session/create" => {
-            let params: wire::SessionCreateParams = wire::parse_params(method, params)?;
-            let options = TurnOptions::waiting(wire::turn_wait(params.wait_ms));
-            rendered(service.create_session(params.into_request(options)).await)
-        }
-        "turn/start" => {
-            let params: wire::SessionTurnParams = wire::parse_params(method, params)?;
-            let options = TurnOptions::waiting(wire::turn_wait(params.wait_ms));
-            let (id, request) = params.into_request(options);
-            rendered(service.start_turn(&id, request).await)
-        }
-        "turn/interrupt" => {
-            let params: wire::SessionInterruptParams = wire::parse_params(method, params)?;
-            rendered(service.interrupt(&params.session_id).await)
-        }
-        "session/read" => {
-            let params: wire::SessionReadParams = wire::parse_params(method, params)?;
-            let wait = wire::read_wait(params.wait_ms);
-            rendered(service.read(&params.session_id, Some(wait)).await)
-        }
-        "session/list" => {
-            let params: wire::SessionListParams = wire::parse_params(method, params)?;
-            rendered(service.list(params.into()).await)
-        }
-        "session/archive" => {
-            let params: wire::SessionArchiveParams = wire::parse_params(method, params)?;
-            rendered(service.archive(&params.session_id).await)
-        }
-        "session/compact" => {
-            let params: wire::SessionCompactParams = wire::parse_params(method, params)?;
-            rendered(service.compact(&params.session_id).await)
-        }
-        "session/tool_output" => {
-            let params: wire::SessionToolOutputParams = wire::parse_params(method, params)?;
-            rendered(service.tool_output(&params.session_id, &params.tool_use_id).await)
-        }
-        _ => Err(RpcError::protocol(
+    let Some(operation) = Operation::from_method(method) else {
+        let known: Vec<&str> = Operation::ALL.iter().map(|operation| operation.method()).collect();
+        return Err(RpcError::protocol(
             METHOD_NOT_FOUND,
-            format!("unknown method {method:?}; known: {}", METHODS.join(", ")),
-        )),
-    }
-}
-
-fn rendered<T: Serialize>(result: Result<T, SessionError>) -> Result<Value, RpcError> {
-    let value = result?;
-    serde_json::to_value(value)
-        .map_err(|err| SessionError::agent(None, format!("could not encode the result: {err}")).into())
+            format!("unknown method {method:?}; known: {}", known.join(", ")),
+        ));
+    };
+    let plain_wait = |wait| (TurnOptions::waiting(wait), ());
+    Ok(operation.run(method, service, params, plain_wait).await?)
 }
 
 #[cfg(test)]

@@ -18,14 +18,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use deputy::agent::context::{estimate_message, estimate_text};
-use deputy::agent::{AgentEvent, AgentFactory, AgentSpec, Budget, ContextOverrides, ContextSettings};
-use deputy::compaction::{COMPACTION_PROMPT, prune, rebuild_history};
+use deputy::agent::compaction::{COMPACTION_PROMPT, prune, rebuild_history};
+use deputy::agent::{AgentEvent, AgentFactory, ContextOverrides};
 use deputy::ids::SessionId;
 use deputy::llm::registry::ProviderRegistry;
 use deputy::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use deputy::llm::{ContentBlock, Message, ModelRequest, Role, Usage};
-use deputy::session::record::SessionRecord;
+use deputy::model::context::{estimate_message, estimate_text};
+use deputy::model::{AgentSpec, Budget, ContextSettings, SessionRecord};
 use deputy::session::{CreateSessionRequest, LiveSessionService, SessionService, TurnOptions, TurnRequest};
 use deputy::store::{RedbStore, SaveRequest, SessionStore};
 use deputy::tools::Workspace;

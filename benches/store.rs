@@ -24,10 +24,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use deputy::agent::{AgentSpec, Budget, ContextOverrides, ContextSettings};
+use deputy::agent::ContextOverrides;
 use deputy::ids::SessionId;
 use deputy::llm::{ContentBlock, Message, Usage};
-use deputy::session::record::SessionRecord;
+use deputy::model::{AgentSpec, Budget, ContextSettings, SessionRecord};
 use deputy::session::{RunResult, TurnStatus};
 use deputy::store::{RedbStore, SaveRequest, SessionStore, StoredListQuery};
 

@@ -29,12 +29,11 @@
 //!   never decide.
 
 pub mod agent;
-#[cfg(feature = "session-compaction")]
-pub mod compaction;
 pub mod config;
 pub mod error;
 pub mod ids;
 pub mod llm;
+pub mod model;
 pub mod session;
 pub mod store;
 pub mod surfaces;

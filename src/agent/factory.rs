@@ -10,14 +10,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use super::{Agent, Budget, Consumption, ContextOverrides, ContextSettings, ContextState, RestoredState};
+use super::{Agent, ContextOverrides, RestoredState};
 use crate::error::SessionError;
 use crate::llm::Usage;
 use crate::llm::registry::ProviderRegistry;
+use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
 use crate::tools::mcp::{self, McpFactory, McpServerConfig};
-use crate::tools::{ToolConfig, ToolDefaults, ToolRequest, Workspace};
+use crate::tools::{ToolDefaults, ToolRequest, Workspace};
 
 /// Everything that decides how a session's agent behaves. Unset fields take the server's
 /// defaults.
@@ -32,22 +31,6 @@ pub struct AgentBuildConfig {
     pub context: ContextOverrides,
     /// Workspace, builtin tools, shell and MCP servers of the session.
     pub tools: ToolRequest,
-}
-
-/// How an agent was built, with every default resolved: what a store keeps, so a session
-/// resumed after a restart behaves as it did even if the server's defaults changed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgentSpec {
-    /// `provider:model`.
-    pub model: String,
-    pub system_prompt: Option<String>,
-    pub max_tokens: u32,
-    pub budget: Budget,
-    #[serde(default)]
-    pub context: ContextSettings,
-    /// Records from before per-session tools load as what those sessions had.
-    #[serde(default)]
-    pub tools: ToolConfig,
 }
 
 /// Builds agents from the frozen, process-wide configuration.

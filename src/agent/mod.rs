@@ -6,7 +6,8 @@
 //! the next one. Agents are built only by [`AgentFactory::build_agent`]; surfaces never build
 //! them. The session actor owns its agent, so nothing here needs locks.
 
-pub mod budget;
+#[cfg(feature = "session-compaction")]
+pub mod compaction;
 pub mod context;
 pub mod events;
 pub mod factory;
@@ -16,52 +17,52 @@ pub mod turn;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use budget::{Budget, Consumption, Exhausted};
-pub use context::{ContextOverrides, ContextSettings, ContextState};
+pub use context::ContextOverrides;
 pub use events::{AgentEvent, EventSender, EventSink};
-pub use factory::{AgentBuildConfig, AgentFactory, AgentSpec};
-pub use pending::PendingStep;
+pub use factory::{AgentBuildConfig, AgentFactory};
 pub use turn::{TurnEnd, TurnInput, TurnReport};
 
 use crate::llm::{Message, Provider, Usage};
+use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState, PendingStep};
 use crate::tools::{ToolConfig, ToolScope};
 
-/// Fields are visible to the crate so that `compaction` can rewrite the history; everything
-/// else goes through methods.
+/// Fields are private to the `agent` module: its children (the loop in `turn` and `step`, and
+/// `compaction`, which rewrites the history) work on them directly; everything else goes
+/// through methods.
 pub struct Agent {
-    pub(crate) provider: Arc<dyn Provider>,
+    provider: Arc<dyn Provider>,
     /// The id the caller chose, `provider:model`.
-    pub(crate) model_id: String,
+    model_id: String,
     /// The model name sent on the wire.
-    pub(crate) model: String,
-    pub(crate) system_prompt: Option<String>,
-    pub(crate) max_tokens: u32,
-    pub(crate) tools: ToolScope,
+    model: String,
+    system_prompt: Option<String>,
+    max_tokens: u32,
+    tools: ToolScope,
     /// What `tools` was built from, kept for the session's record.
-    pub(crate) tool_config: ToolConfig,
-    pub(crate) budget: Budget,
-    pub(crate) context_settings: ContextSettings,
-    pub(crate) history: Vec<Message>,
-    pub(crate) usage: Usage,
-    pub(crate) used: Consumption,
-    pub(crate) turns: u64,
-    pub(crate) context: ContextState,
+    tool_config: ToolConfig,
+    budget: Budget,
+    context_settings: ContextSettings,
+    history: Vec<Message>,
+    usage: Usage,
+    used: Consumption,
+    turns: u64,
+    context: ContextState,
     /// Bumped each time compaction replaces the history.
-    pub(crate) history_epoch: u64,
+    history_epoch: u64,
     /// The first message changed since the history was last saved: a save writes
     /// `history[unsaved_from..]`. Appends leave it alone; editing an old message lowers it,
     /// and a compaction sets it to 0.
-    pub(crate) unsaved_from: usize,
+    unsaved_from: usize,
     /// Full text of tool outputs that were capped in the history, by tool_use id.
-    pub(crate) full_outputs: BTreeMap<String, String>,
+    full_outputs: BTreeMap<String, String>,
     /// Which of those a store has not saved yet.
-    pub(crate) unsaved_outputs: Vec<String>,
+    unsaved_outputs: Vec<String>,
     /// Whether a turn is running, and the index of the message holding its prompt: what a
     /// compaction in the middle of a turn must keep.
-    pub(crate) turn_running: bool,
-    pub(crate) turn_prompt_index: usize,
+    turn_running: bool,
+    turn_prompt_index: usize,
     /// A step whose tool calls wait for the caller; the history ends with its `tool_use`.
-    pub(crate) pending: Option<PendingStep>,
+    pending: Option<PendingStep>,
 }
 
 /// The state of a stored session, handed to a freshly built agent to resume it.

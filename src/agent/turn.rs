@@ -10,17 +10,18 @@
 //! exception is a step held for the caller ([`super::pending`]): the turn ends with the step
 //! open, and the next turn closes it before any model call.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::context::cap_tool_output;
-use super::pending::{CallState, PendingCall, PendingKind, PendingStep, Resolution, Settlement, StepCall};
-use super::{Agent, AgentEvent, EventSink, Exhausted};
+use super::pending::{Resolution, Settlement};
+use super::{Agent, AgentEvent, EventSink};
 use crate::llm::{
     ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, Usage,
 };
+use crate::model::{CallState, Exhausted, PendingCall, PendingKind, PendingStep, StepCall};
 use crate::tools::ToolOutput;
 
 /// How a turn ended.
@@ -89,7 +90,7 @@ impl Trigger {
 }
 
 /// Why a step stopped before the model finished.
-pub(crate) enum Interruption {
+pub(super) enum Interruption {
     /// The turn's token fired: the caller's interrupt, or the time budget.
     Cancelled,
     Failed(LlmError),
@@ -97,9 +98,9 @@ pub(crate) enum Interruption {
 
 /// What one model response has produced so far.
 #[derive(Default)]
-pub(crate) struct Response {
-    pub(crate) blocks: Vec<ContentBlock>,
-    pub(crate) usage: Usage,
+pub(super) struct Response {
+    pub(super) blocks: Vec<ContentBlock>,
+    pub(super) usage: Usage,
 }
 
 impl Response {
@@ -111,7 +112,7 @@ impl Response {
         }
     }
 
-    pub(crate) fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         Message::assistant(self.blocks.clone()).text()
     }
 }
@@ -141,7 +142,7 @@ enum StepOutcome {
 
 /// Running totals of one turn.
 #[derive(Default)]
-pub(crate) struct TurnTotals {
+pub(super) struct TurnTotals {
     usage: Usage,
     tool_calls: u64,
     text: String,
@@ -324,7 +325,7 @@ impl Agent {
     }
 
     /// The request for the next model call: the whole history and every tool.
-    pub(crate) fn model_request(&self) -> ModelRequest {
+    pub(super) fn model_request(&self) -> ModelRequest {
         ModelRequest {
             model: self.model.clone(),
             system: self.system_prompt.clone(),
@@ -345,8 +346,8 @@ impl Agent {
         totals: &mut TurnTotals,
     ) -> Result<bool, Interruption> {
         match self.compact(trigger, cancel, events).await {
-            crate::compaction::Outcome::Cancelled => Err(Interruption::Cancelled),
-            crate::compaction::Outcome::Done(report) => {
+            super::compaction::Outcome::Cancelled => Err(Interruption::Cancelled),
+            super::compaction::Outcome::Done(report) => {
                 totals.usage.add(&report.usage);
                 Ok(report.compacted)
             }
@@ -366,7 +367,7 @@ impl Agent {
     }
 
     /// Streams one model response into `response`, forwarding text as events.
-    pub(crate) async fn stream_response(
+    pub(super) async fn stream_response(
         &self,
         request: ModelRequest,
         cancel: &CancellationToken,
@@ -582,9 +583,4 @@ impl Agent {
     pub fn pending_calls(&self) -> Vec<PendingCall> {
         self.pending.as_ref().map(|step| step.waiting(self.tool_config.approval_timeout_ms)).unwrap_or_default()
     }
-}
-
-/// Convenience for tests and callers that want the elapsed active time in milliseconds.
-pub fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -17,14 +17,13 @@ use chrono::Utc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::record::SessionRecord;
-#[cfg(feature = "session-compaction")]
-use super::types::CompactResult;
-use super::types::{RunResult, SessionStatus, SessionView};
 use crate::agent::{Agent, EventSink, TurnInput};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::llm::Message;
+#[cfg(feature = "session-compaction")]
+use crate::model::CompactResult;
+use crate::model::{RunResult, SessionRecord, SessionStatus, SessionView};
 use crate::store::{SaveRequest, SharedStore, StoreError};
 
 /// What the actor is asked to do. Only one `RunTurn` or `Compact` is ever queued: the turn
@@ -300,8 +299,8 @@ async fn run(
                     continue;
                 }
                 let report = match agent.compact_now(&cancel).await {
-                    crate::compaction::Outcome::Done(report) => report,
-                    crate::compaction::Outcome::Cancelled => crate::compaction::Report::default(),
+                    crate::agent::compaction::Outcome::Done(report) => report,
+                    crate::agent::compaction::Outcome::Cancelled => crate::agent::compaction::Report::default(),
                 };
                 record.absorb(&agent);
                 record.updated_at = Utc::now();

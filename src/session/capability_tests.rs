@@ -11,6 +11,7 @@ use crate::ids::SessionId;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{Gate, ScriptedProvider, ScriptedResponse, Step};
 use crate::llm::{StopReason, StreamEvent};
+use crate::model::SessionStatus;
 use crate::store::SharedStore;
 
 const PERSISTENT: bool = cfg!(feature = "session-store");

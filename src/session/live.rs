@@ -14,12 +14,16 @@ use tokio::sync::oneshot;
 
 use super::SessionService;
 use super::actor::{SessionHandle, TurnReply, TurnTicket};
-use super::record::SessionRecord;
 use super::types::*;
 use crate::agent::pending::resolve;
 use crate::agent::{AgentFactory, EventSink, TurnInput};
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::model::SessionRecord;
+use crate::model::{
+    ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionSummary,
+    SessionView, ToolOutputResult, TurnStatus,
+};
 use crate::store::{SaveRequest, SharedStore, StoredListQuery, persistence_disabled};
 
 /// Characters of the first prompt kept as the session's title.
@@ -359,3 +363,7 @@ mod persistence_tests;
 #[cfg(test)]
 #[path = "pending_tests.rs"]
 mod pending_tests;
+
+#[cfg(all(test, feature = "session-compaction"))]
+#[path = "compaction_tests.rs"]
+mod compaction_tests;

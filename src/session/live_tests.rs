@@ -8,11 +8,13 @@ use futures::FutureExt;
 use serde_json::json;
 
 use super::*;
-use crate::agent::{AgentBuildConfig, Budget};
+use crate::agent::AgentBuildConfig;
 use crate::error::ErrorCode;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{Gate, ScriptedProvider, ScriptedResponse, Step};
 use crate::llm::{ContentBlock, LlmError, LlmErrorKind, Role, StopReason, StreamEvent, Usage};
+use crate::model::Budget;
+use crate::model::SessionStatus;
 use crate::tools::Workspace;
 
 fn service_with(provider: Arc<ScriptedProvider>, workspace: Option<Workspace>) -> Arc<LiveSessionService> {

@@ -1,7 +1,9 @@
 //! The session lifecycle contract, one implementation per deployment shape.
 //!
-//! Every surface (MCP, CLI, later REST and JSON-RPC) calls only [`SessionService`]; the
-//! contract and its error codes are the same whichever way a caller arrives.
+//! Every surface (MCP, REST, JSON-RPC and the CLI) calls only [`SessionService`]; the
+//! contract and its error codes are the same whichever way a caller arrives. The service
+//! answers with the plain data types of [`crate::model`], re-exported here so a caller of the
+//! service names one module.
 //!
 //! Implementations:
 //! - [`live::LiveSessionService`]: sessions in memory, one actor task each ([`actor`]), over an
@@ -17,6 +19,12 @@ use std::time::Duration;
 
 pub use live::LiveSessionService;
 pub use types::*;
+
+pub use crate::model::{
+    ApprovalAnswer, ArchiveResult, CompactResult, Decision, InterruptResult, PendingCall, PendingKind, RunResult,
+    SessionHistory, SessionList, SessionStatus, SessionSummary, SessionView, ToolOutputResult, ToolResultAnswer,
+    TurnStatus,
+};
 
 use crate::error::SessionError;
 use crate::ids::SessionId;

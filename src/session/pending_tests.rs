@@ -8,11 +8,12 @@ use serde_json::json;
 
 use super::*;
 use crate::agent::AgentFactory;
-use crate::agent::pending::{ApprovalAnswer, Decision, PendingKind, ToolResultAnswer};
 use crate::error::ErrorCode;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use crate::llm::{ContentBlock, Role};
+use crate::model::SessionStatus;
+use crate::model::{ApprovalAnswer, Decision, PendingKind, ToolResultAnswer};
 use crate::store::SharedStore;
 use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest, Workspace};
 

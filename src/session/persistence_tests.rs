@@ -14,7 +14,7 @@ use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
-use crate::session::record::SessionRecord;
+use crate::model::SessionRecord;
 use crate::store::{RedbStore, SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
 
 /// A real store whose saves can be made to fail, like a full disk would.

@@ -28,8 +28,8 @@ pub use redb_store::RedbStore;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::llm::Message;
-use crate::session::record::SessionRecord;
-use crate::session::types::SessionSummary;
+use crate::model::SessionRecord;
+use crate::model::SessionSummary;
 
 /// One save: the session's record, and its history from index `replace_from` on. Stored
 /// messages at or after `replace_from` are replaced; earlier ones are left untouched. When the

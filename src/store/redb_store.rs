@@ -16,8 +16,8 @@ use super::tables::{ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, MESSAGES, RECORDS, 
 use super::{SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
 use crate::ids::SessionId;
 use crate::llm::Message;
-use crate::session::record::SessionRecord;
-use crate::session::types::SessionSummary;
+use crate::model::SessionRecord;
+use crate::model::SessionSummary;
 
 #[derive(Debug, Clone)]
 pub struct RedbStore {

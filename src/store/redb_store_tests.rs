@@ -5,7 +5,7 @@ use chrono::{Duration, TimeZone, Utc};
 
 use super::*;
 use crate::llm::Message;
-use crate::session::types::SessionStatus;
+use crate::model::SessionStatus;
 
 fn record(n: u64, message_count: u64) -> SessionRecord {
     let at =

@@ -16,10 +16,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::mcp::McpServer;
 use super::{http, render, wire};
-use crate::agent::{AgentBuildConfig, AgentEvent, Budget, ContextOverrides};
+use crate::agent::{AgentBuildConfig, AgentEvent, ContextOverrides};
 use crate::config::{AppState, Environment, Settings};
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::model::Budget;
 use crate::session::{
     CreateSessionRequest, ListQuery, LiveSessionService, RunResult, SessionService, TurnOptions, TurnRequest,
     TurnStatus,

@@ -14,10 +14,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::operation::Operation;
-use crate::agent::pending::{ApprovalAnswer, ToolResultAnswer};
-use crate::agent::{AgentBuildConfig, Budget, ContextOverrides};
+use crate::agent::{AgentBuildConfig, ContextOverrides};
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::model::{ApprovalAnswer, Budget, ToolResultAnswer};
 use crate::session::{
     ArchiveResult, CompactResult, CreateSessionRequest, DEFAULT_WAIT, InterruptResult, ListQuery, RunResult,
     SessionList, SessionView, ToolOutputResult, TurnOptions, TurnRequest, clamp_wait,

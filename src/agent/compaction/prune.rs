@@ -1,7 +1,7 @@
 //! Stage 1: drop the bodies of old tool results, the cheapest way to shrink a history.
 
-use crate::agent::context::{estimate_message, estimate_text};
 use crate::llm::{ContentBlock, Message};
+use crate::model::context::{estimate_message, estimate_text};
 
 /// How a pruned tool result begins; a result that already does is not pruned again.
 pub const PLACEHOLDER_PREFIX: &str = "[pruned:";

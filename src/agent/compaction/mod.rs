@@ -92,6 +92,3 @@ mod rules {
         assert!(due(&settings, &state, 7, 5000), "three turns later");
     }
 }
-
-#[cfg(test)]
-mod tests;

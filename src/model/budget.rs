@@ -70,6 +70,12 @@ impl Budget {
     }
 }
 
+/// A duration in whole milliseconds, as records and views report it (saturating: no real
+/// duration reaches `u64::MAX` ms).
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,10 +3,10 @@
 use tokio_util::sync::CancellationToken;
 
 use super::{COMPACTION_PROMPT, Pruned, clean_turn_starts, due, prune, rebuild_history};
-use crate::agent::context::{estimate_message, estimate_text};
 use crate::agent::turn::{Interruption, Response, Trigger};
 use crate::agent::{Agent, AgentEvent, EventSink};
 use crate::llm::{ContentBlock, Message, Role, Usage};
+use crate::model::context::{estimate_message, estimate_text};
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub enum Outcome {
 impl Agent {
     /// Runs the compaction flow if `trigger` calls for it. Failures are not fatal: they are
     /// reported as a `CompactionFailed` event and the history stays as it was.
-    pub(crate) async fn compact(
+    pub(in crate::agent) async fn compact(
         &mut self,
         trigger: Trigger,
         cancel: &CancellationToken,

@@ -7,14 +7,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::json;
 
-use super::{COMPACTION_PROMPT, PLACEHOLDER_PREFIX, SUMMARY_PREFIX};
-use crate::agent::context::{estimate_message, estimate_text};
-use crate::agent::{AgentEvent, AgentFactory, Budget, ContextOverrides};
+use crate::agent::compaction::{COMPACTION_PROMPT, PLACEHOLDER_PREFIX, SUMMARY_PREFIX};
+use crate::agent::{AgentEvent, AgentFactory, ContextOverrides};
 use crate::error::ErrorCode;
 use crate::ids::SessionId;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use crate::llm::{ContentBlock, LlmError, LlmErrorKind, ModelRequest, Usage};
+use crate::model::Budget;
+use crate::model::context::{estimate_message, estimate_text};
 use crate::session::{CreateSessionRequest, LiveSessionService, SessionService, TurnOptions, TurnRequest};
 use crate::store::SharedStore;
 use crate::tools::Workspace;

@@ -1,7 +1,7 @@
 //! Stage 2's history rebuild: the summary, then the most recent complete turns.
 
-use crate::agent::context::estimate_message;
 use crate::llm::{ContentBlock, Message, Role};
+use crate::model::context::estimate_message;
 
 /// Starts the user message that carries the summary, so the model knows what it reads.
 pub const SUMMARY_PREFIX: &str = "[The earlier part of this conversation was compacted. This is a summary of it, \

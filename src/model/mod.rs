@@ -1,0 +1,29 @@
+//! What deputy stores and shows: plain data shared by the layers above.
+//!
+//! The session record, its views and summaries, the results of every operation, and the parts
+//! of an agent a record persists (its spec, budget, context state and held step). Nothing here
+//! runs a turn, opens a file or names a higher layer: `store` persists these values and
+//! `session` renders and updates them, so neither has to know the other. The agent loop keeps
+//! the same values current (`crate::agent` depends on this module, never the reverse).
+
+pub mod budget;
+pub mod context;
+pub mod pending;
+pub mod record;
+pub mod result;
+pub mod spec;
+pub mod view;
+
+pub use budget::{Budget, Consumption, Exhausted};
+pub use context::{ContextSettings, ContextState};
+pub use pending::{
+    ApprovalAnswer, CallState, Decision, PendingCall, PendingKind, PendingStep, StepCall, ToolResultAnswer,
+};
+pub use record::SessionRecord;
+pub use result::{
+    ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, ToolOutputResult, TurnStatus,
+};
+pub use spec::AgentSpec;
+pub use view::{
+    Billing, BudgetRemaining, ContextView, SessionList, SessionState, SessionStatus, SessionSummary, SessionView,
+};

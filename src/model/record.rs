@@ -1,0 +1,175 @@
+//! [`SessionRecord`]: everything about a session except its history, in one small value.
+//!
+//! It is the single source of a session's state and billing: the actor keeps it current after
+//! every turn, `read` and `list` render it ([`SessionRecord::view`], [`SessionRecord::summary`]),
+//! and the store persists it beside the append-only history. A session read from the store and
+//! a live one therefore cannot disagree on what they show.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::budget::{Consumption, millis};
+use super::context::ContextState;
+use super::pending::PendingStep;
+use super::result::RunResult;
+use super::spec::AgentSpec;
+use super::view::{
+    Billing, BudgetRemaining, ContextView, SessionState, SessionStatus, SessionSummary, SessionView,
+};
+use crate::ids::SessionId;
+use crate::llm::Usage;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub session_id: SessionId,
+    pub agent: AgentSpec,
+    pub title: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub host_mode: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Turns finished.
+    pub turns: u64,
+    /// Messages in the current history.
+    pub message_count: u64,
+    /// Bumped when compaction replaces the history.
+    #[serde(default)]
+    pub history_epoch: u64,
+    pub usage: Usage,
+    pub tool_calls: u64,
+    pub active_ms: u64,
+    #[serde(default)]
+    pub last_turn: Option<RunResult>,
+    #[serde(default)]
+    pub archived: bool,
+    /// What is known about the history's size, to resume token accounting after a restart.
+    #[serde(default)]
+    pub context: ContextState,
+    #[serde(default)]
+    pub estimated_history_tokens: u64,
+    /// A step held for the caller. Persisted here rather than in the history: the history
+    /// keeps the step's `tool_use` message, and its results are appended once answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingStep>,
+}
+
+impl SessionRecord {
+    /// A record with no turns yet, created `at`: what every session starts from.
+    pub fn empty(session_id: SessionId, agent: AgentSpec, title: String, at: DateTime<Utc>) -> Self {
+        Self {
+            session_id,
+            agent,
+            title,
+            labels: BTreeMap::new(),
+            host_mode: false,
+            created_at: at,
+            updated_at: at,
+            turns: 0,
+            message_count: 0,
+            history_epoch: 0,
+            usage: Usage::default(),
+            tool_calls: 0,
+            active_ms: 0,
+            last_turn: None,
+            archived: false,
+            context: ContextState::default(),
+            estimated_history_tokens: 0,
+            pending: None,
+        }
+    }
+
+    /// Counters to restore into a rehydrated agent.
+    pub fn consumption(&self) -> Consumption {
+        Consumption {
+            tokens: self.usage.total_tokens(),
+            tool_calls: self.tool_calls,
+            active: std::time::Duration::from_millis(self.active_ms),
+        }
+    }
+
+    /// The status a session at rest has: idle, or archived.
+    pub fn resting_status(&self) -> SessionStatus {
+        if self.archived { SessionStatus::Archived } else { SessionStatus::Idle }
+    }
+
+    pub fn view(&self, status: SessionStatus, running_turn: Option<u64>) -> SessionView {
+        let budget = self.agent.budget;
+        let used = self.consumption();
+        SessionView {
+            session_id: self.session_id.clone(),
+            state: SessionState {
+                status,
+                model: self.agent.model.clone(),
+                title: self.title.clone(),
+                labels: self.labels.clone(),
+                host_mode: self.host_mode,
+                turns: self.turns,
+                running_turn,
+                message_count: usize::try_from(self.message_count).unwrap_or(usize::MAX),
+                created_at: self.created_at,
+                updated_at: self.updated_at,
+                last_turn: self.last_turn.clone(),
+                pending: self
+                    .pending
+                    .as_ref()
+                    .map(|step| step.waiting(self.agent.tools.approval_timeout_ms))
+                    .unwrap_or_default(),
+                context: ContextView {
+                    context_window: self.agent.context.context_window,
+                    threshold_tokens: self.agent.context.threshold_tokens,
+                    last_input_tokens: self.context.last_input_tokens,
+                    estimated_history_tokens: self.estimated_history_tokens,
+                    compactions: self.context.compactions,
+                    history_epoch: self.history_epoch,
+                },
+            },
+            billing: Billing {
+                usage: self.usage,
+                total_tokens: self.usage.total_tokens(),
+                tool_calls: self.tool_calls,
+                active_ms: self.active_ms,
+                budget,
+                remaining: BudgetRemaining {
+                    tokens: budget.max_tokens.map(|max| max.saturating_sub(used.tokens)),
+                    tool_calls: budget.remaining_tool_calls(&used),
+                    duration_ms: budget.remaining_time(&used).map(millis),
+                },
+            },
+        }
+    }
+
+    pub fn summary(&self, status: SessionStatus) -> SessionSummary {
+        SessionSummary {
+            session_id: self.session_id.clone(),
+            status,
+            model: self.agent.model.clone(),
+            title: self.title.clone(),
+            labels: self.labels.clone(),
+            turns: self.turns,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+#[cfg(all(test, feature = "session-store"))]
+impl SessionRecord {
+    /// A stored-session record for tests that need many sessions without running turns.
+    pub(crate) fn for_test(id: &str, updated_at: DateTime<Utc>, message_count: u64) -> Self {
+        let spec = AgentSpec {
+            model: "test:model".into(),
+            system_prompt: None,
+            max_tokens: 100,
+            budget: super::budget::Budget::default(),
+            context: super::context::ContextSettings::default(),
+            tools: crate::tools::ToolConfig::default(),
+        };
+        let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
+        record.message_count = message_count;
+        record
+    }
+}

@@ -1,0 +1,112 @@
+//! What session operations answer: a turn's result and the small results of the others.
+//!
+//! These are also the structured output of deputy's MCP tools, REST and JSON-RPC, so they derive
+//! `Serialize` + `JsonSchema` and their field names are the wire contract: snake_case, the same
+//! on every surface.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::pending::PendingCall;
+use crate::ids::SessionId;
+use crate::llm::{Message, Usage};
+
+/// Where a turn stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The turn ended normally (including `stop_reason: "budget_exhausted"`).
+    Completed,
+    /// Still running: collect the result with `session_read` and `wait_ms`.
+    Running,
+    /// Interrupted by the caller; the session is ready for the next turn.
+    Cancelled,
+    /// The provider failed; the session is ready for the next turn.
+    Failed,
+    /// The turn stopped on tool calls the caller must answer (`pending`): callback results
+    /// with `tool_results`, approvals with `approvals`, in the next `session_turn`.
+    PendingToolCalls,
+}
+
+/// The result of a turn (or of waiting for one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunResult {
+    pub session_id: SessionId,
+    pub status: TurnStatus,
+    /// 1-based number of the turn in its session.
+    pub turn: u64,
+    /// The assistant's answer (for a running turn: empty).
+    pub text: String,
+    /// `end_turn`, `max_tokens`, `budget_exhausted`, `cancelled`, `error`, … (absent while running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// Tokens this turn used.
+    pub usage: Usage,
+    /// Tool calls this turn ran.
+    pub tool_calls: u64,
+    /// Why the turn failed, when `status` is `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The tool calls waiting for the caller, when `status` is `pending_tool_calls`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingCall>,
+}
+
+impl RunResult {
+    pub fn running(session_id: SessionId, turn: u64) -> Self {
+        Self {
+            session_id,
+            status: TurnStatus::Running,
+            turn,
+            text: String::new(),
+            stop_reason: None,
+            usage: Usage::default(),
+            tool_calls: 0,
+            error: None,
+            pending: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InterruptResult {
+    pub session_id: SessionId,
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ArchiveResult {
+    pub session_id: SessionId,
+    pub archived: bool,
+}
+
+/// A session's whole conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct SessionHistory {
+    pub session_id: SessionId,
+    pub messages: Vec<Message>,
+}
+
+/// What `session_compact` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CompactResult {
+    pub session_id: SessionId,
+    /// The history was rewritten (pruned, summarized, or both).
+    pub compacted: bool,
+    /// A summary replaced the older turns.
+    pub summarized: bool,
+    /// Old tool results whose bodies were replaced by placeholders.
+    pub pruned_results: u64,
+    /// Estimated history tokens before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+/// The whole output of a tool result that entered the history capped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolOutputResult {
+    pub session_id: SessionId,
+    pub tool_use_id: String,
+    pub content: String,
+    pub bytes: u64,
+}

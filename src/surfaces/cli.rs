@@ -15,7 +15,7 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use super::mcp::McpServer;
-use super::{http, render, wire};
+use super::{http, render};
 use crate::agent::{AgentBuildConfig, AgentEvent, ContextOverrides};
 use crate::config::{AppState, Environment, Settings};
 use crate::error::SessionError;
@@ -426,7 +426,7 @@ fn exit_with(error: &SessionError) -> ExitCode {
 /// Writes `<tool>.input.json` and `<tool>.output.json` for every tool, and `openapi.json`.
 fn write_schemas(out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    for (name, contents) in wire::schema_files() {
+    for (name, contents) in super::schemas::schema_files() {
         let path = out.join(&name);
         std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
     }

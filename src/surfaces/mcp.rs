@@ -20,7 +20,7 @@ use tracing::Instrument;
 use super::mcp_logging::{self, CallLog};
 use super::operation::Operation;
 use super::progress::ProgressForwarder;
-use super::wire::{self, ErrorBody};
+use super::wire::ErrorBody;
 use crate::error::SessionError;
 use crate::session::{SessionService, TurnOptions};
 
@@ -45,7 +45,7 @@ impl<S> Clone for McpServer<S> {
 
 impl<S: SessionService> McpServer<S> {
     pub fn new(service: Arc<S>) -> Self {
-        let tools = wire::tool_catalog()
+        let tools = super::operation::tool_catalog()
             .into_iter()
             .map(|tool| {
                 Tool::new(tool.name, tool.description, tool.input_schema)

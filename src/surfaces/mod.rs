@@ -17,4 +17,5 @@ pub mod mcp_logging;
 pub mod operation;
 pub mod progress;
 pub mod render;
+pub mod schemas;
 pub mod wire;

@@ -1,14 +1,20 @@
 //! The session operations of the surfaces that address them by name (MCP tools, JSON-RPC
 //! methods): one table from a name and JSON arguments to exactly one `SessionService` call, so
-//! the two surfaces cannot drift apart. REST addresses the same operations by path instead.
+//! the two surfaces cannot drift apart, and the tool catalog that describes each operation to
+//! an LLM caller. REST addresses the same operations by path instead.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::wire;
 use crate::error::SessionError;
+use crate::model::{
+    ArchiveResult, CompactResult, InterruptResult, RunResult, SessionList, SessionView, ToolOutputResult,
+};
 use crate::session::{SessionService, TurnOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +126,96 @@ impl Operation {
             }
         }
     }
+
+    /// The tool's entry in the catalog: its description for an LLM caller, whether it only
+    /// reads, and the schemas of its arguments and result.
+    pub fn descriptor(self) -> ToolDescriptor {
+        match self {
+            Self::Create => descriptor::<wire::SessionCreateParams, RunResult>(
+                self.tool(),
+                false,
+                "Start a new agent session and run its first turn. The agent works on `prompt` with its model and \
+                 tools and answers in `text`. Keep `session_id` to continue the conversation with session_turn. If \
+                 the turn takes longer than `wait_ms`, the answer is `status: \"running\"`: the agent keeps working, \
+                 and session_read with `wait_ms` collects the result.",
+            ),
+            Self::Turn => descriptor::<wire::SessionTurnParams, RunResult>(
+                self.tool(),
+                false,
+                "Send the next message to an existing session and run one turn; the agent remembers the whole \
+                 conversation. Only one turn runs per session at a time: a call while a turn runs fails with \
+                 SESSION_BUSY. Same `wait_ms` / `status: \"running\"` behaviour as session_create. After \
+                 `status: \"pending_tool_calls\"`, answer every call in `pending` here (`tool_results` for \
+                 callbacks, `approvals` for approvals; `prompt` optional) and the agent goes on from there.",
+            ),
+            Self::Interrupt => descriptor::<wire::SessionInterruptParams, InterruptResult>(
+                self.tool(),
+                false,
+                "Cancel the turn a session is running. The turn ends with status `cancelled`, keeping what was done \
+                 so far, and the session accepts new turns. Fails with SESSION_NOT_RUNNING when no turn runs.",
+            ),
+            Self::Read => descriptor::<wire::SessionReadParams, SessionView>(
+                self.tool(),
+                true,
+                "Read a session: `state` (status, model, turns, the last turn's result in `last_turn`) and `billing` \
+                 (tokens, tool calls, budget left). Never waits behind a running turn unless `wait_ms` is given, in \
+                 which case it waits for the running turn to end and returns its result.",
+            ),
+            Self::List => descriptor::<wire::SessionListParams, SessionList>(
+                self.tool(),
+                true,
+                "List sessions, most recently updated first, with paging (`offset`, `limit`).",
+            ),
+            Self::Archive => descriptor::<wire::SessionArchiveParams, ArchiveResult>(
+                self.tool(),
+                false,
+                "Stop a session and remove it from the live sessions. A running turn is allowed to finish first.",
+            ),
+            Self::Compact => descriptor::<wire::SessionCompactParams, CompactResult>(
+                self.tool(),
+                false,
+                "Compact a session's history now: old tool outputs are pruned and older turns are replaced by a \
+                 summary, so the session can go on within the model's context window. Sessions also compact by \
+                 themselves when their history nears the threshold. Fails with SESSION_BUSY while a turn runs.",
+            ),
+            Self::ToolOutput => descriptor::<wire::SessionToolOutputParams, ToolOutputResult>(
+                self.tool(),
+                true,
+                "Read the whole output of a tool result that entered a session's history shortened (its middle \
+                 replaced by an elision marker naming the tool_use_id).",
+            ),
+        }
+    }
+}
+
+/// deputy's tools, in the order `tools/list` shows them.
+pub fn tool_catalog() -> Vec<ToolDescriptor> {
+    Operation::ALL.into_iter().map(Operation::descriptor).collect()
+}
+
+/// One tool of the catalog.
+#[derive(Debug, Clone)]
+pub struct ToolDescriptor {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub read_only: bool,
+    pub input_schema: Arc<serde_json::Map<String, serde_json::Value>>,
+    pub output_schema: Arc<serde_json::Map<String, serde_json::Value>>,
+}
+
+fn descriptor<P, R>(name: &'static str, read_only: bool, description: &'static str) -> ToolDescriptor
+where
+    P: JsonSchema + 'static,
+    R: JsonSchema + 'static,
+{
+    ToolDescriptor {
+        name,
+        description,
+        read_only,
+        // Every params type is a struct, so the object-root requirement always holds.
+        input_schema: rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default(),
+        output_schema: rmcp::handler::server::common::schema_for_output::<R>(),
+    }
 }
 
 fn json<T: Serialize>(result: Result<T, SessionError>) -> Result<Value, SessionError> {
@@ -133,7 +229,7 @@ mod tests {
 
     #[test]
     fn every_operation_has_one_tool_and_one_method_and_the_catalog_lists_the_tools() {
-        let catalog: Vec<&str> = wire::tool_catalog().iter().map(|tool| tool.name).collect();
+        let catalog: Vec<&str> = tool_catalog().iter().map(|tool| tool.name).collect();
         let tools: Vec<&str> = Operation::ALL.iter().map(|operation| operation.tool()).collect();
         assert_eq!(catalog, tools);
         for operation in Operation::ALL {

@@ -1,27 +1,23 @@
-//! The wire contract of deputy's tools: parameter types, the tool catalog (names, descriptions
-//! for an LLM caller, input and output schemas), and their conversion into service requests.
+//! The wire contract of deputy's operations: parameter types and their conversion into service
+//! requests, plus the error body every surface sends.
 //!
-//! No I/O and no service calls here. The same parameter types serve REST bodies and JSON-RPC
-//! params; `deputy schemas` writes the catalog to `schemas/`, and a test fails when
-//! the checked-in files are stale.
+//! Pure data: no I/O, no service calls, no knowledge of which surface is speaking. The same
+//! parameter types serve MCP tool arguments, REST bodies and JSON-RPC params; the tool catalog
+//! built from them lives in [`super::operation`], the checked-in schema files in
+//! [`super::schemas`].
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::operation::Operation;
 use crate::agent::{AgentBuildConfig, ContextOverrides};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::{ApprovalAnswer, Budget, ToolResultAnswer};
-use crate::session::{
-    ArchiveResult, CompactResult, CreateSessionRequest, DEFAULT_WAIT, InterruptResult, ListQuery, RunResult,
-    SessionList, SessionView, ToolOutputResult, TurnOptions, TurnRequest, clamp_wait,
-};
+use crate::session::{CreateSessionRequest, DEFAULT_WAIT, ListQuery, TurnOptions, TurnRequest, clamp_wait};
 use crate::tools::mcp::McpServerRequest;
 use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest};
 
@@ -256,114 +252,4 @@ pub fn parse_params<P: serde::de::DeserializeOwned>(
 ) -> Result<P, SessionError> {
     serde_json::from_value(arguments)
         .map_err(|err| SessionError::invalid(format!("invalid arguments for {tool}: {err}")))
-}
-
-/// One tool of the catalog.
-#[derive(Debug, Clone)]
-pub struct ToolDescriptor {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub read_only: bool,
-    pub input_schema: Arc<serde_json::Map<String, serde_json::Value>>,
-    pub output_schema: Arc<serde_json::Map<String, serde_json::Value>>,
-}
-
-fn descriptor<P, R>(name: &'static str, read_only: bool, description: &'static str) -> ToolDescriptor
-where
-    P: JsonSchema + 'static,
-    R: JsonSchema + 'static,
-{
-    ToolDescriptor {
-        name,
-        description,
-        read_only,
-        // Every params type is a struct, so the object-root requirement always holds.
-        input_schema: rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default(),
-        output_schema: rmcp::handler::server::common::schema_for_output::<R>(),
-    }
-}
-
-/// deputy's tools, in the order `tools/list` shows them.
-pub fn tool_catalog() -> Vec<ToolDescriptor> {
-    vec![
-        descriptor::<SessionCreateParams, RunResult>(
-            Operation::Create.tool(),
-            false,
-            "Start a new agent session and run its first turn. The agent works on `prompt` with its model and \
-             tools and answers in `text`. Keep `session_id` to continue the conversation with session_turn. If \
-             the turn takes longer than `wait_ms`, the answer is `status: \"running\"`: the agent keeps working, \
-             and session_read with `wait_ms` collects the result.",
-        ),
-        descriptor::<SessionTurnParams, RunResult>(
-            Operation::Turn.tool(),
-            false,
-            "Send the next message to an existing session and run one turn; the agent remembers the whole \
-             conversation. Only one turn runs per session at a time: a call while a turn runs fails with \
-             SESSION_BUSY. Same `wait_ms` / `status: \"running\"` behaviour as session_create. After \
-             `status: \"pending_tool_calls\"`, answer every call in `pending` here (`tool_results` for \
-             callbacks, `approvals` for approvals; `prompt` optional) and the agent goes on from there.",
-        ),
-        descriptor::<SessionInterruptParams, InterruptResult>(
-            Operation::Interrupt.tool(),
-            false,
-            "Cancel the turn a session is running. The turn ends with status `cancelled`, keeping what was done \
-             so far, and the session accepts new turns. Fails with SESSION_NOT_RUNNING when no turn runs.",
-        ),
-        descriptor::<SessionReadParams, SessionView>(
-            Operation::Read.tool(),
-            true,
-            "Read a session: `state` (status, model, turns, the last turn's result in `last_turn`) and `billing` \
-             (tokens, tool calls, budget left). Never waits behind a running turn unless `wait_ms` is given, in \
-             which case it waits for the running turn to end and returns its result.",
-        ),
-        descriptor::<SessionListParams, SessionList>(
-            Operation::List.tool(),
-            true,
-            "List sessions, most recently updated first, with paging (`offset`, `limit`).",
-        ),
-        descriptor::<SessionArchiveParams, ArchiveResult>(
-            Operation::Archive.tool(),
-            false,
-            "Stop a session and remove it from the live sessions. A running turn is allowed to finish first.",
-        ),
-        descriptor::<SessionCompactParams, CompactResult>(
-            Operation::Compact.tool(),
-            false,
-            "Compact a session's history now: old tool outputs are pruned and older turns are replaced by a \
-             summary, so the session can go on within the model's context window. Sessions also compact by \
-             themselves when their history nears the threshold. Fails with SESSION_BUSY while a turn runs.",
-        ),
-        descriptor::<SessionToolOutputParams, ToolOutputResult>(
-            Operation::ToolOutput.tool(),
-            true,
-            "Read the whole output of a tool result that entered a session's history shortened (its middle \
-             replaced by an elision marker naming the tool_use_id).",
-        ),
-    ]
-}
-
-/// The checked-in schema files: `(file name, pretty JSON with a final newline)`, in a stable
-/// order: every tool's input and output, then `openapi.json`, the REST surface's OpenAPI
-/// document (built from the same types). `deputy schemas` writes them; a test compares them
-/// with `schemas/`.
-pub fn schema_files() -> Vec<(String, String)> {
-    let pretty = |schema: &serde_json::Map<String, serde_json::Value>| {
-        let mut text = serde_json::to_string_pretty(schema).unwrap_or_default();
-        text.push('\n');
-        text
-    };
-    tool_catalog()
-        .iter()
-        .flat_map(|tool| {
-            [
-                (format!("{}.input.json", tool.name), pretty(&tool.input_schema)),
-                (format!("{}.output.json", tool.name), pretty(&tool.output_schema)),
-            ]
-        })
-        .chain(std::iter::once(("openapi.json".to_owned(), {
-            let mut text = serde_json::to_string_pretty(&super::http::openapi::document()).unwrap_or_default();
-            text.push('\n');
-            text
-        })))
-        .collect()
 }

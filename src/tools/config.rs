@@ -16,7 +16,7 @@ use super::approval::ApprovalPolicy;
 use super::builtin::{self, OUTPUT_CAP_BYTES};
 use super::callback::CallbackTool;
 use super::mcp::{McpServerRequest, McpServerSpec};
-use super::shell::Shell;
+use super::shell::{Shell, ShellConfig};
 use super::{Tool, ToolScope, Workspace};
 use crate::error::SessionError;
 
@@ -51,15 +51,6 @@ impl BuiltinTool {
             BuiltinTool::Search => Arc::new(builtin::Search::new(workspace)),
         }
     }
-}
-
-/// Limits of the shell tool of one session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShellConfig {
-    /// Default and maximum time of one command, in ms.
-    pub timeout_ms: u64,
-    /// Bytes kept of each of stdout and stderr.
-    pub max_output_bytes: usize,
 }
 
 /// Used when neither the session nor the config file sets the shell's timeout.

@@ -24,8 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use approval::ApprovalPolicy;
 pub use callback::CallbackTool;
-pub use config::{BuiltinTool, ShellConfig, ShellRequest, ToolConfig, ToolDefaults, ToolRequest};
+pub use config::{BuiltinTool, ShellRequest, ToolConfig, ToolDefaults, ToolRequest};
 pub use scope::ToolScope;
+pub use shell::ShellConfig;
 pub use workspace::Workspace;
 
 use crate::llm::ToolSpec;

@@ -16,7 +16,6 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
-use super::config::ShellConfig;
 use super::process_group::GroupGuard;
 use super::{Tool, ToolOutput, Workspace, parse_args};
 use crate::llm::ToolSpec;
@@ -173,4 +172,13 @@ async fn read_capped(
         }
     }
     (kept, total)
+}
+
+/// Limits of the shell tool of one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ShellConfig {
+    /// Default and maximum time of one command, in ms.
+    pub timeout_ms: u64,
+    /// Bytes kept of each of stdout and stderr.
+    pub max_output_bytes: usize,
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 #[test]
 fn checked_in_schemas_match_the_tool_types() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
-    let expected = deputy::surfaces::wire::schema_files();
+    let expected = deputy::surfaces::schemas::schema_files();
     let mut stale = Vec::new();
     for (name, contents) in &expected {
         match std::fs::read_to_string(dir.join(name)) {

@@ -12,6 +12,7 @@ pub mod context;
 pub mod events;
 pub mod factory;
 pub mod pending;
+mod step;
 pub mod turn;
 
 use std::collections::BTreeMap;
@@ -163,6 +164,13 @@ impl Agent {
         for id in std::mem::take(&mut self.unsaved_outputs) {
             self.full_outputs.remove(&id);
         }
+    }
+
+    /// Counts a model call's tokens in the session's usage and against its budget: the one
+    /// place both totals move, for turns and compaction's summary calls alike.
+    fn charge(&mut self, usage: &Usage) {
+        self.usage.add(usage);
+        self.used.tokens += usage.total_tokens();
     }
 
     /// Gives a freshly built agent the state of a stored session.

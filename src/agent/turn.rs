@@ -2,7 +2,7 @@
 //!
 //! prompt → model stream → tool calls (all calls of a step run concurrently) → results →
 //! next model call, until the model answers without tools, the caller cancels, a limit of the
-//! [`Budget`](super::Budget) is reached, or the provider fails.
+//! [`Budget`](crate::model::Budget) is reached, or the provider fails.
 //!
 //! Invariant: whatever way a turn ends, the history stays valid for the next turn. The user
 //! prompt and every completed step are kept; partial text of an interrupted response is kept
@@ -15,14 +15,13 @@ use std::time::Instant;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::context::cap_tool_output;
-use super::pending::{Resolution, Settlement};
+use super::pending::Resolution;
+use super::step::StepOutcome;
 use super::{Agent, AgentEvent, EventSink};
 use crate::llm::{
     ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, Usage,
 };
-use crate::model::{CallState, Exhausted, PendingCall, PendingKind, PendingStep, StepCall};
-use crate::tools::ToolOutput;
+use crate::model::{Exhausted, PendingCall};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,19 +131,11 @@ impl From<String> for TurnInput {
     }
 }
 
-/// How a step's tool calls ended.
-enum StepOutcome {
-    /// Some calls wait for the caller; the step is held in `Agent::pending`.
-    Held,
-    /// Every call has a result in the history; `skipped` were refused for lack of budget.
-    Closed { skipped: u64 },
-}
-
 /// Running totals of one turn.
 #[derive(Default)]
 pub(super) struct TurnTotals {
     usage: Usage,
-    tool_calls: u64,
+    pub(super) tool_calls: u64,
     text: String,
 }
 
@@ -409,8 +400,7 @@ impl Agent {
         if *usage == Usage::default() {
             return;
         }
-        self.usage.add(usage);
-        self.used.tokens += usage.total_tokens();
+        self.charge(usage);
         totals.usage.add(usage);
         events.emit(AgentEvent::Usage { usage: *usage });
     }
@@ -448,139 +438,5 @@ impl Agent {
         if !results.is_empty() {
             self.history.push(Message { role: Role::User, content: results });
         }
-    }
-
-    /// Runs a step's tool calls: callbacks and calls needing approval are held for the caller,
-    /// the others run concurrently within the tool-call budget. Once nothing waits, the
-    /// results enter the history as one user message, in call order.
-    async fn run_tools(
-        &mut self,
-        calls: Vec<(String, String, serde_json::Value)>,
-        cancel: &CancellationToken,
-        events: &EventSink,
-        totals: &mut TurnTotals,
-    ) -> StepOutcome {
-        let mut step = Vec::with_capacity(calls.len());
-        let mut to_run = Vec::new();
-        for (index, (id, name, input)) in calls.into_iter().enumerate() {
-            events.emit(AgentEvent::ToolCallRequested { id: id.clone(), name: name.clone(), input: input.clone() });
-            let state = if self.tool_config.approval.requires(&name) {
-                CallState::Waiting { kind: PendingKind::Approval }
-            } else if self.tools.is_callback(&name) {
-                CallState::Waiting { kind: PendingKind::Callback }
-            } else {
-                to_run.push(index);
-                CallState::Done { content: String::new(), is_error: false }
-            };
-            step.push(StepCall { tool_use_id: id, name, arguments: input, state });
-        }
-        let skipped = self.execute(&mut step, to_run, cancel, totals).await;
-        self.finish_step(step, skipped, cancel, events)
-    }
-
-    /// Applies the caller's answers to a held step: results and denials become outputs,
-    /// approved calls run (an approved callback goes on waiting, now for its result).
-    async fn settle(
-        &mut self,
-        step: PendingStep,
-        mut resolution: Resolution,
-        cancel: &CancellationToken,
-        events: &EventSink,
-        totals: &mut TurnTotals,
-    ) -> StepOutcome {
-        let mut calls = step.calls;
-        let mut to_run = Vec::new();
-        for (index, call) in calls.iter_mut().enumerate() {
-            let CallState::Waiting { kind } = call.state else { continue };
-            let output = match resolution.settled.remove(&call.tool_use_id) {
-                Some(Settlement::Result(output)) => output,
-                Some(Settlement::Deny(why)) => ToolOutput::error(why),
-                Some(Settlement::Allow) if kind == PendingKind::Approval && self.tools.is_callback(&call.name) => {
-                    call.state = CallState::Waiting { kind: PendingKind::Callback };
-                    continue;
-                }
-                Some(Settlement::Allow) => {
-                    to_run.push(index);
-                    continue;
-                }
-                // Validation answers every waiting call; a gap still closes the step validly.
-                None => ToolOutput::error("not run: the caller did not answer this call"),
-            };
-            call.state = CallState::Done { content: output.content, is_error: output.is_error };
-        }
-        let skipped = self.execute(&mut calls, to_run, cancel, totals).await;
-        self.finish_step(calls, skipped, cancel, events)
-    }
-
-    /// Runs the calls at `indices` of a step concurrently, within the tool-call budget, and
-    /// stores their outputs. Returns how many were skipped for lack of budget.
-    async fn execute(
-        &mut self,
-        step: &mut [StepCall],
-        indices: Vec<usize>,
-        cancel: &CancellationToken,
-        totals: &mut TurnTotals,
-    ) -> u64 {
-        let allowed = self.budget.remaining_tool_calls(&self.used).unwrap_or(u64::MAX);
-        let allowed = usize::try_from(allowed).unwrap_or(usize::MAX).min(indices.len());
-        let (run, skip) = indices.split_at(allowed);
-        let runs = run.iter().map(|&index| {
-            let call = &step[index];
-            self.tools.call(&call.name, call.arguments.clone(), cancel.clone())
-        });
-        let outputs = futures::future::join_all(runs).await;
-        let ran = run.len() as u64;
-        self.used.tool_calls += ran;
-        totals.tool_calls += ran;
-        let skipped_output = || ToolOutput::error("not run: the session's tool-call budget is exhausted");
-        for (&index, output) in run.iter().zip(outputs).chain(skip.iter().map(|index| (index, skipped_output()))) {
-            let call = &mut step[index];
-            call.state = CallState::Done { content: output.content, is_error: output.is_error };
-        }
-        skip.len() as u64
-    }
-
-    /// Holds the step if calls still wait (unless the turn was interrupted: they then get a
-    /// synthetic result), else appends its results to the history.
-    fn finish_step(
-        &mut self,
-        step: Vec<StepCall>,
-        skipped: u64,
-        cancel: &CancellationToken,
-        events: &EventSink,
-    ) -> StepOutcome {
-        let waiting = step.iter().any(|call| matches!(call.state, CallState::Waiting { .. }));
-        if waiting && !cancel.is_cancelled() {
-            self.pending = Some(PendingStep { calls: step, since: chrono::Utc::now() });
-            return StepOutcome::Held;
-        }
-        let mut results = Vec::with_capacity(step.len());
-        for call in step {
-            let (content, is_error) = match call.state {
-                CallState::Done { content, is_error } => (content, is_error),
-                CallState::Waiting { .. } => ("not run: [interrupted]".to_owned(), true),
-            };
-            let id = call.tool_use_id;
-            // Stage 0: a huge output enters the history as head + tail; the whole of it is kept.
-            let (content, full) = cap_tool_output(content, self.context_settings.tool_output_cap_bytes, &id);
-            if let Some(full) = full {
-                self.full_outputs.insert(id.clone(), full);
-                self.unsaved_outputs.push(id.clone());
-            }
-            events.emit(AgentEvent::ToolResult {
-                id: id.clone(),
-                name: call.name,
-                content: content.clone(),
-                is_error,
-            });
-            results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error });
-        }
-        self.history.push(Message { role: Role::User, content: results });
-        StepOutcome::Closed { skipped }
-    }
-
-    /// The calls of the held step still waiting for the caller.
-    pub fn pending_calls(&self) -> Vec<PendingCall> {
-        self.pending.as_ref().map(|step| step.waiting(self.tool_config.approval_timeout_ms)).unwrap_or_default()
     }
 }

@@ -267,17 +267,10 @@ async fn run(
                 let report = agent.run_turn(input, cancel, &events).await;
                 let result = RunResult::from_report(record.session_id.clone(), &report);
                 tracing::info!(parent: &span, turn = result.turn, status = ?result.status, stop_reason = ?result.stop_reason, "turn ended");
-                record.absorb(&agent);
-                record.last_turn = Some(result.clone());
-                record.updated_at = Utc::now();
-                let save_error = save(&store, &mut agent, &record).await.err();
+                let save_error = finish(&mut agent, &mut record, &store, &shared, Some(result.clone())).await.err();
                 if let Some(error) = &save_error {
                     tracing::error!(parent: &span, turn = result.turn, "saving the turn failed: {error}");
                 }
-                // The view is refreshed before the lock is released, so whoever sees the
-                // session idle also sees this turn's result.
-                shared.view.send_replace(record.view(SessionStatus::Idle, None));
-                shared.end_turn();
                 // The caller may have stopped waiting; the result stays readable in the view.
                 let _ = reply.send(TurnReply { result, save_error });
             }
@@ -302,11 +295,7 @@ async fn run(
                     crate::agent::compaction::Outcome::Done(report) => report,
                     crate::agent::compaction::Outcome::Cancelled => crate::agent::compaction::Report::default(),
                 };
-                record.absorb(&agent);
-                record.updated_at = Utc::now();
-                let saved = save(&store, &mut agent, &record).await;
-                shared.view.send_replace(record.view(SessionStatus::Idle, None));
-                shared.end_turn();
+                let saved = finish(&mut agent, &mut record, &store, &shared, None).await;
                 let result = saved.map_err(SessionError::from).map(|()| CompactResult {
                     session_id: record.session_id.clone(),
                     compacted: report.compacted,
@@ -321,6 +310,27 @@ async fn run(
         }
     }
     shared.stopped.cancel();
+}
+
+/// The epilogue of everything that held the turn lock (a turn, a compaction): take the agent's
+/// counters into the record, save, then publish the idle view *before* releasing the lock, so
+/// whoever sees the session idle also sees what the command did. A turn also leaves its result.
+async fn finish(
+    agent: &mut Agent,
+    record: &mut SessionRecord,
+    store: &SharedStore,
+    shared: &Shared,
+    last_turn: Option<RunResult>,
+) -> Result<(), StoreError> {
+    record.absorb(agent);
+    if let Some(result) = last_turn {
+        record.last_turn = Some(result);
+    }
+    record.updated_at = Utc::now();
+    let saved = save(store, agent, record).await;
+    shared.view.send_replace(record.view(SessionStatus::Idle, None));
+    shared.end_turn();
+    saved
 }
 
 /// Writes what changed since the last save. On failure nothing is marked saved, so the next

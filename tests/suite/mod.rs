@@ -3,6 +3,7 @@
 mod callbacks;
 mod cli;
 mod http_surfaces;
+mod layering;
 mod mcp_http;
 mod mcp_servers;
 mod mcp_stdio;

@@ -88,8 +88,7 @@ impl Agent {
         let mut response = Response::default();
         let result = self.stream_response(request, cancel, &EventSink::default(), &mut response).await;
         report.usage = response.usage;
-        self.usage.add(&response.usage);
-        self.used.tokens += response.usage.total_tokens();
+        self.charge(&response.usage);
         let summary = response.text();
         let failure = match result {
             Err(Interruption::Cancelled) => return Outcome::Cancelled,

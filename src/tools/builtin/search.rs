@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{OUTPUT_CAP_BYTES, cap_output};
 use crate::llm::ToolSpec;
+use crate::text::truncate_at_char_boundary;
 use crate::tools::{Tool, ToolOutput, Workspace, parse_args};
 
 /// Files looked at per call, at most.
@@ -172,20 +173,14 @@ impl Query {
                     Some(format!("{} results shown; raise max_results or narrow the search", self.max_results));
                 return;
             }
-            walk.lines.push(format!("{}:{}: {}", relative.display(), index + 1, shorten(line)));
+            walk.lines.push(format!(
+                "{}:{}: {}",
+                relative.display(),
+                index + 1,
+                truncate_at_char_boundary(line, MAX_LINE_BYTES)
+            ));
         }
     }
-}
-
-fn shorten(line: &str) -> &str {
-    if line.len() <= MAX_LINE_BYTES {
-        return line;
-    }
-    let mut cut = MAX_LINE_BYTES;
-    while !line.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &line[..cut]
 }
 
 /// A glob as an anchored regex: `**/` any directories, `*` and `?` within one path segment.

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::factory::{McpConnection, McpFactory};
 use super::spec::McpServerSpec;
 use crate::llm::ToolSpec;
+use crate::text::truncate_at_char_boundary;
 use crate::tools::builtin::OUTPUT_CAP_BYTES;
 use crate::tools::{Tool, ToolOutput};
 
@@ -118,10 +119,7 @@ pub fn render(result: CallToolResult) -> ToolOutput {
         content = structured.to_string();
     }
     if content.len() > OUTPUT_CAP_BYTES {
-        let mut cut = OUTPUT_CAP_BYTES;
-        while !content.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = truncate_at_char_boundary(&content, OUTPUT_CAP_BYTES).len();
         let total = content.len();
         content.truncate(cut);
         let _ = write!(content, "\n[output truncated: {total} bytes, first {cut} shown]");

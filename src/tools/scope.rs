@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::{CallbackTool, Tool, ToolOutput};
 use crate::llm::ToolSpec;
@@ -51,12 +52,15 @@ impl ToolScope {
             let known: Vec<&str> = self.tools.keys().map(String::as_str).collect();
             return ToolOutput::error(format!("unknown tool {name:?}; available tools: {known:?}"));
         };
-        let span = tracing::debug_span!("tool", name);
-        let _entered = span.enter();
-        tokio::select! {
-            output = tool.call(input, cancel.clone()) => output,
-            () = cancel.cancelled() => ToolOutput::error("cancelled: the turn was interrupted"),
-        }
+        // Instrumented rather than entered: an entered span would stay current on the worker
+        // thread while this future is parked, and other tasks' events would be logged in it.
+        let run = async {
+            tokio::select! {
+                output = tool.call(input, cancel.clone()) => output,
+                () = cancel.cancelled() => ToolOutput::error("cancelled: the turn was interrupted"),
+            }
+        };
+        run.instrument(tracing::debug_span!("tool", name)).await
     }
 }
 

@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod process_group;
 pub mod scope;
 pub mod shell;
+pub mod typed;
 pub mod workspace;
 
 #[cfg(test)]
@@ -26,6 +27,7 @@ pub use approval::ApprovalPolicy;
 pub use callback::CallbackTool;
 pub use config::{BuiltinTool, ShellConfig, ShellRequest, ToolConfig, ToolDefaults, ToolRequest};
 pub use scope::ToolScope;
+pub use typed::TypedTool;
 pub use workspace::Workspace;
 
 use crate::llm::ToolSpec;
@@ -54,9 +56,4 @@ pub trait Tool: Send + Sync {
     /// Runs one call. `cancel` fires when the turn is interrupted; long-running tools must
     /// stop promptly (the scope also stops waiting on them).
     fn call(&self, input: serde_json::Value, cancel: CancellationToken) -> BoxFuture<'_, ToolOutput>;
-}
-
-/// Parses a tool's JSON arguments, turning a mismatch into a message the model can act on.
-pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(input: serde_json::Value) -> Result<T, ToolOutput> {
-    serde_json::from_value(input).map_err(|err| ToolOutput::error(format!("invalid arguments: {err}")))
 }

@@ -1,6 +1,5 @@
 //! `read_file`: a text file of the workspace, optionally a range of its lines.
 
-use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -10,8 +9,7 @@ use std::path::Path;
 use tokio::io::AsyncBufReadExt;
 
 use super::OUTPUT_CAP_BYTES;
-use crate::llm::ToolSpec;
-use crate::tools::{Tool, ToolOutput, Workspace, parse_args};
+use crate::tools::{ToolOutput, TypedTool, Workspace};
 
 pub struct ReadFile {
     workspace: Workspace,
@@ -25,7 +23,7 @@ impl ReadFile {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadFileArgs {
+pub struct ReadFileArgs {
     /// Path relative to the workspace root.
     path: String,
     /// First line to return, counting from 1. Default 1.
@@ -34,34 +32,27 @@ struct ReadFileArgs {
     line_count: Option<usize>,
 }
 
-impl Tool for ReadFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "read_file".into(),
-            description: "Read a UTF-8 text file from the workspace. Optionally pass start_line (1-based) \
-                          and line_count to read part of a large file. Output is capped at 64 KiB."
-                .into(),
-            input_schema: serde_json::to_value(schemars::schema_for!(ReadFileArgs)).unwrap_or_default(),
-        }
+impl TypedTool for ReadFile {
+    type Args = ReadFileArgs;
+    const NAME: &'static str = "read_file";
+
+    fn description(&self) -> String {
+        "Read a UTF-8 text file from the workspace. Optionally pass start_line (1-based) \
+         and line_count to read part of a large file. Output is capped at 64 KiB."
+            .into()
     }
 
-    fn call(&self, input: serde_json::Value, _cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
-        Box::pin(async move {
-            let args: ReadFileArgs = match parse_args(input) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
-            let path = match self.workspace.resolve_existing(&args.path) {
-                Ok(path) => path,
-                Err(message) => return ToolOutput::error(message),
-            };
-            let start = args.start_line.unwrap_or(1).max(1) - 1;
-            let end = args.line_count.map(|count| start.saturating_add(count));
-            match read_lines(&path, start, end, OUTPUT_CAP_BYTES).await {
-                Ok(text) => ToolOutput::ok(text),
-                Err(message) => ToolOutput::error(format!("{}: {message}", args.path)),
-            }
-        })
+    async fn run(&self, args: ReadFileArgs, _cancel: CancellationToken) -> ToolOutput {
+        let path = match self.workspace.resolve_existing(&args.path) {
+            Ok(path) => path,
+            Err(message) => return ToolOutput::error(message),
+        };
+        let start = args.start_line.unwrap_or(1).max(1) - 1;
+        let end = args.line_count.map(|count| start.saturating_add(count));
+        match read_lines(&path, start, end, OUTPUT_CAP_BYTES).await {
+            Ok(text) => ToolOutput::ok(text),
+            Err(message) => ToolOutput::error(format!("{}: {message}", args.path)),
+        }
     }
 }
 

@@ -347,3 +347,18 @@ fn tool_specs_are_pinned() {
     let pinned: Vec<&str> = include_str!("testdata/tool_specs.jsonl").lines().collect();
     assert_eq!(sent, pinned);
 }
+
+#[tokio::test]
+async fn callbacks_are_declared_among_the_tools_but_never_run_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let callback =
+        CallbackTool { name: "notify".into(), description: String::new(), input_schema: json!({"type": "object"}) };
+    let scope = scope(dir.path(), None).with_callbacks(std::slice::from_ref(&callback));
+    let names: Vec<String> = scope.specs().into_iter().map(|spec| spec.name).collect();
+    assert_eq!(names, ["edit_file", "list_dir", "notify", "read_file", "search", "write_file"]);
+    assert!(scope.is_callback("notify") && !scope.is_callback("read_file"));
+    let output = call(&scope, "notify", json!({})).await;
+    assert_eq!(output, ToolOutput::error("callback tools are executed by the caller, not by deputy"));
+    let unknown = call(&scope, "nope", json!({})).await;
+    assert!(unknown.content.contains(r#"available tools: ["edit_file", "list_dir", "notify", "#), "{unknown:?}");
+}

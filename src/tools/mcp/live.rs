@@ -17,6 +17,7 @@ use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
 use super::spec::{McpServerKey, McpTransport};
+use crate::tools::process_group::GroupGuard;
 
 /// Longest wait for a server to start and answer `initialize` and `tools/list`.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -26,19 +27,7 @@ pub struct LiveServer {
     // Field order matters: the session closes (stdin EOF) before the group is killed.
     service: RunningService<RoleClient, ClientConfig>,
     tools: Vec<McpToolInfo>,
-    group: GroupKill,
-}
-
-/// Kills a child's process group when dropped.
-struct GroupKill(Option<u32>);
-
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        if let Some(pgid) = self.0 {
-            crate::tools::process_group::kill_group(pgid);
-        }
-    }
+    group: GroupGuard,
 }
 
 fn client_config() -> ClientConfig {
@@ -71,7 +60,7 @@ impl LiveServer {
                     .stderr(Stdio::piped())
                     .spawn()
                     .map_err(|err| format!("MCP server {key}: cannot start {command:?}: {err}"))?;
-                let group = GroupKill(transport.id());
+                let group = GroupGuard::new(transport.id());
                 if let Some(stderr) = stderr {
                     let name = key.name.clone();
                     tokio::spawn(async move {
@@ -102,12 +91,12 @@ impl LiveServer {
                     .serve(transport)
                     .await
                     .map_err(|err| format!("MCP server {key}: handshake failed: {err}"))?;
-                (service, GroupKill(None))
+                (service, GroupGuard::new(None))
             }
         };
         let tools =
             service.list_all_tools().await.map_err(|err| format!("MCP server {key}: tools/list failed: {err}"))?;
-        tracing::info!(server = %key, tools = tools.len(), pid = ?group.0, "MCP server started");
+        tracing::info!(server = %key, tools = tools.len(), pid = ?group.pgid(), "MCP server started");
         Ok(Self { service, tools, group })
     }
 
@@ -118,7 +107,7 @@ impl LiveServer {
 
     /// The process group (= pid of the child) of a stdio server.
     pub fn pid(&self) -> Option<u32> {
-        self.group.0
+        self.group.pgid()
     }
 
     /// Whether the server has gone (crashed, killed, closed the connection).

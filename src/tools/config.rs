@@ -17,7 +17,7 @@ use super::builtin::{self, OUTPUT_CAP_BYTES};
 use super::callback::CallbackTool;
 use super::mcp::{McpServerRequest, McpServerSpec};
 use super::shell::Shell;
-use super::{Tool, ToolScope, Workspace};
+use super::{Tool, ToolScope, Workspace, WorkspaceError};
 use crate::error::SessionError;
 
 /// A builtin file tool, by the name the model sees.
@@ -91,6 +91,19 @@ pub struct ToolConfig {
     pub mcp_servers: Vec<McpServerSpec>,
 }
 
+/// Why a session's tools could not be built from its [`ToolConfig`].
+#[derive(Debug, thiserror::Error)]
+pub enum ToolScopeError {
+    /// The session's workspace cannot be opened: it was valid when the session was created,
+    /// but may have gone before the session resumed.
+    #[error("workspace {}: {source}", dir.display())]
+    Workspace {
+        dir: PathBuf,
+        #[source]
+        source: WorkspaceError,
+    },
+}
+
 impl Default for ToolConfig {
     /// What sessions stored before per-session tools had: read-only file tools in the
     /// server's workspace.
@@ -116,13 +129,15 @@ impl ToolConfig {
     /// Opens the workspace and builds the builtin tools, the shell and the callback tools.
     /// `server_workspace` stands in for a missing `workspace`; without either, the session has
     /// only its callback tools. MCP tools are added by the `AgentFactory`, which owns the pool.
-    pub fn scope(&self, server_workspace: Option<&Workspace>) -> Result<ToolScope, String> {
+    pub fn scope(&self, server_workspace: Option<&Workspace>) -> Result<ToolScope, ToolScopeError> {
         let callbacks = ToolScope::default().with_callbacks(&self.callbacks);
         if self.builtins.is_empty() && self.shell.is_none() {
             return Ok(callbacks);
         }
         let workspace = match (&self.workspace, server_workspace) {
-            (Some(dir), _) => Workspace::new(dir).map_err(|err| format!("workspace {}: {err}", dir.display()))?,
+            (Some(dir), _) => {
+                Workspace::new(dir).map_err(|source| ToolScopeError::Workspace { dir: dir.clone(), source })?
+            }
             (None, Some(workspace)) => workspace.clone(),
             (None, None) => return Ok(callbacks),
         };

@@ -25,10 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use approval::ApprovalPolicy;
 pub use callback::CallbackTool;
-pub use config::{BuiltinTool, ShellConfig, ShellRequest, ToolConfig, ToolDefaults, ToolRequest};
+pub use config::{BuiltinTool, ShellConfig, ShellRequest, ToolConfig, ToolDefaults, ToolRequest, ToolScopeError};
 pub use scope::ToolScope;
 pub use typed::TypedTool;
-pub use workspace::Workspace;
+pub use workspace::{Workspace, WorkspaceError};
 
 use crate::llm::ToolSpec;
 

@@ -51,7 +51,7 @@ impl TypedTool for EditFile {
         }
         let path = match self.workspace.resolve_existing(&args.path) {
             Ok(path) => path,
-            Err(message) => return ToolOutput::error(message),
+            Err(err) => return ToolOutput::error(err.to_string()),
         };
         let text = match tokio::fs::read(&path).await {
             Ok(bytes) => match String::from_utf8(bytes) {

@@ -38,7 +38,7 @@ impl TypedTool for ListDir {
         let shown = args.path.unwrap_or_else(|| ".".into());
         let dir = match self.workspace.resolve_existing(&shown) {
             Ok(dir) => dir,
-            Err(message) => return ToolOutput::error(message),
+            Err(err) => return ToolOutput::error(err.to_string()),
         };
         let mut reader = match tokio::fs::read_dir(&dir).await {
             Ok(reader) => reader,

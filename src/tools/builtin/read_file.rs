@@ -45,27 +45,36 @@ impl TypedTool for ReadFile {
     async fn run(&self, args: ReadFileArgs, _cancel: CancellationToken) -> ToolOutput {
         let path = match self.workspace.resolve_existing(&args.path) {
             Ok(path) => path,
-            Err(message) => return ToolOutput::error(message),
+            Err(err) => return ToolOutput::error(err.to_string()),
         };
         let start = args.start_line.unwrap_or(1).max(1) - 1;
         let end = args.line_count.map(|count| start.saturating_add(count));
         match read_lines(&path, start, end, OUTPUT_CAP_BYTES).await {
             Ok(text) => ToolOutput::ok(text),
-            Err(message) => ToolOutput::error(format!("{}: {message}", args.path)),
+            Err(err) => ToolOutput::error(format!("{}: {err}", args.path)),
         }
     }
 }
 
+/// Why a file could not be read as text; the model reads it after the file's path.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("not a UTF-8 text file")]
+    NotUtf8,
+}
+
 /// Lines `start..end` (0-based, `end` exclusive or to the end of the file), at most `cap`
 /// bytes of them. The file is streamed, so a huge file costs no more memory than the cap.
-async fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -> Result<String, String> {
-    let file = tokio::fs::File::open(path).await.map_err(|err| err.to_string())?;
+async fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -> Result<String, ReadError> {
+    let file = tokio::fs::File::open(path).await?;
     let mut reader = tokio::io::BufReader::new(file);
     let mut line = 0usize;
     let mut out = Vec::new();
     let mut truncated = false;
     'read: loop {
-        let chunk = reader.fill_buf().await.map_err(|err| err.to_string())?;
+        let chunk = reader.fill_buf().await?;
         if chunk.is_empty() {
             break;
         }
@@ -92,17 +101,17 @@ async fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -
         reader.consume(len);
     }
     if !truncated {
-        return String::from_utf8(out).map_err(|_| "not a UTF-8 text file".to_owned());
+        return String::from_utf8(out).map_err(|_| ReadError::NotUtf8);
     }
     out.truncate(cap);
     let valid = match std::str::from_utf8(&out) {
         Ok(text) => text.len(),
         // Only a character cut by the cap may be incomplete; anything else is binary.
         Err(err) if err.error_len().is_none() => err.valid_up_to(),
-        Err(_) => return Err("not a UTF-8 text file".to_owned()),
+        Err(_) => return Err(ReadError::NotUtf8),
     };
     out.truncate(valid);
-    let mut text = String::from_utf8(out).map_err(|_| "not a UTF-8 text file".to_owned())?;
+    let mut text = String::from_utf8(out).map_err(|_| ReadError::NotUtf8)?;
     text.push_str(&format!(
         "\n[output truncated at {cap} bytes, in line {}; read on with start_line and line_count]",
         line + 1

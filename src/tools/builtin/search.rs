@@ -71,7 +71,7 @@ impl TypedTool for Search {
         };
         let start = match self.workspace.resolve_existing(args.path.as_deref().unwrap_or(".")) {
             Ok(start) => start,
-            Err(message) => return ToolOutput::error(message),
+            Err(err) => return ToolOutput::error(err.to_string()),
         };
         let max_results = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).clamp(1, MAX_RESULTS);
         let query = Query { pattern, glob, max_results, root: self.workspace.root().to_path_buf() };

@@ -38,7 +38,7 @@ impl TypedTool for WriteFile {
     async fn run(&self, args: WriteFileArgs, _cancel: CancellationToken) -> ToolOutput {
         let path = match self.workspace.resolve_for_write(&args.path) {
             Ok(path) => path,
-            Err(message) => return ToolOutput::error(message),
+            Err(err) => return ToolOutput::error(err.to_string()),
         };
         if let Some(parent) = path.parent()
             && let Err(err) = tokio::fs::create_dir_all(parent).await

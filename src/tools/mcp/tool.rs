@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use tokio_util::sync::CancellationToken;
 
+use super::error::McpServerError;
 use super::factory::{McpConnection, McpFactory};
 use super::spec::McpServerSpec;
 use crate::llm::ToolSpec;
@@ -41,7 +42,10 @@ impl McpTool {
 
 /// Acquires a session's servers from the pool and lists their tools, once, when the agent is
 /// built (`Tool::spec` is synchronous, so the declarations must be known up front).
-pub async fn session_tools(factory: &McpFactory, servers: &[McpServerSpec]) -> Result<Vec<Arc<dyn Tool>>, String> {
+pub async fn session_tools(
+    factory: &McpFactory,
+    servers: &[McpServerSpec],
+) -> Result<Vec<Arc<dyn Tool>>, McpServerError> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     for server in servers {
         let connection = factory.acquire(server).await?;

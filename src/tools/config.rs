@@ -17,7 +17,7 @@ use super::builtin::{self, OUTPUT_CAP_BYTES};
 use super::callback::CallbackTool;
 use super::mcp::{McpServerRequest, McpServerSpec};
 use super::shell::Shell;
-use super::{Tool, ToolScope, Workspace, WorkspaceError};
+use super::{Tool, ToolScope, TypedTool, Workspace, WorkspaceError};
 use crate::error::SessionError;
 
 /// A builtin file tool, by the name the model sees.
@@ -40,6 +40,17 @@ impl BuiltinTool {
         BuiltinTool::ListDir,
         BuiltinTool::Search,
     ];
+
+    /// The name the model calls it by (the same as its serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinTool::ReadFile => builtin::ReadFile::NAME,
+            BuiltinTool::WriteFile => builtin::WriteFile::NAME,
+            BuiltinTool::EditFile => builtin::EditFile::NAME,
+            BuiltinTool::ListDir => builtin::ListDir::NAME,
+            BuiltinTool::Search => builtin::Search::NAME,
+        }
+    }
 
     fn build(self, workspace: &Workspace) -> Arc<dyn Tool> {
         let workspace = workspace.clone();
@@ -105,14 +116,19 @@ pub enum ToolScopeError {
 }
 
 impl Default for ToolConfig {
-    /// What sessions stored before per-session tools had: read-only file tools in the
-    /// server's workspace.
+    /// [`ToolConfig::legacy`], which stored records without tools load as (serde default).
     fn default() -> Self {
-        Self { builtins: vec![BuiltinTool::ReadFile, BuiltinTool::ListDir], ..Self::none() }
+        Self::legacy()
     }
 }
 
 impl ToolConfig {
+    /// What sessions stored before per-session tools had: read-only file tools in the
+    /// server's workspace.
+    pub fn legacy() -> Self {
+        Self { builtins: vec![BuiltinTool::ReadFile, BuiltinTool::ListDir], ..Self::none() }
+    }
+
     /// No tools at all.
     pub fn none() -> Self {
         Self {
@@ -291,9 +307,8 @@ fn validate_callbacks(callbacks: &[CallbackTool]) -> Result<(), SessionError> {
     let mut seen = std::collections::BTreeSet::new();
     for callback in callbacks {
         callback.validate()?;
-        let builtin =
-            serde_json::from_value::<BuiltinTool>(serde_json::Value::String(callback.name.clone())).is_ok();
-        if builtin || callback.name == "shell" {
+        let builtin = BuiltinTool::ALL.iter().any(|tool| tool.name() == callback.name);
+        if builtin || callback.name == Shell::NAME {
             return Err(SessionError::invalid(format!(
                 "callback {:?} has the name of a builtin tool",
                 callback.name
@@ -408,6 +423,27 @@ mod tests {
         let old: Old = serde_json::from_str("{}").unwrap();
         assert_eq!(old.tools.builtins, [BuiltinTool::ReadFile, BuiltinTool::ListDir]);
         assert_eq!((old.tools.workspace, old.tools.shell), (None, None));
+    }
+
+    #[test]
+    fn callbacks_may_not_take_the_name_of_a_builtin_or_the_shell() {
+        let callback = |name: &str| CallbackTool {
+            name: name.into(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+        };
+        for taken in ["read_file", "search", "shell"] {
+            let refused = validate_callbacks(&[callback(taken)]).unwrap_err();
+            assert!(refused.to_string().contains("has the name of a builtin tool"), "{taken}: {refused}");
+        }
+        assert!(validate_callbacks(&[callback("read_files"), callback("notify")]).is_ok());
+    }
+
+    #[test]
+    fn builtin_names_are_their_serde_names() {
+        for tool in BuiltinTool::ALL {
+            assert_eq!(serde_json::to_value(tool).unwrap(), tool.name());
+        }
     }
 
     #[test]

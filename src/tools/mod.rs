@@ -3,8 +3,10 @@
 //! A tool never fails the turn: whatever goes wrong is reported to the model as an error
 //! result ([`ToolOutput::error`]), so the model can correct itself. Builtin tools live in
 //! [`builtin`], one file each, and are confined to the session's [`workspace::Workspace`]; the
-//! opt-in [`shell`] runs commands there; [`mcp`] brings in the tools of external MCP servers.
-//! [`config`] decides which of them a session gets.
+//! opt-in [`shell`] runs commands there; both are [`TypedTool`]s, whose argument type gives
+//! their schema and their parsing. [`mcp`] brings in the tools of external MCP servers.
+//! [`callback`] tools are only declared: the caller runs them. [`config`] decides which of them
+//! a session gets.
 
 pub mod approval;
 pub mod builtin;

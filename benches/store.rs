@@ -299,7 +299,7 @@ fn record(session_id: SessionId, at: DateTime<Utc>) -> SessionRecord {
         budget: Budget { max_tokens: Some(2_000_000), max_tool_calls: Some(500), max_duration_ms: None },
         context: ContextSettings::resolve("anthropic:claude-sonnet-4-5", 8192, &ContextOverrides::default(), None)
             .expect("default context settings"),
-        tools: deputy::tools::ToolConfig::default(),
+        tools: deputy::tools::ToolConfig::legacy(),
     };
     let mut record = SessionRecord::empty(session_id, agent, "Benchmark session".to_owned(), at);
     record.labels = BTreeMap::from([("bench".to_owned(), "store".to_owned())]);

@@ -25,6 +25,7 @@
 //! - `compaction` (feature `session-compaction`): pruning and summarizing long histories.
 //! - [`session`]: the `SessionService` contract and its live implementation.
 //! - [`store`]: the `SessionStore` contract and its redb implementation (feature `session-store`).
+//! - [`text`]: cutting text to a size on char boundaries; the bottom layer, depends on nothing.
 //! - [`surfaces`]: MCP (stdio and HTTP), REST, JSON-RPC and CLI adapters; they translate and
 //!   never decide.
 
@@ -37,4 +38,5 @@ pub mod model;
 pub mod session;
 pub mod store;
 pub mod surfaces;
+pub mod text;
 pub mod tools;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::SessionError;
 use crate::model::context::{ContextSettings, DEFAULT_CONTEXT_WINDOW, DEFAULT_TOOL_OUTPUT_CAP_BYTES};
+use crate::text::{tail_at_char_boundary, truncate_at_char_boundary};
 
 /// Caller-chosen context settings; every absent field gets a default from the model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -117,20 +118,12 @@ pub fn cap_tool_output(content: String, cap: u64, tool_use_id: &str) -> (String,
     if content.len() <= cap {
         return (content, None);
     }
-    let mut head_end = cap / 2;
-    while !content.is_char_boundary(head_end) {
-        head_end -= 1;
-    }
-    let mut tail_start = content.len() - cap / 2;
-    while !content.is_char_boundary(tail_start) {
-        tail_start += 1;
-    }
-    let elided = tail_start - head_end;
+    let (head, tail) = (truncate_at_char_boundary(&content, cap / 2), tail_at_char_boundary(&content, cap / 2));
+    let elided = content.len() - head.len() - tail.len();
     let visible = format!(
         "{}\n[… {elided} bytes of this tool output elided; the caller can read the whole output with \
          session_tool_output (tool_use_id {tool_use_id}) …]\n{}",
-        &content[..head_end],
-        &content[tail_start..]
+        head, tail
     );
     (visible, Some(content))
 }

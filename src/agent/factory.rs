@@ -163,11 +163,11 @@ impl AgentFactory {
         let (provider, model) = self.providers.resolve(&model_id)?;
         // A workspace that existed when the session was created may be gone when it resumes.
         let mut tools =
-            tool_config.scope(self.workspace.as_ref()).map_err(|message| SessionError::agent(None, message))?;
+            tool_config.scope(self.workspace.as_ref()).map_err(|err| SessionError::agent(None, err.to_string()))?;
         if !tool_config.mcp_servers.is_empty() {
             let mcp_tools = mcp::session_tools(&self.mcp, &tool_config.mcp_servers)
                 .await
-                .map_err(|message| SessionError::agent(None, message))?;
+                .map_err(|err| SessionError::agent(None, err.to_string()))?;
             tools.extend(mcp_tools);
         }
         Ok(Agent {

@@ -132,7 +132,7 @@ impl ErrorResponse {
                 .unwrap_or("no details")
                 .to_owned();
         }
-        truncate(raw, 500)
+        crate::text::excerpt(raw, 500)
     }
 
     fn header(&self, name: &str) -> Option<&str> {
@@ -178,13 +178,6 @@ pub(crate) fn kind_for_status(status: u16) -> LlmErrorKind {
         408 | 409 => LlmErrorKind::Server,
         500..=599 => LlmErrorKind::Server,
         _ => LlmErrorKind::InvalidRequest,
-    }
-}
-
-pub(crate) fn truncate(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
     }
 }
 

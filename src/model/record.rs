@@ -166,7 +166,7 @@ impl SessionRecord {
             max_tokens: 100,
             budget: super::budget::Budget::default(),
             context: super::context::ContextSettings::default(),
-            tools: crate::tools::ToolConfig::default(),
+            tools: crate::tools::ToolConfig::legacy(),
         };
         let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
         record.message_count = message_count;

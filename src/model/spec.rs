@@ -18,6 +18,23 @@ pub struct AgentSpec {
     #[serde(default)]
     pub context: ContextSettings,
     /// Records from before per-session tools load as what those sessions had.
-    #[serde(default)]
+    #[serde(default = "ToolConfig::legacy")]
     pub tools: ToolConfig,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::BuiltinTool;
+
+    #[test]
+    fn records_without_tools_load_as_the_old_read_only_set() {
+        let old: AgentSpec = serde_json::from_str(
+            r#"{"model": "test:model", "system_prompt": null, "max_tokens": 100, "budget": {}}"#,
+        )
+        .unwrap();
+        assert_eq!(old.tools.builtins, [BuiltinTool::ReadFile, BuiltinTool::ListDir]);
+        assert_eq!((old.tools.workspace, old.tools.shell), (None, None));
+        assert_eq!(old.context, ContextSettings::default());
+    }
 }

@@ -2,15 +2,13 @@
 //!
 //! The model sees them as ordinary tools. deputy never runs them: when the model calls one,
 //! the turn stops with the call pending ([`crate::agent::pending`]) and the caller answers it
-//! with the next `session_turn`. [`CallbackTool`] is only here so the declaration travels
-//! with the other tools of the [`ToolScope`](super::ToolScope).
+//! with the next `session_turn`. So a [`CallbackTool`] is a declaration, not a
+//! [`Tool`](super::Tool): the [`ToolScope`](super::ToolScope) keeps its spec apart from the
+//! tools it runs.
 
-use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
-use super::{Tool, ToolOutput};
 use crate::error::SessionError;
 use crate::llm::ToolSpec;
 
@@ -33,6 +31,15 @@ fn any_object() -> serde_json::Value {
 }
 
 impl CallbackTool {
+    /// The declaration the model sees.
+    pub fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            input_schema: self.input_schema.clone(),
+        }
+    }
+
     /// Refuses names a model API would reject and schemas that are not object schemas.
     pub fn validate(&self) -> Result<(), SessionError> {
         let name_ok = !self.name.is_empty()
@@ -51,21 +58,5 @@ impl CallbackTool {
             )));
         }
         Ok(())
-    }
-}
-
-impl Tool for CallbackTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name.clone(),
-            description: self.description.clone(),
-            input_schema: self.input_schema.clone(),
-        }
-    }
-
-    /// Never reached: the loop holds callback calls for the caller. Answered as an error
-    /// rather than a panic should a future path forget that.
-    fn call(&self, _input: serde_json::Value, _cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
-        Box::pin(async { ToolOutput::error("callback tools are executed by the caller, not by deputy") })
     }
 }

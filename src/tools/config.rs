@@ -17,7 +17,7 @@ use super::builtin::{self, OUTPUT_CAP_BYTES};
 use super::callback::CallbackTool;
 use super::mcp::{McpServerRequest, McpServerSpec};
 use super::shell::{Shell, ShellConfig};
-use super::{Tool, ToolScope, Workspace};
+use super::{Tool, ToolScope, TypedTool, Workspace, WorkspaceError};
 use crate::error::SessionError;
 
 /// A builtin file tool, by the name the model sees.
@@ -40,6 +40,17 @@ impl BuiltinTool {
         BuiltinTool::ListDir,
         BuiltinTool::Search,
     ];
+
+    /// The name the model calls it by (the same as its serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinTool::ReadFile => builtin::ReadFile::NAME,
+            BuiltinTool::WriteFile => builtin::WriteFile::NAME,
+            BuiltinTool::EditFile => builtin::EditFile::NAME,
+            BuiltinTool::ListDir => builtin::ListDir::NAME,
+            BuiltinTool::Search => builtin::Search::NAME,
+        }
+    }
 
     fn build(self, workspace: &Workspace) -> Arc<dyn Tool> {
         let workspace = workspace.clone();
@@ -82,15 +93,26 @@ pub struct ToolConfig {
     pub mcp_servers: Vec<McpServerSpec>,
 }
 
-impl Default for ToolConfig {
-    /// What sessions stored before per-session tools had: read-only file tools in the
-    /// server's workspace.
-    fn default() -> Self {
-        Self { builtins: vec![BuiltinTool::ReadFile, BuiltinTool::ListDir], ..Self::none() }
-    }
+/// Why a session's tools could not be built from its [`ToolConfig`].
+#[derive(Debug, thiserror::Error)]
+pub enum ToolScopeError {
+    /// The session's workspace cannot be opened: it was valid when the session was created,
+    /// but may have gone before the session resumed.
+    #[error("workspace {}: {source}", dir.display())]
+    Workspace {
+        dir: PathBuf,
+        #[source]
+        source: WorkspaceError,
+    },
 }
 
 impl ToolConfig {
+    /// What sessions stored before per-session tools had: read-only file tools in the
+    /// server's workspace.
+    pub fn legacy() -> Self {
+        Self { builtins: vec![BuiltinTool::ReadFile, BuiltinTool::ListDir], ..Self::none() }
+    }
+
     /// No tools at all.
     pub fn none() -> Self {
         Self {
@@ -107,13 +129,15 @@ impl ToolConfig {
     /// Opens the workspace and builds the builtin tools, the shell and the callback tools.
     /// `server_workspace` stands in for a missing `workspace`; without either, the session has
     /// only its callback tools. MCP tools are added by the `AgentFactory`, which owns the pool.
-    pub fn scope(&self, server_workspace: Option<&Workspace>) -> Result<ToolScope, String> {
+    pub fn scope(&self, server_workspace: Option<&Workspace>) -> Result<ToolScope, ToolScopeError> {
         let callbacks = ToolScope::default().with_callbacks(&self.callbacks);
         if self.builtins.is_empty() && self.shell.is_none() {
             return Ok(callbacks);
         }
         let workspace = match (&self.workspace, server_workspace) {
-            (Some(dir), _) => Workspace::new(dir).map_err(|err| format!("workspace {}: {err}", dir.display()))?,
+            (Some(dir), _) => {
+                Workspace::new(dir).map_err(|source| ToolScopeError::Workspace { dir: dir.clone(), source })?
+            }
             (None, Some(workspace)) => workspace.clone(),
             (None, None) => return Ok(callbacks),
         };
@@ -267,9 +291,8 @@ fn validate_callbacks(callbacks: &[CallbackTool]) -> Result<(), SessionError> {
     let mut seen = std::collections::BTreeSet::new();
     for callback in callbacks {
         callback.validate()?;
-        let builtin =
-            serde_json::from_value::<BuiltinTool>(serde_json::Value::String(callback.name.clone())).is_ok();
-        if builtin || callback.name == "shell" {
+        let builtin = BuiltinTool::ALL.iter().any(|tool| tool.name() == callback.name);
+        if builtin || callback.name == Shell::NAME {
             return Err(SessionError::invalid(format!(
                 "callback {:?} has the name of a builtin tool",
                 callback.name
@@ -375,15 +398,24 @@ mod tests {
     }
 
     #[test]
-    fn records_without_tools_load_as_the_old_read_only_set() {
-        #[derive(Deserialize)]
-        struct Old {
-            #[serde(default)]
-            tools: ToolConfig,
+    fn callbacks_may_not_take_the_name_of_a_builtin_or_the_shell() {
+        let callback = |name: &str| CallbackTool {
+            name: name.into(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+        };
+        for taken in ["read_file", "search", "shell"] {
+            let refused = validate_callbacks(&[callback(taken)]).unwrap_err();
+            assert!(refused.to_string().contains("has the name of a builtin tool"), "{taken}: {refused}");
         }
-        let old: Old = serde_json::from_str("{}").unwrap();
-        assert_eq!(old.tools.builtins, [BuiltinTool::ReadFile, BuiltinTool::ListDir]);
-        assert_eq!((old.tools.workspace, old.tools.shell), (None, None));
+        assert!(validate_callbacks(&[callback("read_files"), callback("notify")]).is_ok());
+    }
+
+    #[test]
+    fn builtin_names_are_their_serde_names() {
+        for tool in BuiltinTool::ALL {
+            assert_eq!(serde_json::to_value(tool).unwrap(), tool.name());
+        }
     }
 
     #[test]

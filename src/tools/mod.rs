@@ -3,8 +3,10 @@
 //! A tool never fails the turn: whatever goes wrong is reported to the model as an error
 //! result ([`ToolOutput::error`]), so the model can correct itself. Builtin tools live in
 //! [`builtin`], one file each, and are confined to the session's [`workspace::Workspace`]; the
-//! opt-in [`shell`] runs commands there; [`mcp`] brings in the tools of external MCP servers.
-//! [`config`] decides which of them a session gets.
+//! opt-in [`shell`] runs commands there; both are [`TypedTool`]s, whose argument type gives
+//! their schema and their parsing. [`mcp`] brings in the tools of external MCP servers.
+//! [`callback`] tools are only declared: the caller runs them. [`config`] decides which of them
+//! a session gets.
 
 pub mod approval;
 pub mod builtin;
@@ -14,6 +16,7 @@ pub mod mcp;
 pub mod process_group;
 pub mod scope;
 pub mod shell;
+pub mod typed;
 pub mod workspace;
 
 #[cfg(test)]
@@ -24,10 +27,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use approval::ApprovalPolicy;
 pub use callback::CallbackTool;
-pub use config::{BuiltinTool, ShellRequest, ToolConfig, ToolDefaults, ToolRequest};
+pub use config::{BuiltinTool, ShellRequest, ToolConfig, ToolDefaults, ToolRequest, ToolScopeError};
 pub use scope::ToolScope;
 pub use shell::ShellConfig;
-pub use workspace::Workspace;
+pub use typed::TypedTool;
+pub use workspace::{Workspace, WorkspaceError};
 
 use crate::llm::ToolSpec;
 
@@ -55,9 +59,4 @@ pub trait Tool: Send + Sync {
     /// Runs one call. `cancel` fires when the turn is interrupted; long-running tools must
     /// stop promptly (the scope also stops waiting on them).
     fn call(&self, input: serde_json::Value, cancel: CancellationToken) -> BoxFuture<'_, ToolOutput>;
-}
-
-/// Parses a tool's JSON arguments, turning a mismatch into a message the model can act on.
-pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(input: serde_json::Value) -> Result<T, ToolOutput> {
-    serde_json::from_value(input).map_err(|err| ToolOutput::error(format!("invalid arguments: {err}")))
 }

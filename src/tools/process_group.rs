@@ -1,5 +1,6 @@
 //! Killing a child's whole process group: the one piece of `unsafe` (a `kill(2)` call) that
-//! the shell tool needs, kept here with its reasoning.
+//! the shell tool and stdio MCP servers need, kept here with its reasoning, and [`GroupGuard`],
+//! the one way either of them kills a group.
 //!
 //! A command runs as the leader of its own process group (`process_group(0)`), so every
 //! process it starts (`cmd &`, pipelines, subshells) is in that group unless it deliberately
@@ -31,14 +32,23 @@ fn signal_group(pgid: u32, signal: libc::c_int) -> bool {
 }
 
 /// Ensures a group is killed whatever way the code holding it ends, including the future
-/// being dropped mid-way (which is how `ToolScope` abandons a tool on interrupt).
+/// being dropped mid-way (which is how `ToolScope` abandons a tool on interrupt) and the
+/// owner being dropped (a stopped MCP server).
+#[derive(Debug)]
 pub struct GroupGuard {
     pgid: Option<u32>,
 }
 
 impl GroupGuard {
+    /// Guards group `pgid`, the pid of a child spawned with `process_group(0)`; `None` (a child
+    /// without a pid, or no child at all) guards nothing.
     pub fn new(pgid: Option<u32>) -> Self {
         Self { pgid }
+    }
+
+    /// The guarded group.
+    pub fn pgid(&self) -> Option<u32> {
+        self.pgid
     }
 
     pub fn kill(&self) {

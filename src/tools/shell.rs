@@ -10,15 +10,13 @@
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use super::process_group::GroupGuard;
-use super::{Tool, ToolOutput, Workspace, parse_args};
-use crate::llm::ToolSpec;
+use super::{ToolOutput, TypedTool, Workspace};
 
 /// How long to keep reading output after the group was killed: only a process that escaped
 /// the group (`setsid`) can still hold the pipes open, and it is not waited for.
@@ -37,7 +35,7 @@ impl Shell {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ShellArgs {
+pub struct ShellArgs {
     /// The command line, run by `sh -c` in the workspace root.
     command: String,
     /// Time limit in ms; the session's limit is both the default and the maximum.
@@ -51,35 +49,27 @@ enum Ending {
     Interrupted,
 }
 
-impl Tool for Shell {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "shell".into(),
-            description: format!(
-                "Run a shell command (sh -c) in the workspace root, stdin closed. Answers the exit status, \
-                 stdout and stderr (each capped at {} bytes). Commands are killed, with everything they \
-                 started, after timeout_ms (default and maximum {} ms); background processes do not \
-                 outlive the call.",
-                self.config.max_output_bytes, self.config.timeout_ms
-            ),
-            input_schema: serde_json::to_value(schemars::schema_for!(ShellArgs)).unwrap_or_default(),
-        }
+impl TypedTool for Shell {
+    type Args = ShellArgs;
+    const NAME: &'static str = "shell";
+
+    fn description(&self) -> String {
+        format!(
+            "Run a shell command (sh -c) in the workspace root, stdin closed. Answers the exit status, stdout \
+             and stderr (each capped at {} bytes). Commands are killed, with everything they started, after \
+             timeout_ms (default and maximum {} ms); background processes do not outlive the call.",
+            self.config.max_output_bytes, self.config.timeout_ms
+        )
     }
 
-    fn call(&self, input: serde_json::Value, cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
-        Box::pin(async move {
-            let args: ShellArgs = match parse_args(input) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
-            let timeout_ms = args.timeout_ms.unwrap_or(self.config.timeout_ms).clamp(1, self.config.timeout_ms);
-            self.run(&args.command, timeout_ms, cancel).await
-        })
+    async fn run(&self, args: ShellArgs, cancel: CancellationToken) -> ToolOutput {
+        let timeout_ms = args.timeout_ms.unwrap_or(self.config.timeout_ms).clamp(1, self.config.timeout_ms);
+        self.execute(&args.command, timeout_ms, cancel).await
     }
 }
 
 impl Shell {
-    async fn run(&self, command: &str, timeout_ms: u64, cancel: CancellationToken) -> ToolOutput {
+    async fn execute(&self, command: &str, timeout_ms: u64, cancel: CancellationToken) -> ToolOutput {
         let mut child = match tokio::process::Command::new("sh")
             .arg("-c")
             .arg(command)

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::builtin::OUTPUT_CAP_BYTES;
 use super::process_group::group_exists;
-use super::{BuiltinTool, ShellConfig, ToolConfig, ToolOutput, ToolScope};
+use super::{BuiltinTool, CallbackTool, ShellConfig, ToolConfig, ToolOutput, ToolScope};
 
 fn scope(root: &Path, shell: Option<ShellConfig>) -> ToolScope {
     let config = ToolConfig {
@@ -322,4 +322,43 @@ async fn background_processes_do_not_outlive_a_finished_command() {
             .await;
     assert_eq!(output, ToolOutput::ok("exit code 0\n--- stdout ---\nstarted\n"));
     assert_group_gone(pgid_of(dir.path())).await;
+}
+
+/// The declarations the model sees, pinned byte for byte (one compact JSON spec per line, in
+/// the scope's name order, a callback declaration among them): how a tool builds its spec may
+/// change, what is sent must not.
+#[test]
+fn tool_specs_are_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let callback = CallbackTool {
+        name: "notify".into(),
+        description: "Tell the caller.".into(),
+        input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+    };
+    let config = ToolConfig {
+        workspace: Some(dir.path().to_path_buf()),
+        builtins: BuiltinTool::ALL.to_vec(),
+        shell: Some(ShellConfig { timeout_ms: 60_000, max_output_bytes: 65_536 }),
+        callbacks: vec![callback],
+        ..ToolConfig::none()
+    };
+    let scope = config.scope(None).unwrap();
+    let sent: Vec<String> = scope.specs().iter().map(|spec| serde_json::to_string(spec).unwrap()).collect();
+    let pinned: Vec<&str> = include_str!("testdata/tool_specs.jsonl").lines().collect();
+    assert_eq!(sent, pinned);
+}
+
+#[tokio::test]
+async fn callbacks_are_declared_among_the_tools_but_never_run_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let callback =
+        CallbackTool { name: "notify".into(), description: String::new(), input_schema: json!({"type": "object"}) };
+    let scope = scope(dir.path(), None).with_callbacks(std::slice::from_ref(&callback));
+    let names: Vec<String> = scope.specs().into_iter().map(|spec| spec.name).collect();
+    assert_eq!(names, ["edit_file", "list_dir", "notify", "read_file", "search", "write_file"]);
+    assert!(scope.is_callback("notify") && !scope.is_callback("read_file"));
+    let output = call(&scope, "notify", json!({})).await;
+    assert_eq!(output, ToolOutput::error("callback tools are executed by the caller, not by deputy"));
+    let unknown = call(&scope, "nope", json!({})).await;
+    assert!(unknown.content.contains(r#"available tools: ["edit_file", "list_dir", "notify", "#), "{unknown:?}");
 }

@@ -6,6 +6,34 @@
 
 use std::path::{Component, Path, PathBuf};
 
+/// Why a workspace could not be opened or a path in it resolved. The model reads the texts of
+/// the path errors (a tool answers them), so each names the path as the model gave it.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The root could not be canonicalized (it does not exist, or cannot be read).
+    #[error(transparent)]
+    Open(std::io::Error),
+    /// The root exists but is not a directory.
+    #[error("workspace is not a directory")]
+    NotADirectory,
+    /// The path (or, for a write, its nearest existing ancestor) could not be canonicalized.
+    #[error("{path}: {source}")]
+    Unresolvable {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The path resolves outside the root.
+    #[error("{path}: outside the workspace ({})", root.display())]
+    Outside { path: String, root: PathBuf },
+    /// The path has no existing ancestor below the filesystem root.
+    #[error("{path}: not a path inside the workspace")]
+    NotAPath { path: String },
+    /// The part of a path to write that does not exist yet climbs with `..`.
+    #[error("{path}: `..` is not allowed below a directory that does not exist")]
+    ParentOfMissing { path: String },
+}
+
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
@@ -13,10 +41,10 @@ pub struct Workspace {
 
 impl Workspace {
     /// Opens a workspace at `root`, which must be an existing directory.
-    pub fn new(root: impl AsRef<Path>) -> std::io::Result<Self> {
-        let root = std::fs::canonicalize(root)?;
+    pub fn new(root: impl AsRef<Path>) -> Result<Self, WorkspaceError> {
+        let root = std::fs::canonicalize(root).map_err(WorkspaceError::Open)?;
         if !root.is_dir() {
-            return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "workspace is not a directory"));
+            return Err(WorkspaceError::NotADirectory);
         }
         Ok(Self { root })
     }
@@ -27,36 +55,33 @@ impl Workspace {
 
     /// Resolves an existing path given by the model (relative to the root, or absolute) and
     /// checks that it stays inside the workspace.
-    pub fn resolve_existing(&self, path: &str) -> Result<PathBuf, String> {
+    pub fn resolve_existing(&self, path: &str) -> Result<PathBuf, WorkspaceError> {
         let joined = self.root.join(path);
-        let canonical = std::fs::canonicalize(&joined).map_err(|err| format!("{path}: {err}"))?;
-        if canonical.starts_with(&self.root) {
-            Ok(canonical)
-        } else {
-            Err(format!("{path}: outside the workspace ({})", self.root.display()))
-        }
+        let canonical = std::fs::canonicalize(&joined)
+            .map_err(|source| WorkspaceError::Unresolvable { path: path.to_owned(), source })?;
+        if canonical.starts_with(&self.root) { Ok(canonical) } else { Err(self.outside(path)) }
     }
 
     /// Resolves a path the model wants to write, which may not exist yet, and checks that it
     /// stays inside the workspace. The nearest existing ancestor is canonicalized (so a
     /// symlinked directory pointing outside is refused even for a new file below it); the
     /// part that does not exist yet may hold only plain names, no `..`.
-    pub fn resolve_for_write(&self, path: &str) -> Result<PathBuf, String> {
+    pub fn resolve_for_write(&self, path: &str) -> Result<PathBuf, WorkspaceError> {
         let joined = self.root.join(path);
         let mut existing = joined.as_path();
         let mut missing = Vec::new();
         // `symlink_metadata` sees a dangling symlink as existing: canonicalizing it then fails,
         // which refuses it rather than writing through it to wherever it points.
         while existing.symlink_metadata().is_err() {
-            let Some(name) = existing.file_name() else {
-                return Err(format!("{path}: not a path inside the workspace"));
-            };
+            let not_a_path = || WorkspaceError::NotAPath { path: path.to_owned() };
+            let name = existing.file_name().ok_or_else(not_a_path)?;
             missing.push(name.to_owned());
-            existing = existing.parent().ok_or_else(|| format!("{path}: not a path inside the workspace"))?;
+            existing = existing.parent().ok_or_else(not_a_path)?;
         }
-        let mut resolved = std::fs::canonicalize(existing).map_err(|err| format!("{path}: {err}"))?;
+        let mut resolved = std::fs::canonicalize(existing)
+            .map_err(|source| WorkspaceError::Unresolvable { path: path.to_owned(), source })?;
         if !resolved.starts_with(&self.root) {
-            return Err(format!("{path}: outside the workspace ({})", self.root.display()));
+            return Err(self.outside(path));
         }
         for name in missing.iter().rev() {
             // `file_name` never yields `.` or `..`; a trailing `..` left `existing` on it.
@@ -64,9 +89,13 @@ impl Workspace {
         }
         let tail = joined.strip_prefix(existing).unwrap_or(Path::new(""));
         if tail.components().any(|part| !matches!(part, Component::Normal(_) | Component::CurDir)) {
-            return Err(format!("{path}: `..` is not allowed below a directory that does not exist"));
+            return Err(WorkspaceError::ParentOfMissing { path: path.to_owned() });
         }
         Ok(resolved)
+    }
+
+    fn outside(&self, path: &str) -> WorkspaceError {
+        WorkspaceError::Outside { path: path.to_owned(), root: self.root.clone() }
     }
 
     /// The path as shown to the model: relative to the root.
@@ -135,5 +164,36 @@ mod tests {
             assert!(ws.resolve_for_write("escape/deeper/new.txt").is_err());
             assert!(ws.resolve_for_write("dangling").is_err());
         }
+    }
+
+    #[test]
+    fn errors_read_as_before_naming_the_path_as_given() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("file"), "x").unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let root = ws.root().display();
+        let not_found = std::io::Error::from_raw_os_error(2);
+
+        assert_eq!(
+            ws.resolve_existing("../").unwrap_err().to_string(),
+            format!("../: outside the workspace ({root})")
+        );
+        assert_eq!(
+            ws.resolve_existing("missing.txt").unwrap_err().to_string(),
+            format!("missing.txt: {not_found}")
+        );
+        assert_eq!(
+            ws.resolve_for_write("../x.txt").unwrap_err().to_string(),
+            format!("../x.txt: outside the workspace ({root})")
+        );
+        assert_eq!(
+            ws.resolve_for_write("new/..").unwrap_err().to_string(),
+            "new/..: not a path inside the workspace"
+        );
+        assert_eq!(
+            Workspace::new(dir.path().join("file")).unwrap_err().to_string(),
+            "workspace is not a directory"
+        );
+        assert_eq!(Workspace::new(dir.path().join("missing")).unwrap_err().to_string(), not_found.to_string());
     }
 }

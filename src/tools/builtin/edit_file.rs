@@ -4,13 +4,11 @@
 //! based on a stale read fails loudly instead of landing in the wrong place. A text that occurs
 //! several times must be made unique (or `replace_all` asked for), for the same reason.
 
-use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::llm::ToolSpec;
-use crate::tools::{Tool, ToolOutput, Workspace, parse_args};
+use crate::tools::{ToolOutput, TypedTool, Workspace};
 
 pub struct EditFile {
     workspace: Workspace,
@@ -24,7 +22,7 @@ impl EditFile {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EditFileArgs {
+pub struct EditFileArgs {
     /// Path relative to the workspace root; the file must exist.
     path: String,
     /// Text to replace, exactly as it appears in the file (whitespace included).
@@ -36,58 +34,51 @@ struct EditFileArgs {
     replace_all: bool,
 }
 
-impl Tool for EditFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "edit_file".into(),
-            description: "Replace old_text with new_text in a workspace file. old_text must match exactly \
-                          (including whitespace) and occur exactly once, unless replace_all is true; include \
-                          surrounding lines to make it unique."
-                .into(),
-            input_schema: serde_json::to_value(schemars::schema_for!(EditFileArgs)).unwrap_or_default(),
-        }
+impl TypedTool for EditFile {
+    type Args = EditFileArgs;
+    const NAME: &'static str = "edit_file";
+
+    fn description(&self) -> String {
+        "Replace old_text with new_text in a workspace file. old_text must match exactly \
+         (including whitespace) and occur exactly once, unless replace_all is true; include \
+         surrounding lines to make it unique."
+            .into()
     }
 
-    fn call(&self, input: serde_json::Value, _cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
-        Box::pin(async move {
-            let args: EditFileArgs = match parse_args(input) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
-            if args.old_text.is_empty() {
-                return ToolOutput::error("old_text is empty: quote the text to replace");
-            }
-            let path = match self.workspace.resolve_existing(&args.path) {
-                Ok(path) => path,
-                Err(message) => return ToolOutput::error(message),
-            };
-            let text = match tokio::fs::read(&path).await {
-                Ok(bytes) => match String::from_utf8(bytes) {
-                    Ok(text) => text,
-                    Err(_) => return ToolOutput::error(format!("{}: not a UTF-8 text file", args.path)),
-                },
-                Err(err) => return ToolOutput::error(format!("{}: {err}", args.path)),
-            };
-            let count = text.matches(&args.old_text).count();
-            if count == 0 {
-                return ToolOutput::error(format!(
-                    "{}: old_text not found; read the file again and quote it exactly",
-                    args.path
-                ));
-            }
-            if count > 1 && !args.replace_all {
-                return ToolOutput::error(format!(
-                    "{}: old_text occurs {count} times; add surrounding text to make it unique, or set \
-                     replace_all",
-                    args.path
-                ));
-            }
-            let edited = text.replace(&args.old_text, &args.new_text);
-            if let Err(err) = tokio::fs::write(&path, edited.as_bytes()).await {
-                return ToolOutput::error(format!("{}: {err}", args.path));
-            }
-            let noun = if count == 1 { "occurrence" } else { "occurrences" };
-            ToolOutput::ok(format!("replaced {count} {noun} in {}", self.workspace.display(&path)))
-        })
+    async fn run(&self, args: EditFileArgs, _cancel: CancellationToken) -> ToolOutput {
+        if args.old_text.is_empty() {
+            return ToolOutput::error("old_text is empty: quote the text to replace");
+        }
+        let path = match self.workspace.resolve_existing(&args.path) {
+            Ok(path) => path,
+            Err(err) => return ToolOutput::error(err.to_string()),
+        };
+        let text = match tokio::fs::read(&path).await {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => return ToolOutput::error(format!("{}: not a UTF-8 text file", args.path)),
+            },
+            Err(err) => return ToolOutput::error(format!("{}: {err}", args.path)),
+        };
+        let count = text.matches(&args.old_text).count();
+        if count == 0 {
+            return ToolOutput::error(format!(
+                "{}: old_text not found; read the file again and quote it exactly",
+                args.path
+            ));
+        }
+        if count > 1 && !args.replace_all {
+            return ToolOutput::error(format!(
+                "{}: old_text occurs {count} times; add surrounding text to make it unique, or set \
+                 replace_all",
+                args.path
+            ));
+        }
+        let edited = text.replace(&args.old_text, &args.new_text);
+        if let Err(err) = tokio::fs::write(&path, edited.as_bytes()).await {
+            return ToolOutput::error(format!("{}: {err}", args.path));
+        }
+        let noun = if count == 1 { "occurrence" } else { "occurrences" };
+        ToolOutput::ok(format!("replaced {count} {noun} in {}", self.workspace.display(&path)))
     }
 }

@@ -1,13 +1,11 @@
 //! `list_dir`: the entries of a workspace directory.
 
-use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{OUTPUT_CAP_BYTES, cap_output};
-use crate::llm::ToolSpec;
-use crate::tools::{Tool, ToolOutput, Workspace, parse_args};
+use crate::tools::{ToolOutput, TypedTool, Workspace};
 
 pub struct ListDir {
     workspace: Workspace,
@@ -21,56 +19,49 @@ impl ListDir {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListDirArgs {
+pub struct ListDirArgs {
     /// Directory relative to the workspace root. Default: the root.
     path: Option<String>,
 }
 
-impl Tool for ListDir {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "list_dir".into(),
-            description: "List a directory of the workspace, one entry per line, sorted; directories end \
-                          with '/'. Without a path, lists the workspace root."
-                .into(),
-            input_schema: serde_json::to_value(schemars::schema_for!(ListDirArgs)).unwrap_or_default(),
-        }
+impl TypedTool for ListDir {
+    type Args = ListDirArgs;
+    const NAME: &'static str = "list_dir";
+
+    fn description(&self) -> String {
+        "List a directory of the workspace, one entry per line, sorted; directories end \
+         with '/'. Without a path, lists the workspace root."
+            .into()
     }
 
-    fn call(&self, input: serde_json::Value, _cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
-        Box::pin(async move {
-            let args: ListDirArgs = match parse_args(input) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
-            let shown = args.path.unwrap_or_else(|| ".".into());
-            let dir = match self.workspace.resolve_existing(&shown) {
-                Ok(dir) => dir,
-                Err(message) => return ToolOutput::error(message),
-            };
-            let mut reader = match tokio::fs::read_dir(&dir).await {
-                Ok(reader) => reader,
-                Err(err) => return ToolOutput::error(format!("{shown}: {err}")),
-            };
-            let mut names = Vec::new();
-            loop {
-                match reader.next_entry().await {
-                    Ok(Some(entry)) => {
-                        let mut name = entry.file_name().to_string_lossy().into_owned();
-                        if entry.file_type().await.is_ok_and(|kind| kind.is_dir()) {
-                            name.push('/');
-                        }
-                        names.push(name);
+    async fn run(&self, args: ListDirArgs, _cancel: CancellationToken) -> ToolOutput {
+        let shown = args.path.unwrap_or_else(|| ".".into());
+        let dir = match self.workspace.resolve_existing(&shown) {
+            Ok(dir) => dir,
+            Err(err) => return ToolOutput::error(err.to_string()),
+        };
+        let mut reader = match tokio::fs::read_dir(&dir).await {
+            Ok(reader) => reader,
+            Err(err) => return ToolOutput::error(format!("{shown}: {err}")),
+        };
+        let mut names = Vec::new();
+        loop {
+            match reader.next_entry().await {
+                Ok(Some(entry)) => {
+                    let mut name = entry.file_name().to_string_lossy().into_owned();
+                    if entry.file_type().await.is_ok_and(|kind| kind.is_dir()) {
+                        name.push('/');
                     }
-                    Ok(None) => break,
-                    Err(err) => return ToolOutput::error(format!("{shown}: {err}")),
+                    names.push(name);
                 }
+                Ok(None) => break,
+                Err(err) => return ToolOutput::error(format!("{shown}: {err}")),
             }
-            names.sort();
-            if names.is_empty() {
-                return ToolOutput::ok(format!("{} is empty", self.workspace.display(&dir)));
-            }
-            ToolOutput::ok(cap_output(names.join("\n"), OUTPUT_CAP_BYTES))
-        })
+        }
+        names.sort();
+        if names.is_empty() {
+            return ToolOutput::ok(format!("{} is empty", self.workspace.display(&dir)));
+        }
+        ToolOutput::ok(cap_output(names.join("\n"), OUTPUT_CAP_BYTES))
     }
 }

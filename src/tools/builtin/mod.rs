@@ -13,6 +13,8 @@ pub use read_file::ReadFile;
 pub use search::Search;
 pub use write_file::WriteFile;
 
+use crate::text::truncate_at_char_boundary;
+
 /// Largest tool output, in bytes, that enters the history; the rest is elided with a marker.
 pub const OUTPUT_CAP_BYTES: usize = 64 * 1024;
 
@@ -22,10 +24,7 @@ pub(crate) fn cap_output(mut text: String, cap: usize) -> String {
         return text;
     }
     let total = text.len();
-    let mut cut = cap;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = truncate_at_char_boundary(&text, cap).len();
     text.truncate(cut);
     text.push_str(&format!("\n[output truncated: {} of {total} bytes shown]", cut));
     text

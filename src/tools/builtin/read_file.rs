@@ -1,6 +1,5 @@
 //! `read_file`: a text file of the workspace, optionally a range of its lines.
 
-use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -10,8 +9,7 @@ use std::path::Path;
 use tokio::io::AsyncBufReadExt;
 
 use super::OUTPUT_CAP_BYTES;
-use crate::llm::ToolSpec;
-use crate::tools::{Tool, ToolOutput, Workspace, parse_args};
+use crate::tools::{ToolOutput, TypedTool, Workspace};
 
 pub struct ReadFile {
     workspace: Workspace,
@@ -25,7 +23,7 @@ impl ReadFile {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadFileArgs {
+pub struct ReadFileArgs {
     /// Path relative to the workspace root.
     path: String,
     /// First line to return, counting from 1. Default 1.
@@ -34,47 +32,49 @@ struct ReadFileArgs {
     line_count: Option<usize>,
 }
 
-impl Tool for ReadFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "read_file".into(),
-            description: "Read a UTF-8 text file from the workspace. Optionally pass start_line (1-based) \
-                          and line_count to read part of a large file. Output is capped at 64 KiB."
-                .into(),
-            input_schema: serde_json::to_value(schemars::schema_for!(ReadFileArgs)).unwrap_or_default(),
-        }
+impl TypedTool for ReadFile {
+    type Args = ReadFileArgs;
+    const NAME: &'static str = "read_file";
+
+    fn description(&self) -> String {
+        "Read a UTF-8 text file from the workspace. Optionally pass start_line (1-based) \
+         and line_count to read part of a large file. Output is capped at 64 KiB."
+            .into()
     }
 
-    fn call(&self, input: serde_json::Value, _cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
-        Box::pin(async move {
-            let args: ReadFileArgs = match parse_args(input) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
-            let path = match self.workspace.resolve_existing(&args.path) {
-                Ok(path) => path,
-                Err(message) => return ToolOutput::error(message),
-            };
-            let start = args.start_line.unwrap_or(1).max(1) - 1;
-            let end = args.line_count.map(|count| start.saturating_add(count));
-            match read_lines(&path, start, end, OUTPUT_CAP_BYTES).await {
-                Ok(text) => ToolOutput::ok(text),
-                Err(message) => ToolOutput::error(format!("{}: {message}", args.path)),
-            }
-        })
+    async fn run(&self, args: ReadFileArgs, _cancel: CancellationToken) -> ToolOutput {
+        let path = match self.workspace.resolve_existing(&args.path) {
+            Ok(path) => path,
+            Err(err) => return ToolOutput::error(err.to_string()),
+        };
+        let start = args.start_line.unwrap_or(1).max(1) - 1;
+        let end = args.line_count.map(|count| start.saturating_add(count));
+        match read_lines(&path, start, end, OUTPUT_CAP_BYTES).await {
+            Ok(text) => ToolOutput::ok(text),
+            Err(err) => ToolOutput::error(format!("{}: {err}", args.path)),
+        }
     }
+}
+
+/// Why a file could not be read as text; the model reads it after the file's path.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("not a UTF-8 text file")]
+    NotUtf8,
 }
 
 /// Lines `start..end` (0-based, `end` exclusive or to the end of the file), at most `cap`
 /// bytes of them. The file is streamed, so a huge file costs no more memory than the cap.
-async fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -> Result<String, String> {
-    let file = tokio::fs::File::open(path).await.map_err(|err| err.to_string())?;
+async fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -> Result<String, ReadError> {
+    let file = tokio::fs::File::open(path).await?;
     let mut reader = tokio::io::BufReader::new(file);
     let mut line = 0usize;
     let mut out = Vec::new();
     let mut truncated = false;
     'read: loop {
-        let chunk = reader.fill_buf().await.map_err(|err| err.to_string())?;
+        let chunk = reader.fill_buf().await?;
         if chunk.is_empty() {
             break;
         }
@@ -101,17 +101,17 @@ async fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -
         reader.consume(len);
     }
     if !truncated {
-        return String::from_utf8(out).map_err(|_| "not a UTF-8 text file".to_owned());
+        return String::from_utf8(out).map_err(|_| ReadError::NotUtf8);
     }
     out.truncate(cap);
     let valid = match std::str::from_utf8(&out) {
         Ok(text) => text.len(),
         // Only a character cut by the cap may be incomplete; anything else is binary.
         Err(err) if err.error_len().is_none() => err.valid_up_to(),
-        Err(_) => return Err("not a UTF-8 text file".to_owned()),
+        Err(_) => return Err(ReadError::NotUtf8),
     };
     out.truncate(valid);
-    let mut text = String::from_utf8(out).map_err(|_| "not a UTF-8 text file".to_owned())?;
+    let mut text = String::from_utf8(out).map_err(|_| ReadError::NotUtf8)?;
     text.push_str(&format!(
         "\n[output truncated at {cap} bytes, in line {}; read on with start_line and line_count]",
         line + 1

@@ -7,15 +7,14 @@
 
 use std::path::{Path, PathBuf};
 
-use futures::future::BoxFuture;
 use regex::Regex;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::{OUTPUT_CAP_BYTES, cap_output};
-use crate::llm::ToolSpec;
-use crate::tools::{Tool, ToolOutput, Workspace, parse_args};
+use crate::text::truncate_at_char_boundary;
+use crate::tools::{ToolOutput, TypedTool, Workspace};
 
 /// Files looked at per call, at most.
 pub const MAX_FILES: usize = 20_000;
@@ -38,7 +37,7 @@ impl Search {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SearchArgs {
+pub struct SearchArgs {
     /// Regular expression (Rust `regex` syntax), matched against each line.
     pattern: String,
     /// File or directory to search, relative to the workspace root. Default: the root.
@@ -50,44 +49,37 @@ struct SearchArgs {
     max_results: Option<usize>,
 }
 
-impl Tool for Search {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "search".into(),
-            description: "Search the workspace's text files for a regular expression; answers `path:line: \
-                          text` lines. Narrow it with path (a file or directory) and glob (e.g. \"*.rs\"). \
-                          Hidden directories (.git) and binary files are skipped."
-                .into(),
-            input_schema: serde_json::to_value(schemars::schema_for!(SearchArgs)).unwrap_or_default(),
-        }
+impl TypedTool for Search {
+    type Args = SearchArgs;
+    const NAME: &'static str = "search";
+
+    fn description(&self) -> String {
+        "Search the workspace's text files for a regular expression; answers `path:line: \
+         text` lines. Narrow it with path (a file or directory) and glob (e.g. \"*.rs\"). \
+         Hidden directories (.git) and binary files are skipped."
+            .into()
     }
 
-    fn call(&self, input: serde_json::Value, _cancel: CancellationToken) -> BoxFuture<'_, ToolOutput> {
-        Box::pin(async move {
-            let args: SearchArgs = match parse_args(input) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
-            let pattern = match Regex::new(&args.pattern) {
-                Ok(pattern) => pattern,
-                Err(err) => return ToolOutput::error(format!("invalid pattern: {err}")),
-            };
-            let glob = match args.glob.as_deref().map(glob_to_regex).transpose() {
-                Ok(glob) => glob,
-                Err(err) => return ToolOutput::error(format!("invalid glob: {err}")),
-            };
-            let start = match self.workspace.resolve_existing(args.path.as_deref().unwrap_or(".")) {
-                Ok(start) => start,
-                Err(message) => return ToolOutput::error(message),
-            };
-            let max_results = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).clamp(1, MAX_RESULTS);
-            let query = Query { pattern, glob, max_results, root: self.workspace.root().to_path_buf() };
-            // The walk is blocking file I/O; it is bounded, so it may finish after a cancel.
-            match tokio::task::spawn_blocking(move || query.run(&start)).await {
-                Ok(found) => ToolOutput::ok(cap_output(found, OUTPUT_CAP_BYTES)),
-                Err(err) => ToolOutput::error(format!("search failed: {err}")),
-            }
-        })
+    async fn run(&self, args: SearchArgs, _cancel: CancellationToken) -> ToolOutput {
+        let pattern = match Regex::new(&args.pattern) {
+            Ok(pattern) => pattern,
+            Err(err) => return ToolOutput::error(format!("invalid pattern: {err}")),
+        };
+        let glob = match args.glob.as_deref().map(glob_to_regex).transpose() {
+            Ok(glob) => glob,
+            Err(err) => return ToolOutput::error(format!("invalid glob: {err}")),
+        };
+        let start = match self.workspace.resolve_existing(args.path.as_deref().unwrap_or(".")) {
+            Ok(start) => start,
+            Err(err) => return ToolOutput::error(err.to_string()),
+        };
+        let max_results = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).clamp(1, MAX_RESULTS);
+        let query = Query { pattern, glob, max_results, root: self.workspace.root().to_path_buf() };
+        // The walk is blocking file I/O; it is bounded, so it may finish after a cancel.
+        match tokio::task::spawn_blocking(move || query.run(&start)).await {
+            Ok(found) => ToolOutput::ok(cap_output(found, OUTPUT_CAP_BYTES)),
+            Err(err) => ToolOutput::error(format!("search failed: {err}")),
+        }
     }
 }
 
@@ -172,20 +164,14 @@ impl Query {
                     Some(format!("{} results shown; raise max_results or narrow the search", self.max_results));
                 return;
             }
-            walk.lines.push(format!("{}:{}: {}", relative.display(), index + 1, shorten(line)));
+            walk.lines.push(format!(
+                "{}:{}: {}",
+                relative.display(),
+                index + 1,
+                truncate_at_char_boundary(line, MAX_LINE_BYTES)
+            ));
         }
     }
-}
-
-fn shorten(line: &str) -> &str {
-    if line.len() <= MAX_LINE_BYTES {
-        return line;
-    }
-    let mut cut = MAX_LINE_BYTES;
-    while !line.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &line[..cut]
 }
 
 /// A glob as an anchored regex: `**/` any directories, `*` and `?` within one path segment.

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::{CallToolResult, JsonObject, Tool as McpToolInfo};
 
 use super::config::McpPoolConfig;
+use super::error::McpServerError;
 use super::live::LiveServer;
 use super::spec::{McpServerKey, McpServerSpec};
 
@@ -62,7 +63,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
-    async fn spawn(&self, key: &McpServerKey) -> Result<Arc<LiveServer>, String> {
+    async fn spawn(&self, key: &McpServerKey) -> Result<Arc<LiveServer>, McpServerError> {
         let server = LiveServer::start(key).await?;
         self.spawned.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(server))
@@ -160,7 +161,7 @@ impl McpFactory {
 
     /// A connection to the server of `spec`: the one in use under the same key, else the idle
     /// one, else a new one.
-    pub async fn acquire(&self, spec: &McpServerSpec) -> Result<Arc<McpConnection>, String> {
+    pub async fn acquire(&self, spec: &McpServerSpec) -> Result<Arc<McpConnection>, McpServerError> {
         self.start_reaper();
         let key = spec.key();
         let gate = lock(&self.shared.gates).entry(key.clone()).or_default().clone();
@@ -256,7 +257,7 @@ impl McpConnection {
     }
 
     /// The running server, respawned first if it died since the last call.
-    async fn server(&self) -> Result<Arc<LiveServer>, String> {
+    async fn server(&self) -> Result<Arc<LiveServer>, McpServerError> {
         let mut slot = self.server.lock().await;
         if let Some(server) = slot.as_ref().filter(|server| !server.is_closed()) {
             return Ok(server.clone());
@@ -269,26 +270,19 @@ impl McpConnection {
     }
 
     /// The tools the server lists.
-    pub async fn tools(&self) -> Result<Vec<McpToolInfo>, String> {
+    pub async fn tools(&self) -> Result<Vec<McpToolInfo>, McpServerError> {
         Ok(self.server().await?.tools().to_vec())
     }
 
     /// Pid of the server's process (stdio), respawning it if it died.
-    pub async fn pid(&self) -> Result<Option<u32>, String> {
+    pub async fn pid(&self) -> Result<Option<u32>, McpServerError> {
         Ok(self.server().await?.pid())
     }
 
-    /// Calls a tool on the server. A dead server is reported as an error now and respawned on
-    /// the next call.
-    pub async fn call(&self, tool: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, String> {
-        let server = self.server().await?;
-        server.call(tool, arguments).await.map_err(|err| {
-            if server.is_closed() {
-                format!("MCP server {} closed during the call ({err}); it is restarted on the next call", self.key)
-            } else {
-                err
-            }
-        })
+    /// Calls a tool on the server. A server that died during the call is reported now
+    /// ([`McpServerError::Closed`]) and respawned on the next call.
+    pub async fn call(&self, tool: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, McpServerError> {
+        self.server().await?.call(tool, arguments).await
     }
 }
 

@@ -16,29 +16,21 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
+use super::error::McpServerError;
 use super::spec::{McpServerKey, McpTransport};
+use crate::tools::process_group::GroupGuard;
 
 /// Longest wait for a server to start and answer `initialize` and `tools/list`.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A connected server and the tools it listed when it started.
 pub struct LiveServer {
+    /// The key's display form, for errors (the key itself may hold secrets).
+    name: String,
     // Field order matters: the session closes (stdin EOF) before the group is killed.
     service: RunningService<RoleClient, ClientConfig>,
     tools: Vec<McpToolInfo>,
-    group: GroupKill,
-}
-
-/// Kills a child's process group when dropped.
-struct GroupKill(Option<u32>);
-
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        if let Some(pgid) = self.0 {
-            crate::tools::process_group::kill_group(pgid);
-        }
-    }
+    group: GroupGuard,
 }
 
 fn client_config() -> ClientConfig {
@@ -49,14 +41,18 @@ fn client_config() -> ClientConfig {
 
 impl LiveServer {
     /// Spawns (stdio) or connects to (HTTP) the server, handshakes and lists its tools.
-    pub async fn start(key: &McpServerKey) -> Result<Self, String> {
+    pub async fn start(key: &McpServerKey) -> Result<Self, McpServerError> {
         match tokio::time::timeout(STARTUP_TIMEOUT, Self::connect(key)).await {
             Ok(result) => result,
-            Err(_) => Err(format!("MCP server {key} did not start within {}s", STARTUP_TIMEOUT.as_secs())),
+            Err(_) => {
+                Err(McpServerError::StartTimeout { server: key.to_string(), secs: STARTUP_TIMEOUT.as_secs() })
+            }
         }
     }
 
-    async fn connect(key: &McpServerKey) -> Result<Self, String> {
+    async fn connect(key: &McpServerKey) -> Result<Self, McpServerError> {
+        let server = key.to_string();
+        let handshake = |err| McpServerError::Handshake { server: server.clone(), source: Box::new(err) };
         let (service, group) = match &key.transport {
             McpTransport::Stdio { command, args, env } => {
                 let mut cmd = tokio::process::Command::new(command);
@@ -67,11 +63,11 @@ impl LiveServer {
                 cmd.process_group(0);
                 // stderr is a pipe read into deputy's log, never deputy's own stdout/stderr
                 // (deputy's stdout is an MCP transport itself).
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|err| format!("MCP server {key}: cannot start {command:?}: {err}"))?;
-                let group = GroupKill(transport.id());
+                let (transport, stderr) =
+                    TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().map_err(|source| {
+                        McpServerError::Spawn { server: server.clone(), command: command.clone(), source }
+                    })?;
+                let group = GroupGuard::new(transport.id());
                 if let Some(stderr) = stderr {
                     let name = key.name.clone();
                     tokio::spawn(async move {
@@ -81,34 +77,32 @@ impl LiveServer {
                         }
                     });
                 }
-                let service = client_config()
-                    .serve(transport)
-                    .await
-                    .map_err(|err| format!("MCP server {key}: handshake failed: {err}"))?;
+                let service = client_config().serve(transport).await.map_err(handshake)?;
                 (service, group)
             }
             McpTransport::Http { url, headers } => {
                 let mut custom = HashMap::new();
                 for (name, value) in headers {
-                    let name = reqwest::header::HeaderName::try_from(name.as_str())
-                        .map_err(|err| format!("MCP server {key}: header {name:?}: {err}"))?;
-                    let value = reqwest::header::HeaderValue::try_from(value.as_str())
-                        .map_err(|err| format!("MCP server {key}: header {name}: {err}"))?;
+                    let name = reqwest::header::HeaderName::try_from(name.as_str()).map_err(|source| {
+                        McpServerError::HeaderName { server: server.clone(), name: name.clone(), source }
+                    })?;
+                    let value = reqwest::header::HeaderValue::try_from(value.as_str()).map_err(|source| {
+                        McpServerError::HeaderValue { server: server.clone(), name: name.clone(), source }
+                    })?;
                     custom.insert(name, value);
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let service = client_config()
-                    .serve(transport)
-                    .await
-                    .map_err(|err| format!("MCP server {key}: handshake failed: {err}"))?;
-                (service, GroupKill(None))
+                let service = client_config().serve(transport).await.map_err(handshake)?;
+                (service, GroupGuard::new(None))
             }
         };
-        let tools =
-            service.list_all_tools().await.map_err(|err| format!("MCP server {key}: tools/list failed: {err}"))?;
-        tracing::info!(server = %key, tools = tools.len(), pid = ?group.0, "MCP server started");
-        Ok(Self { service, tools, group })
+        let tools = service
+            .list_all_tools()
+            .await
+            .map_err(|source| McpServerError::ListTools { server: server.clone(), source })?;
+        tracing::info!(server = %key, tools = tools.len(), pid = ?group.pgid(), "MCP server started");
+        Ok(Self { name: server, service, tools, group })
     }
 
     /// The tools the server listed when it started.
@@ -118,7 +112,7 @@ impl LiveServer {
 
     /// The process group (= pid of the child) of a stdio server.
     pub fn pid(&self) -> Option<u32> {
-        self.group.0
+        self.group.pgid()
     }
 
     /// Whether the server has gone (crashed, killed, closed the connection).
@@ -127,12 +121,20 @@ impl LiveServer {
     }
 
     /// Calls a tool. Dropping the future before it completes sends `notifications/cancelled`
-    /// to the server (rmcp ≥ 3.6), which is how an interrupted turn reaches the server.
-    pub async fn call(&self, tool: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, String> {
+    /// to the server (rmcp ≥ 3.6), which is how an interrupted turn reaches the server. A
+    /// failure is [`McpServerError::Closed`] if the server is gone by then, else
+    /// [`McpServerError::Call`].
+    pub async fn call(&self, tool: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, McpServerError> {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        self.service.call_tool(params).await.map_err(|err| err.to_string())
+        self.service.call_tool(params).await.map_err(|source| {
+            if self.is_closed() {
+                McpServerError::Closed { server: self.name.clone(), source }
+            } else {
+                McpServerError::Call(source)
+            }
+        })
     }
 }

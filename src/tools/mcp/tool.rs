@@ -8,9 +8,11 @@ use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use tokio_util::sync::CancellationToken;
 
+use super::error::McpServerError;
 use super::factory::{McpConnection, McpFactory};
 use super::spec::McpServerSpec;
 use crate::llm::ToolSpec;
+use crate::text::truncate_at_char_boundary;
 use crate::tools::builtin::OUTPUT_CAP_BYTES;
 use crate::tools::{Tool, ToolOutput};
 
@@ -40,7 +42,10 @@ impl McpTool {
 
 /// Acquires a session's servers from the pool and lists their tools, once, when the agent is
 /// built (`Tool::spec` is synchronous, so the declarations must be known up front).
-pub async fn session_tools(factory: &McpFactory, servers: &[McpServerSpec]) -> Result<Vec<Arc<dyn Tool>>, String> {
+pub async fn session_tools(
+    factory: &McpFactory,
+    servers: &[McpServerSpec],
+) -> Result<Vec<Arc<dyn Tool>>, McpServerError> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     for server in servers {
         let connection = factory.acquire(server).await?;
@@ -118,10 +123,7 @@ pub fn render(result: CallToolResult) -> ToolOutput {
         content = structured.to_string();
     }
     if content.len() > OUTPUT_CAP_BYTES {
-        let mut cut = OUTPUT_CAP_BYTES;
-        while !content.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = truncate_at_char_boundary(&content, OUTPUT_CAP_BYTES).len();
         let total = content.len();
         content.truncate(cut);
         let _ = write!(content, "\n[output truncated: {total} bytes, first {cut} shown]");

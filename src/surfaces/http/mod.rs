@@ -18,7 +18,6 @@ pub mod streaming;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
@@ -42,8 +41,6 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// Largest request body, in bytes (413 above it).
     pub max_body_bytes: usize,
-    /// How long running turns may take to finish at shutdown before they are interrupted.
-    pub drain_timeout: Duration,
 }
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -63,7 +60,6 @@ impl HttpConfig {
                 "https://[::1]:*".into(),
             ],
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            drain_timeout: Duration::from_secs(30),
         }
     }
 
@@ -150,8 +146,8 @@ async fn readyz<S: SessionService>(State(service): State<Arc<S>>) -> (StatusCode
     }
 }
 
-/// Serves until `shutdown` fires, then stops accepting, lets requests finish, and drains the
-/// running turns (interrupting those still running after the drain timeout).
+/// Serves until `shutdown` fires, then stops accepting and lets the requests in flight finish.
+/// Draining the running turns is the caller's part of shutdown ([`crate::server`]).
 pub async fn serve<S: SessionService>(
     service: Arc<S>,
     config: HttpConfig,
@@ -163,13 +159,12 @@ pub async fn serve<S: SessionService>(
         .with_context(|| format!("listening on {}", config.bind))?;
     let address = listener.local_addr()?;
     tracing::info!(%address, auth = config.token.is_some(), "serving HTTP: /mcp, /v1, /rpc, /healthz, /readyz");
-    let app = router(service.clone(), &config, shutdown.child_token());
+    let app = router(service, &config, shutdown.child_token());
     let stopping = shutdown.clone();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { stopping.cancelled().await })
         .await
         .context("HTTP server")?;
-    tracing::info!("HTTP server stopped accepting; draining running turns");
-    service.drain(config.drain_timeout).await;
+    tracing::info!("HTTP server stopped accepting");
     Ok(())
 }

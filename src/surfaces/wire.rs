@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::operation::Operation;
 use crate::agent::pending::{ApprovalAnswer, ToolResultAnswer};
 use crate::agent::{AgentBuildConfig, Budget, ContextOverrides};
-use crate::error::SessionError;
+use crate::error::{SessionError, TransportCode};
 use crate::ids::SessionId;
 use crate::session::{
     ArchiveResult, CompactResult, CreateSessionRequest, DEFAULT_WAIT, InterruptResult, ListQuery, RunResult,
@@ -177,6 +177,13 @@ pub struct ErrorBody {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionId>,
+}
+
+impl ErrorBody {
+    /// The body of a refusal the HTTP transport makes before any session operation runs.
+    pub fn transport(code: TransportCode, message: impl Into<String>) -> Self {
+        Self { code: code.as_str().to_owned(), message: message.into(), session_id: None }
+    }
 }
 
 impl From<&SessionError> for ErrorBody {

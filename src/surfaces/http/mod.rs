@@ -26,6 +26,8 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
+use self::api_error::ApiError;
+use crate::error::TransportCode;
 use crate::session::{ListQuery, SessionService};
 
 /// How the HTTP surfaces are exposed.
@@ -118,21 +120,16 @@ async fn request_span(request: axum::extract::Request, next: axum::middleware::N
     response
 }
 
-/// Unknown paths answer JSON like every other refusal.
-async fn no_route(uri: axum::http::Uri) -> (StatusCode, axum::Json<serde_json::Value>) {
-    let message = format!("no route {}: see /v1/openapi.json, /rpc and /mcp", uri.path());
-    (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"code": "NOT_FOUND", "message": message})))
+/// Unknown paths answer the same error body as every other refusal.
+async fn no_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::refused(
+        TransportCode::NotFound,
+        format!("no route {}: see /v1/openapi.json, /rpc and /mcp", uri.path()),
+    )
 }
 
-async fn wrong_method(
-    method: axum::http::Method,
-    uri: axum::http::Uri,
-) -> (StatusCode, axum::Json<serde_json::Value>) {
-    let message = format!("{method} is not allowed on {}", uri.path());
-    (
-        StatusCode::METHOD_NOT_ALLOWED,
-        axum::Json(serde_json::json!({"code": "METHOD_NOT_ALLOWED", "message": message})),
-    )
+async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::refused(TransportCode::MethodNotAllowed, format!("{method} is not allowed on {}", uri.path()))
 }
 
 /// Ready when the service answers a cheap query, which reads the store when there is one.

@@ -13,6 +13,7 @@ pub mod jsonrpc;
 pub mod mcp;
 pub mod openapi;
 pub mod rest;
+pub mod routes;
 pub mod security;
 pub mod streaming;
 

@@ -144,11 +144,10 @@ pub struct Settings {
     pub ephemeral: bool,
 }
 
-/// Everything built once and shared read-only by every request.
+/// Everything built once and shared read-only by every request. The config file and the
+/// provider registry are consumed into the factory (and the MCP pool): nothing else reads them.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub config: ConfigFile,
-    pub providers: Arc<ProviderRegistry>,
     pub factory: AgentFactory,
     /// The session store, opened once per process (`None`: ephemeral).
     pub store: SharedStore,
@@ -217,7 +216,7 @@ impl AppState {
             mcp::config::spec_of(name, server).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
         }
         let mcp = Arc::new(McpFactory::new(config.mcp_pool.into()));
-        let mut factory = AgentFactory::new(providers.clone(), default_model, Some(workspace))
+        let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
             .with_context_windows(windows)
             .with_tool_defaults(config.tools.clone())
             .with_mcp(mcp.clone(), config.mcp_servers.clone());
@@ -225,7 +224,7 @@ impl AppState {
             factory = factory.with_default_max_tokens(max_tokens);
         }
         let store = open_store(settings, env)?;
-        Ok(Self { config, providers, factory, store, mcp })
+        Ok(Self { factory, store, mcp })
     }
 }
 

@@ -1,8 +1,10 @@
 //! The one error type every surface speaks, and the one table that maps it onto each transport.
 //!
-//! Surfaces never invent codes: MCP, CLI (and later REST and JSON-RPC) all go through
+//! Surfaces never invent codes: MCP, REST, JSON-RPC and the CLI all go through
 //! [`SessionError::code`] and the [`ErrorCode`] accessors below, so a code means the same thing
-//! everywhere. Adding a variant forces a decision here, because every match is exhaustive.
+//! everywhere. The few refusals the HTTP transport makes before any session operation runs
+//! have their codes in [`TransportCode`], beside it. Adding a variant forces a decision here,
+//! because every match is exhaustive.
 
 use crate::ids::SessionId;
 
@@ -163,6 +165,55 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// The codes of the refusals the HTTP transport answers before any session operation runs: the
+/// guard's (bearer token, Host and Origin) and the router's (no such path, wrong method).
+///
+/// They are not [`ErrorCode`]s: no [`SessionError`] produces them, and MCP over stdio, JSON-RPC
+/// methods and the CLI never answer with them. They travel in the same `{code, message}` body
+/// as every error, so a client reads one shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransportCode {
+    /// The bearer token is missing or wrong (only when deputy runs with a token).
+    Unauthorized,
+    /// The Host or Origin header is not allowed.
+    Forbidden,
+    /// No route has this path.
+    NotFound,
+    /// The path exists, but not with this method.
+    MethodNotAllowed,
+}
+
+impl TransportCode {
+    /// Every code, for tests and documentation that must cover the whole table.
+    pub const ALL: [TransportCode; 4] =
+        [Self::Unauthorized, Self::Forbidden, Self::NotFound, Self::MethodNotAllowed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unauthorized => "UNAUTHORIZED",
+            Self::Forbidden => "FORBIDDEN",
+            Self::NotFound => "NOT_FOUND",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+        }
+    }
+
+    /// The HTTP status the refusal is answered with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Self::Unauthorized => 401,
+            Self::Forbidden => 403,
+            Self::NotFound => 404,
+            Self::MethodNotAllowed => 405,
+        }
+    }
+}
+
+impl std::fmt::Display for TransportCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +233,21 @@ mod tests {
                 ErrorCode::InvalidRequest => ("INVALID_REQUEST", -32602, 400, 1),
             };
             assert_eq!((code.as_str(), code.jsonrpc_code(), code.http_status(), code.exit_code()), row);
+        }
+    }
+
+    /// The transport refusals, row by row; a new code must be added here to compile the test.
+    #[test]
+    fn every_transport_code_maps_to_its_status_and_never_reuses_an_error_code() {
+        for code in TransportCode::ALL {
+            let row = match code {
+                TransportCode::Unauthorized => ("UNAUTHORIZED", 401),
+                TransportCode::Forbidden => ("FORBIDDEN", 403),
+                TransportCode::NotFound => ("NOT_FOUND", 404),
+                TransportCode::MethodNotAllowed => ("METHOD_NOT_ALLOWED", 405),
+            };
+            assert_eq!((code.as_str(), code.http_status()), row);
+            assert!(ErrorCode::ALL.iter().all(|error| error.as_str() != code.as_str()), "{code} is taken");
         }
     }
 

@@ -3,7 +3,7 @@
 //! # How one request travels
 //!
 //! A surface (`surfaces::mcp` for MCP over stdio or `/mcp`, `surfaces::http` for REST and
-//! JSON-RPC, `surfaces::cli` for the command line) parses its input into a request type and
+//! JSON-RPC, [`cli`] for the command line) parses its input into a request type and
 //! makes exactly one call on [`session::SessionService`]. The live service keeps one actor task
 //! per session ([`session::actor`]); a turn runs the agent loop ([`agent::turn`]), which streams
 //! from an LLM [`llm::Provider`] and executes tools from the session's [`tools::ToolScope`]
@@ -26,15 +26,21 @@
 //! - [`session`]: the `SessionService` contract and its live implementation.
 //! - [`store`]: the `SessionStore` contract and its redb implementation (feature `session-store`).
 //! - [`text`]: cutting text to a size on char boundaries; the bottom layer, depends on nothing.
-//! - [`surfaces`]: MCP (stdio and HTTP), REST, JSON-RPC and CLI adapters; they translate and
-//!   never decide.
+//! - [`surfaces`]: MCP (stdio and HTTP), REST and JSON-RPC adapters; they translate and never
+//!   decide.
+//! - [`server`]: the composition root: builds the service once and runs the process's lifecycle
+//!   (signals, serving a surface, draining, stopping the MCP server pool).
+//! - [`cli`]: the command line (clap types and the subcommands), on top of `server`; `main.rs`
+//!   only parses it, sends logs to stderr and runs it.
 
 pub mod agent;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod ids;
 pub mod llm;
 pub mod model;
+pub mod server;
 pub mod session;
 pub mod store;
 pub mod surfaces;

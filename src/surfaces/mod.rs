@@ -8,9 +8,8 @@
 //! - [`mcp`]: the MCP server (rmcp), served over stdio or by [`http`].
 //! - [`http`]: MCP streamable HTTP, REST and JSON-RPC on one axum listener.
 //! - [`progress`]: turns agent events into throttled MCP progress notifications.
-//! - [`cli`]: the command line; [`render`]: its human-readable text.
+//! - [`render`]: the command line's human-readable text (the CLI itself is [`crate::cli`]).
 
-pub mod cli;
 pub mod http;
 pub mod mcp;
 pub mod mcp_logging;

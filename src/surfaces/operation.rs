@@ -218,6 +218,10 @@ where
     }
 }
 
+/// Renders a service result as JSON. The result types are plain data that always serialize, so
+/// the error arm cannot happen in practice. It would be an internal error, not the agent's, but
+/// the code table has no internal code and adding one changes the contract: it stays
+/// `AGENT_ERROR`.
 fn json<T: Serialize>(result: Result<T, SessionError>) -> Result<Value, SessionError> {
     serde_json::to_value(result?)
         .map_err(|err| SessionError::agent(None, format!("could not encode the result: {err}")))

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{AgentBuildConfig, ContextOverrides};
-use crate::error::SessionError;
+use crate::error::{SessionError, TransportCode};
 use crate::ids::SessionId;
 use crate::model::{ApprovalAnswer, Budget, ToolResultAnswer};
 use crate::session::{CreateSessionRequest, DEFAULT_WAIT, ListQuery, TurnOptions, TurnRequest, clamp_wait};
@@ -173,6 +173,13 @@ pub struct ErrorBody {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionId>,
+}
+
+impl ErrorBody {
+    /// The body of a refusal the HTTP transport makes before any session operation runs.
+    pub fn transport(code: TransportCode, message: impl Into<String>) -> Self {
+        Self { code: code.as_str().to_owned(), message: message.into(), session_id: None }
+    }
 }
 
 impl From<&SessionError> for ErrorBody {

@@ -1,5 +1,6 @@
 //! How the REST surface answers an error: the status of the error table and the same
-//! `{code, message, session_id?}` body as every other surface.
+//! `{code, message, session_id?}` body as every other surface. The transport's own refusals
+//! (the guard's 401/403, an unknown route's 404/405) use it too, with a [`TransportCode`].
 //!
 //! axum's own rejections (bad JSON, wrong content type, a query that does not parse) answer
 //! plain text by default; they are turned into `INVALID_REQUEST` bodies here, so a REST client
@@ -10,7 +11,7 @@ use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, Que
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use crate::error::SessionError;
+use crate::error::{SessionError, TransportCode};
 use crate::surfaces::wire::ErrorBody;
 
 /// An error on its way to a REST client.
@@ -28,6 +29,12 @@ impl ApiError {
 
     pub fn body(&self) -> &ErrorBody {
         &self.body
+    }
+
+    /// A refusal of the transport itself (the guard, an unknown route), with its own code.
+    pub fn refused(code: TransportCode, message: impl Into<String>) -> Self {
+        let status = StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Self { status, body: ErrorBody::transport(code, message) }
     }
 
     /// A request axum refused before any handler ran. Its status is kept when it says more
@@ -99,6 +106,18 @@ mod tests {
             let api = ApiError::from(error);
             assert_eq!(api.status().as_u16(), code.http_status());
             assert_eq!(api.body().code, code.as_str());
+        }
+    }
+
+    #[test]
+    fn transport_refusals_get_their_status_and_no_session() {
+        for code in TransportCode::ALL {
+            let api = ApiError::refused(code, "no");
+            assert_eq!(api.status().as_u16(), code.http_status());
+            assert_eq!(
+                api.body(),
+                &ErrorBody { code: code.as_str().into(), message: "no".into(), session_id: None }
+            );
         }
     }
 }

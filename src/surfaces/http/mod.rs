@@ -13,12 +13,12 @@ pub mod jsonrpc;
 pub mod mcp;
 pub mod openapi;
 pub mod rest;
+pub mod routes;
 pub mod security;
 pub mod streaming;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
@@ -27,6 +27,8 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
+use self::api_error::ApiError;
+use crate::error::TransportCode;
 use crate::session::{ListQuery, SessionService};
 
 /// How the HTTP surfaces are exposed.
@@ -42,8 +44,6 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// Largest request body, in bytes (413 above it).
     pub max_body_bytes: usize,
-    /// How long running turns may take to finish at shutdown before they are interrupted.
-    pub drain_timeout: Duration,
 }
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -63,7 +63,6 @@ impl HttpConfig {
                 "https://[::1]:*".into(),
             ],
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            drain_timeout: Duration::from_secs(30),
         }
     }
 
@@ -122,21 +121,16 @@ async fn request_span(request: axum::extract::Request, next: axum::middleware::N
     response
 }
 
-/// Unknown paths answer JSON like every other refusal.
-async fn no_route(uri: axum::http::Uri) -> (StatusCode, axum::Json<serde_json::Value>) {
-    let message = format!("no route {}: see /v1/openapi.json, /rpc and /mcp", uri.path());
-    (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"code": "NOT_FOUND", "message": message})))
+/// Unknown paths answer the same error body as every other refusal.
+async fn no_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::refused(
+        TransportCode::NotFound,
+        format!("no route {}: see /v1/openapi.json, /rpc and /mcp", uri.path()),
+    )
 }
 
-async fn wrong_method(
-    method: axum::http::Method,
-    uri: axum::http::Uri,
-) -> (StatusCode, axum::Json<serde_json::Value>) {
-    let message = format!("{method} is not allowed on {}", uri.path());
-    (
-        StatusCode::METHOD_NOT_ALLOWED,
-        axum::Json(serde_json::json!({"code": "METHOD_NOT_ALLOWED", "message": message})),
-    )
+async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::refused(TransportCode::MethodNotAllowed, format!("{method} is not allowed on {}", uri.path()))
 }
 
 /// Ready when the service answers a cheap query, which reads the store when there is one.
@@ -150,8 +144,8 @@ async fn readyz<S: SessionService>(State(service): State<Arc<S>>) -> (StatusCode
     }
 }
 
-/// Serves until `shutdown` fires, then stops accepting, lets requests finish, and drains the
-/// running turns (interrupting those still running after the drain timeout).
+/// Serves until `shutdown` fires, then stops accepting and lets the requests in flight finish.
+/// Draining the running turns is the caller's part of shutdown ([`crate::server`]).
 pub async fn serve<S: SessionService>(
     service: Arc<S>,
     config: HttpConfig,
@@ -163,13 +157,12 @@ pub async fn serve<S: SessionService>(
         .with_context(|| format!("listening on {}", config.bind))?;
     let address = listener.local_addr()?;
     tracing::info!(%address, auth = config.token.is_some(), "serving HTTP: /mcp, /v1, /rpc, /healthz, /readyz");
-    let app = router(service.clone(), &config, shutdown.child_token());
+    let app = router(service, &config, shutdown.child_token());
     let stopping = shutdown.clone();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { stopping.cancelled().await })
         .await
         .context("HTTP server")?;
-    tracing::info!("HTTP server stopped accepting; draining running turns");
-    service.drain(config.drain_timeout).await;
+    tracing::info!("HTTP server stopped accepting");
     Ok(())
 }

@@ -1,65 +1,86 @@
 //! REST under `/v1`: the session lifecycle as resources, with the wire types of every surface.
 //!
-//! | route | service call | answer |
-//! |---|---|---|
-//! | `POST /v1/sessions` | `create_session` | 201 `RunResult` (`Location` names the session) |
-//! | `GET /v1/sessions?offset&limit&include_archived` | `list` | `SessionList` |
-//! | `GET /v1/sessions/{id}?wait_ms=` | `read` | `SessionView` |
-//! | `DELETE /v1/sessions/{id}` | `archive` | `ArchiveResult` |
-//! | `POST /v1/sessions/{id}/turns` | `start_turn` | `RunResult` |
-//! | `POST /v1/sessions/{id}/interrupt` | `interrupt` | `InterruptResult` |
-//! | `POST /v1/sessions/{id}/compact` | `compact` | `CompactResult` |
-//! | `GET /v1/sessions/{id}/tool-outputs/{tool_use_id}` | `tool_output` | `ToolOutputResult` |
-//! | `GET /v1/sessions/{id}/messages` | `history` | `SessionHistory` |
-//! | `GET /v1/openapi.json` | | the OpenAPI 3.1 document ([`super::openapi`]) |
-//!
-//! Bodies are the MCP tools' params: `POST /v1/sessions` takes `SessionCreateParams`, a turn
-//! takes `SessionTurnParams` with the session id from the path. Both accept one REST-only
-//! field, `"stream": true`, which answers Server-Sent Events ([`streaming`](super::streaming))
-//! instead of waiting `wait_ms`. Every error is `{code, message, session_id?}` with the status
-//! of the error table ([`api_error`](super::api_error)).
+//! The routes are the table [`ROUTES`] (method, path, operation, documentation); this module
+//! gives each its handler. Bodies are the MCP tools' params: `POST /v1/sessions` takes
+//! `SessionCreateParams`, a turn takes `SessionTurnParams` with the session id from the path.
+//! Both accept one REST-only field, `"stream": true`, which answers Server-Sent Events
+//! ([`streaming`](super::streaming)) instead of waiting `wait_ms`. Everything else goes through
+//! the same [`Operation::run`] as MCP and JSON-RPC, with the path's ids and the query as its
+//! JSON arguments. Every error is `{code, message, session_id?}` with the status of the error
+//! table ([`api_error`](super::api_error)).
 
 use std::sync::Arc;
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use serde::Deserialize;
-use serde_json::Value;
+use axum::routing::{MethodFilter, MethodRouter, on};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::api_error::ApiError;
 use super::openapi;
+use super::routes::{self, Action, Method, QueryParams, ROUTES, Route};
 use super::streaming::StreamedTurn;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::{SessionService, TurnOptions};
-use crate::surfaces::wire::{self, SessionCreateParams, SessionListParams, SessionReadParams, SessionTurnParams};
+use crate::surfaces::operation::Operation;
+use crate::surfaces::wire::{self, SessionCreateParams, SessionListParams, SessionTurnParams};
 
 pub fn router<S: SessionService>(_service: Arc<S>) -> Router<Arc<S>> {
-    Router::new()
-        .route("/v1/openapi.json", get(openapi_document))
-        .route("/v1/sessions", post(create::<S>).get(list::<S>))
-        .route("/v1/sessions/{id}", get(read::<S>).delete(archive::<S>))
-        .route("/v1/sessions/{id}/turns", post(turn::<S>))
-        .route("/v1/sessions/{id}/interrupt", post(interrupt::<S>))
-        .route("/v1/sessions/{id}/compact", post(compact::<S>))
-        .route("/v1/sessions/{id}/tool-outputs/{tool_use_id}", get(tool_output::<S>))
-        .route("/v1/sessions/{id}/messages", get(history::<S>))
+    // Routes on one path (GET and DELETE of a session) merge into one method router.
+    ROUTES.iter().fold(Router::new(), |router, route| router.route(route.path, handler::<S>(route)))
 }
 
 type Answer = Result<Response, ApiError>;
 
+/// The handler of one route of the table.
+fn handler<S: SessionService>(route: &'static Route) -> MethodRouter<Arc<S>> {
+    let method = match route.method {
+        Method::Get => MethodFilter::GET,
+        Method::Post => MethodFilter::POST,
+        Method::Delete => MethodFilter::DELETE,
+    };
+    match route.action {
+        Action::Create => on(method, move |service: State<Arc<S>>, body: Result<Json<Value>, JsonRejection>| {
+            create(route, service, body)
+        }),
+        Action::Turn => on(
+            method,
+            move |service: State<Arc<S>>,
+                  id: Result<Path<String>, PathRejection>,
+                  body: Result<Json<Value>, JsonRejection>| turn(route, service, id, body),
+        ),
+        Action::Call(operation) => on(
+            method,
+            move |service: State<Arc<S>>, ids: Result<Path<Vec<(String, String)>>, PathRejection>, uri: Uri| {
+                call(route, operation, service, ids, uri)
+            },
+        ),
+        Action::History => on(method, history::<S>),
+        Action::Document => on(method, openapi_document),
+    }
+}
+
 /// The query of `GET /v1/sessions/{id}`: `SessionReadParams` without the id, which is in the path.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct ReadQuery {
     #[serde(default)]
     wait_ms: Option<u64>,
+}
+
+/// The options of a turn that is not streamed: it waits like the MCP tools, and takes no
+/// cancellation from the connection. A client that leaves is like one that got `running`; the
+/// result stays readable with `GET /v1/sessions/{id}?wait_ms=`.
+fn waiting(wait: Duration) -> (TurnOptions, ()) {
+    (TurnOptions::waiting(wait), ())
 }
 
 async fn openapi_document() -> Json<Value> {
@@ -68,27 +89,25 @@ async fn openapi_document() -> Json<Value> {
 }
 
 async fn create<S: SessionService>(
+    route: &'static Route,
     State(service): State<Arc<S>>,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Answer {
     let Json(mut body) = body?;
-    let stream = take_stream(&mut body)?;
-    let params: SessionCreateParams = wire::parse_params("POST /v1/sessions", body)?;
-    if stream {
+    if take_stream(&mut body)? {
+        let params: SessionCreateParams = wire::parse_params(&route.name(), body)?;
         let (options, streamed) = StreamedTurn::prepare();
         let call = tokio::spawn(async move { service.create_session(params.into_request(options)).await });
         return Ok(streamed.respond(call).await);
     }
-    // Not streamed: waits like the MCP tools, and takes no cancellation from the connection. A
-    // client that leaves is like one that got `running`; the result stays readable with
-    // `GET /v1/sessions/{id}?wait_ms=`.
-    let options = TurnOptions::waiting(wire::turn_wait(params.wait_ms));
-    let result = service.create_session(params.into_request(options)).await?;
-    let location = format!("/v1/sessions/{}", result.session_id);
+    let result = Operation::Create.run(&route.name(), service.as_ref(), body, waiting).await?;
+    // A `RunResult` always names its session.
+    let location = format!("/v1/sessions/{}", result["session_id"].as_str().unwrap_or_default());
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(result)).into_response())
 }
 
 async fn turn<S: SessionService>(
+    route: &'static Route,
     State(service): State<Arc<S>>,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<Value>, JsonRejection>,
@@ -102,79 +121,54 @@ async fn turn<S: SessionService>(
         }
         fields.insert("session_id".to_owned(), Value::String(id));
     }
-    let params: SessionTurnParams = wire::parse_params("POST /v1/sessions/{id}/turns", body)?;
     if stream {
+        let params: SessionTurnParams = wire::parse_params(&route.name(), body)?;
         let (options, streamed) = StreamedTurn::prepare();
         let (id, request) = params.into_request(options);
         let call = tokio::spawn(async move { service.start_turn(&id, request).await });
         return Ok(streamed.respond(call).await);
     }
-    // Not streamed: waits like the MCP tools, and takes no cancellation from the connection. A
-    // client that leaves is like one that got `running`; the result stays readable with
-    // `GET /v1/sessions/{id}?wait_ms=`.
-    let options = TurnOptions::waiting(wire::turn_wait(params.wait_ms));
-    let (id, request) = params.into_request(options);
-    Ok(Json(service.start_turn(&id, request).await?).into_response())
+    Ok(Json(Operation::Turn.run(&route.name(), service.as_ref(), body, waiting).await?).into_response())
 }
 
-async fn interrupt<S: SessionService>(
+/// Any other operation: the query and the path's ids become its JSON arguments.
+async fn call<S: SessionService>(
+    route: &'static Route,
+    operation: Operation,
     State(service): State<Arc<S>>,
-    id: Result<Path<String>, PathRejection>,
+    ids: Result<Path<Vec<(String, String)>>, PathRejection>,
+    uri: Uri,
 ) -> Answer {
-    let Path(id) = id?;
-    Ok(Json(service.interrupt(&SessionId::from_string(id)).await?).into_response())
+    let Path(ids) = ids?;
+    let mut arguments = match route.query {
+        Some(QueryParams::Read) => object(Query::<ReadQuery>::try_from_uri(&uri)?.0),
+        Some(QueryParams::List) => object(Query::<SessionListParams>::try_from_uri(&uri)?.0),
+        None => Map::new(),
+    };
+    for (name, value) in ids {
+        let argument = routes::path_parameter(&name).map_or(name, |parameter| parameter.argument.to_owned());
+        arguments.insert(argument, Value::String(value));
+    }
+    let result = operation.run(&route.name(), service.as_ref(), Value::Object(arguments), waiting).await?;
+    Ok(Json(result).into_response())
 }
 
-async fn read<S: SessionService>(
-    State(service): State<Arc<S>>,
-    id: Result<Path<String>, PathRejection>,
-    query: Result<Query<ReadQuery>, QueryRejection>,
-) -> Answer {
-    let Path(id) = id?;
-    let Query(query) = query?;
-    let params = SessionReadParams { session_id: SessionId::from_string(id), wait_ms: query.wait_ms };
-    let wait = wire::read_wait(params.wait_ms);
-    Ok(Json(service.read(&params.session_id, Some(wait)).await?).into_response())
-}
-
-async fn list<S: SessionService>(
-    State(service): State<Arc<S>>,
-    query: Result<Query<SessionListParams>, QueryRejection>,
-) -> Answer {
-    let Query(params) = query?;
-    Ok(Json(service.list(params.into()).await?).into_response())
-}
-
-async fn archive<S: SessionService>(
-    State(service): State<Arc<S>>,
-    id: Result<Path<String>, PathRejection>,
-) -> Answer {
-    let Path(id) = id?;
-    Ok(Json(service.archive(&SessionId::from_string(id)).await?).into_response())
-}
-
-async fn compact<S: SessionService>(
-    State(service): State<Arc<S>>,
-    id: Result<Path<String>, PathRejection>,
-) -> Answer {
-    let Path(id) = id?;
-    Ok(Json(service.compact(&SessionId::from_string(id)).await?).into_response())
-}
-
-async fn tool_output<S: SessionService>(
-    State(service): State<Arc<S>>,
-    ids: Result<Path<(String, String)>, PathRejection>,
-) -> Answer {
-    let Path((id, tool_use_id)) = ids?;
-    Ok(Json(service.tool_output(&SessionId::from_string(id), &tool_use_id).await?).into_response())
-}
-
+/// The conversation: the one REST route that no MCP tool or JSON-RPC method shares.
 async fn history<S: SessionService>(
     State(service): State<Arc<S>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Answer {
     let Path(id) = id?;
     Ok(Json(service.history(&SessionId::from_string(id)).await?).into_response())
+}
+
+/// A parsed query as JSON arguments. The query types are structs of optional scalars, which
+/// always serialize to an object.
+fn object<T: Serialize>(query: T) -> Map<String, Value> {
+    match serde_json::to_value(query) {
+        Ok(Value::Object(arguments)) => arguments,
+        _ => Map::new(),
+    }
 }
 
 /// Takes the REST-only `stream` flag off a body, leaving exactly the wire params to parse.

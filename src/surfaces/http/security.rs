@@ -6,16 +6,19 @@
 //!   an allowed origin; `null` never does.
 //! - **Bearer token**, when configured, on every request; compared in constant time.
 //!
-//! Refusals are plain 401/403 JSON answers; neither tokens nor bodies are logged.
+//! Refusals are 401/403 `{code, message}` bodies ([`TransportCode`]); neither tokens nor bodies
+//! are logged.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::HttpConfig;
+use super::api_error::ApiError;
+use crate::error::TransportCode;
 
 /// What the guard accepts, prepared once.
 #[derive(Debug)]
@@ -77,13 +80,12 @@ pub enum Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let (status, code, message) = match self {
-            Self::Unauthorized(message) => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED", message),
-            Self::Forbidden(message) => (StatusCode::FORBIDDEN, "FORBIDDEN", message),
+        let (code, message) = match self {
+            Self::Unauthorized(message) => (TransportCode::Unauthorized, message),
+            Self::Forbidden(message) => (TransportCode::Forbidden, message),
         };
-        let body = axum::Json(serde_json::json!({ "code": code, "message": message }));
-        let mut response = (status, body).into_response();
-        if status == StatusCode::UNAUTHORIZED {
+        let mut response = ApiError::refused(code, message).into_response();
+        if code == TransportCode::Unauthorized {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
         }
         response

@@ -1,0 +1,172 @@
+//! The command line's shape: every subcommand and flag, as clap types. No behaviour here
+//! beyond turning the global flags into [`Settings`]; [`super::commands`] runs them.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Settings;
+use crate::surfaces::http;
+
+/// deputy hosts LLM agent sessions behind MCP.
+///
+/// Register `deputy serve` as a stdio MCP server in Claude Desktop, Claude Code, Cursor or VS Code;
+/// the client then drives agent sessions through eight tools (session_create, session_turn,
+/// session_interrupt, session_read, session_list, session_archive, session_compact,
+/// session_tool_output). Or try one prompt directly with `deputy run`, and continue or inspect
+/// stored sessions with `deputy turn` and `deputy sessions`.
+///
+/// Providers come from the usual environment variables: ANTHROPIC_API_KEY (and
+/// ANTHROPIC_BASE_URL), OPENAI_API_KEY and OPENAI_BASE_URL (any OpenAI-compatible server, e.g.
+/// Ollama at http://127.0.0.1:11434/v1). Models are named provider:model, e.g.
+/// anthropic:claude-sonnet-4-5, openai:gpt-4o-mini.
+#[derive(Debug, Parser)]
+#[command(name = "deputy", version, about, long_about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+
+    /// Default model for new sessions, as provider:model.
+    #[arg(long, global = true, env = "DEPUTY_MODEL")]
+    pub model: Option<String>,
+
+    /// TOML config file (default: $XDG_CONFIG_HOME/deputy/config.toml, if it exists).
+    #[arg(long, global = true, env = "DEPUTY_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Directory the agents' file tools can read (default: the current directory).
+    #[arg(long, global = true, env = "DEPUTY_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+
+    /// Session store file (default: $XDG_DATA_HOME/deputy/sessions.redb). One process at a time
+    /// may use a store: give each MCP client its own.
+    #[arg(long, global = true, env = "DEPUTY_STORE")]
+    pub store: Option<PathBuf>,
+
+    /// Keep sessions in memory only: nothing is saved, nothing survives the process.
+    #[arg(long, global = true, conflicts_with = "store")]
+    pub ephemeral: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve MCP over stdio (the command to register in an MCP client), or with --http, MCP
+    /// streamable HTTP at /mcp plus REST (/v1) and JSON-RPC (/rpc) on one listener.
+    Serve(ServeArgs),
+    /// Run one prompt in a new session, streaming the answer to stdout.
+    ///
+    /// The session id goes to stderr. Exit status: 0 done, 1 error, 2 budget exhausted.
+    Run(RunArgs),
+    /// Continue a stored session with one more turn, streaming the answer to stdout.
+    Turn {
+        /// The session's id.
+        session_id: String,
+        /// The next message for the agent.
+        prompt: String,
+    },
+    /// Inspect and manage stored sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Write the JSON Schemas of the MCP tools' inputs and outputs, and the REST OpenAPI document.
+    Schemas {
+        /// Directory to write into.
+        #[arg(long, default_value = "schemas")]
+        out: PathBuf,
+    },
+}
+
+// The subcommand's help is the doc comment of `Command::Run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// What to ask the agent.
+    pub prompt: String,
+    /// System prompt for the agent.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Maximum tokens of each model response.
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Stop after this many tokens in total.
+    #[arg(long)]
+    pub budget_tokens: Option<u64>,
+    /// Stop after this many tool calls.
+    #[arg(long)]
+    pub budget_tool_calls: Option<u64>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Serve HTTP on this address (e.g. 127.0.0.1:8787) instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Bearer token required on every HTTP route but /healthz (needed to bind a non-loopback
+    /// address).
+    #[arg(long, env = "DEPUTY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Another accepted Host name (loopback names and the bind address always are).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+    /// Another accepted browser Origin, e.g. `https://app.example.com:443` (`:*` = any port).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
+    /// Largest HTTP request body in bytes.
+    #[arg(long, default_value_t = http::DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Seconds running turns get to finish at shutdown before they are interrupted.
+    #[arg(long, default_value_t = 30)]
+    pub drain_timeout_secs: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List sessions, most recently updated first.
+    List {
+        /// Include archived sessions.
+        #[arg(long)]
+        all: bool,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session: its state, billing and whole conversation.
+    Show {
+        session_id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Archive a session: it keeps its history but takes no more turns.
+    Archive { session_id: String },
+    /// Compact a session's history now (prune old tool outputs, summarize older turns).
+    Compact { session_id: String },
+    /// Print the whole output of a tool result that entered the history shortened.
+    ToolOutput { session_id: String, tool_use_id: String },
+}
+
+impl Cli {
+    /// The start-up choices every command shares (global flags).
+    pub fn settings(&self) -> Settings {
+        Settings {
+            model: self.model.clone(),
+            config: self.config.clone(),
+            workspace: self.workspace.clone(),
+            store: self.store.clone(),
+            ephemeral: self.ephemeral,
+        }
+    }
+}
+
+impl Command {
+    /// The log filter when `RUST_LOG` says nothing. Logs go to stderr whatever the command:
+    /// `serve` reports its lifecycle, the others stay quiet so stderr carries only their answer.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self {
+            Self::Serve(_) => "deputy=info,rmcp=warn",
+            Self::Run(_) | Self::Turn { .. } | Self::Sessions(_) | Self::Schemas { .. } => "warn",
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The subcommands' bodies. Each only translates: flags become a [`server`] call or service
+//! requests, results become stdout text and exit codes. Stdout carries nothing but the answer
+//! (the MCP transport, for `serve`); everything else goes to stderr.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use super::args::{RunArgs, ServeArgs, SessionsCommand};
+use super::exit_with;
+use crate::agent::{AgentBuildConfig, AgentEvent, ContextOverrides};
+use crate::config::Settings;
+use crate::error::SessionError;
+use crate::ids::SessionId;
+use crate::model::Budget;
+use crate::server::{self, Surface};
+use crate::session::{
+    CreateSessionRequest, ListQuery, LiveSessionService, RunResult, SessionService, TurnOptions, TurnRequest,
+    TurnStatus,
+};
+use crate::surfaces::http::HttpConfig;
+use crate::surfaces::{render, schemas};
+use crate::tools::ToolRequest;
+
+/// `deputy serve`: the flags choose the surface and the drain timeout; [`server::serve`] does
+/// the rest.
+pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
+    let surface = match args.http {
+        Some(bind) => {
+            let mut config = HttpConfig::new(bind);
+            config.token = args.token.filter(|token| !token.is_empty());
+            config.allowed_hosts.extend(args.allowed_hosts);
+            config.allowed_origins.extend(args.allowed_origins);
+            config.max_body_bytes = args.max_body_bytes;
+            Surface::Http(config)
+        }
+        None => Surface::Stdio,
+    };
+    server::serve(settings, surface, Duration::from_secs(args.drain_timeout_secs)).await
+}
+
+/// `deputy run`: one prompt in a new session whose agent the flags describe, streamed.
+pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCode {
+    let build = AgentBuildConfig {
+        model: None,
+        system_prompt: flags.system,
+        max_tokens: flags.max_tokens,
+        budget: Budget {
+            max_tokens: flags.budget_tokens,
+            max_tool_calls: flags.budget_tool_calls,
+            max_duration_ms: None,
+        },
+        context: ContextOverrides::default(),
+        tools: ToolRequest::default(),
+    };
+    let prompt = flags.prompt;
+    stream_turn(|turn| async move {
+        let request = CreateSessionRequest { build, prompt, turn, ..CreateSessionRequest::default() };
+        service.create_session(request).await
+    })
+    .await
+}
+
+/// `deputy turn`: one more turn of a stored session, streamed.
+pub async fn turn(service: &LiveSessionService, session_id: String, prompt: String) -> ExitCode {
+    stream_turn(|options| async move {
+        let id = SessionId::from_string(session_id);
+        service.start_turn(&id, TurnRequest { prompt, options, ..TurnRequest::default() }).await
+    })
+    .await
+}
+
+/// Runs one turn with its text streamed to stdout as it arrives; Ctrl-C interrupts it.
+/// Exit 0 done, 1 error or interrupted, 2 budget exhausted; the session id goes to stderr.
+async fn stream_turn<F, Fut>(start: F) -> ExitCode
+where
+    F: FnOnce(TurnOptions) -> Fut,
+    Fut: std::future::Future<Output = Result<RunResult, SessionError>>,
+{
+    let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let printer = tokio::spawn(async move {
+        let mut stdout = std::io::stdout();
+        let mut wrote_text = false;
+        while let Some(event) = receiver.recv().await {
+            if let AgentEvent::TextDelta { text } = event {
+                wrote_text |= !text.is_empty();
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+            }
+        }
+        if wrote_text {
+            let _ = stdout.write_all(b"\n");
+        }
+    });
+    let interrupt = CancellationToken::new();
+    tokio::spawn(server::cancel_on_signal(interrupt.clone()));
+    let result = start(TurnOptions { wait: None, events: Some(events), cancel: Some(interrupt) }).await;
+    let _ = printer.await;
+    match result {
+        Ok(result) => {
+            eprintln!("session {}", result.session_id);
+            match (result.status, result.stop_reason.as_deref()) {
+                (TurnStatus::Completed, Some("budget_exhausted")) => {
+                    eprintln!("stopped: budget exhausted");
+                    ExitCode::from(2)
+                }
+                (TurnStatus::Cancelled, _) => {
+                    eprintln!("interrupted");
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Err(error) => exit_with(&error),
+    }
+}
+
+/// `deputy sessions …`.
+pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) -> ExitCode {
+    let outcome = match command {
+        SessionsCommand::List { all, offset, limit, json } => service
+            .list(ListQuery { offset, limit: Some(limit), include_archived: all })
+            .await
+            .map(|list| if json { to_json(&list) } else { render::session_list(&list) }),
+        SessionsCommand::Show { session_id, json } => {
+            // Two calls: the view (state, billing) and the conversation are separate reads of
+            // the service, and no single call returns both.
+            let id = SessionId::from_string(session_id);
+            match (service.read(&id, None).await, service.history(&id).await) {
+                (Ok(view), Ok(history)) if json => {
+                    Ok(to_json(&serde_json::json!({"session": view, "messages": history.messages})))
+                }
+                (Ok(view), Ok(history)) => Ok(render::session(&view, &history.messages)),
+                (Err(error), _) | (_, Err(error)) => Err(error),
+            }
+        }
+        SessionsCommand::Archive { session_id } => {
+            let id = SessionId::from_string(session_id);
+            service.archive(&id).await.map(|archived| format!("archived {}\n", archived.session_id))
+        }
+        SessionsCommand::Compact { session_id } => {
+            let id = SessionId::from_string(session_id);
+            service.compact(&id).await.map(|done| {
+                format!(
+                    "{} {}: about {} → {} tokens (summarized: {}, tool outputs pruned: {})\n",
+                    if done.compacted { "compacted" } else { "nothing to compact in" },
+                    done.session_id,
+                    done.tokens_before,
+                    done.tokens_after,
+                    done.summarized,
+                    done.pruned_results
+                )
+            })
+        }
+        SessionsCommand::ToolOutput { session_id, tool_use_id } => {
+            let id = SessionId::from_string(session_id);
+            service.tool_output(&id, &tool_use_id).await.map(|output| output.content)
+        }
+    };
+    match outcome {
+        Ok(text) => {
+            let mut stdout = std::io::stdout();
+            let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.flush();
+            ExitCode::SUCCESS
+        }
+        Err(error) => exit_with(&error),
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// `deputy schemas`: writes `<tool>.input.json` and `<tool>.output.json` for every tool, and
+/// `openapi.json`.
+pub fn write_schemas(out: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (name, contents) in schemas::schema_files() {
+        let path = out.join(&name);
+        std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!("wrote the tool schemas to {}", out.display());
+    Ok(())
+}

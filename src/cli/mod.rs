@@ -1,0 +1,65 @@
+//! The command line: `deputy serve`, `run`, `turn`, `sessions …` and `schemas`.
+//!
+//! It sits above [`crate::server`] (which `serve` calls) and beside the surfaces: like every
+//! surface it only translates. Flags become service requests ([`commands`]), results become
+//! stdout text and exit codes: 0 ok, 1 error with `CODE: message` on stderr, 2 when the turn ran
+//! out of budget. The clap types are in [`args`].
+
+pub mod args;
+pub mod commands;
+
+use std::process::ExitCode;
+
+pub use args::{Cli, Command, RunArgs, ServeArgs, SessionsCommand};
+
+use crate::error::SessionError;
+use crate::server;
+
+/// Runs a parsed command line to completion.
+pub async fn run(cli: Cli) -> ExitCode {
+    let settings = cli.settings();
+    let outcome = match cli.command {
+        Command::Serve(args) => commands::serve(&settings, args).await,
+        Command::Schemas { out } => commands::write_schemas(&out),
+        // The commands that run on a service answer with their own exit status.
+        Command::Run(args) => match server::live_service(&settings) {
+            Ok(service) => return commands::run_prompt(&service, args).await,
+            Err(err) => Err(err),
+        },
+        Command::Turn { session_id, prompt } => {
+            match server::stored_service(&settings, "resuming a session from the command line") {
+                Ok(service) => return commands::turn(&service, session_id, prompt).await,
+                Err(err) => Err(err),
+            }
+        }
+        Command::Sessions(command) => match server::stored_service(&settings, "deputy sessions") {
+            Ok(service) => return commands::sessions(&service, command).await,
+            Err(err) => Err(err),
+        },
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => report_failure(&err),
+    }
+}
+
+/// Prints a failure; a [`SessionError`] inside keeps its code and exit status.
+fn report_failure(err: &anyhow::Error) -> ExitCode {
+    match err.downcast_ref::<SessionError>() {
+        Some(error) => exit_with(error),
+        None => {
+            eprintln!("deputy: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `CODE: message` on stderr (after the session id, when the error names one), and the exit
+/// status of the error table.
+fn exit_with(error: &SessionError) -> ExitCode {
+    if let Some(id) = error.session_id() {
+        eprintln!("session {id}");
+    }
+    eprintln!("{}: {error}", error.code());
+    ExitCode::from(u8::try_from(error.code().exit_code()).unwrap_or(1))
+}

@@ -1,0 +1,125 @@
+//! The composition root: the one place that assembles deputy's parts and runs the process's
+//! lifecycle.
+//!
+//! `serve` reads top to bottom as the life of a server: load the [`AppState`] once, build the
+//! [`LiveSessionService`] over it, install the signal handlers on the root
+//! [`CancellationToken`], run one surface (MCP over stdio, or the HTTP listener) until the
+//! client leaves or a signal arrives, drain the running turns within the drain timeout, and
+//! stop the idle external MCP servers. The surfaces below only translate; the command line
+//! above only turns flags into these calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{AppState, Environment, Settings};
+use crate::session::{LiveSessionService, SessionService};
+use crate::store::persistence_disabled;
+use crate::surfaces::http::{self, HttpConfig};
+use crate::surfaces::mcp::McpServer;
+
+/// Where `serve` answers.
+#[derive(Debug, Clone)]
+pub enum Surface {
+    /// MCP over stdin/stdout: the command an MCP client launches.
+    Stdio,
+    /// MCP streamable HTTP, REST and JSON-RPC on one listener.
+    Http(HttpConfig),
+}
+
+/// Serves `surface` until the stdio client closes stdin or SIGINT/SIGTERM arrives, then gives
+/// running turns `drain_timeout` to finish (interrupting the rest) and stops the idle external
+/// MCP servers; the active ones go with their sessions at exit.
+pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duration) -> anyhow::Result<()> {
+    let state = load(settings)?;
+    let mcp_servers = state.mcp.clone();
+    let service = Arc::new(LiveSessionService::new(state.factory, state.store));
+    let shutdown = CancellationToken::new();
+    // Installed before serving: rmcp's `serve` only returns after the client's first message.
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    let served = match serve_surface(service.clone(), surface, shutdown).await {
+        Ok(()) => {
+            tracing::info!(timeout_secs = drain_timeout.as_secs(), "draining running turns");
+            service.drain(drain_timeout).await;
+            Ok(())
+        }
+        Err(err) => Err(err),
+    };
+    mcp_servers.shutdown();
+    served
+}
+
+/// The service for one command-line turn (`deputy run`), stored if the build and settings
+/// have a store, in memory otherwise.
+pub fn live_service(settings: &Settings) -> anyhow::Result<Arc<LiveSessionService>> {
+    let state = load(settings)?;
+    Ok(Arc::new(LiveSessionService::new(state.factory, state.store)))
+}
+
+/// The service for commands that only make sense on stored sessions (`deputy turn`, `deputy
+/// sessions`): without a store it is `SESSION_PERSISTENCE_DISABLED`, naming `operation`
+/// (a row of the capability matrix).
+pub fn stored_service(settings: &Settings, operation: &str) -> anyhow::Result<Arc<LiveSessionService>> {
+    let state = load(settings)?;
+    if state.store.is_none() {
+        return Err(persistence_disabled(operation).into());
+    }
+    Ok(Arc::new(LiveSessionService::new(state.factory, state.store)))
+}
+
+/// Fires `token` on the first SIGINT (Ctrl-C) or SIGTERM. `serve` stops on it; a command-line
+/// turn uses a token of its own to interrupt the turn.
+pub async fn cancel_on_signal(token: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    token.cancel();
+}
+
+/// Reads the config file and environment and opens the store. Blocking file I/O on an async
+/// worker, which is harmless here: it happens once, before anything else runs.
+fn load(settings: &Settings) -> anyhow::Result<AppState> {
+    AppState::load(settings, &Environment::from_process())
+}
+
+/// Runs one surface until it ends; an error means it never served (bad address, failed
+/// handshake), so there is nothing to drain.
+async fn serve_surface(
+    service: Arc<LiveSessionService>,
+    surface: Surface,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    match surface {
+        Surface::Http(config) => http::serve(service, config, shutdown).await,
+        Surface::Stdio => serve_stdio(service, shutdown).await,
+    }
+}
+
+async fn serve_stdio<S: SessionService>(service: Arc<S>, shutdown: CancellationToken) -> anyhow::Result<()> {
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP over stdio");
+    let served = McpServer::new(service).serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.clone()).await;
+    match served {
+        Ok(running) => {
+            let reason = running.waiting().await.context("MCP service")?;
+            tracing::info!(?reason, "MCP connection ended");
+        }
+        Err(err) if shutdown.is_cancelled() => tracing::info!("stopped before the client connected: {err}"),
+        Err(err) => return Err(err).context("MCP handshake"),
+    }
+    Ok(())
+}

@@ -4,7 +4,8 @@
 //! provider's SSE stream back into [`StreamEvent`]s. They only *classify* failures into
 //! [`LlmError`]; the single place that waits and retries is [`retry::RetryingProvider`], which
 //! retries only while no content has been forwarded yet. [`registry`] resolves `provider:model`
-//! ids. [`scripted`] is an in-process provider for unit tests of the agent loop.
+//! ids. `scripted` is an in-process provider for tests and benches of the agent loop, built only
+//! under `cfg(test)` or the `test-support` feature.
 
 pub mod anthropic;
 mod http;
@@ -12,6 +13,7 @@ pub mod message;
 pub mod openai;
 pub mod registry;
 pub mod retry;
+#[cfg(any(test, feature = "test-support"))]
 pub mod scripted;
 pub mod sse;
 

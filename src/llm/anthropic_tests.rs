@@ -193,6 +193,104 @@ fn unnamed_events_dispatch_on_their_type() {
     assert_eq!(decoder.on_event(garbage, &mut out).unwrap_err().kind, LlmErrorKind::Decode);
 }
 
+/// Feeds raw SSE events (name, data text) and returns what came out, or the error.
+fn feed_raw(events: &[(Option<&str>, &str)]) -> (Vec<StreamEvent>, Option<LlmError>) {
+    let mut decoder = StreamDecoder::default();
+    let mut out = Vec::new();
+    for (name, data) in events {
+        let event = SseEvent { event: name.map(str::to_owned), data: (*data).to_owned() };
+        if let Err(err) = decoder.on_event(event, &mut out) {
+            return (out, Some(err));
+        }
+    }
+    (out, None)
+}
+
+#[test]
+fn the_event_name_wins_over_the_data_type_and_odd_payloads_have_no_fields() {
+    let (events, err) = feed_raw(&[
+        (Some("message_start"), "5"),
+        (None, r#"{"no_type": true}"#),
+        (None, "[1, 2]"),
+        (None, r#"{"type": 7}"#),
+        (Some("message_stop"), r#"{"type": "ping"}"#),
+    ]);
+    assert_eq!(err, None);
+    assert_eq!(
+        events,
+        vec![
+            StreamEvent::Usage(Usage::default()),
+            StreamEvent::Usage(Usage::default()),
+            StreamEvent::Finished { stop_reason: StopReason::Other("unknown".into()) },
+        ]
+    );
+    let (_, err) = feed_raw(&[(Some("content_block_start"), "[]")]);
+    assert_eq!(err.unwrap().message, "anthropic: content block event without index");
+}
+
+#[test]
+fn fields_of_an_unexpected_type_count_as_absent() {
+    let (events, err) = feed_raw(&[
+        (
+            Some("message_start"),
+            r#"{"message": {"usage": {"input_tokens": "10", "output_tokens": 1.5, "cache_read_input_tokens": -1, "cache_creation_input_tokens": 4}}}"#,
+        ),
+        (Some("content_block_start"), r#"{"index": 0, "content_block": {"type": "text", "text": 5}}"#),
+        (Some("content_block_delta"), r#"{"index": 0, "delta": {"type": "text_delta", "text": ["a"]}}"#),
+        (Some("content_block_delta"), r#"{"index": 0, "delta": {"type": 3}}"#),
+        (Some("content_block_delta"), r#"{"index": 0, "delta": null}"#),
+        (Some("content_block_start"), r#"{"index": 1, "content_block": ["tool_use", "id", "name"]}"#),
+        (Some("content_block_stop"), r#"{"index": 0}"#),
+        (Some("message_delta"), r#"{"delta": {"stop_reason": 1}, "usage": [1, 2, 3, 4]}"#),
+        (Some("message_delta"), r#"{"delta": ["end_turn"], "usage": {"output_tokens": 9}}"#),
+        (Some("message_stop"), "{}"),
+    ]);
+    assert_eq!(err, None);
+    let usage =
+        Usage { input_tokens: 0, output_tokens: 9, cache_read_input_tokens: 0, cache_creation_input_tokens: 4 };
+    assert_eq!(
+        events,
+        vec![
+            StreamEvent::Usage(Usage { output_tokens: 0, ..usage }),
+            StreamEvent::Usage(usage),
+            StreamEvent::Finished { stop_reason: StopReason::Other("unknown".into()) },
+        ]
+    );
+}
+
+#[test]
+fn a_required_field_of_an_unexpected_type_is_a_decode_error() {
+    let cases = [
+        (r#"{"index": "0", "content_block": {"type": "text"}}"#, "anthropic: content block event without index"),
+        (
+            r#"{"index": 0, "content_block": {"type": "tool_use", "id": 1, "name": "t"}}"#,
+            "anthropic: tool_use block without id or name",
+        ),
+    ];
+    for (data, message) in cases {
+        let (_, err) = feed_raw(&[(Some("content_block_start"), data)]);
+        let err = err.unwrap();
+        assert_eq!((err.kind, err.message.as_str()), (LlmErrorKind::Decode, message), "{data}");
+    }
+    let (_, err) = feed_raw(&[
+        (Some("content_block_start"), r#"{"index": 0, "content_block": {"type": "text"}}"#),
+        (Some("content_block_delta"), r#"{"index": 0, "delta": {"type": "input_json_delta"}}"#),
+    ]);
+    assert_eq!(err.unwrap().message, "anthropic: input_json_delta for block 0, not a tool_use");
+}
+
+#[test]
+fn an_in_band_error_without_details_is_a_server_error() {
+    let (_, err) = feed_raw(&[(Some("error"), r#"{"error": {"type": 5, "message": null}}"#)]);
+    let err = err.unwrap();
+    assert_eq!(
+        (err.kind, err.message.as_str()),
+        (LlmErrorKind::Server, "anthropic stream error (): unknown error")
+    );
+    let (_, err) = feed_raw(&[(Some("error"), r#"{"error": ["overloaded_error", "busy"]}"#)]);
+    assert_eq!(err.unwrap().message, "anthropic stream error (): unknown error");
+}
+
 #[test]
 fn request_body_puts_tool_results_first_and_skips_empty_text() {
     let request = ModelRequest {
@@ -235,4 +333,12 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
             ]
         })
     );
+}
+
+#[test]
+fn every_known_event_name_has_a_variant() {
+    for name in KNOWN_EVENTS {
+        let event = Event::deserialize(json!({ "type": name })).unwrap();
+        assert!(!matches!(event, Event::Unknown), "{name}");
+    }
 }

@@ -347,8 +347,8 @@ pub fn fragments(text: &str, parts: usize) -> Vec<String> {
 pub mod anthropic {
     use serde_json::{Value, json};
 
+    use super::MockUsage;
     use super::{DEFAULT_USAGE, fragments};
-    pub use super::{MockUsage, usage};
 
     pub fn event(name: &str, data: Value) -> String {
         format!("event: {name}\ndata: {data}\n\n")
@@ -471,8 +471,8 @@ pub mod anthropic {
 pub mod openai {
     use serde_json::{Value, json};
 
+    use super::MockUsage;
     use super::{DEFAULT_USAGE, fragments};
-    pub use super::{MockUsage, usage};
 
     pub fn data(value: Value) -> String {
         format!("data: {value}\n\n")

@@ -3,13 +3,16 @@
 //! Request: our [`Message`]s map one to one onto Anthropic messages with content blocks.
 //! Response: the SSE event flow of `message_start` → blocks (`content_block_start` / `_delta` /
 //! `_stop`, keyed by `index`) → `message_delta` → `message_stop`, normalized into
-//! [`StreamEvent`]s. Failures are only classified here; waiting and retrying happen in
-//! [`super::retry`].
+//! [`StreamEvent`]s. Each event is read into a typed value (`Event`) whose fields are lenient:
+//! a missing or odd field the decoder can do without never fails a stream. Failures are only
+//! classified here; waiting and retrying happen in [`super::retry`].
 
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
 use reqwest::header::HeaderValue;
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, Deserializer};
 use serde_json::{Value, json};
 
 use super::http::{self, ErrorResponse, HttpTimeouts, WireDecoder};
@@ -187,7 +190,196 @@ fn decode_error(message: impl std::fmt::Display) -> LlmError {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Response stream
+// Response stream: the events as typed values
+
+/// One SSE event of the Messages stream, as far as deputy reads it. The variant comes from the
+/// SSE `event:` name (see [`tagged`]); `Unknown` covers `ping` and anything added later, which
+/// the API documents may appear at any time.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    MessageStart(MessageStart),
+    ContentBlockStart(BlockStart),
+    ContentBlockDelta(BlockDelta),
+    ContentBlockStop(BlockStop),
+    MessageDelta(MessageDelta),
+    MessageStop,
+    Error(ErrorEvent),
+    #[serde(other)]
+    Unknown,
+}
+
+/// The event names [`Event`] has a variant for. A named event outside this list is skipped
+/// before its data is even parsed, so a future event cannot fail the stream with odd data.
+const KNOWN_EVENTS: &[&str] = &[
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "error",
+];
+
+/// A field that counts as absent when it is missing, `null` or of an unexpected type. The
+/// decoder needs few fields and the API grows new ones; a field of the wrong shape must not
+/// fail a stream unless the decoder needs it, and then the decoder says so in its own words.
+/// An array never fits: serde would read a struct out of one by position, but fields are
+/// only ever found by name.
+struct Lenient<T>(Option<T>);
+
+impl<T> Default for Lenient<T> {
+    fn default() -> Self {
+        Self(None)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        if value.is_array() {
+            return Ok(Self(None));
+        }
+        Ok(Self(T::deserialize(value).ok()))
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct MessageStart {
+    message: Lenient<MessageStartBody>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct MessageStartBody {
+    usage: Lenient<WireUsage>,
+}
+
+/// Token counts as sent; each may be missing, and a later event's figure replaces an earlier.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct WireUsage {
+    input_tokens: Lenient<u64>,
+    output_tokens: Lenient<u64>,
+    cache_read_input_tokens: Lenient<u64>,
+    cache_creation_input_tokens: Lenient<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct BlockStart {
+    index: Lenient<u64>,
+    content_block: Lenient<ContentBlockStart>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentBlockStart {
+    Text(TextStart),
+    ToolUse(ToolUseStart),
+    /// thinking, redacted_thinking, server tools, future types: not surfaced.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TextStart {
+    text: Lenient<String>,
+}
+
+/// The block's `input: {}` is a placeholder, so it is not read: arguments come as deltas.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ToolUseStart {
+    id: Lenient<String>,
+    name: Lenient<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct BlockDelta {
+    index: Lenient<u64>,
+    delta: Lenient<ContentDelta>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentDelta {
+    TextDelta(TextDelta),
+    InputJsonDelta(InputJsonDelta),
+    /// thinking, signature, citations, future delta types.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TextDelta {
+    text: Lenient<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InputJsonDelta {
+    partial_json: Lenient<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct BlockStop {
+    index: Lenient<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct MessageDelta {
+    delta: Lenient<MessageDeltaBody>,
+    usage: Lenient<WireUsage>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct MessageDeltaBody {
+    stop_reason: Lenient<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ErrorEvent {
+    error: Lenient<ErrorDetail>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ErrorDetail {
+    #[serde(rename = "type")]
+    error_type: Lenient<String>,
+    message: Lenient<String>,
+}
+
+/// The event's data with its `type` set to the SSE event name, which wins over the data's own
+/// `type` when both are sent; an unnamed event keeps the `type` it carries. `None` for an
+/// unnamed event without a string `type`: there is nothing to dispatch on.
+fn tagged(name: Option<String>, data: Value) -> Option<Value> {
+    match (name, data) {
+        (Some(name), Value::Object(mut fields)) => {
+            fields.insert("type".to_owned(), Value::String(name));
+            Some(Value::Object(fields))
+        }
+        // A payload that is not an object has none of the fields an event reads.
+        (Some(name), _) => Some(json!({ "type": name })),
+        (None, data) => data.get("type").and_then(Value::as_str).is_some().then_some(data),
+    }
+}
+
+fn required_index(index: Lenient<u64>) -> Result<u64, LlmError> {
+    index.0.ok_or_else(|| decode_error("content block event without index"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response stream: the decoder
 
 enum Block {
     Text,
@@ -217,18 +409,17 @@ impl StreamDecoder {
         self.stop_reason.as_deref() == Some("max_tokens")
     }
 
-    fn merge_usage(&mut self, usage: &Value) {
-        let field = |name: &str| usage.get(name).and_then(Value::as_u64);
-        if let Some(n) = field("input_tokens") {
+    fn merge_usage(&mut self, usage: WireUsage) {
+        if let Some(n) = usage.input_tokens.0 {
             self.usage.input_tokens = n;
         }
-        if let Some(n) = field("cache_read_input_tokens") {
+        if let Some(n) = usage.cache_read_input_tokens.0 {
             self.usage.cache_read_input_tokens = n;
         }
-        if let Some(n) = field("cache_creation_input_tokens") {
+        if let Some(n) = usage.cache_creation_input_tokens.0 {
             self.usage.cache_creation_input_tokens = n;
         }
-        if let Some(n) = field("output_tokens") {
+        if let Some(n) = usage.output_tokens.0 {
             self.usage.output_tokens = n; // cumulative, so replace
         }
     }
@@ -264,126 +455,129 @@ impl StreamDecoder {
             None => StopReason::Other("unknown".to_owned()),
         }
     }
-}
 
-const KNOWN_EVENTS: &[&str] = &[
-    "message_start",
-    "content_block_start",
-    "content_block_delta",
-    "content_block_stop",
-    "message_delta",
-    "message_stop",
-    "error",
-];
+    fn on_message_start(&mut self, event: MessageStart, out: &mut Vec<StreamEvent>) {
+        if let Some(usage) = event.message.0.and_then(|message| message.usage.0) {
+            self.merge_usage(usage);
+        }
+        out.push(StreamEvent::Usage(self.usage));
+    }
 
-fn index_of(data: &Value) -> Result<u64, LlmError> {
-    data.get("index").and_then(Value::as_u64).ok_or_else(|| decode_error("content block event without index"))
-}
+    fn on_block_start(&mut self, event: BlockStart, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
+        let index = required_index(event.index)?;
+        let block = match event.content_block.0 {
+            Some(ContentBlockStart::Text(start)) => {
+                if let Some(text) = start.text.0.filter(|t| !t.is_empty()) {
+                    out.push(StreamEvent::TextDelta(text));
+                }
+                Block::Text
+            }
+            Some(ContentBlockStart::ToolUse(start)) => {
+                let (Some(id), Some(name)) = (start.id.0, start.name.0) else {
+                    return Err(decode_error("tool_use block without id or name"));
+                };
+                out.push(StreamEvent::ToolCallStart { id: id.clone(), name: name.clone() });
+                Block::ToolUse { id, name, json: String::new() }
+            }
+            Some(ContentBlockStart::Other) | None => Block::Other,
+        };
+        self.blocks.insert(index, block);
+        Ok(())
+    }
 
-fn str_field(value: &Value, pointer: &str) -> Option<String> {
-    value.pointer(pointer).and_then(Value::as_str).map(str::to_owned)
+    fn on_block_delta(&mut self, event: BlockDelta, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
+        let index = required_index(event.index)?;
+        match event.delta.0 {
+            Some(ContentDelta::TextDelta(delta)) => {
+                if let Some(text) = delta.text.0.filter(|t| !t.is_empty()) {
+                    out.push(StreamEvent::TextDelta(text));
+                }
+            }
+            Some(ContentDelta::InputJsonDelta(delta)) => {
+                let Some(Block::ToolUse { id, json, .. }) = self.blocks.get_mut(&index) else {
+                    return Err(decode_error(format_args!("input_json_delta for block {index}, not a tool_use")));
+                };
+                let fragment = delta.partial_json.0.unwrap_or_default();
+                if !fragment.is_empty() {
+                    json.push_str(&fragment);
+                    out.push(StreamEvent::ToolCallDelta { id: id.clone(), fragment });
+                }
+            }
+            Some(ContentDelta::Other) | None => {}
+        }
+        Ok(())
+    }
+
+    fn on_block_stop(&mut self, event: BlockStop, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
+        let index = required_index(event.index)?;
+        if let Some(Block::ToolUse { id, name, json }) = self.blocks.remove(&index) {
+            self.close_tool(id, name, &json, out);
+        }
+        Ok(())
+    }
+
+    fn on_message_delta(&mut self, event: MessageDelta) -> Result<(), LlmError> {
+        if let Some(reason) = event.delta.0.and_then(|delta| delta.stop_reason.0) {
+            self.stop_reason = Some(reason);
+            self.check_unparsable()?;
+        }
+        if let Some(usage) = event.usage.0 {
+            self.merge_usage(usage);
+        }
+        Ok(())
+    }
+
+    fn on_message_stop(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
+        // Blocks still open here were cut off: by max_tokens they are incomplete and must
+        // not run; otherwise close them as if their stop had arrived.
+        let open = std::mem::take(&mut self.blocks);
+        if !self.truncated() {
+            for block in open.into_values() {
+                if let Block::ToolUse { id, name, json } = block {
+                    self.close_tool(id, name, &json, out);
+                }
+            }
+        }
+        self.check_unparsable()?;
+        out.push(StreamEvent::Usage(self.usage));
+        out.push(StreamEvent::Finished { stop_reason: self.stop_reason() });
+        Ok(())
+    }
+
+    /// An in-band failure always ends the stream, classified like the HTTP error bodies.
+    fn on_error(event: ErrorEvent) -> LlmError {
+        let (error_type, message) = match event.error.0 {
+            Some(error) => (error.error_type.0, error.message.0),
+            None => (None, None),
+        };
+        let error_type = error_type.unwrap_or_default();
+        let message = message.unwrap_or_else(|| "unknown error".to_owned());
+        let kind = kind_for_error_type(&error_type, &message);
+        LlmError::new(kind, format!("{PROVIDER} stream error ({error_type}): {message}"))
+    }
 }
 
 impl WireDecoder for StreamDecoder {
     fn on_event(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
-        // New event types may appear at any time (doc): skip named events we do not know
-        // without even parsing them. Unnamed events are dispatched on their `type` field.
         if event.event.as_deref().is_some_and(|name| !KNOWN_EVENTS.contains(&name)) {
             return Ok(());
         }
         let data: Value = serde_json::from_str(&event.data)
             .map_err(|err| decode_error(format_args!("event data is not JSON: {err}")))?;
-        let kind = event.event.or_else(|| str_field(&data, "/type")).unwrap_or_default();
-        match kind.as_str() {
-            "message_start" => {
-                if let Some(usage) = data.pointer("/message/usage") {
-                    self.merge_usage(usage);
-                }
-                out.push(StreamEvent::Usage(self.usage));
-            }
-            "content_block_start" => {
-                let index = index_of(&data)?;
-                let block = data.get("content_block").unwrap_or(&Value::Null);
-                let block = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        if let Some(text) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                            out.push(StreamEvent::TextDelta(text.to_owned()));
-                        }
-                        Block::Text
-                    }
-                    Some("tool_use") => {
-                        let (Some(id), Some(name)) = (str_field(block, "/id"), str_field(block, "/name")) else {
-                            return Err(decode_error("tool_use block without id or name"));
-                        };
-                        // The block's `input: {}` is a placeholder: arguments come as deltas.
-                        out.push(StreamEvent::ToolCallStart { id: id.clone(), name: name.clone() });
-                        Block::ToolUse { id, name, json: String::new() }
-                    }
-                    _ => Block::Other,
-                };
-                self.blocks.insert(index, block);
-            }
-            "content_block_delta" => {
-                let index = index_of(&data)?;
-                let delta = data.get("delta").unwrap_or(&Value::Null);
-                match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => {
-                        if let Some(text) = delta.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                            out.push(StreamEvent::TextDelta(text.to_owned()));
-                        }
-                    }
-                    Some("input_json_delta") => {
-                        let Some(Block::ToolUse { id, json, .. }) = self.blocks.get_mut(&index) else {
-                            return Err(decode_error(format_args!(
-                                "input_json_delta for block {index}, not a tool_use"
-                            )));
-                        };
-                        let fragment = delta.get("partial_json").and_then(Value::as_str).unwrap_or_default();
-                        if !fragment.is_empty() {
-                            json.push_str(fragment);
-                            out.push(StreamEvent::ToolCallDelta { id: id.clone(), fragment: fragment.to_owned() });
-                        }
-                    }
-                    _ => {} // thinking, signature, citations, future delta types
-                }
-            }
-            "content_block_stop" => {
-                let index = index_of(&data)?;
-                if let Some(Block::ToolUse { id, name, json }) = self.blocks.remove(&index) {
-                    self.close_tool(id, name, &json, out);
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.stop_reason = Some(reason.to_owned());
-                    self.check_unparsable()?;
-                }
-                if let Some(usage) = data.get("usage") {
-                    self.merge_usage(usage);
-                }
-            }
-            "message_stop" => {
-                // Blocks still open here were cut off: by max_tokens they are incomplete and must
-                // not run; otherwise close them as if their stop had arrived.
-                let open = std::mem::take(&mut self.blocks);
-                if !self.truncated() {
-                    for block in open.into_values() {
-                        if let Block::ToolUse { id, name, json } = block {
-                            self.close_tool(id, name, &json, out);
-                        }
-                    }
-                }
-                self.check_unparsable()?;
-                out.push(StreamEvent::Usage(self.usage));
-                out.push(StreamEvent::Finished { stop_reason: self.stop_reason() });
-            }
-            "error" => {
-                let error_type = str_field(&data, "/error/type").unwrap_or_default();
-                let message = str_field(&data, "/error/message").unwrap_or_else(|| "unknown error".to_owned());
-                let kind = kind_for_error_type(&error_type, &message);
-                return Err(LlmError::new(kind, format!("{PROVIDER} stream error ({error_type}): {message}")));
-            }
-            _ => {} // ping and unknown unnamed events
+        let Some(data) = tagged(event.event, data) else {
+            return Ok(());
+        };
+        let event =
+            Event::deserialize(data).map_err(|err| decode_error(format_args!("unreadable event: {err}")))?;
+        match event {
+            Event::MessageStart(event) => self.on_message_start(event, out),
+            Event::ContentBlockStart(event) => self.on_block_start(event, out)?,
+            Event::ContentBlockDelta(event) => self.on_block_delta(event, out)?,
+            Event::ContentBlockStop(event) => self.on_block_stop(event, out)?,
+            Event::MessageDelta(event) => self.on_message_delta(event)?,
+            Event::MessageStop => self.on_message_stop(out)?,
+            Event::Error(event) => return Err(Self::on_error(event)),
+            Event::Unknown => {}
         }
         Ok(())
     }
@@ -394,257 +588,5 @@ impl WireDecoder for StreamDecoder {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::llm::ToolSpec;
-
-    fn feed(events: &[(&str, Value)]) -> (Vec<StreamEvent>, Option<LlmError>) {
-        let mut decoder = StreamDecoder::default();
-        let mut out = Vec::new();
-        for (name, data) in events {
-            let event = SseEvent { event: Some((*name).to_owned()), data: data.to_string() };
-            if let Err(err) = decoder.on_event(event, &mut out) {
-                return (out, Some(err));
-            }
-        }
-        (out, None)
-    }
-
-    fn start() -> (&'static str, Value) {
-        (
-            "message_start",
-            json!({"type":"message_start","message":{"usage":{"input_tokens":10,"cache_read_input_tokens":3,"cache_creation_input_tokens":2,"output_tokens":1}}}),
-        )
-    }
-
-    fn tool_start(index: u64, id: &str) -> (&'static str, Value) {
-        (
-            "content_block_start",
-            json!({"type":"content_block_start","index":index,"content_block":{"type":"tool_use","id":id,"name":"t","input":{}}}),
-        )
-    }
-
-    fn json_delta(index: u64, partial: &str) -> (&'static str, Value) {
-        (
-            "content_block_delta",
-            json!({"type":"content_block_delta","index":index,"delta":{"type":"input_json_delta","partial_json":partial}}),
-        )
-    }
-
-    fn stop(index: u64) -> (&'static str, Value) {
-        ("content_block_stop", json!({"type":"content_block_stop","index":index}))
-    }
-
-    fn message_delta(reason: &str, usage: Value) -> (&'static str, Value) {
-        ("message_delta", json!({"type":"message_delta","delta":{"stop_reason":reason},"usage":usage}))
-    }
-
-    fn message_stop() -> (&'static str, Value) {
-        ("message_stop", json!({"type":"message_stop"}))
-    }
-
-    #[test]
-    fn max_tokens_inside_a_tool_call_drops_it() {
-        let (events, err) = feed(&[
-            start(),
-            tool_start(0, "a"),
-            json_delta(0, "{\"x\": 1}"),
-            stop(0),
-            tool_start(1, "b"),
-            json_delta(1, "{\"path\": \"/tm"),
-            stop(1),
-            message_delta("max_tokens", json!({"output_tokens": 50})),
-            message_stop(),
-        ]);
-        assert_eq!(err, None);
-        let ends: Vec<_> = events.iter().filter(|e| matches!(e, StreamEvent::ToolCallEnd { .. })).collect();
-        assert_eq!(
-            ends,
-            vec![&StreamEvent::ToolCallEnd { id: "a".into(), name: "t".into(), input: json!({"x": 1}) }]
-        );
-        assert_eq!(events.last(), Some(&StreamEvent::Finished { stop_reason: StopReason::MaxTokens }));
-    }
-
-    #[test]
-    fn max_tokens_with_a_block_never_stopped_drops_it() {
-        let (events, err) = feed(&[
-            start(),
-            tool_start(0, "a"),
-            json_delta(0, "{\"x\""),
-            message_delta("max_tokens", json!({"output_tokens": 50})),
-            message_stop(),
-        ]);
-        assert_eq!(err, None);
-        assert!(!events.iter().any(|e| matches!(e, StreamEvent::ToolCallEnd { .. })));
-    }
-
-    #[test]
-    fn invalid_arguments_without_truncation_are_a_decode_error() {
-        let (_, err) = feed(&[
-            start(),
-            tool_start(0, "a"),
-            json_delta(0, "{\"x\": "),
-            stop(0),
-            message_delta("tool_use", json!({"output_tokens": 5})),
-        ]);
-        assert_eq!(err.unwrap().kind, LlmErrorKind::Decode);
-    }
-
-    #[test]
-    fn empty_arguments_are_an_empty_object_and_empty_fragments_are_skipped() {
-        let (events, err) = feed(&[
-            start(),
-            tool_start(0, "a"),
-            json_delta(0, ""),
-            stop(0),
-            message_delta("tool_use", json!({"output_tokens": 5})),
-            message_stop(),
-        ]);
-        assert_eq!(err, None);
-        assert!(!events.iter().any(|e| matches!(e, StreamEvent::ToolCallDelta { .. })));
-        assert!(events.contains(&StreamEvent::ToolCallEnd { id: "a".into(), name: "t".into(), input: json!({}) }));
-    }
-
-    #[test]
-    fn usage_is_cumulative_and_takes_repeated_input_fields() {
-        let (events, err) = feed(&[
-            start(),
-            ("ping", json!({"type":"ping"})),
-            ("some_future_event", json!({"type":"some_future_event"})),
-            message_delta(
-                "end_turn",
-                json!({"output_tokens": 7, "input_tokens": 11, "cache_read_input_tokens": 4}),
-            ),
-            message_delta("end_turn", json!({"output_tokens": 9})),
-            message_stop(),
-        ]);
-        assert_eq!(err, None);
-        let want = Usage {
-            input_tokens: 11,
-            output_tokens: 9,
-            cache_read_input_tokens: 4,
-            cache_creation_input_tokens: 2,
-        };
-        assert_eq!(
-            events,
-            vec![
-                StreamEvent::Usage(Usage {
-                    input_tokens: 10,
-                    output_tokens: 1,
-                    cache_read_input_tokens: 3,
-                    cache_creation_input_tokens: 2
-                }),
-                StreamEvent::Usage(want),
-                StreamEvent::Finished { stop_reason: StopReason::EndTurn },
-            ]
-        );
-    }
-
-    #[test]
-    fn thinking_blocks_are_ignored_and_unknown_stop_reasons_kept() {
-        let (events, err) = feed(&[
-            start(),
-            (
-                "content_block_start",
-                json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}),
-            ),
-            (
-                "content_block_delta",
-                json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}),
-            ),
-            (
-                "content_block_delta",
-                json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"x"}}),
-            ),
-            stop(0),
-            message_delta("pause_turn", json!({"output_tokens": 3})),
-            message_stop(),
-        ]);
-        assert_eq!(err, None);
-        assert!(!events.iter().any(StreamEvent::is_content));
-        assert_eq!(
-            events.last(),
-            Some(&StreamEvent::Finished { stop_reason: StopReason::Other("pause_turn".into()) })
-        );
-    }
-
-    #[test]
-    fn in_band_errors_are_classified() {
-        let cases = [
-            ("overloaded_error", "Overloaded", LlmErrorKind::Overloaded),
-            ("api_error", "Internal", LlmErrorKind::Server),
-            ("rate_limit_error", "slow down", LlmErrorKind::RateLimited),
-            ("invalid_request_error", "bad", LlmErrorKind::InvalidRequest),
-            ("invalid_request_error", "prompt is too long: 1 > 0", LlmErrorKind::ContextOverflow),
-            ("authentication_error", "key", LlmErrorKind::Auth),
-            ("brand_new_error", "?", LlmErrorKind::Server),
-        ];
-        for (error_type, message, kind) in cases {
-            let (_, err) =
-                feed(&[start(), ("error", json!({"type":"error","error":{"type":error_type,"message":message}}))]);
-            let err = err.unwrap();
-            assert_eq!(err.kind, kind, "{error_type}");
-            assert!(err.message.contains(message));
-        }
-    }
-
-    #[test]
-    fn unnamed_events_dispatch_on_their_type() {
-        let mut decoder = StreamDecoder::default();
-        let mut out = Vec::new();
-        let event = SseEvent { event: None, data: json!({"type":"message_stop"}).to_string() };
-        decoder.on_event(event, &mut out).unwrap();
-        assert!(matches!(out.last(), Some(StreamEvent::Finished { .. })));
-        let garbage = SseEvent { event: Some("content_block_delta".into()), data: "{not json".into() };
-        assert_eq!(decoder.on_event(garbage, &mut out).unwrap_err().kind, LlmErrorKind::Decode);
-    }
-
-    #[test]
-    fn request_body_puts_tool_results_first_and_skips_empty_text() {
-        let request = ModelRequest {
-            model: "m".into(),
-            system: Some("sys".into()),
-            messages: vec![
-                Message::user_text("hi"),
-                Message::assistant(vec![
-                    ContentBlock::Text { text: String::new() },
-                    ContentBlock::ToolUse { id: "t1".into(), name: "ls".into(), input: json!({"p": "."}) },
-                ]),
-                Message {
-                    role: Role::User,
-                    content: vec![
-                        ContentBlock::Text { text: "also".into() },
-                        ContentBlock::ToolResult {
-                            tool_use_id: "t1".into(),
-                            content: "out".into(),
-                            is_error: true,
-                        },
-                    ],
-                },
-            ],
-            tools: vec![ToolSpec {
-                name: "ls".into(),
-                description: "list".into(),
-                input_schema: json!({"type":"object"}),
-            }],
-            max_tokens: 100,
-        };
-        let body = request_body(&request);
-        assert_eq!(
-            body,
-            json!({
-                "model": "m", "max_tokens": 100, "stream": true, "system": "sys",
-                "tools": [{"name":"ls","description":"list","input_schema":{"type":"object"}}],
-                "messages": [
-                    {"role":"user","content":[{"type":"text","text":"hi"}]},
-                    {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"ls","input":{"p":"."}}]},
-                    {"role":"user","content":[
-                        {"type":"tool_result","tool_use_id":"t1","content":"out","is_error":true},
-                        {"type":"text","text":"also"}
-                    ]}
-                ]
-            })
-        );
-    }
-}
+#[path = "anthropic_tests.rs"]
+mod tests;

@@ -155,7 +155,7 @@ impl ErrorResponse {
         };
         let mut kind = kind;
         if self.header("x-should-retry").is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
-            && LlmError::new(kind, "").is_retryable()
+            && kind.is_retryable()
         {
             kind = if kind == LlmErrorKind::RateLimited {
                 LlmErrorKind::QuotaExhausted

@@ -4,7 +4,8 @@
 //! provider's SSE stream back into [`StreamEvent`]s. They only *classify* failures into
 //! [`LlmError`]; the single place that waits and retries is [`retry::RetryingProvider`], which
 //! retries only while no content has been forwarded yet. [`registry`] resolves `provider:model`
-//! ids. [`scripted`] is an in-process provider for unit tests of the agent loop.
+//! ids. `scripted` is an in-process provider for tests and benches of the agent loop, built only
+//! under `cfg(test)` or the `test-support` feature.
 
 pub mod anthropic;
 mod http;
@@ -12,6 +13,7 @@ pub mod message;
 pub mod openai;
 pub mod registry;
 pub mod retry;
+#[cfg(any(test, feature = "test-support"))]
 pub mod scripted;
 pub mod sse;
 
@@ -169,19 +171,27 @@ impl LlmError {
 
     /// Whether sending the same request again may succeed (only allowed before content).
     pub fn is_retryable(&self) -> bool {
-        match self.kind {
-            LlmErrorKind::RateLimited
-            | LlmErrorKind::Overloaded
-            | LlmErrorKind::Server
-            | LlmErrorKind::Connect
-            | LlmErrorKind::Timeout
-            | LlmErrorKind::StreamBroken => true,
-            LlmErrorKind::ContextOverflow
-            | LlmErrorKind::Auth
-            | LlmErrorKind::QuotaExhausted
-            | LlmErrorKind::InvalidRequest
-            | LlmErrorKind::Decode
-            | LlmErrorKind::Config => false,
+        self.kind.is_retryable()
+    }
+}
+
+impl LlmErrorKind {
+    /// Whether a failure of this kind may go away if the same request is sent again. A property
+    /// of the kind alone, so classification code can ask before it has built an error.
+    pub fn is_retryable(self) -> bool {
+        match self {
+            Self::RateLimited
+            | Self::Overloaded
+            | Self::Server
+            | Self::Connect
+            | Self::Timeout
+            | Self::StreamBroken => true,
+            Self::ContextOverflow
+            | Self::Auth
+            | Self::QuotaExhausted
+            | Self::InvalidRequest
+            | Self::Decode
+            | Self::Config => false,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! Also the adapter for the many compatible servers (Ollama, vLLM, llama.cpp, gateways), so
 //! the stream parser is lenient where they are known to differ: usage on the finish chunk or on
 //! a chunk with `choices` empty, null or missing; tool calls without ids; a missing `[DONE]`.
+//! Chunks are walked as `serde_json::Value` rather than typed: those servers vary too much.
 //! Failures are only classified here; waiting and retrying happen in [`super::retry`].
 
 use std::collections::BTreeMap;

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{EventStream, LlmError, LlmErrorKind, ModelRequest, Provider, StopReason, StreamEvent, Usage};
 
-/// A one-shot latch: closed until [`Gate::open`], then open forever. Cheap to clone.
+/// A one-shot latch: closed until [`Gate::open`], then open forever. Cheap to clone. The
+/// integration tests' mock LLM server pauses its responses on the same latch.
 #[derive(Debug, Clone, Default)]
 pub struct Gate(CancellationToken);
 

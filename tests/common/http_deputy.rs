@@ -9,6 +9,9 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::ChildStderr;
+use tokio::sync::watch;
 
 use super::deputy::{RecordingClient, with_store};
 use super::mock_llm::MockLlm;
@@ -22,6 +25,8 @@ pub struct HttpDeputy {
     pub token: Option<String>,
     pub workspace: TempDir,
     pub home: TempDir,
+    /// Everything the child logs, so a test can wait for a lifecycle step instead of sleeping.
+    pub log: StderrLog,
 }
 
 /// A port nothing listens on right now.
@@ -52,18 +57,20 @@ impl HttpDeputy {
             .env("XDG_CONFIG_HOME", home.path())
             .env_remove("DEPUTY_CONFIG")
             .env_remove("DEPUTY_TOKEN")
-            .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn".into()))
+            // deputy's own info lines mark lifecycle steps (serving, draining) tests wait for.
+            .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn,deputy=info".into()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         if let Some(token) = token {
             command.env("DEPUTY_TOKEN", token);
         }
         with_store(&mut command, home.path());
-        let child = command.spawn().unwrap();
+        let mut child = command.spawn().unwrap();
+        let log = StderrLog::follow(child.stderr.take().unwrap());
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
-        let deputy = Self { child, http, port, mock, token: token.map(str::to_owned), workspace, home };
+        let deputy = Self { child, http, port, mock, token: token.map(str::to_owned), workspace, home, log };
         deputy.wait_ready().await;
         deputy
     }
@@ -104,5 +111,40 @@ impl HttpDeputy {
         let killed = tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
         assert!(killed.success());
         tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await.expect("exits").unwrap()
+    }
+}
+
+/// How long [`StderrLog::wait_for`] waits before failing the test instead of hanging.
+const LOG_WAIT_LIMIT: Duration = Duration::from_secs(30);
+
+/// The lines a child has written to stderr so far. Clones share them.
+#[derive(Clone)]
+pub struct StderrLog(watch::Receiver<Vec<String>>);
+
+impl StderrLog {
+    /// Keeps every line of `stderr`, and copies it to the test's own stderr so that a failing
+    /// test still shows what deputy said.
+    fn follow(stderr: ChildStderr) -> Self {
+        let (lines_tx, lines_rx) = watch::channel(Vec::new());
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+                lines_tx.send_modify(|all| all.push(line));
+            }
+        });
+        Self(lines_rx)
+    }
+
+    /// Resolves once a line containing `needle` has been logged; panics if the child exits
+    /// first or after 30 s, rather than hang.
+    pub async fn wait_for(&self, needle: &str) {
+        let mut lines = self.0.clone();
+        let found = tokio::time::timeout(
+            LOG_WAIT_LIMIT,
+            lines.wait_for(|lines| lines.iter().any(|line| line.contains(needle))),
+        )
+        .await;
+        assert!(matches!(found, Ok(Ok(_))), "deputy did not log {needle:?} within {LOG_WAIT_LIMIT:?}");
     }
 }

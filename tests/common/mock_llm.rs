@@ -99,32 +99,10 @@ impl RecordedRequest {
     }
 }
 
-/// A latch that holds paused responses until opened. Opening is permanent, so opening before
-/// a response reaches its pause point also works.
-#[derive(Clone)]
-pub struct Gate(Arc<watch::Sender<bool>>);
-
-impl Gate {
-    pub fn new() -> Self {
-        Gate(Arc::new(watch::channel(false).0))
-    }
-
-    pub fn open(&self) {
-        self.0.send_replace(true);
-    }
-
-    async fn wait(&self) {
-        let mut open = self.0.subscribe();
-        // The sender lives in `self`, so this only returns once the gate is open.
-        let _ = open.wait_for(|open| *open).await;
-    }
-}
-
-impl Default for Gate {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// The latch that holds paused responses until opened: the crate's own test-support latch, so
+/// the in-process scripted provider and this mock server pause the same way. Opening is
+/// permanent, so opening before a response reaches its pause point also works.
+pub use deputy::llm::scripted::Gate;
 
 /// A scripted response.
 pub struct MockResponse {
@@ -369,8 +347,8 @@ pub fn fragments(text: &str, parts: usize) -> Vec<String> {
 pub mod anthropic {
     use serde_json::{Value, json};
 
+    use super::MockUsage;
     use super::{DEFAULT_USAGE, fragments};
-    pub use super::{MockUsage, usage};
 
     pub fn event(name: &str, data: Value) -> String {
         format!("event: {name}\ndata: {data}\n\n")
@@ -493,8 +471,8 @@ pub mod anthropic {
 pub mod openai {
     use serde_json::{Value, json};
 
+    use super::MockUsage;
     use super::{DEFAULT_USAGE, fragments};
-    pub use super::{MockUsage, usage};
 
     pub fn data(value: Value) -> String {
         format!("data: {value}\n\n")

@@ -132,8 +132,11 @@ async fn sigterm_lets_the_running_turn_finish_then_exits_cleanly() {
     deputy.mock.wait_for_requests(1).await;
     client.cancel().await.unwrap();
 
+    // The gate opens only once deputy is draining, so the turn is still running when the
+    // signal lands and the drain is what waits for it.
+    let log = deputy.log.clone();
     let opener = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        log.wait_for("draining running turns").await;
         gate.open();
     });
     let status = deputy.terminate().await;

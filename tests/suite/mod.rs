@@ -10,6 +10,7 @@ mod mcp_stdio;
 #[cfg(feature = "session-store")]
 mod persistence;
 mod provider_anthropic;
+mod provider_contract;
 mod provider_openai;
 mod schemas;
 mod stdio_frames;

@@ -312,7 +312,7 @@ fn run_result(record: &SessionRecord, turn: &[Message]) -> RunResult {
         status: TurnStatus::Completed,
         turn: record.turns,
         text: turn.last().map(Message::text).unwrap_or_default(),
-        stop_reason: Some("end_turn".to_owned()),
+        stop_reason: Some(deputy::model::StopReason::EndTurn),
         usage: Usage { input_tokens: 12_000, output_tokens: 400, ..Usage::default() },
         tool_calls: 1,
         error: None,

@@ -8,6 +8,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::llm::Usage;
+use crate::model::StopReason;
 
 /// Serializable (and described by a JSON Schema) because REST streams it to clients as is.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
@@ -59,7 +60,7 @@ pub enum AgentEvent {
     },
     TurnCompleted {
         turn: u64,
-        stop_reason: String,
+        stop_reason: StopReason,
     },
     TurnCancelled {
         turn: u64,

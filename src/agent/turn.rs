@@ -19,15 +19,15 @@ use super::pending::Resolution;
 use super::step::StepOutcome;
 use super::{Agent, AgentEvent, EventSink};
 use crate::llm::{
-    ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, Usage,
+    self as llm, ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StreamEvent, Usage,
 };
-use crate::model::{Exhausted, PendingCall};
+use crate::model::{Exhausted, PendingCall, StopReason};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnEnd {
     /// The model finished its answer.
-    Completed { stop_reason: String },
+    Completed { stop_reason: StopReason },
     /// A budget limit ended the turn early; the history is valid.
     BudgetExhausted(Exhausted),
     /// The caller interrupted the turn.
@@ -56,13 +56,13 @@ pub struct TurnReport {
 
 impl TurnReport {
     /// The `stop_reason` reported to callers.
-    pub fn stop_reason(&self) -> &str {
+    pub fn stop_reason(&self) -> StopReason {
         match &self.end {
-            TurnEnd::Completed { stop_reason } => stop_reason,
-            TurnEnd::BudgetExhausted(_) => "budget_exhausted",
-            TurnEnd::Cancelled => "cancelled",
-            TurnEnd::Failed(_) => "error",
-            TurnEnd::PendingToolCalls => "pending_tool_calls",
+            TurnEnd::Completed { stop_reason } => stop_reason.clone(),
+            TurnEnd::BudgetExhausted(_) => StopReason::BudgetExhausted,
+            TurnEnd::Cancelled => StopReason::Cancelled,
+            TurnEnd::Failed(_) => StopReason::Error,
+            TurnEnd::PendingToolCalls => StopReason::PendingToolCalls,
         }
     }
 }
@@ -190,7 +190,7 @@ impl Agent {
             TurnEnd::Cancelled => AgentEvent::TurnCancelled { turn },
             TurnEnd::Failed(error) => AgentEvent::TurnFailed { turn, error: error.message.clone() },
             TurnEnd::Completed { .. } | TurnEnd::BudgetExhausted(_) | TurnEnd::PendingToolCalls => {
-                AgentEvent::TurnCompleted { turn, stop_reason: report.stop_reason().to_owned() }
+                AgentEvent::TurnCompleted { turn, stop_reason: report.stop_reason() }
             }
         });
         report
@@ -300,7 +300,7 @@ impl Agent {
                 self.context.measured(&response.usage, self.history.len());
             }
             if calls.is_empty() {
-                return Ok(TurnEnd::Completed { stop_reason: stop_reason.as_str().to_owned() });
+                return Ok(TurnEnd::Completed { stop_reason: stop_reason.into() });
             }
 
             let StepOutcome::Closed { skipped } = self.run_tools(calls, cancel, events, totals).await else {
@@ -364,7 +364,7 @@ impl Agent {
         cancel: &CancellationToken,
         events: &EventSink,
         response: &mut Response,
-    ) -> Result<StopReason, Interruption> {
+    ) -> Result<llm::StopReason, Interruption> {
         let mut stream = tokio::select! {
             opened = self.provider.stream(request) => opened.map_err(Interruption::Failed)?,
             () = cancel.cancelled() => return Err(Interruption::Cancelled),

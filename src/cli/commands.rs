@@ -16,7 +16,7 @@ use crate::agent::{AgentBuildConfig, AgentEvent, ContextOverrides};
 use crate::config::Settings;
 use crate::error::SessionError;
 use crate::ids::SessionId;
-use crate::model::Budget;
+use crate::model::{Budget, StopReason};
 use crate::server::{self, Surface};
 use crate::session::{
     CreateSessionRequest, ListQuery, LiveSessionService, RunResult, SessionService, TurnOptions, TurnRequest,
@@ -103,16 +103,24 @@ where
     match result {
         Ok(result) => {
             eprintln!("session {}", result.session_id);
-            match (result.status, result.stop_reason.as_deref()) {
-                (TurnStatus::Completed, Some("budget_exhausted")) => {
+            match result.status {
+                TurnStatus::Completed if result.stop_reason == Some(StopReason::BudgetExhausted) => {
                     eprintln!("stopped: budget exhausted");
                     ExitCode::from(2)
                 }
-                (TurnStatus::Cancelled, _) => {
+                TurnStatus::Completed => ExitCode::SUCCESS,
+                TurnStatus::Cancelled => {
                     eprintln!("interrupted");
                     ExitCode::FAILURE
                 }
-                _ => ExitCode::SUCCESS,
+                // A failed turn arrives as an `AGENT_ERROR` (below), never as a result.
+                TurnStatus::Failed => ExitCode::FAILURE,
+                TurnStatus::PendingToolCalls => {
+                    eprintln!("waiting for tool calls: answer them with session_turn over MCP, REST or JSON-RPC");
+                    ExitCode::SUCCESS
+                }
+                // The command line waits for the whole turn; nothing is left running.
+                TurnStatus::Running => ExitCode::SUCCESS,
             }
         }
         Err(error) => exit_with(&error),

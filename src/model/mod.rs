@@ -12,6 +12,7 @@ pub mod pending;
 pub mod record;
 pub mod result;
 pub mod spec;
+pub mod stop_reason;
 pub mod view;
 
 pub use budget::{Budget, Consumption, Exhausted};
@@ -24,6 +25,7 @@ pub use result::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, ToolOutputResult, TurnStatus,
 };
 pub use spec::AgentSpec;
+pub use stop_reason::StopReason;
 pub use view::{
     Billing, BudgetRemaining, ContextView, SessionList, SessionState, SessionStatus, SessionSummary, SessionView,
 };

@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::pending::PendingCall;
+use super::stop_reason::StopReason;
 use crate::ids::SessionId;
 use crate::llm::{Message, Usage};
 
@@ -39,7 +40,7 @@ pub struct RunResult {
     pub text: String,
     /// `end_turn`, `max_tokens`, `budget_exhausted`, `cancelled`, `error`, … (absent while running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<StopReason>,
     /// Tokens this turn used.
     pub usage: Usage,
     /// Tool calls this turn ran.

@@ -75,7 +75,7 @@ async fn create_runs_the_first_turn_and_turns_continue_the_history() {
         service(vec![ScriptedResponse::text(&["Hel", "lo"]), ScriptedResponse::text(&["Again"])]);
     let first = service.create_session(create("hi")).await.unwrap();
     assert_eq!((first.status, first.turn, first.text.as_str()), (TurnStatus::Completed, 1, "Hello"));
-    assert_eq!(first.stop_reason.as_deref(), Some("end_turn"));
+    assert_eq!(first.stop_reason.as_ref().map(crate::model::StopReason::as_str), Some("end_turn"));
     assert_eq!(first.usage, Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() });
 
     let second = service.start_turn(&first.session_id, turn("more")).await.unwrap();
@@ -152,7 +152,7 @@ async fn interrupt_mid_turn_cancels_it_and_the_next_turn_works() {
     assert!(interrupted.interrupted);
     let cancelled = running.await.unwrap().unwrap();
     assert_eq!(cancelled.status, TurnStatus::Cancelled);
-    assert_eq!(cancelled.stop_reason.as_deref(), Some("cancelled"));
+    assert_eq!(cancelled.stop_reason.as_ref().map(crate::model::StopReason::as_str), Some("cancelled"));
 
     let next = service.start_turn(&id, turn("again")).await.unwrap();
     assert_eq!(next.text, "recovered");
@@ -293,7 +293,10 @@ async fn the_tool_call_budget_ends_the_turn_with_every_call_answered() {
     request.build =
         AgentBuildConfig { budget: Budget { max_tool_calls: Some(1), ..Budget::default() }, ..request.build };
     let result = service.create_session(request).await.unwrap();
-    assert_eq!((result.status, result.stop_reason.as_deref()), (TurnStatus::Completed, Some("budget_exhausted")));
+    assert_eq!(
+        (result.status, result.stop_reason.as_ref().map(crate::model::StopReason::as_str)),
+        (TurnStatus::Completed, Some("budget_exhausted"))
+    );
     assert_eq!(result.tool_calls, 1);
 
     let view = service.read(&result.session_id, None).await.unwrap();
@@ -310,7 +313,7 @@ async fn the_token_budget_stops_the_next_turn_before_calling_the_model() {
     request.build.budget.max_tokens = Some(15);
     let id = service.create_session(request).await.unwrap().session_id;
     let result = service.start_turn(&id, turn("more")).await.unwrap();
-    assert_eq!(result.stop_reason.as_deref(), Some("budget_exhausted"));
+    assert_eq!(result.stop_reason.as_ref().map(crate::model::StopReason::as_str), Some("budget_exhausted"));
     assert_eq!(provider.requests().len(), 1);
     // The turn still counts and the session still answers reads.
     assert_eq!(service.read(&id, None).await.unwrap().state.turns, 2);
@@ -326,7 +329,10 @@ async fn the_time_budget_ends_a_slow_turn_cleanly() {
     let mut request = create("hi");
     request.build.budget.max_duration_ms = Some(1000);
     let result = service.create_session(request).await.unwrap();
-    assert_eq!((result.status, result.stop_reason.as_deref()), (TurnStatus::Completed, Some("budget_exhausted")));
+    assert_eq!(
+        (result.status, result.stop_reason.as_ref().map(crate::model::StopReason::as_str)),
+        (TurnStatus::Completed, Some("budget_exhausted"))
+    );
     assert_eq!(result.text, "thinking");
 }
 

@@ -12,8 +12,8 @@ use crate::error::ErrorCode;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use crate::llm::{ContentBlock, Role};
-use crate::model::SessionStatus;
 use crate::model::{ApprovalAnswer, Decision, PendingKind, ToolResultAnswer};
+use crate::model::{SessionStatus, StopReason};
 use crate::store::SharedStore;
 use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest, Workspace};
 
@@ -83,7 +83,7 @@ async fn a_callback_round_trip_resumes_the_loop_where_it_stopped() {
     let service = service_over(&provider, None, None);
     let held = service.create_session(create_with(callbacks(&["lookup"]))).await.unwrap();
     assert_eq!(
-        (held.status, held.stop_reason.as_deref()),
+        (held.status, held.stop_reason.as_ref().map(StopReason::as_str)),
         (TurnStatus::PendingToolCalls, Some("pending_tool_calls"))
     );
     assert_eq!(held.pending.len(), 1);

@@ -72,7 +72,7 @@ impl RunResult {
             status,
             turn: report.turn,
             text: report.text.clone(),
-            stop_reason: Some(report.stop_reason().to_owned()),
+            stop_reason: Some(report.stop_reason()),
             usage: report.usage,
             tool_calls: report.tool_calls,
             error,

@@ -43,7 +43,13 @@ impl ProgressState {
             AgentEvent::ToolResult { .. } => self.running_tool = None,
             AgentEvent::CompactionStarted { .. } => self.compacting = true,
             AgentEvent::CompactionCompleted { .. } | AgentEvent::CompactionFailed { .. } => self.compacting = false,
-            _ => {}
+            // Counted above, but they change neither the text nor what is running.
+            AgentEvent::TurnStarted { .. }
+            | AgentEvent::Usage { .. }
+            | AgentEvent::Pruned { .. }
+            | AgentEvent::TurnCompleted { .. }
+            | AgentEvent::TurnCancelled { .. }
+            | AgentEvent::TurnFailed { .. } => {}
         }
     }
 

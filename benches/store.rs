@@ -316,6 +316,7 @@ fn run_result(record: &SessionRecord, turn: &[Message]) -> RunResult {
         usage: Usage { input_tokens: 12_000, output_tokens: 400, ..Usage::default() },
         tool_calls: 1,
         error: None,
+        error_kind: None,
         pending: Vec::new(),
     }
 }

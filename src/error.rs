@@ -6,7 +6,16 @@
 //! have their codes in [`TransportCode`], beside it. Adding a variant forces a decision here,
 //! because every match is exhaustive.
 
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use strum::EnumCount;
+
 use crate::ids::SessionId;
+
+/// The cause of a store failure, kept (not flattened to text) so logs show the whole chain.
+pub type StoreCause = Arc<dyn std::error::Error + Send + Sync>;
 
 /// An error of a session operation, as reported to a caller.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -26,12 +35,18 @@ pub enum SessionError {
     /// `interrupt` on a session with no turn in flight.
     #[error("session {0} has no turn running")]
     NotRunning(SessionId),
-    /// The session store failed.
-    #[error("session store: {0}")]
-    Store(String),
-    /// Building the agent or running its turn failed (provider, credentials, tools).
+    /// The session store failed: `message` says what deputy was doing, `source` is the store's
+    /// own error when there is one.
+    #[error("session store: {message}")]
+    Store {
+        message: String,
+        #[source]
+        source: Option<StoreCause>,
+    },
+    /// Building the agent or running its turn failed; `kind` says how (provider, credentials,
+    /// tools), so a caller can decide to retry or compact without reading the message.
     #[error("{message}")]
-    Agent { session_id: Option<SessionId>, message: String },
+    Agent { session_id: Option<SessionId>, kind: ErrorKind, message: String },
     /// The request itself is malformed: missing or wrong-typed arguments, bad values.
     #[error("{0}")]
     InvalidRequest(String),
@@ -43,8 +58,27 @@ impl SessionError {
         Self::NotFound { session_id, message }
     }
 
-    pub fn agent(session_id: Option<SessionId>, message: impl Into<String>) -> Self {
-        Self::Agent { session_id, message: message.into() }
+    pub fn agent(session_id: Option<SessionId>, kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self::Agent { session_id, kind, message: message.into() }
+    }
+
+    /// A store failure that deputy noticed itself (no underlying error to keep).
+    pub fn store(message: impl Into<String>) -> Self {
+        Self::Store { message: message.into(), source: None }
+    }
+
+    /// What kind of `AGENT_ERROR` this is; `None` for every other code.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            Self::Agent { kind, .. } => Some(*kind),
+            Self::NotFound { .. }
+            | Self::Busy(_)
+            | Self::PersistenceDisabled(_)
+            | Self::CompactionDisabled(_)
+            | Self::NotRunning(_)
+            | Self::Store { .. }
+            | Self::InvalidRequest(_) => None,
+        }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -59,7 +93,7 @@ impl SessionError {
             Self::PersistenceDisabled(_) => ErrorCode::SessionPersistenceDisabled,
             Self::CompactionDisabled(_) => ErrorCode::SessionCompactionDisabled,
             Self::NotRunning(_) => ErrorCode::SessionNotRunning,
-            Self::Store(_) => ErrorCode::SessionStoreError,
+            Self::Store { .. } => ErrorCode::SessionStoreError,
             Self::Agent { .. } => ErrorCode::AgentError,
             Self::InvalidRequest(_) => ErrorCode::InvalidRequest,
         }
@@ -74,14 +108,55 @@ impl SessionError {
             Self::Agent { session_id, .. } => session_id.as_ref(),
             Self::PersistenceDisabled(_)
             | Self::CompactionDisabled(_)
-            | Self::Store(_)
+            | Self::Store { .. }
             | Self::InvalidRequest(_) => None,
         }
     }
 }
 
+/// What kind of failure an `AGENT_ERROR` (or a failed turn) is: the provider's classification
+/// (`rate_limited`, `overloaded`, `context_overflow`, `auth`, …) plus deputy's own:
+/// `credentials` (a provider is configured but unusable), `tools` (the session's tools could
+/// not be set up), `internal` (deputy itself failed).
+//
+// One value per `llm::LlmErrorKind`, which converts into it (in `llm`, the layer above).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, EnumCount)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The provider's rate limit (retried already; try later).
+    RateLimited,
+    /// The provider is overloaded (retried already; try later).
+    Overloaded,
+    /// The provider failed on its side (5xx).
+    Server,
+    /// The provider could not be reached.
+    Connect,
+    /// The provider sent nothing within the idle timeout.
+    Timeout,
+    /// The provider's stream broke off.
+    StreamBroken,
+    /// The prompt does not fit the model's context window: compact, then retry.
+    ContextOverflow,
+    /// The provider refused the key.
+    Auth,
+    /// The account's spend limit or quota is exhausted.
+    QuotaExhausted,
+    /// The provider refused the request itself.
+    InvalidRequest,
+    /// The provider's answer made no sense.
+    Decode,
+    /// The provider's client could not be set up.
+    Config,
+    /// The provider is configured but unusable (for example, no API key).
+    Credentials,
+    /// The session's tools could not be set up (workspace, MCP servers).
+    Tools,
+    /// deputy itself failed.
+    Internal,
+}
+
 /// The stable error codes of deputy's contract, with their representation on every transport.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumCount)]
 pub enum ErrorCode {
     SessionNotFound,
     SessionBusy,
@@ -159,6 +234,11 @@ impl ErrorCode {
     }
 }
 
+// `ALL` is written out so it reads as the table; these fail the build when a variant is added
+// to an enum but not to its `ALL` (a duplicate in `ALL` fails the tests below).
+const _: () = assert!(ErrorCode::ALL.len() == ErrorCode::COUNT);
+const _: () = assert!(TransportCode::ALL.len() == TransportCode::COUNT);
+
 impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -171,7 +251,7 @@ impl std::fmt::Display for ErrorCode {
 /// They are not [`ErrorCode`]s: no [`SessionError`] produces them, and MCP over stdio, JSON-RPC
 /// methods and the CLI never answer with them. They travel in the same `{code, message}` body
 /// as every error, so a client reads one shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumCount)]
 pub enum TransportCode {
     /// The bearer token is missing or wrong (only when deputy runs with a token).
     Unauthorized,
@@ -216,7 +296,15 @@ impl std::fmt::Display for TransportCode {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
+
+    #[test]
+    fn every_table_lists_each_variant_once() {
+        assert_eq!(ErrorCode::ALL.iter().collect::<HashSet<_>>().len(), ErrorCode::COUNT);
+        assert_eq!(TransportCode::ALL.iter().collect::<HashSet<_>>().len(), TransportCode::COUNT);
+    }
 
     /// The table of DESIGN.md, row by row; a new code must be added here to compile the test.
     #[test]

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{Agent, ContextOverrides, RestoredState};
-use crate::error::SessionError;
+use crate::error::{ErrorKind, SessionError};
 use crate::llm::Usage;
 use crate::llm::registry::ProviderRegistry;
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
@@ -162,12 +162,13 @@ impl AgentFactory {
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         // A workspace that existed when the session was created may be gone when it resumes.
-        let mut tools =
-            tool_config.scope(self.workspace.as_ref()).map_err(|err| SessionError::agent(None, err.to_string()))?;
+        let mut tools = tool_config
+            .scope(self.workspace.as_ref())
+            .map_err(|err| SessionError::agent(None, ErrorKind::Tools, err.to_string()))?;
         if !tool_config.mcp_servers.is_empty() {
             let mcp_tools = mcp::session_tools(&self.mcp, &tool_config.mcp_servers)
                 .await
-                .map_err(|err| SessionError::agent(None, err.to_string()))?;
+                .map_err(|err| SessionError::agent(None, ErrorKind::Tools, err.to_string()))?;
             tools.extend(mcp_tools);
         }
         Ok(Agent {

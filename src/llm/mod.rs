@@ -159,6 +159,26 @@ pub enum LlmErrorKind {
     Config,
 }
 
+/// Each provider failure keeps its classification when it reaches a caller as `error_kind`.
+impl From<LlmErrorKind> for crate::error::ErrorKind {
+    fn from(kind: LlmErrorKind) -> Self {
+        match kind {
+            LlmErrorKind::RateLimited => Self::RateLimited,
+            LlmErrorKind::Overloaded => Self::Overloaded,
+            LlmErrorKind::Server => Self::Server,
+            LlmErrorKind::Connect => Self::Connect,
+            LlmErrorKind::Timeout => Self::Timeout,
+            LlmErrorKind::StreamBroken => Self::StreamBroken,
+            LlmErrorKind::ContextOverflow => Self::ContextOverflow,
+            LlmErrorKind::Auth => Self::Auth,
+            LlmErrorKind::QuotaExhausted => Self::QuotaExhausted,
+            LlmErrorKind::InvalidRequest => Self::InvalidRequest,
+            LlmErrorKind::Decode => Self::Decode,
+            LlmErrorKind::Config => Self::Config,
+        }
+    }
+}
+
 impl LlmError {
     pub fn new(kind: LlmErrorKind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into(), retry_after: None }
@@ -206,4 +226,31 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// Opens one streaming response. Errors before the first event (HTTP status, connect)
     /// come back as `Err`; later ones as `Err` items of the stream.
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn a_provider_failure_keeps_its_kind_as_the_snake_case_error_kind() {
+        let cases = [
+            (LlmErrorKind::RateLimited, "rate_limited"),
+            (LlmErrorKind::Overloaded, "overloaded"),
+            (LlmErrorKind::Server, "server"),
+            (LlmErrorKind::Connect, "connect"),
+            (LlmErrorKind::Timeout, "timeout"),
+            (LlmErrorKind::StreamBroken, "stream_broken"),
+            (LlmErrorKind::ContextOverflow, "context_overflow"),
+            (LlmErrorKind::Auth, "auth"),
+            (LlmErrorKind::QuotaExhausted, "quota_exhausted"),
+            (LlmErrorKind::InvalidRequest, "invalid_request"),
+            (LlmErrorKind::Decode, "decode"),
+            (LlmErrorKind::Config, "config"),
+        ];
+        for (kind, wire) in cases {
+            assert_eq!(serde_json::to_value(ErrorKind::from(kind)).unwrap(), wire, "{kind:?}");
+        }
+    }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Provider;
-use crate::error::SessionError;
+use crate::error::{ErrorKind, SessionError};
 
 #[derive(Debug, Clone)]
 pub enum ProviderEntry {
@@ -51,9 +51,11 @@ impl ProviderRegistry {
         };
         match self.entries.get(name) {
             Some(ProviderEntry::Ready(provider)) => Ok((provider.clone(), model.to_owned())),
-            Some(ProviderEntry::Unavailable(why)) => {
-                Err(SessionError::agent(None, format!("provider {name:?} is not usable: {why}")))
-            }
+            Some(ProviderEntry::Unavailable(why)) => Err(SessionError::agent(
+                None,
+                ErrorKind::Credentials,
+                format!("provider {name:?} is not usable: {why}"),
+            )),
             None => Err(SessionError::invalid(format!(
                 "unknown provider {name:?} in model {model_id:?}; configured providers: {}",
                 self.names().collect::<Vec<_>>().join(", ")

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::pending::PendingCall;
 use super::stop_reason::StopReason;
+use crate::error::ErrorKind;
 use crate::ids::SessionId;
 use crate::llm::{Message, Usage};
 
@@ -48,6 +49,10 @@ pub struct RunResult {
     /// Why the turn failed, when `status` is `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How the turn failed, when `status` is `failed`: `rate_limited`, `overloaded`,
+    /// `context_overflow`, `auth`, … (the `error_kind` table of the docs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
     /// The tool calls waiting for the caller, when `status` is `pending_tool_calls`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingCall>,
@@ -64,6 +69,7 @@ impl RunResult {
             usage: Usage::default(),
             tool_calls: 0,
             error: None,
+            error_kind: None,
             pending: Vec::new(),
         }
     }

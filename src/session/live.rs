@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -17,7 +17,7 @@ use super::actor::{SessionHandle, TurnReply, TurnTicket};
 use super::types::*;
 use crate::agent::pending::resolve;
 use crate::agent::{AgentFactory, EventSink, TurnInput};
-use crate::error::SessionError;
+use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::model::SessionRecord;
 use crate::model::{
@@ -57,7 +57,7 @@ impl LiveSessionService {
         }
         let history = store.history(id).await?;
         if history.len() as u64 != record.message_count {
-            return Err(SessionError::Store(format!(
+            return Err(SessionError::store(format!(
                 "session {id}: the record counts {} messages but {} are stored",
                 record.message_count,
                 history.len()
@@ -90,6 +90,7 @@ impl LiveSessionService {
         match finished.status {
             TurnStatus::Failed => Err(SessionError::agent(
                 Some(handle.id().clone()),
+                finished.error_kind.unwrap_or(ErrorKind::Internal),
                 format!(
                     "turn {} of session {} failed: {}",
                     finished.turn,
@@ -139,7 +140,11 @@ async fn wait_for_turn(
         }
     };
     let lost = |_| {
-        SessionError::agent(Some(handle.id().clone()), format!("session {} stopped during the turn", handle.id()))
+        SessionError::agent(
+            Some(handle.id().clone()),
+            ErrorKind::Internal,
+            format!("session {} stopped during the turn", handle.id()),
+        )
     };
     let reply = tokio::select! {
         finished = &mut reply => finished.map_err(lost)?,
@@ -151,12 +156,15 @@ async fn wait_for_turn(
     };
     match reply.save_error {
         None => Ok(reply.result),
-        Some(error) => Err(SessionError::Store(format!(
-            "turn {} of session {} finished but could not be saved ({error}); the session stays live and the \
-             next turn saves it again",
-            reply.result.turn,
-            handle.id()
-        ))),
+        Some(error) => Err(SessionError::Store {
+            message: format!(
+                "turn {} of session {} finished but could not be saved ({error}); the session stays live and \
+                 the next turn saves it again",
+                reply.result.turn,
+                handle.id()
+            ),
+            source: Some(Arc::new(error)),
+        }),
     }
 }
 

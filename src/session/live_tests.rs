@@ -270,11 +270,16 @@ async fn a_failed_turn_reports_agent_error_and_leaves_the_session_usable() {
     let id = service.create_session(create("hi")).await.unwrap().session_id;
     let error = service.start_turn(&id, turn("go")).await.unwrap_err();
     assert_eq!(error.code(), ErrorCode::AgentError);
+    assert_eq!(error.kind(), Some(crate::error::ErrorKind::StreamBroken));
     assert_eq!(error.session_id(), Some(&id));
     assert!(error.to_string().contains("connection reset"));
 
     let view = service.read(&id, None).await.unwrap();
-    assert_eq!(view.state.last_turn.as_ref().unwrap().status, TurnStatus::Failed);
+    let last_turn = view.state.last_turn.as_ref().unwrap();
+    assert_eq!(
+        (last_turn.status, last_turn.error_kind),
+        (TurnStatus::Failed, Some(crate::error::ErrorKind::StreamBroken))
+    );
     assert_eq!(service.start_turn(&id, turn("retry")).await.unwrap().text, "fine");
     let history = &provider.requests()[2].messages;
     assert!(history[3].text().contains("[response cut off: connection reset]"));

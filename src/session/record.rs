@@ -61,11 +61,11 @@ impl SessionRecord {
 
 impl RunResult {
     pub fn from_report(session_id: SessionId, report: &TurnReport) -> Self {
-        let (status, error) = match &report.end {
-            TurnEnd::Completed { .. } | TurnEnd::BudgetExhausted(_) => (TurnStatus::Completed, None),
-            TurnEnd::Cancelled => (TurnStatus::Cancelled, None),
-            TurnEnd::Failed(error) => (TurnStatus::Failed, Some(error.message.clone())),
-            TurnEnd::PendingToolCalls => (TurnStatus::PendingToolCalls, None),
+        let (status, error, error_kind) = match &report.end {
+            TurnEnd::Completed { .. } | TurnEnd::BudgetExhausted(_) => (TurnStatus::Completed, None, None),
+            TurnEnd::Cancelled => (TurnStatus::Cancelled, None, None),
+            TurnEnd::Failed(error) => (TurnStatus::Failed, Some(error.message.clone()), Some(error.kind.into())),
+            TurnEnd::PendingToolCalls => (TurnStatus::PendingToolCalls, None, None),
         };
         Self {
             session_id,
@@ -76,6 +76,7 @@ impl RunResult {
             usage: report.usage,
             tool_calls: report.tool_calls,
             error,
+            error_kind,
             pending: report.pending.clone(),
         }
     }

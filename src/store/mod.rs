@@ -85,7 +85,7 @@ pub enum StoreError {
 
 impl From<StoreError> for SessionError {
     fn from(error: StoreError) -> Self {
-        SessionError::Store(error.to_string())
+        SessionError::Store { message: error.to_string(), source: Some(std::sync::Arc::new(error)) }
     }
 }
 

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::wire;
-use crate::error::SessionError;
+use crate::error::{ErrorKind, SessionError};
 use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionList, SessionView, ToolOutputResult,
 };
@@ -223,8 +223,9 @@ where
 /// the code table has no internal code and adding one changes the contract: it stays
 /// `AGENT_ERROR`.
 fn json<T: Serialize>(result: Result<T, SessionError>) -> Result<Value, SessionError> {
-    serde_json::to_value(result?)
-        .map_err(|err| SessionError::agent(None, format!("could not encode the result: {err}")))
+    serde_json::to_value(result?).map_err(|err| {
+        SessionError::agent(None, ErrorKind::Internal, format!("could not encode the result: {err}"))
+    })
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{AgentBuildConfig, ContextOverrides};
-use crate::error::{SessionError, TransportCode};
+use crate::error::{ErrorKind, SessionError, TransportCode};
 use crate::ids::SessionId;
 use crate::model::{ApprovalAnswer, Budget, ToolResultAnswer};
 use crate::session::{CreateSessionRequest, DEFAULT_WAIT, ListQuery, TurnOptions, TurnRequest, clamp_wait};
@@ -173,12 +173,16 @@ pub struct ErrorBody {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionId>,
+    /// With `AGENT_ERROR`: how it failed (`rate_limited`, `context_overflow`, `credentials`, …),
+    /// so a caller can decide to retry or compact without parsing `message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
 }
 
 impl ErrorBody {
     /// The body of a refusal the HTTP transport makes before any session operation runs.
     pub fn transport(code: TransportCode, message: impl Into<String>) -> Self {
-        Self { code: code.as_str().to_owned(), message: message.into(), session_id: None }
+        Self { code: code.as_str().to_owned(), message: message.into(), session_id: None, error_kind: None }
     }
 }
 
@@ -188,6 +192,7 @@ impl From<&SessionError> for ErrorBody {
             code: error.code().as_str().to_owned(),
             message: error.to_string(),
             session_id: error.session_id().cloned(),
+            error_kind: error.kind(),
         }
     }
 }

@@ -25,6 +25,8 @@ struct Failure {
     transport: i64,
     message: String,
     session_id: Option<String>,
+    /// `error_kind` of an `AGENT_ERROR`.
+    error_kind: Option<String>,
 }
 
 type Outcome = Result<Value, Failure>;
@@ -70,6 +72,7 @@ impl Rest<'_> {
             transport: i64::from(status),
             message: body["message"].as_str().expect("message").to_owned(),
             session_id: body["session_id"].as_str().map(str::to_owned),
+            error_kind: body["error_kind"].as_str().map(str::to_owned),
         })
     }
 
@@ -176,6 +179,7 @@ impl Rpc<'_> {
             transport: error["code"].as_i64().expect("error.code"),
             message: error["message"].as_str().expect("error.message").to_owned(),
             session_id: data["session_id"].as_str().map(str::to_owned),
+            error_kind: data["error_kind"].as_str().map(str::to_owned),
         })
     }
 }
@@ -253,6 +257,7 @@ impl Mcp {
             transport: 0,
             message: text,
             session_id: body["session_id"].as_str().map(str::to_owned),
+            error_kind: body["error_kind"].as_str().map(str::to_owned),
         })
     }
 }
@@ -387,10 +392,13 @@ async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
         (Some("completed"), Some("finally done"))
     );
 
-    // a provider failure is AGENT_ERROR, with the session id
+    // a provider failure is AGENT_ERROR, with the session id and the provider's classification
     mock.push(MockResponse::json(400, anthropic::error_body("invalid_request_error", "mock says no")));
     let failure = expect_err(surface, surface.turn(&id, json!({"prompt": "fail"})).await, "AGENT_ERROR");
     assert_eq!(failure.session_id.as_deref(), Some(id.as_str()));
+    assert_eq!(failure.error_kind.as_deref(), Some("invalid_request"), "{failure:?}");
+    let failed_turn = surface.read(&id, None).await.unwrap();
+    assert_eq!(failed_turn["state"]["last_turn"]["error_kind"], "invalid_request");
 
     // compaction, per build
     if cfg!(feature = "session-compaction") {

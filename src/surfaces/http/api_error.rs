@@ -98,8 +98,8 @@ mod tests {
             SessionError::PersistenceDisabled("x".into()),
             SessionError::CompactionDisabled("x".into()),
             SessionError::NotRunning(id.clone()),
-            SessionError::Store("x".into()),
-            SessionError::agent(Some(id.clone()), "x"),
+            SessionError::store("x"),
+            SessionError::agent(Some(id.clone()), crate::error::ErrorKind::Internal, "x"),
             SessionError::invalid("x"),
         ] {
             let code: ErrorCode = error.code();
@@ -116,7 +116,7 @@ mod tests {
             assert_eq!(api.status().as_u16(), code.http_status());
             assert_eq!(
                 api.body(),
-                &ErrorBody { code: code.as_str().into(), message: "no".into(), session_id: None }
+                &ErrorBody { code: code.as_str().into(), message: "no".into(), session_id: None, error_kind: None }
             );
         }
     }

@@ -26,7 +26,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::api_error::ApiError;
 use crate::agent::AgentEvent;
-use crate::error::SessionError;
+use crate::error::{ErrorKind, SessionError};
 use crate::session::{RunResult, TurnOptions};
 use crate::surfaces::wire::ErrorBody;
 
@@ -144,7 +144,9 @@ impl Live {
 }
 
 fn flatten(joined: Result<Result<RunResult, SessionError>, JoinError>) -> Result<RunResult, SessionError> {
-    joined.unwrap_or_else(|err| Err(SessionError::agent(None, format!("the turn's task ended abnormally: {err}"))))
+    joined.unwrap_or_else(|err| {
+        Err(SessionError::agent(None, ErrorKind::Internal, format!("the turn's task ended abnormally: {err}")))
+    })
 }
 
 /// `event: <type>` (the event's own `type` tag), `data: <the event>`.

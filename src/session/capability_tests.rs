@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::test_support::*;
 use super::*;
 use crate::agent::AgentFactory;
 use crate::error::ErrorCode;
@@ -41,23 +42,12 @@ impl Harness {
 
     /// A service over the harness's provider and store; a second call is a "restart".
     fn service(&self) -> LiveSessionService {
-        let mut registry = ProviderRegistry::new();
-        registry.insert("test", self.provider.clone());
-        let factory = AgentFactory::new(Arc::new(registry), Some("test:model".into()), None);
-        LiveSessionService::new(factory, self.store.clone())
+        scripted_service(self.provider.clone(), None, self.store.clone())
     }
 
     fn answer(&self, text: &str) {
         self.provider.push(ScriptedResponse::text(&[text]));
     }
-}
-
-fn create(prompt: &str) -> CreateSessionRequest {
-    CreateSessionRequest { prompt: prompt.into(), ..CreateSessionRequest::default() }
-}
-
-fn turn(prompt: &str) -> TurnRequest {
-    TurnRequest { prompt: prompt.into(), ..TurnRequest::default() }
 }
 
 #[tokio::test]

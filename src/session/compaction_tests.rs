@@ -2,16 +2,16 @@
 //! events, its failure modes, its budget, the reactive path, persistence, and a long session.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use super::test_support::scripted_service;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::json;
 
 use crate::agent::compaction::{COMPACTION_PROMPT, PLACEHOLDER_PREFIX, SUMMARY_PREFIX};
-use crate::agent::{AgentEvent, AgentFactory, ContextOverrides};
+use crate::agent::{AgentEvent, ContextOverrides};
 use crate::error::ErrorCode;
 use crate::ids::SessionId;
-use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use crate::llm::{ContentBlock, LlmError, LlmErrorKind, ModelRequest, Usage};
 use crate::model::Budget;
@@ -48,9 +48,7 @@ fn service(
     workspace: Option<Workspace>,
     store: SharedStore,
 ) -> LiveSessionService {
-    let mut registry = ProviderRegistry::new();
-    registry.insert("test", provider);
-    LiveSessionService::new(AgentFactory::new(Arc::new(registry), Some("test:model".into()), workspace), store)
+    scripted_service(provider, workspace, store)
 }
 
 fn create(prompt: &str, context: ContextOverrides) -> CreateSessionRequest {

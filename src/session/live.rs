@@ -357,6 +357,10 @@ impl SessionService for LiveSessionService {
 }
 
 #[cfg(test)]
+#[path = "test_support.rs"]
+mod test_support;
+
+#[cfg(test)]
 #[path = "live_tests.rs"]
 mod tests;
 

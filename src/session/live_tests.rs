@@ -7,10 +7,10 @@ use std::time::Duration;
 use futures::FutureExt;
 use serde_json::json;
 
+use super::test_support::*;
 use super::*;
 use crate::agent::AgentBuildConfig;
 use crate::error::ErrorCode;
-use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{Gate, ScriptedProvider, ScriptedResponse, Step};
 use crate::llm::{ContentBlock, LlmError, LlmErrorKind, Role, StopReason, StreamEvent, Usage};
 use crate::model::Budget;
@@ -18,23 +18,12 @@ use crate::model::SessionStatus;
 use crate::tools::Workspace;
 
 fn service_with(provider: Arc<ScriptedProvider>, workspace: Option<Workspace>) -> Arc<LiveSessionService> {
-    let mut registry = ProviderRegistry::new();
-    registry.insert("test", provider);
-    let factory = AgentFactory::new(Arc::new(registry), Some("test:model".into()), workspace);
-    Arc::new(LiveSessionService::new(factory, None))
+    Arc::new(scripted_service(provider, workspace, None))
 }
 
 fn service(responses: Vec<ScriptedResponse>) -> (Arc<LiveSessionService>, Arc<ScriptedProvider>) {
     let provider = ScriptedProvider::new(responses);
     (service_with(provider.clone(), None), provider)
-}
-
-fn create(prompt: &str) -> CreateSessionRequest {
-    CreateSessionRequest { prompt: prompt.into(), ..CreateSessionRequest::default() }
-}
-
-fn turn(prompt: &str) -> TurnRequest {
-    TurnRequest { prompt: prompt.into(), ..TurnRequest::default() }
 }
 
 /// A response that streams `before`, then waits on `gate` before finishing with `after`.
@@ -403,8 +392,13 @@ async fn list_pages_newest_first() {
     let (service, _) = service(responses);
     let mut ids = Vec::new();
     for n in 0..5 {
-        ids.push(service.create_session(create(&format!("session {n}"))).await.unwrap().session_id);
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        let id = service.create_session(create(&format!("session {n}"))).await.unwrap().session_id;
+        // The list orders by `updated_at` (ms): let the clock pass this session's stamp.
+        let stamp = service.read(&id, None).await.unwrap().state.updated_at;
+        while chrono::Utc::now() <= stamp {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        ids.push(id);
     }
     let page = service.list(ListQuery { offset: 1, limit: Some(2), include_archived: false }).await.unwrap();
     assert_eq!(page.total, 5);

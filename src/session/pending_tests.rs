@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::test_support::*;
 use super::*;
-use crate::agent::AgentFactory;
 use crate::error::ErrorCode;
-use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use crate::llm::{ContentBlock, Role};
 use crate::model::{ApprovalAnswer, Decision, PendingKind, ToolResultAnswer};
@@ -22,10 +21,7 @@ fn service_over(
     workspace: Option<Workspace>,
     store: SharedStore,
 ) -> LiveSessionService {
-    let mut registry = ProviderRegistry::new();
-    registry.insert("test", provider.clone());
-    let factory = AgentFactory::new(Arc::new(registry), Some("test:model".into()), workspace);
-    LiveSessionService::new(factory, store)
+    scripted_service(provider.clone(), workspace, store)
 }
 
 fn callback(name: &str) -> CallbackTool {
@@ -260,8 +256,10 @@ async fn an_expired_approval_is_denied_by_the_next_turn() {
     let service = service_over(&provider, Some(Workspace::new(dir.path()).unwrap()), None);
     let policy = ApprovalPolicy::Tools { tools: vec!["shell".into()] };
     let held = service.create_session(create_with(approval_session(policy, Some(20)))).await.unwrap();
-    assert!(held.pending[0].expires_at.is_some());
-    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    let expires_at = held.pending[0].expires_at.unwrap();
+    while chrono::Utc::now() <= expires_at {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     // Too late: even an "allow" is overridden, and a plain prompt is enough to go on.
     let done = service.start_turn(&held.session_id, answer(vec![], vec![decide("s", Decision::Allow)])).await;
     assert_eq!(done.unwrap().text, "understood");

@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::BoxFuture;
 
+use super::test_support::*;
 use super::*;
-use crate::agent::AgentFactory;
 use crate::error::ErrorCode;
 use crate::ids::SessionId;
 use crate::llm::Message;
-use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use crate::model::SessionRecord;
 use crate::store::{RedbStore, SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
@@ -49,14 +48,7 @@ impl SessionStore for FaultyStore {
 }
 
 fn service(provider: Arc<ScriptedProvider>, store: Arc<dyn SessionStore>) -> LiveSessionService {
-    let mut registry = ProviderRegistry::new();
-    registry.insert("test", provider);
-    let factory = AgentFactory::new(Arc::new(registry), Some("test:model".into()), None);
-    LiveSessionService::new(factory, Some(store))
-}
-
-fn turn(prompt: &str) -> TurnRequest {
-    TurnRequest { prompt: prompt.into(), ..TurnRequest::default() }
+    scripted_service(provider, None, Some(store))
 }
 
 #[tokio::test]

@@ -284,7 +284,6 @@ fn openai(base_url: String, api_key: Option<String>) -> Arc<dyn Provider> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::error::ErrorCode;

@@ -129,7 +129,6 @@ pub fn cap_tool_output(content: String, cap: u64, tool_use_id: &str) -> (String,
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::llm::{Message, Usage};

@@ -198,7 +198,6 @@ impl AgentFactory {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::llm::scripted::ScriptedProvider;

@@ -1,6 +1,5 @@
 //! The Anthropic adapter's pure parts: the request body and the stream decoder fed event by
 //! event, without a server. The wire end to end is in `tests/suite/provider_*.rs`.
-#![allow(clippy::unwrap_used)]
 
 use super::*;
 use crate::llm::ToolSpec;

@@ -244,7 +244,6 @@ pub(crate) fn drive<D: WireDecoder>(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;

@@ -427,7 +427,6 @@ impl WireDecoder for StreamDecoder {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::llm::ToolSpec;

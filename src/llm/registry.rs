@@ -65,7 +65,6 @@ impl ProviderRegistry {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::error::ErrorCode;

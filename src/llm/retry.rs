@@ -148,7 +148,6 @@ impl Provider for RetryingProvider {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use std::collections::VecDeque;
     use std::sync::Mutex;

@@ -156,7 +156,8 @@ impl SessionRecord {
     }
 }
 
-#[cfg(all(test, feature = "session-store"))]
+#[cfg(test)]
+#[cfg(feature = "session-store")]
 impl SessionRecord {
     /// A stored-session record for tests that need many sessions without running turns.
     pub(crate) fn for_test(id: &str, updated_at: DateTime<Utc>, message_count: u64) -> Self {

@@ -1,6 +1,5 @@
 //! The capability matrix of DESIGN.md, one test per cell, compiled and run in every build
 //! profile: each test states what its operation does with and without the session store.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 

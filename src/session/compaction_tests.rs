@@ -1,6 +1,5 @@
 //! Compaction end to end through the live service and the scripted provider: the flow, its
 //! events, its failure modes, its budget, the reactive path, persistence, and a long session.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::test_support::scripted_service;
 use std::sync::Arc;

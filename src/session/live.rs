@@ -368,7 +368,8 @@ mod tests;
 #[path = "capability_tests.rs"]
 mod capability_tests;
 
-#[cfg(all(test, feature = "session-store"))]
+#[cfg(test)]
+#[cfg(feature = "session-store")]
 #[path = "persistence_tests.rs"]
 mod persistence_tests;
 
@@ -376,6 +377,7 @@ mod persistence_tests;
 #[path = "pending_tests.rs"]
 mod pending_tests;
 
-#[cfg(all(test, feature = "session-compaction"))]
+#[cfg(test)]
+#[cfg(feature = "session-compaction")]
 #[path = "compaction_tests.rs"]
 mod compaction_tests;

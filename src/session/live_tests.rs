@@ -1,5 +1,4 @@
 //! Every lifecycle rule of the contract, against the scripted provider.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,5 @@
 //! Callback tools and approvals through the live service, against the scripted provider: the
 //! turn stops on held calls, the caller's answers resume the loop exactly there.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 

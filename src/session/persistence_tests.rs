@@ -1,5 +1,4 @@
 //! The live service over a real store: failed saves, and listing stored with live sessions.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
 use std::sync::Arc;

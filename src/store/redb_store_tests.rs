@@ -1,5 +1,4 @@
 //! The redb store on its own: layout rules, listing at scale, the one-process lock.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use chrono::{Duration, TimeZone, Utc};
 

@@ -310,7 +310,6 @@ fn open_workspace(dir: &Path) -> Result<Workspace, SessionError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::error::ErrorCode;

@@ -1,6 +1,5 @@
 //! The builtin tools and the shell through a [`ToolScope`], as the agent loop calls them:
 //! confinement, match rules, caps, and process-group handling.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -109,7 +109,6 @@ impl Workspace {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -200,7 +200,6 @@ fn glob_to_regex(glob: &str) -> Result<(Regex, bool), regex::Error> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

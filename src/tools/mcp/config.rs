@@ -181,7 +181,6 @@ pub fn spec_of(name: &str, config: &McpServerConfig) -> Result<McpServerSpec, Se
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::error::ErrorCode;

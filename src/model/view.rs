@@ -39,6 +39,7 @@ pub struct SessionState {
     /// The start of the first prompt, to recognise the session in a list.
     pub title: String,
     pub labels: BTreeMap<String, String>,
+    /// Reserved for host mode, not built yet: as the session was created, no effect today.
     pub host_mode: bool,
     /// Turns finished so far.
     pub turns: u64,

@@ -48,7 +48,7 @@ pub struct CreateSessionRequest {
     /// The first turn's prompt.
     pub prompt: String,
     pub labels: BTreeMap<String, String>,
-    /// Keep the session alive for inter-agent messages after the prompt (stored; comms come later).
+    /// Reserved for host mode (inter-agent messages), not built yet: stored and shown, no effect.
     pub host_mode: bool,
     pub turn: TurnOptions,
 }

@@ -77,7 +77,9 @@ pub struct SessionCreateParams {
     /// args and env, or url and headers) share one process. Default: none.
     #[serde(default)]
     pub mcp_servers: Option<Vec<McpServerRequest>>,
-    /// Keep the session alive for inter-agent messages after the prompt.
+    /// Reserved for host mode (a session that stays alive for messages from other agents),
+    /// which is not built yet: the flag is stored and shown by session_read, and changes
+    /// nothing else today.
     #[serde(default)]
     pub host_mode: Option<bool>,
     /// Free-form key/value labels to find the session again in `session_list`.

@@ -44,7 +44,7 @@ pub fn router<S: SessionService>(_service: Arc<S>) -> Router<Arc<S>> {
     Router::new().route("/rpc", post(handle::<S>))
 }
 
-/// The methods, in the order of the table above.
+/// The specification's own error codes, for failures before any method runs.
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;

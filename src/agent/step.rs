@@ -10,19 +10,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::cap_tool_output;
 use super::pending::{Resolution, Settlement};
-use super::turn::TurnTotals;
+use super::turn::{StepOutcome, TurnTotals};
 use super::{Agent, AgentEvent, EventSink};
 use crate::llm::{ContentBlock, Message, Role};
 use crate::model::{CallState, PendingCall, PendingKind, PendingStep, StepCall};
 use crate::tools::ToolOutput;
-
-/// How a step's tool calls ended.
-pub(super) enum StepOutcome {
-    /// Some calls wait for the caller; the step is held in `Agent::pending`.
-    Held,
-    /// Every call has a result in the history; `skipped` were refused for lack of budget.
-    Closed { skipped: u64 },
-}
 
 impl Agent {
     /// Runs a step's tool calls: callbacks and calls needing approval are held for the caller,

@@ -16,7 +16,6 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::pending::Resolution;
-use super::step::StepOutcome;
 use super::{Agent, AgentEvent, EventSink};
 use crate::llm::{
     self as llm, ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StreamEvent, Usage,
@@ -129,6 +128,14 @@ impl From<String> for TurnInput {
     fn from(prompt: String) -> Self {
         Self { prompt: Some(prompt), resolution: Resolution::default() }
     }
+}
+
+/// How a step's tool calls ended.
+pub(super) enum StepOutcome {
+    /// Some calls wait for the caller; the step is held in `Agent::pending`.
+    Held,
+    /// Every call has a result in the history; `skipped` were refused for lack of budget.
+    Closed { skipped: u64 },
 }
 
 /// Running totals of one turn.

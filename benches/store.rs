@@ -27,6 +27,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use deputy::agent::ContextOverrides;
 use deputy::ids::SessionId;
 use deputy::llm::{ContentBlock, Message, Usage};
+use deputy::model::ListPosition;
 use deputy::model::{AgentSpec, Budget, ContextSettings, SessionRecord};
 use deputy::session::{RunResult, TurnStatus};
 use deputy::store::{RedbStore, SaveRequest, SessionStore, StoredListQuery};
@@ -382,15 +383,15 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
     let first_open = opens[0];
 
     let store = RedbStore::open(&path).unwrap();
-    let list = |first: usize, reps: usize| {
+    let list = |first: usize, after: Option<ListPosition>, reps: usize| {
         let mut times = Vec::with_capacity(reps);
+        let mut last = None;
         for i in 0..reps + 3 {
             let (elapsed, page) = runtime.block_on(async {
                 let started = Instant::now();
-                let page = store
-                    .list(StoredListQuery { first, include_archived: false, exclude: Vec::new() })
-                    .await
-                    .unwrap();
+                let query =
+                    StoredListQuery { first, after: after.clone(), include_archived: false, exclude: Vec::new() };
+                let page = store.list(query).await.unwrap();
                 (started.elapsed(), page)
             });
             assert_eq!(page.total, sessions, "list total");
@@ -398,11 +399,15 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
             if i >= 3 {
                 times.push(elapsed);
             }
+            last = page.summaries.last().map(|summary| summary.list_position());
         }
-        times
+        (times, last)
     };
-    let first_page = list(50, 30);
-    let deep_page = list(50_050, 5);
+    let (first_page, _) = list(50, None, 30);
+    let (deep_page, _) = list(50_050, None, 5);
+    // The same depth by cursor: the place of the 50,000th session, then one page after it.
+    let (_, place) = list(50_000, None, 0);
+    let (cursor_page, _) = list(50, place, 30);
     drop(store);
 
     println!("{:<58} {:>9} {:>9} {:>9}", "", "median", "p90", "first");
@@ -425,6 +430,13 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
         "list at offset 50,000 (first: 50,050; 5 runs)",
         ms(median(&deep_page)),
         ms(p90(&deep_page)),
+        "-"
+    );
+    println!(
+        "{:<58} {:>9} {:>9} {:>9}",
+        "list at depth 50,000 by cursor (first: 50; 30 runs)",
+        ms(median(&cursor_page)),
+        ms(p90(&cursor_page)),
         "-"
     );
 }

@@ -124,6 +124,9 @@ pub enum SessionsCommand {
         /// Include archived sessions.
         #[arg(long)]
         all: bool,
+        /// Continue after an earlier page (the `next page: --cursor …` it printed).
+        #[arg(long)]
+        cursor: Option<String>,
         #[arg(long, default_value_t = 0)]
         offset: usize,
         #[arg(long, default_value_t = 50)]

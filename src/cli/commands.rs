@@ -19,11 +19,10 @@ use crate::ids::SessionId;
 use crate::model::{Budget, StopReason};
 use crate::server::{self, Surface};
 use crate::session::{
-    CreateSessionRequest, ListQuery, LiveSessionService, RunResult, SessionService, TurnOptions, TurnRequest,
-    TurnStatus,
+    CreateSessionRequest, LiveSessionService, RunResult, SessionService, TurnOptions, TurnRequest, TurnStatus,
 };
 use crate::surfaces::http::HttpConfig;
-use crate::surfaces::{render, schemas};
+use crate::surfaces::{render, schemas, wire};
 use crate::tools::ToolRequest;
 
 /// `deputy serve`: the flags choose the surface and the drain timeout; [`server::serve`] does
@@ -130,10 +129,21 @@ where
 /// `deputy sessions …`.
 pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) -> ExitCode {
     let outcome = match command {
-        SessionsCommand::List { all, offset, limit, json } => service
-            .list(ListQuery { offset, limit: Some(limit), include_archived: all })
-            .await
-            .map(|list| if json { to_json(&list) } else { render::session_list(&list) }),
+        SessionsCommand::List { all, cursor, offset, limit, json } => {
+            let params = wire::SessionListParams {
+                cursor,
+                offset: Some(offset),
+                limit: Some(limit),
+                include_archived: Some(all),
+            };
+            match params.into_query() {
+                Ok(query) => service
+                    .list(query)
+                    .await
+                    .map(|list| if json { to_json(&list) } else { render::session_list(&list) }),
+                Err(error) => Err(error),
+            }
+        }
         SessionsCommand::Show { session_id, json } => {
             // Two calls: the view (state, billing) and the conversation are separate reads of
             // the service, and no single call returns both.

@@ -27,5 +27,6 @@ pub use result::{
 pub use spec::AgentSpec;
 pub use stop_reason::StopReason;
 pub use view::{
-    Billing, BudgetRemaining, ContextView, SessionList, SessionState, SessionStatus, SessionSummary, SessionView,
+    Billing, BudgetRemaining, ContextView, ListPosition, SessionList, SessionState, SessionStatus, SessionSummary,
+    SessionView,
 };

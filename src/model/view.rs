@@ -135,4 +135,53 @@ pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
     /// All sessions, not only this page.
     pub total: usize,
+    /// Pass as `cursor` for the page after this one; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+impl SessionSummary {
+    /// Where the session stands in every list: newest update first, then by id (descending),
+    /// at the millisecond resolution the store indexes.
+    pub fn list_position(&self) -> ListPosition {
+        ListPosition { updated_ms: updated_ms(self.updated_at), session_id: self.session_id.clone() }
+    }
+}
+
+/// A place in the order of `session_list`, and the opaque `cursor` that names it: the page
+/// after a cursor holds the sessions that come after that place. Keyset paging costs the same
+/// at any depth, where an offset makes the store walk every session before the page.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListPosition {
+    pub updated_ms: u64,
+    pub session_id: SessionId,
+}
+
+impl ListPosition {
+    const PREFIX: &'static str = "c1.";
+
+    /// The cursor string; callers pass it back unchanged and never parse it.
+    pub fn cursor(&self) -> String {
+        format!("{}{}.{}", Self::PREFIX, self.updated_ms, self.session_id)
+    }
+
+    /// The position a cursor names, or `None` if the string is not a cursor of this server.
+    pub fn from_cursor(cursor: &str) -> Option<Self> {
+        let (updated_ms, session_id) = cursor.strip_prefix(Self::PREFIX)?.split_once('.')?;
+        if session_id.is_empty() {
+            return None;
+        }
+        Some(Self { updated_ms: updated_ms.parse().ok()?, session_id: SessionId::from_string(session_id) })
+    }
+
+    /// Whether a session at `other` comes after this place in the list (newest first, so:
+    /// updated earlier, or at the same millisecond with a smaller id).
+    pub fn is_before(&self, other: &ListPosition) -> bool {
+        other < self
+    }
+}
+
+/// The millisecond a session was last updated, as lists order and the store indexes it.
+pub fn updated_ms(at: DateTime<Utc>) -> u64 {
+    u64::try_from(at.timestamp_millis()).unwrap_or(0)
 }

@@ -21,8 +21,8 @@ use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::model::SessionRecord;
 use crate::model::{
-    ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionSummary,
-    SessionView, ToolOutputResult, TurnStatus,
+    ArchiveResult, CompactResult, InterruptResult, ListPosition, RunResult, SessionHistory, SessionList,
+    SessionSummary, SessionView, ToolOutputResult, TurnStatus,
 };
 use crate::store::{SaveRequest, SharedStore, StoredListQuery, persistence_disabled};
 
@@ -258,27 +258,40 @@ impl SessionService for LiveSessionService {
         if query.include_archived && self.store.is_none() {
             return Err(persistence_disabled("listing archived sessions"));
         }
-        let mut live: Vec<SessionSummary> = {
+        let live: Vec<SessionSummary> = {
             let sessions = self.sessions.read().unwrap_or_else(PoisonError::into_inner);
             sessions.values().map(|handle| SessionSummary::from(&handle.view())).collect()
         };
         let limit = query.limit.unwrap_or(DEFAULT_PAGE).min(MAX_PAGE);
-        let wanted = query.offset.saturating_add(limit);
+        // One more than the page, to know whether a next page exists.
+        let wanted = query.offset.saturating_add(limit).saturating_add(1);
         let mut total = live.len();
+        let exclude = live.iter().map(|summary| summary.session_id.clone()).collect();
+        let after = query.after.as_ref();
+        let mut candidates: Vec<(ListPosition, SessionSummary)> = live
+            .into_iter()
+            .map(|summary| (summary.list_position(), summary))
+            .filter(|(position, _)| after.is_none_or(|after| after.is_before(position)))
+            .collect();
         if let Some(store) = &self.store {
             let stored = store
                 .list(StoredListQuery {
                     first: wanted,
+                    after: query.after.clone(),
                     include_archived: query.include_archived,
-                    exclude: live.iter().map(|summary| summary.session_id.clone()).collect(),
+                    exclude,
                 })
                 .await?;
             total += stored.total;
-            live.extend(stored.summaries);
+            candidates.extend(stored.summaries.into_iter().map(|summary| (summary.list_position(), summary)));
         }
-        live.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.session_id.cmp(&b.session_id)));
-        let sessions = live.into_iter().skip(query.offset).take(limit).collect();
-        Ok(SessionList { sessions, total })
+        // Newest first, then by id descending: the store's index order.
+        candidates.sort_by(|a, b| b.0.cmp(&a.0));
+        let more = candidates.len() > query.offset.saturating_add(limit);
+        let page: Vec<(ListPosition, SessionSummary)> =
+            candidates.into_iter().skip(query.offset).take(limit).collect();
+        let next_cursor = if more { page.last().map(|(position, _)| position.cursor()) } else { None };
+        Ok(SessionList { sessions: page.into_iter().map(|(_, summary)| summary).collect(), total, next_cursor })
     }
 
     async fn archive(&self, id: &SessionId) -> Result<ArchiveResult, SessionError> {

@@ -394,15 +394,22 @@ async fn list_pages_newest_first() {
         let id = service.create_session(create(&format!("session {n}"))).await.unwrap().session_id;
         // The list orders by `updated_at` (ms): let the clock pass this session's stamp.
         let stamp = service.read(&id, None).await.unwrap().state.updated_at;
-        while chrono::Utc::now() <= stamp {
+        while chrono::Utc::now().timestamp_millis() <= stamp.timestamp_millis() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         ids.push(id);
     }
-    let page = service.list(ListQuery { offset: 1, limit: Some(2), include_archived: false }).await.unwrap();
+    let page = service.list(ListQuery { offset: 1, limit: Some(2), ..ListQuery::default() }).await.unwrap();
     assert_eq!(page.total, 5);
     let got: Vec<_> = page.sessions.iter().map(|s| s.session_id.clone()).collect();
     assert_eq!(got, vec![ids[3].clone(), ids[2].clone()]);
+
+    // The next page by cursor starts right after this one; the last page has no cursor.
+    let cursor = page.next_cursor.expect("more sessions after this page");
+    let after = Some(crate::model::ListPosition::from_cursor(&cursor).unwrap());
+    let next = service.list(ListQuery { after, limit: Some(2), ..ListQuery::default() }).await.unwrap();
+    let got: Vec<_> = next.sessions.iter().map(|s| s.session_id.clone()).collect();
+    assert_eq!((got, next.next_cursor), (vec![ids[1].clone(), ids[0].clone()], None));
 }
 
 /// Each session's file tools see its own workspace only; a workspace that is not a directory

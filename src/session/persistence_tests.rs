@@ -101,10 +101,16 @@ async fn listing_merges_thousands_of_stored_sessions_with_live_ones() {
     let mut live = Vec::new();
     for n in 0..2 {
         let request = CreateSessionRequest { prompt: format!("live {n}"), ..CreateSessionRequest::default() };
-        live.push(service.create_session(request).await.unwrap().session_id);
+        let id = service.create_session(request).await.unwrap().session_id;
+        // Lists order by the millisecond of the last update: let the clock pass this one's.
+        let stamp = service.read(&id, None).await.unwrap().state.updated_at;
+        while chrono::Utc::now().timestamp_millis() <= stamp.timestamp_millis() {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        live.push(id);
     }
 
-    let first = service.list(ListQuery { offset: 0, limit: Some(5), include_archived: false }).await.unwrap();
+    let first = service.list(ListQuery { limit: Some(5), ..ListQuery::default() }).await.unwrap();
     assert_eq!(first.total, 2002, "2000 stored + 2 new; the resumed one counts once");
     let ids: Vec<&str> = first.sessions.iter().map(|s| s.session_id.as_str()).collect();
     assert_eq!(ids, [live[1].as_str(), live[0].as_str(), "stored-0500", "stored-1999", "stored-1998"]);
@@ -112,7 +118,7 @@ async fn listing_merges_thousands_of_stored_sessions_with_live_ones() {
     let mut seen = HashSet::new();
     let mut offset = 0;
     loop {
-        let page = service.list(ListQuery { offset, limit: Some(700), include_archived: false }).await.unwrap();
+        let page = service.list(ListQuery { offset, limit: Some(700), ..ListQuery::default() }).await.unwrap();
         if page.sessions.is_empty() {
             break;
         }
@@ -120,4 +126,22 @@ async fn listing_merges_thousands_of_stored_sessions_with_live_ones() {
         seen.extend(page.sessions.into_iter().map(|s| s.session_id));
     }
     assert_eq!((offset, seen.len()), (2002, 2002), "every session exactly once across pages");
+
+    // The same walk by cursor: every session once, in the same order as one big page.
+    let everything = service.list(ListQuery { limit: Some(1000), ..ListQuery::default() }).await.unwrap();
+    let mut by_cursor = Vec::new();
+    let mut after = None;
+    loop {
+        let page = service.list(ListQuery { after, limit: Some(300), ..ListQuery::default() }).await.unwrap();
+        assert_eq!(page.total, 2002);
+        by_cursor.extend(page.sessions.into_iter().map(|s| s.session_id));
+        match page.next_cursor {
+            Some(cursor) => after = Some(crate::model::ListPosition::from_cursor(&cursor).unwrap()),
+            None => break,
+        }
+    }
+    assert_eq!(by_cursor.len(), 2002);
+    assert_eq!(by_cursor.iter().collect::<HashSet<_>>().len(), 2002, "no session twice");
+    let first_thousand: Vec<_> = everything.sessions.into_iter().map(|s| s.session_id).collect();
+    assert_eq!(by_cursor[..1000], first_thousand[..], "cursor pages follow the list's order");
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentBuildConfig, EventSender};
-use crate::model::{ApprovalAnswer, ToolResultAnswer};
+use crate::model::{ApprovalAnswer, ListPosition, ToolResultAnswer};
 
 /// How long `session_create` / `session_turn` wait for the turn before answering `running`.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
@@ -66,6 +66,8 @@ pub struct TurnRequest {
 
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
+    /// Start after this place (a `next_cursor` of an earlier page); `offset` then skips from there.
+    pub after: Option<ListPosition>,
     pub offset: usize,
     /// Page size; `None` means [`DEFAULT_PAGE`], and at most [`MAX_PAGE`].
     pub limit: Option<usize>,

@@ -29,7 +29,7 @@ use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::SessionRecord;
-use crate::model::SessionSummary;
+use crate::model::{ListPosition, SessionSummary};
 
 /// One save: the session's record, and its history from index `replace_from` on. Stored
 /// messages at or after `replace_from` are replaced; earlier ones are left untouched. When the
@@ -64,6 +64,8 @@ pub struct StoredPage {
 pub struct StoredListQuery {
     /// How many summaries to return at most, from the newest.
     pub first: usize,
+    /// Only sessions after this place in the list (keyset paging); `None`: from the newest.
+    pub after: Option<ListPosition>,
     pub include_archived: bool,
     /// Sessions the caller lists from elsewhere (the live ones): skipped and not counted.
     pub exclude: Vec<SessionId>,

@@ -17,7 +17,7 @@ use super::{SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::SessionRecord;
-use crate::model::SessionSummary;
+use crate::model::{ListPosition, SessionSummary};
 
 #[derive(Debug, Clone)]
 pub struct RedbStore {
@@ -202,12 +202,19 @@ fn history(db: &Database, id: &str) -> Result<Vec<Message>, StoreError> {
 }
 
 /// Up to `n` index entries, newest first: `(updated ms, id, encoded summary)`.
+/// The `n` newest entries of an index, or the `n` newest after `after`: a range read, so a page
+/// deep in the list costs what the first page costs.
 fn newest(
     table: &redb::ReadOnlyTable<(u64, &'static str), &'static [u8]>,
     n: usize,
+    after: Option<&ListPosition>,
 ) -> Result<Vec<(u64, String, Vec<u8>)>, StoreError> {
     let mut out = Vec::with_capacity(n.min(1024));
-    for entry in table.iter().map_err(backend)?.rev().take(n) {
+    let entries = match after {
+        Some(after) => table.range(..(after.updated_ms, after.session_id.as_str())).map_err(backend)?,
+        None => table.iter().map_err(backend)?,
+    };
+    for entry in entries.rev().take(n) {
         let (key, value) = entry.map_err(backend)?;
         let (updated, id) = key.value();
         out.push((updated, id.to_owned(), value.value().to_vec()));
@@ -234,13 +241,14 @@ fn list(db: &Database, query: StoredListQuery) -> Result<StoredPage, StoreError>
 
     // Each index holds at most `first + |exclude|` candidates for the page.
     let wanted = query.first.saturating_add(excluded.len());
-    let mut candidates = newest(&active, wanted)?;
+    let mut candidates = newest(&active, wanted, query.after.as_ref())?;
     let mut total = active.len().map_err(backend)?;
     if query.include_archived {
         let archived = read.open_table(ARCHIVED_INDEX).map_err(backend)?;
-        candidates.extend(newest(&archived, wanted)?);
+        candidates.extend(newest(&archived, wanted, query.after.as_ref())?);
         total += archived.len().map_err(backend)?;
-        candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        // Newest first, then by id descending: the order of a reversed index walk.
+        candidates.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
     }
     let summaries = candidates
         .into_iter()

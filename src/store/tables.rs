@@ -27,5 +27,5 @@ pub const DISCARDED: TableDefinition<(&str, u64, u64), &[u8]> = TableDefinition:
 
 /// The index key of a record: when it was last updated, then its id (unique).
 pub fn index_key(updated_at: chrono::DateTime<chrono::Utc>) -> u64 {
-    u64::try_from(updated_at.timestamp_millis()).unwrap_or(0)
+    crate::model::view::updated_ms(updated_at)
 }

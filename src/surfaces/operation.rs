@@ -110,7 +110,7 @@ impl Operation {
             }
             Self::List => {
                 let params: wire::SessionListParams = wire::parse_params(name, arguments)?;
-                json(service.list(params.into()).await)
+                json(service.list(params.into_query()?).await)
             }
             Self::Archive => {
                 let params: wire::SessionArchiveParams = wire::parse_params(name, arguments)?;

@@ -32,6 +32,9 @@ pub fn session_list(list: &SessionList) -> String {
         );
     }
     let _ = writeln!(out, "{} of {} sessions", list.sessions.len(), list.total);
+    if let Some(cursor) = &list.next_cursor {
+        let _ = writeln!(out, "next page: --cursor {cursor}");
+    }
     out
 }
 

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{AgentBuildConfig, ContextOverrides};
 use crate::error::{ErrorKind, SessionError, TransportCode};
 use crate::ids::SessionId;
-use crate::model::{ApprovalAnswer, Budget, ToolResultAnswer};
+use crate::model::{ApprovalAnswer, Budget, ListPosition, ToolResultAnswer};
 use crate::session::{CreateSessionRequest, DEFAULT_WAIT, ListQuery, TurnOptions, TurnRequest, clamp_wait};
 use crate::tools::mcp::McpServerRequest;
 use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest};
@@ -133,6 +133,10 @@ pub struct SessionReadParams {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionListParams {
+    /// Continue after an earlier page: its `next_cursor`. A page found by cursor costs the same
+    /// at any depth; `offset` then skips from there.
+    #[serde(default)]
+    pub cursor: Option<String>,
     /// Sessions to skip (default 0).
     #[serde(default)]
     pub offset: Option<usize>,
@@ -238,13 +242,21 @@ impl SessionTurnParams {
     }
 }
 
-impl From<SessionListParams> for ListQuery {
-    fn from(params: SessionListParams) -> Self {
-        ListQuery {
-            offset: params.offset.unwrap_or(0),
-            limit: params.limit,
-            include_archived: params.include_archived.unwrap_or(false),
-        }
+impl SessionListParams {
+    /// An unknown cursor is `INVALID_REQUEST`: it was not made by this server.
+    pub fn into_query(self) -> Result<ListQuery, SessionError> {
+        let after = match &self.cursor {
+            Some(cursor) => Some(ListPosition::from_cursor(cursor).ok_or_else(|| {
+                SessionError::invalid(format!("cursor {cursor:?} is not a next_cursor of session_list"))
+            })?),
+            None => None,
+        };
+        Ok(ListQuery {
+            after,
+            offset: self.offset.unwrap_or(0),
+            limit: self.limit,
+            include_archived: self.include_archived.unwrap_or(false),
+        })
     }
 }
 

@@ -337,6 +337,7 @@ async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
     assert_eq!(list["total"], 1);
     assert_eq!(list["sessions"][0]["session_id"], id.as_str());
     assert_eq!(surface.list(json!({"offset": 1, "limit": 5})).await.unwrap()["sessions"], json!([]));
+    assert!(list.get("next_cursor").is_none(), "one page holds everything: {list}");
 
     // interrupt with nothing running
     let failure = expect_err(surface, surface.interrupt(&id).await, "SESSION_NOT_RUNNING");
@@ -355,6 +356,7 @@ async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
     expect_err(surface, surface.turn(&id, json!({"prompt": 5})).await, "INVALID_REQUEST");
     expect_err(surface, surface.turn(&id, json!({"prompt": "x", "wait": 5})).await, "INVALID_REQUEST");
     expect_err(surface, surface.list(json!({"limit": -1})).await, "INVALID_REQUEST");
+    expect_err(surface, surface.list(json!({"cursor": "not-a-cursor"})).await, "INVALID_REQUEST");
     expect_err(surface, surface.tool_output(&id, "toolu_none").await, "INVALID_REQUEST");
 
     // busy: a second turn while the first is held inside its model response

@@ -135,7 +135,7 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiEr
 
 /// Ready when the service answers a cheap query, which reads the store when there is one.
 async fn readyz<S: SessionService>(State(service): State<Arc<S>>) -> (StatusCode, &'static str) {
-    match service.list(ListQuery { offset: 0, limit: Some(1), include_archived: false }).await {
+    match service.list(ListQuery { limit: Some(1), ..ListQuery::default() }).await {
         Ok(_) => (StatusCode::OK, "ready"),
         Err(error) => {
             tracing::warn!(code = %error.code(), "not ready");

@@ -63,6 +63,17 @@ def http_url(llm):
     assert process.wait(timeout=30) == 0
 
 
+def error_code(result):
+    """The code of an error result, after checking its shape: `isError`, the text `CODE: message`,
+    no `structuredContent` (it would not match the tool's outputSchema), and the error body in
+    `_meta["deputy/error"]`."""
+    assert result.is_error, result
+    assert result.structured_content is None, result
+    body = result.meta["deputy/error"]
+    assert result.content[0].text == f"{body['code']}: {body['message']}"
+    return body["code"]
+
+
 async def drive_all_six_tools(client):
     names = [tool.name for tool in (await client.list_tools()).tools]
     for name in ["session_create", "session_turn", "session_interrupt", "session_read", "session_list",
@@ -87,16 +98,16 @@ async def drive_all_six_tools(client):
     assert session_id in [s["session_id"] for s in listed.structured_content["sessions"]]
 
     idle = await client.call_tool("session_interrupt", {"session_id": session_id})
-    assert idle.is_error and idle.structured_content["code"] == "SESSION_NOT_RUNNING"
-    assert idle.content[0].text.startswith("SESSION_NOT_RUNNING: ")
+    assert error_code(idle) == "SESSION_NOT_RUNNING"
+    assert idle.meta["deputy/error"]["session_id"] == session_id
 
     wrong = await client.call_tool("session_turn", {"session_id": 42, "prompt": "x"})
-    assert wrong.is_error and wrong.structured_content["code"] == "INVALID_REQUEST"
+    assert error_code(wrong) == "INVALID_REQUEST"
 
     archived = await client.call_tool("session_archive", {"session_id": session_id})
     assert archived.structured_content == {"session_id": session_id, "archived": True}
     gone = await client.call_tool("session_turn", {"session_id": session_id, "prompt": "x"})
-    assert gone.is_error and gone.structured_content["code"] == "SESSION_NOT_FOUND"
+    assert error_code(gone) == "SESSION_NOT_FOUND"
 
 
 @pytest.mark.anyio

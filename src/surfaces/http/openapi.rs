@@ -18,6 +18,7 @@ use crate::session::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
     ToolOutputResult,
 };
+use crate::surfaces::portable::Portable;
 use crate::surfaces::wire::{
     ErrorBody, SessionCreateParams, SessionListParams, SessionReadParams, SessionTurnParams,
 };
@@ -34,6 +35,7 @@ pub fn document() -> Value {
             settings.definitions_path = "/components/schemas".into();
             settings.meta_schema = None;
         })
+        .with_transform(Portable)
         .into_generator();
     for register in [
         register::<SessionCreateParams>,

@@ -256,7 +256,8 @@ fn initialize(version: &str) -> Value {
 }
 
 /// The SSE priming event (SEP-1699, protocol 2025-11-25) goes only to clients that negotiated
-/// 2025-11-25 or later; older ones get their messages alone.
+/// 2025-11-25 or later; older ones get their messages alone. Stateless 2026-07-28 requests have
+/// no priming event in rmcp at all.
 #[tokio::test]
 async fn only_clients_that_know_it_get_the_sse_priming_event() {
     let deputy = HttpDeputy::start(&[]).await;
@@ -269,6 +270,10 @@ async fn only_clients_that_know_it_get_the_sse_priming_event() {
     let session = session.unwrap();
     let (_, _, body) = post_mcp(&deputy, list.clone(), Some(&session), Some("2025-11-25")).await;
     assert!(primed(&body), "2025-11-25 request is primed: {body:?}");
+    // What the session negotiated counts, not a request's header (the conformance suite sends
+    // 2025-03-26 on a 2025-11-25 session).
+    let (_, _, body) = post_mcp(&deputy, list.clone(), Some(&session), Some("2025-03-26")).await;
+    assert!(primed(&body), "a request in a 2025-11-25 session is primed: {body:?}");
 
     for old in ["2025-03-26", "2025-06-18"] {
         let (status, session, body) = post_mcp(&deputy, initialize(old), None, None).await;

@@ -11,14 +11,16 @@
 //! - **The SSE priming event** (an event with an id, `retry` and empty data, SEP-1699) came
 //!   with protocol 2025-11-25, but rmcp sends it on every stream. Clients that negotiated an
 //!   older version do not expect it (Python `mcp` 1.9 logs a parse error for every response),
-//!   so it is removed from their streams. Their version is the `MCP-Protocol-Version` header;
-//!   without one, the `initialize` request's `protocolVersion`, or else 2025-03-26 (what the
-//!   specification says a server assumes when the header is missing).
+//!   so it is removed from their streams. The negotiated version is the one `initialize` agreed
+//!   on, remembered per `Mcp-Session-Id`; for a request outside such a session, its
+//!   `MCP-Protocol-Version` header, or 2025-03-26 without one (what the specification says a
+//!   server assumes then).
 //! - **`DELETE /mcp`** of an unknown `Mcp-Session-Id` answers 404, as every other request with
 //!   that id does (rmcp answers 202 whatever the id), and a successful one answers 204 rather
 //!   than 202, which clients treat as a failed termination.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
@@ -42,7 +44,8 @@ use crate::surfaces::mcp::McpServer;
 
 /// The first protocol version whose clients expect the SSE priming event.
 const PRIMING_SINCE: &str = "2025-11-25";
-/// What a request without `MCP-Protocol-Version` speaks, unless it is an `initialize`.
+/// What a request without `MCP-Protocol-Version` speaks, outside a session and unless it is an
+/// `initialize`.
 const NO_HEADER_VERSION: &str = "2025-03-26";
 
 /// The `/mcp` route: rmcp's streamable HTTP service behind [`hygiene`].
@@ -60,19 +63,68 @@ pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown:
         .disable_allowed_origins()
         .with_cancellation_token(shutdown);
     let mcp = StreamableHttpService::new(move || Ok(server.for_connection()), sessions.clone(), http);
-    Router::new().fallback_service(mcp).layer(axum::middleware::from_fn_with_state(sessions, hygiene))
+    let state = Hygiene { sessions, versions: Arc::default() };
+    Router::new().fallback_service(mcp).layer(axum::middleware::from_fn_with_state(state, hygiene))
+}
+
+/// What [`hygiene`] knows: rmcp's MCP sessions, and the version each one negotiated.
+#[derive(Clone)]
+struct Hygiene {
+    sessions: Arc<LocalSessionManager>,
+    versions: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// Above this many remembered versions, those of sessions rmcp has reaped are forgotten.
+const VERSIONS_KEPT: usize = 256;
+
+impl Hygiene {
+    fn version_of(&self, session: &str) -> Option<String> {
+        self.versions.lock().unwrap_or_else(PoisonError::into_inner).get(session).cloned()
+    }
+
+    async fn remember(&self, session: String, version: String) {
+        let known: Vec<String> = {
+            let mut versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
+            versions.insert(session, version);
+            if versions.len() <= VERSIONS_KEPT {
+                return;
+            }
+            versions.keys().cloned().collect()
+        };
+        let mut gone = Vec::new();
+        for session in known {
+            if let Ok(false) = self.sessions.has_session(&session.clone().into()).await {
+                gone.push(session);
+            }
+        }
+        let mut versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
+        for session in gone {
+            versions.remove(&session);
+        }
+    }
+
+    fn forget(&self, session: &str) {
+        self.versions.lock().unwrap_or_else(PoisonError::into_inner).remove(session);
+    }
 }
 
 /// The fixes in front of rmcp described in the module documentation.
-async fn hygiene(State(sessions): State<Arc<LocalSessionManager>>, request: Request, next: Next) -> Response {
+async fn hygiene(State(state): State<Hygiene>, request: Request, next: Next) -> Response {
     if request.method() == Method::DELETE {
-        return delete(&sessions, request, next).await;
+        return delete(&state, request, next).await;
     }
-    let (request, version) = match protocol_version(request).await {
-        Ok(read) => read,
-        Err(refusal) => return refusal.into_response(),
+    let session = header(request.headers(), "mcp-session-id");
+    let (request, version, initialize) = match session.as_deref().and_then(|session| state.version_of(session)) {
+        Some(version) => (request, version, false),
+        None => match protocol_version(request).await {
+            Ok(read) => read,
+            Err(refusal) => return refusal.into_response(),
+        },
     };
     let response = next.run(request).await;
+    if initialize && let Some(session) = header(response.headers(), "mcp-session-id") {
+        state.remember(session, version.clone()).await;
+    }
     if version.as_str() >= PRIMING_SINCE || !is_event_stream(response.headers()) {
         return response;
     }
@@ -80,36 +132,45 @@ async fn hygiene(State(sessions): State<Arc<LocalSessionManager>>, request: Requ
     Response::from_parts(parts, Body::from_stream(without_priming(body.into_data_stream())))
 }
 
-async fn delete(sessions: &LocalSessionManager, request: Request, next: Next) -> Response {
-    let id = request.headers().get("mcp-session-id").and_then(|value| value.to_str().ok()).map(str::to_owned);
-    if let Some(id) = id {
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).and_then(|value| value.to_str().ok()).map(str::to_owned)
+}
+
+async fn delete(state: &Hygiene, request: Request, next: Next) -> Response {
+    let session = header(request.headers(), "mcp-session-id");
+    if let Some(session) = &session {
         // The local manager's lookup cannot fail; if it did, rmcp decides as before.
-        if let Ok(false) = sessions.has_session(&id.clone().into()).await {
-            return ApiError::refused(TransportCode::NotFound, format!("no MCP session {id}")).into_response();
+        if let Ok(false) = state.sessions.has_session(&session.clone().into()).await {
+            return ApiError::refused(TransportCode::NotFound, format!("no MCP session {session}")).into_response();
         }
     }
     let mut response = next.run(request).await;
     if response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
+    if let Some(session) = session.filter(|_| response.status().is_success()) {
+        state.forget(&session);
+    }
     response
 }
 
-/// The protocol version a request speaks, and the request (its body read when that was needed
-/// to tell).
-async fn protocol_version(request: Request) -> Result<(Request, String), ApiError> {
-    if let Some(version) = request.headers().get("mcp-protocol-version").and_then(|value| value.to_str().ok()) {
-        let version = version.to_owned();
-        return Ok((request, version));
+/// The protocol version of a request outside a known session, the request (its body read when
+/// that was needed to tell), and whether it is an `initialize`.
+async fn protocol_version(request: Request) -> Result<(Request, String, bool), ApiError> {
+    if let Some(version) = header(request.headers(), "mcp-protocol-version") {
+        return Ok((request, version, false));
     }
     if request.method() != Method::POST {
-        return Ok((request, NO_HEADER_VERSION.to_owned()));
+        return Ok((request, NO_HEADER_VERSION.to_owned(), false));
     }
     let (parts, body) = request.into_parts();
     // The body limit of the whole listener applies here too (413 above it).
     let bytes = Bytes::from_request(Request::from_parts(parts.clone(), body), &()).await?;
-    let version = initialize_version(&bytes).unwrap_or_else(|| NO_HEADER_VERSION.to_owned());
-    Ok((Request::from_parts(parts, Body::from(bytes)), version))
+    let (version, initialize) = match initialize_version(&bytes) {
+        Some(version) => (version, true),
+        None => (NO_HEADER_VERSION.to_owned(), false),
+    };
+    Ok((Request::from_parts(parts, Body::from(bytes)), version, initialize))
 }
 
 /// The version an `initialize` request will negotiate: the one it asks for when rmcp knows it,

@@ -66,10 +66,10 @@ fn every_generated_schema_is_portable() {
             problems.push(format!("{at}: bare {schema} schema"));
             return;
         };
-        if let Some(format) = object.get("format") {
-            if !format.as_str().is_some_and(|format| STANDARD_FORMATS.contains(&format)) {
-                problems.push(format!("{at}: non-standard format {format}"));
-            }
+        if let Some(format) = object.get("format")
+            && !format.as_str().is_some_and(|format| STANDARD_FORMATS.contains(&format))
+        {
+            problems.push(format!("{at}: non-standard format {format}"));
         }
         for (key, value) in object {
             let here = format!("{at}/{key}");
@@ -106,10 +106,10 @@ fn every_generated_schema_is_portable() {
     fn described(schema: &Value, at: &str, problems: &mut Vec<String>) {
         const CONSTRAINING: [&str; 10] =
             ["type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "properties", "items"];
-        if let Value::Object(object) = schema {
-            if !CONSTRAINING.iter().any(|keyword| object.contains_key(*keyword)) {
-                problems.push(format!("{at}: accepts anything without saying so ({schema})"));
-            }
+        if let Value::Object(object) = schema
+            && !CONSTRAINING.iter().any(|keyword| object.contains_key(*keyword))
+        {
+            problems.push(format!("{at}: accepts anything without saying so ({schema})"));
         }
     }
 

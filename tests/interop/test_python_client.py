@@ -30,6 +30,13 @@ def llm():
     server.shutdown()
 
 
+def serve_args():
+    """`serve` for a client that starts deputy itself: in memory, and in this process
+    (`--no-daemon`) once deputy has a background server to hand the client to."""
+    help_text = subprocess.run([DEPUTY, "serve", "--help"], capture_output=True, text=True).stdout
+    return ["serve", "--ephemeral"] + (["--no-daemon"] if "--no-daemon" in help_text else [])
+
+
 def deputy_env(llm, home):
     env = dict(os.environ)
     env.update({
@@ -135,7 +142,7 @@ async def test_all_six_tools_over_streamable_http(http_url, mode, version):
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_all_six_tools_over_stdio(llm, mode):
     home = tempfile.mkdtemp()
-    server = StdioServerParameters(command=DEPUTY, args=["serve", "--ephemeral"], env=deputy_env(llm, home))
+    server = StdioServerParameters(command=DEPUTY, args=serve_args(), env=deputy_env(llm, home))
     async with Client(server, mode=mode, read_timeout_seconds=60) as client:
         assert client.server_info.name == "deputy"
         await drive_all_six_tools(client)

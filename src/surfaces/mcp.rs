@@ -1,27 +1,36 @@
 //! deputy as an MCP server (rmcp): the session tools over one [`SessionService`].
 //!
 //! Every tool call is: parse the arguments ([`wire`]) → one service call → render. Errors are
-//! tool results with `isError: true`, a text block `CODE: message`, and `{code, message}` as
-//! structured content, so an LLM caller can read them; only an unknown tool name is a protocol
+//! tool results with `isError: true` and a text block `CODE: message`, so an LLM caller can
+//! read them; programs find the [`ErrorBody`] in `_meta["deputy/error"]`. Error results carry
+//! no `structuredContent`: each tool's `outputSchema` describes its success result, and clients
+//! that validate structured content against it (TypeScript SDK ≥ 1.24, MCP Inspector) would
+//! otherwise turn every error into a schema failure. Only an unknown tool name is a protocol
 //! error. rmcp negotiates the protocol version (2026-07-28 and 2025-11-25).
+//!
+//! deputy declares only `tools` and `logging`, so the methods of capabilities it does not have
+//! (`prompts/*`, `resources/*`, `completion/complete`) answer `-32601` instead of rmcp's
+//! default empty lists: a client must not be told a capability is absent and then find it
+//! answered.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::mcp_logging::{self, CallLog};
+use super::mcp_logging::{self, CallLog, CallSummary};
 use super::operation::Operation;
 use super::progress::ProgressForwarder;
-use super::wire::ErrorBody;
-use crate::error::SessionError;
+use super::wire::{ERROR_META_KEY, ErrorBody};
 use crate::session::{SessionService, TurnOptions};
 
 const INSTRUCTIONS: &str = "deputy runs LLM agent sessions for you. Start one with session_create (it runs the first \
@@ -78,28 +87,52 @@ impl<S: SessionService> McpServer<S> {
         (TurnOptions { wait: Some(wait), events, cancel: Some(cancel) }, forwarder)
     }
 
-    /// One session operation; `None` for a name that is not one of deputy's tools.
+    /// One session operation and what the log says about it; `None` for a name that is not one
+    /// of deputy's tools.
     async fn dispatch(
         &self,
         name: &str,
         arguments: serde_json::Value,
         context: &RequestContext<RoleServer>,
-    ) -> Option<CallToolResult> {
+    ) -> Option<(CallToolResult, CallSummary)> {
         let operation = Operation::from_tool(name)?;
         let turn_options = |wait| Self::turn_options(wait, context);
         Some(match operation.run(name, self.service.as_ref(), arguments, turn_options).await {
-            Ok(value) => CallToolResult::structured(value),
-            Err(error) => render_error(&error),
+            Ok(value) => {
+                let summary = CallSummary::success(&value);
+                (CallToolResult::structured(value), summary)
+            }
+            Err(error) => {
+                let body = ErrorBody::from(&error);
+                let summary = CallSummary::failure(&body);
+                (render_error(&body), summary)
+            }
         })
     }
 }
 
-fn render_error(error: &SessionError) -> CallToolResult {
-    let body = ErrorBody::from(error);
+/// An error as a tool result: `isError`, the text `CODE: message` for an LLM, and the whole
+/// [`ErrorBody`] (whatever fields it has) in `_meta["deputy/error"]` for programs.
+fn render_error(body: &ErrorBody) -> CallToolResult {
     let text = format!("{}: {}", body.code, body.message);
     let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-    result.structured_content = serde_json::to_value(&body).ok();
+    // `ErrorBody` is plain strings, so encoding cannot fail; if it ever did, the text still
+    // carries the code.
+    if let Ok(value) = serde_json::to_value(body) {
+        let mut meta = MetaObject::new();
+        meta.insert(ERROR_META_KEY.to_owned(), value);
+        result.meta = Some(meta);
+    }
     result
+}
+
+/// The answer to a method of a capability deputy does not declare.
+fn not_declared(method: &str) -> McpError {
+    McpError::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("Method not found: {method} (deputy declares only the tools and logging capabilities)"),
+        None,
+    )
 }
 
 impl<S: SessionService> ServerHandler for McpServer<S> {
@@ -125,8 +158,8 @@ impl<S: SessionService> ServerHandler for McpServer<S> {
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let span = tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id);
         match self.dispatch(&request.name, arguments, &context).instrument(span).await {
-            Some(result) => {
-                self.log.tool_finished(&context, &request.name, &result).await;
+            Some((result, summary)) => {
+                self.log.tool_finished(&context, &request.name, summary).await;
                 Ok(CallToolResponse::Complete(result))
             }
             None => Err(McpError::invalid_params(format!("unknown tool {:?}", request.name), None)),
@@ -140,5 +173,55 @@ impl<S: SessionService> ServerHandler for McpServer<S> {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         mcp_logging::accept_level(&self.log, request.level)
+    }
+
+    // No prompts, resources or completions: rmcp's defaults would answer empty lists.
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Err(not_declared("prompts/list"))
+    }
+
+    async fn get_prompt(
+        &self,
+        _request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        Err(not_declared("prompts/get"))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Err(not_declared("resources/list"))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Err(not_declared("resources/templates/list"))
+    }
+
+    async fn read_resource(
+        &self,
+        _request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        Err(not_declared("resources/read"))
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        Err(not_declared("completion/complete"))
     }
 }

@@ -9,7 +9,10 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::{CallToolResult, LoggingLevel, LoggingMessageNotificationParam, ServerCapabilities};
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ServerCapabilities};
+use serde_json::Value;
+
+use super::wire::ErrorBody;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
@@ -45,20 +48,17 @@ impl CallLog {
 
     /// Reports a finished tool call if the client asked for messages of its severity: errors at
     /// `warning`, the rest at `info`.
-    pub async fn tool_finished(&self, context: &RequestContext<RoleServer>, tool: &str, result: &CallToolResult) {
+    pub async fn tool_finished(&self, context: &RequestContext<RoleServer>, tool: &str, summary: CallSummary) {
         let stored = *self.level.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(wanted) = context.meta.log_level().or(stored) else { return };
-        let failed = result.is_error == Some(true);
-        let level = if failed { LoggingLevel::Warning } else { LoggingLevel::Info };
+        let level = if summary.failed { LoggingLevel::Warning } else { LoggingLevel::Info };
         if severity(level) < severity(wanted) {
             return;
         }
-        let content = result.structured_content.as_ref();
-        let field = |name: &str| content.and_then(|c| c.get(name)).cloned().unwrap_or_default();
         let data = serde_json::json!({
             "tool": tool,
-            "outcome": if failed { field("code") } else { field("status") },
-            "session_id": field("session_id"),
+            "outcome": summary.outcome,
+            "session_id": summary.session_id,
         });
         let message = LoggingMessageNotificationParam::new(level, data).with_logger("deputy");
         // A client that went away cannot be told; the call itself already succeeded.
@@ -66,8 +66,59 @@ impl CallLog {
     }
 }
 
+/// What the log line of one tool call says: never prompt or answer text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallSummary {
+    failed: bool,
+    /// The error code; for a success the turn's `status`, the session's status (`session_read`),
+    /// or `ok` for results that have neither (list, archive, compact, interrupt, tool output).
+    outcome: String,
+    session_id: Option<String>,
+}
+
+impl CallSummary {
+    pub fn success(result: &Value) -> Self {
+        let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_owned);
+        let state = result.get("state");
+        let outcome = text(result.get("status"))
+            .or_else(|| text(state.and_then(|state| state.get("status"))))
+            .unwrap_or_else(|| "ok".to_owned());
+        Self { failed: false, outcome, session_id: text(result.get("session_id")) }
+    }
+
+    pub fn failure(error: &ErrorBody) -> Self {
+        Self {
+            failed: true,
+            outcome: error.code.clone(),
+            session_id: error.session_id.as_ref().map(ToString::to_string),
+        }
+    }
+}
+
 /// The `set_level` answer.
 pub fn accept_level(log: &CallLog, level: LoggingLevel) -> Result<(), McpError> {
     log.set_level(level);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn every_result_has_a_real_outcome() {
+        let turn = CallSummary::success(&json!({"session_id": "s", "status": "completed"}));
+        assert_eq!((turn.outcome.as_str(), turn.session_id.as_deref()), ("completed", Some("s")));
+        let read = CallSummary::success(&json!({"session_id": "s", "state": {"status": "idle"}}));
+        assert_eq!(read.outcome, "idle");
+        for other in [json!({"sessions": [], "total": 0}), json!({"session_id": "s", "compacted": false})] {
+            assert_eq!(CallSummary::success(&other).outcome, "ok");
+        }
+        let error = ErrorBody::from(&crate::error::SessionError::invalid("m"));
+        let failed = CallSummary::failure(&error);
+        assert!(failed.failed);
+        assert_eq!((failed.outcome.as_str(), failed.session_id), ("INVALID_REQUEST", None));
+    }
 }

@@ -7,6 +7,7 @@
 //! - [`wire`]: parameter types and the tool catalog shared by every surface.
 //! - [`mcp`]: the MCP server (rmcp), served over stdio or by [`http`].
 //! - [`http`]: MCP streamable HTTP, REST and JSON-RPC on one axum listener.
+//! - [`portable`]: the transform that keeps every generated schema portable.
 //! - [`progress`]: turns agent events into throttled MCP progress notifications.
 //! - [`render`]: the command line's human-readable text (the CLI itself is [`crate::cli`]).
 
@@ -14,6 +15,7 @@ pub mod http;
 pub mod mcp;
 pub mod mcp_logging;
 pub mod operation;
+pub mod portable;
 pub mod progress;
 pub mod render;
 pub mod schemas;

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::portable::portable;
 use super::wire;
 use crate::error::{ErrorKind, SessionError};
 use crate::model::{
@@ -193,7 +194,8 @@ pub fn tool_catalog() -> Vec<ToolDescriptor> {
     Operation::ALL.into_iter().map(Operation::descriptor).collect()
 }
 
-/// One tool of the catalog.
+/// One tool of the catalog. Its schemas are rmcp's (JSON Schema 2020-12, the input's for
+/// deserializing, the output's for serializing) made [`portable`](super::portable).
 #[derive(Debug, Clone)]
 pub struct ToolDescriptor {
     pub name: &'static str,
@@ -213,8 +215,10 @@ where
         description,
         read_only,
         // Every params type is a struct, so the object-root requirement always holds.
-        input_schema: rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default(),
-        output_schema: rmcp::handler::server::common::schema_for_output::<R>(),
+        input_schema: Arc::new(portable(
+            &rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default(),
+        )),
+        output_schema: Arc::new(portable(&rmcp::handler::server::common::schema_for_output::<R>())),
     }
 }
 

@@ -171,7 +171,11 @@ pub struct SessionToolOutputParams {
     pub tool_use_id: String,
 }
 
-/// The structured content of every error result.
+/// The `_meta` key under which an MCP error result carries its [`ErrorBody`].
+pub const ERROR_META_KEY: &str = "deputy/error";
+
+/// The error of every surface: an MCP error result's `_meta["deputy/error"]`, a REST error
+/// body, JSON-RPC `error.data`, a streamed turn's `error` event.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct ErrorBody {
     /// Stable code, e.g. `SESSION_BUSY`.

@@ -23,6 +23,7 @@ pub struct CallbackTool {
     pub description: String,
     /// JSON Schema (an object schema) of the arguments. Default: any object.
     #[serde(default = "any_object")]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub input_schema: serde_json::Value,
 }
 

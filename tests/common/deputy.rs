@@ -206,13 +206,21 @@ impl TestDeputy {
     }
 }
 
-/// Checks the error contract of a result and returns `(code, text)`.
+/// Checks the error contract of a result and returns `(code, text)`: `isError`, the text
+/// `CODE: message`, no `structuredContent` (it would not match the tool's `outputSchema`), and
+/// the error body in `_meta["deputy/error"]`.
 pub fn error_of(result: &CallToolResult) -> (String, String) {
     assert_eq!(result.is_error, Some(true), "expected an error result: {result:?}");
+    assert_eq!(result.structured_content, None, "an error result has no structured content: {result:?}");
     let text = result.content[0].as_text().expect("text content").text.clone();
-    let body = result.structured_content.as_ref().expect("structured error");
+    let body = error_body(result);
     let code = body["code"].as_str().expect("code").to_owned();
     assert!(text.starts_with(&format!("{code}: ")), "text {text:?} must begin with the code");
     assert_eq!(body["message"].as_str().map(|m| format!("{code}: {m}")), Some(text.clone()));
     (code, text)
+}
+
+/// The `_meta["deputy/error"]` of an error result.
+pub fn error_body(result: &CallToolResult) -> &Value {
+    result.meta.as_ref().and_then(|meta| meta.get("deputy/error")).expect("_meta[\"deputy/error\"]")
 }

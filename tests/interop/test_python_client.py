@@ -8,6 +8,7 @@ import tempfile
 import time
 import urllib.request
 
+import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -27,6 +28,13 @@ def llm():
     server = mock_llm.start()
     yield server
     server.shutdown()
+
+
+def serve_args():
+    """`serve` for a client that starts deputy itself: in memory, and in this process
+    (`--no-daemon`) once deputy has a background server to hand the client to."""
+    help_text = subprocess.run([DEPUTY, "serve", "--help"], capture_output=True, text=True).stdout
+    return ["serve", "--ephemeral"] + (["--no-daemon"] if "--no-daemon" in help_text else [])
 
 
 def deputy_env(llm, home):
@@ -63,40 +71,62 @@ def http_url(llm):
     assert process.wait(timeout=30) == 0
 
 
+def error_code(result):
+    """The code of an error result, after checking its shape: `isError`, the text `CODE: message`,
+    no `structuredContent` (it would not match the tool's outputSchema), and the error body in
+    `_meta["deputy/error"]`."""
+    assert result.is_error, result
+    assert result.structured_content is None, result
+    body = result.meta["deputy/error"]
+    assert result.content[0].text == f"{body['code']}: {body['message']}"
+    return body["code"]
+
+
 async def drive_all_six_tools(client):
-    names = [tool.name for tool in (await client.list_tools()).tools]
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     for name in ["session_create", "session_turn", "session_interrupt", "session_read", "session_list",
                  "session_archive"]:
-        assert name in names
+        assert name in tools
+    # Every schema is valid JSON Schema 2020-12, and every success result matches its tool's
+    # outputSchema (the client itself does not check).
+    for tool in tools.values():
+        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+        jsonschema.Draft202012Validator.check_schema(tool.output_schema)
 
-    created = await client.call_tool("session_create", {"prompt": "hello", "labels": {"via": "python"}})
+    async def call(name, arguments):
+        result = await client.call_tool(name, arguments)
+        if not result.is_error:
+            jsonschema.Draft202012Validator(tools[name].output_schema).validate(result.structured_content)
+        return result
+
+    created = await call("session_create", {"prompt": "hello", "labels": {"via": "python"}})
     assert not created.is_error, created
     session = created.structured_content
     assert session["status"] == "completed" and session["text"] == "You said: hello"
     session_id = session["session_id"]
     assert session_id in created.content[0].text
 
-    turn = await client.call_tool("session_turn", {"session_id": session_id, "prompt": "again"})
+    turn = await call("session_turn", {"session_id": session_id, "prompt": "again"})
     assert turn.structured_content["turn"] == 2 and turn.structured_content["text"] == "You said: again"
 
-    read = await client.call_tool("session_read", {"session_id": session_id})
+    read = await call("session_read", {"session_id": session_id})
     assert read.structured_content["state"]["turns"] == 2
     assert read.structured_content["billing"]["usage"]["output_tokens"] == 12
 
-    listed = await client.call_tool("session_list", {})
+    listed = await call("session_list", {})
     assert session_id in [s["session_id"] for s in listed.structured_content["sessions"]]
 
-    idle = await client.call_tool("session_interrupt", {"session_id": session_id})
-    assert idle.is_error and idle.structured_content["code"] == "SESSION_NOT_RUNNING"
-    assert idle.content[0].text.startswith("SESSION_NOT_RUNNING: ")
+    idle = await call("session_interrupt", {"session_id": session_id})
+    assert error_code(idle) == "SESSION_NOT_RUNNING"
+    assert idle.meta["deputy/error"]["session_id"] == session_id
 
-    wrong = await client.call_tool("session_turn", {"session_id": 42, "prompt": "x"})
-    assert wrong.is_error and wrong.structured_content["code"] == "INVALID_REQUEST"
+    wrong = await call("session_turn", {"session_id": 42, "prompt": "x"})
+    assert error_code(wrong) == "INVALID_REQUEST"
 
-    archived = await client.call_tool("session_archive", {"session_id": session_id})
+    archived = await call("session_archive", {"session_id": session_id})
     assert archived.structured_content == {"session_id": session_id, "archived": True}
-    gone = await client.call_tool("session_turn", {"session_id": session_id, "prompt": "x"})
-    assert gone.is_error and gone.structured_content["code"] == "SESSION_NOT_FOUND"
+    gone = await call("session_turn", {"session_id": session_id, "prompt": "x"})
+    assert error_code(gone) == "SESSION_NOT_FOUND"
 
 
 @pytest.mark.anyio
@@ -112,7 +142,7 @@ async def test_all_six_tools_over_streamable_http(http_url, mode, version):
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_all_six_tools_over_stdio(llm, mode):
     home = tempfile.mkdtemp()
-    server = StdioServerParameters(command=DEPUTY, args=["serve", "--ephemeral"], env=deputy_env(llm, home))
+    server = StdioServerParameters(command=DEPUTY, args=serve_args(), env=deputy_env(llm, home))
     async with Client(server, mode=mode, read_timeout_seconds=60) as client:
         assert client.server_info.name == "deputy"
         await drive_all_six_tools(client)

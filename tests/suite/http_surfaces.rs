@@ -237,7 +237,7 @@ impl Surface for Rpc<'_> {
 }
 
 /// MCP streamable HTTP through the rmcp client. Its column of the error table is "isError
-/// result" for every code: the code travels in `structuredContent` and `transport` is 0.
+/// result" for every code: the code travels in `_meta["deputy/error"]` and `transport` is 0.
 struct Mcp {
     client: rmcp::service::RunningService<rmcp::RoleClient, crate::common::deputy::RecordingClient>,
 }
@@ -247,11 +247,11 @@ impl Mcp {
         let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
         let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let result = self.client.call_tool(params).await.unwrap_or_else(|err| panic!("{tool}: {err}"));
-        let body = result.structured_content.clone().expect("structured content");
         if result.is_error != Some(true) {
-            return Ok(body);
+            return Ok(result.structured_content.clone().expect("structured content"));
         }
         let (code, text) = crate::common::deputy::error_of(&result);
+        let body = crate::common::deputy::error_body(&result);
         Err(Failure {
             code,
             transport: 0,

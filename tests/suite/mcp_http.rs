@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
-use rmcp::ClientLifecycleMode;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ErrorCode, ProtocolVersion,
+};
 use rmcp::service::PeerRequestOptions;
+use rmcp::{ClientLifecycleMode, ServiceError};
 use serde_json::{Value, json};
 
 use crate::common::deputy::{RecordingClient, error_of};
@@ -192,4 +194,120 @@ async fn unknown_routes_and_wrong_methods_answer_json() {
     assert_eq!(wrong.json::<Value>().await.unwrap()["code"], "METHOD_NOT_ALLOWED");
     let foreign = deputy.http.get(deputy.url("/v1/nope")).header("host", "evil.example").send().await.unwrap();
     assert_eq!(foreign.status().as_u16(), 403, "unknown paths are guarded too");
+}
+
+/// deputy declares tools and logging only, so prompts, resources and completion are "method not
+/// found" in both eras instead of rmcp's empty answers.
+#[tokio::test]
+async fn undeclared_capabilities_are_method_not_found() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    for lifecycle in [ClientLifecycleMode::Initialize, modern] {
+        let client = deputy.mcp(lifecycle).await;
+        let capabilities = client.peer_info().unwrap().capabilities.clone();
+        assert!(
+            capabilities.prompts.is_none()
+                && capabilities.resources.is_none()
+                && capabilities.completions.is_none()
+        );
+        let not_found = |what: &str, result: Result<(), ServiceError>| match result {
+            Err(ServiceError::McpError(error)) => {
+                assert_eq!(error.code, ErrorCode::METHOD_NOT_FOUND, "{what}: {error:?}");
+                assert!(error.message.starts_with("Method not found: "), "{what}: {error:?}");
+            }
+            other => panic!("{what}: {other:?}"),
+        };
+        not_found("prompts/list", client.list_prompts(None).await.map(drop));
+        not_found("resources/list", client.list_resources(None).await.map(drop));
+        not_found("resources/templates/list", client.list_resource_templates(None).await.map(drop));
+        not_found("completion/complete", client.complete_prompt_simple("p", "a", "v").await.map(drop));
+        assert_eq!(client.list_all_tools().await.unwrap().len(), 8, "tools still answer");
+        client.cancel().await.unwrap();
+    }
+}
+
+/// `POST /mcp` with `body`, as a legacy client (`session` and `version` headers when given);
+/// the response's status, `Mcp-Session-Id` and body.
+async fn post_mcp(
+    deputy: &HttpDeputy,
+    body: Value,
+    session: Option<&str>,
+    version: Option<&str>,
+) -> (u16, Option<String>, String) {
+    let mut request =
+        deputy.http.post(deputy.url("/mcp")).header("accept", "application/json, text/event-stream").json(&body);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    if let Some(version) = version {
+        request = request.header("mcp-protocol-version", version);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let session = response.headers().get("mcp-session-id").map(|value| value.to_str().unwrap().to_owned());
+    // A request's stream ends with its response; the initialize stream too.
+    let text = tokio::time::timeout(Duration::from_secs(10), response.text()).await.unwrap().unwrap();
+    (status, session, text)
+}
+
+fn initialize(version: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": version,
+        "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+}
+
+/// The SSE priming event (SEP-1699, protocol 2025-11-25) goes only to clients that negotiated
+/// 2025-11-25 or later; older ones get their messages alone. Stateless 2026-07-28 requests have
+/// no priming event in rmcp at all.
+#[tokio::test]
+async fn only_clients_that_know_it_get_the_sse_priming_event() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let primed = |body: &str| body.starts_with("data:") && body.split("\n\n").next().unwrap().contains("retry:");
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+
+    let (status, session, body) = post_mcp(&deputy, initialize("2025-11-25"), None, None).await;
+    assert_eq!(status, 200);
+    assert!(primed(&body), "2025-11-25 initialize is primed: {body:?}");
+    let session = session.unwrap();
+    let (_, _, body) = post_mcp(&deputy, list.clone(), Some(&session), Some("2025-11-25")).await;
+    assert!(primed(&body), "2025-11-25 request is primed: {body:?}");
+    // What the session negotiated counts, not a request's header (the conformance suite sends
+    // 2025-03-26 on a 2025-11-25 session).
+    let (_, _, body) = post_mcp(&deputy, list.clone(), Some(&session), Some("2025-03-26")).await;
+    assert!(primed(&body), "a request in a 2025-11-25 session is primed: {body:?}");
+
+    for old in ["2025-03-26", "2025-06-18"] {
+        let (status, session, body) = post_mcp(&deputy, initialize(old), None, None).await;
+        assert_eq!(status, 200);
+        assert!(body.starts_with("data: {"), "{old} initialize starts with its answer: {body:?}");
+        assert!(body.contains(&format!("\"protocolVersion\":\"{old}\"")), "{body}");
+        let session = session.unwrap();
+        // 2025-06-18 clients send the header; 2025-03-26 ones do not have it.
+        let header = (old != "2025-03-26").then_some(old);
+        let (status, _, body) = post_mcp(&deputy, list.clone(), Some(&session), header).await;
+        assert_eq!(status, 200);
+        assert!(body.starts_with("data: {") && body.contains("session_create"), "{old} request: {body:?}");
+    }
+}
+
+/// `DELETE /mcp` ends a legacy MCP session with 204, and answers 404 for a session that does
+/// not exist (any more), like every other request naming it.
+#[tokio::test]
+async fn deleting_an_mcp_session_answers_204_then_404() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let (_, session, _) = post_mcp(&deputy, initialize("2025-11-25"), None, None).await;
+    let session = session.unwrap();
+    let delete = |id: String| {
+        deputy
+            .http
+            .delete(deputy.url("/mcp"))
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-11-25")
+    };
+    assert_eq!(delete(session.clone()).send().await.unwrap().status().as_u16(), 204);
+    let again = delete(session.clone()).send().await.unwrap();
+    assert_eq!(again.status().as_u16(), 404);
+    assert_eq!(again.json::<Value>().await.unwrap()["code"], "NOT_FOUND");
+    assert_eq!(delete("no-such-session".into()).send().await.unwrap().status().as_u16(), 404);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    assert_eq!(post_mcp(&deputy, list, Some(&session), Some("2025-11-25")).await.0, 404, "the session is gone");
 }

@@ -21,3 +21,108 @@ fn checked_in_schemas_match_the_tool_types() {
         expected.len()
     );
 }
+
+/// Every generated schema (the tool catalog that `tools/list` shows, each file of `schemas/`,
+/// the OpenAPI document's component schemas) is portable: no `format` outside JSON Schema
+/// 2020-12's own, and no subschema that is bare `true` or `{}` where a value is described (the
+/// MCP Inspector's `--strict` check counts those as errors; schemars writes them for
+/// `serde_json::Value`).
+#[test]
+fn every_generated_schema_is_portable() {
+    use deputy::surfaces::portable::STANDARD_FORMATS;
+    use serde_json::Value;
+
+    let mut schemas: Vec<(String, Value)> = Vec::new();
+    for tool in deputy::surfaces::operation::tool_catalog() {
+        schemas.push((format!("tools/list {} input", tool.name), Value::Object((*tool.input_schema).clone())));
+        schemas.push((format!("tools/list {} output", tool.name), Value::Object((*tool.output_schema).clone())));
+    }
+    for (name, contents) in deputy::surfaces::schemas::schema_files() {
+        let document: Value = serde_json::from_str(&contents).unwrap();
+        match name.as_str() {
+            "openapi.json" => {
+                for (component, schema) in document["components"]["schemas"].as_object().unwrap() {
+                    schemas.push((format!("openapi {component}"), schema.clone()));
+                }
+                let mut parameters = Vec::new();
+                collect_parameter_schemas(&document["paths"], &mut parameters);
+                assert!(!parameters.is_empty());
+                schemas.extend(parameters.into_iter().map(|schema| ("openapi parameter".to_owned(), schema)));
+            }
+            _ => schemas.push((name, document)),
+        }
+    }
+
+    let mut problems = Vec::new();
+    for (name, schema) in &schemas {
+        walk(schema, &format!("{name} #"), &mut problems);
+    }
+    assert!(problems.is_empty(), "unportable schemas:\n{}", problems.join("\n"));
+
+    /// Checks one schema and its subschemas; `at` names where it is.
+    fn walk(schema: &Value, at: &str, problems: &mut Vec<String>) {
+        let Value::Object(object) = schema else {
+            // A boolean here is in a schema position (boolean-valued keywords are skipped below).
+            problems.push(format!("{at}: bare {schema} schema"));
+            return;
+        };
+        if let Some(format) = object.get("format")
+            && !format.as_str().is_some_and(|format| STANDARD_FORMATS.contains(&format))
+        {
+            problems.push(format!("{at}: non-standard format {format}"));
+        }
+        for (key, value) in object {
+            let here = format!("{at}/{key}");
+            match key.as_str() {
+                "properties" | "patternProperties" | "$defs" | "definitions" => {
+                    for (member, subschema) in value.as_object().into_iter().flatten() {
+                        described(subschema, &format!("{here}/{member}"), problems);
+                        walk(subschema, &format!("{here}/{member}"), problems);
+                    }
+                }
+                "anyOf" | "oneOf" | "allOf" | "prefixItems" => {
+                    for (index, subschema) in value.as_array().into_iter().flatten().enumerate() {
+                        described(subschema, &format!("{here}/{index}"), problems);
+                        walk(subschema, &format!("{here}/{index}"), problems);
+                    }
+                }
+                "items" | "contains" | "not" | "if" | "then" | "else" | "propertyNames" => {
+                    if key == "items" {
+                        described(value, &here, problems);
+                    }
+                    walk(value, &here, problems);
+                }
+                // `true` / `false` are meant here: "any other property" / "no other property".
+                "additionalProperties" | "unevaluatedProperties" | "unevaluatedItems" if value.is_boolean() => {}
+                "additionalProperties" | "unevaluatedProperties" | "unevaluatedItems" => {
+                    walk(value, &here, problems)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A member schema must say what its value is: at least one constraining keyword.
+    fn described(schema: &Value, at: &str, problems: &mut Vec<String>) {
+        const CONSTRAINING: [&str; 10] =
+            ["type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "properties", "items"];
+        if let Value::Object(object) = schema
+            && !CONSTRAINING.iter().any(|keyword| object.contains_key(*keyword))
+        {
+            problems.push(format!("{at}: accepts anything without saying so ({schema})"));
+        }
+    }
+
+    fn collect_parameter_schemas(value: &Value, out: &mut Vec<Value>) {
+        match value {
+            Value::Object(object) => {
+                if let (Some(Value::String(_)), Some(schema)) = (object.get("in"), object.get("schema")) {
+                    out.push(schema.clone());
+                }
+                object.values().for_each(|value| collect_parameter_schemas(value, out));
+            }
+            Value::Array(items) => items.iter().for_each(|value| collect_parameter_schemas(value, out)),
+            _ => {}
+        }
+    }
+}

@@ -77,7 +77,8 @@ async fn malformed_frames_never_kill_the_server() {
     deputy.send(&wrong_types.to_string()).await;
     let reply = deputy.response().await;
     assert_eq!(reply["result"]["isError"], true);
-    assert_eq!(reply["result"]["structuredContent"]["code"], "INVALID_REQUEST");
+    assert_eq!(reply["result"]["_meta"]["deputy/error"]["code"], "INVALID_REQUEST");
+    assert!(reply["result"].get("structuredContent").is_none(), "an error has no structured content: {reply}");
 
     let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "session_list", "arguments": {}}});

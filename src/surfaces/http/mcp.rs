@@ -4,27 +4,57 @@
 //! sessions (legacy mode). Either way, deputy's sessions are application handles in tool
 //! arguments and never tied to an MCP transport session. Host and Origin are checked by the
 //! shared guard in front of every route, so rmcp's own checks are turned off here.
+//!
+//! Two behaviours of rmcp 3.9 have no setting, so a thin layer in front of it ([`hygiene`])
+//! changes them:
+//!
+//! - **The SSE priming event** (an event with an id, `retry` and empty data, SEP-1699) came
+//!   with protocol 2025-11-25, but rmcp sends it on every stream. Clients that negotiated an
+//!   older version do not expect it (Python `mcp` 1.9 logs a parse error for every response),
+//!   so it is removed from their streams. The negotiated version is the one `initialize` agreed
+//!   on, remembered per `Mcp-Session-Id`; for a request outside such a session, its
+//!   `MCP-Protocol-Version` header, or 2025-03-26 without one (what the specification says a
+//!   server assumes then).
+//! - **`DELETE /mcp`** of an unknown `Mcp-Session-Id` answers 404, as every other request with
+//!   that id does (rmcp answers 202 whatever the id), and a successful one answers 204 rather
+//!   than 202, which clients treat as a failed termination.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use rmcp::model::ProtocolVersion;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::HttpConfig;
+use super::api_error::ApiError;
+use crate::error::TransportCode;
 use crate::session::SessionService;
 use crate::surfaces::mcp::McpServer;
 
-pub fn service<S: SessionService>(
-    service: Arc<S>,
-    config: &HttpConfig,
-    shutdown: CancellationToken,
-) -> StreamableHttpService<McpServer<S>, LocalSessionManager> {
+/// The first protocol version whose clients expect the SSE priming event.
+const PRIMING_SINCE: &str = "2025-11-25";
+/// What a request without `MCP-Protocol-Version` speaks, outside a session and unless it is an
+/// `initialize`.
+const NO_HEADER_VERSION: &str = "2025-03-26";
+
+/// The `/mcp` route: rmcp's streamable HTTP service behind [`hygiene`].
+pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
     let server = McpServer::new(service);
     let mut sessions = LocalSessionManager::default();
     // MCP transport sessions of legacy clients; idle ones are reaped after this long.
     sessions.session_config.keep_alive = Some(Duration::from_secs(30 * 60));
+    let sessions = Arc::new(sessions);
     let http = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
@@ -32,5 +62,233 @@ pub fn service<S: SessionService>(
         .disable_allowed_hosts()
         .disable_allowed_origins()
         .with_cancellation_token(shutdown);
-    StreamableHttpService::new(move || Ok(server.for_connection()), Arc::new(sessions), http)
+    let mcp = StreamableHttpService::new(move || Ok(server.for_connection()), sessions.clone(), http);
+    let state = Hygiene { sessions, versions: Arc::default() };
+    Router::new().fallback_service(mcp).layer(axum::middleware::from_fn_with_state(state, hygiene))
+}
+
+/// What [`hygiene`] knows: rmcp's MCP sessions, and the version each one negotiated.
+#[derive(Clone)]
+struct Hygiene {
+    sessions: Arc<LocalSessionManager>,
+    versions: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// Above this many remembered versions, those of sessions rmcp has reaped are forgotten.
+const VERSIONS_KEPT: usize = 256;
+
+impl Hygiene {
+    fn version_of(&self, session: &str) -> Option<String> {
+        self.versions.lock().unwrap_or_else(PoisonError::into_inner).get(session).cloned()
+    }
+
+    async fn remember(&self, session: String, version: String) {
+        let known: Vec<String> = {
+            let mut versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
+            versions.insert(session, version);
+            if versions.len() <= VERSIONS_KEPT {
+                return;
+            }
+            versions.keys().cloned().collect()
+        };
+        let mut gone = Vec::new();
+        for session in known {
+            if let Ok(false) = self.sessions.has_session(&session.clone().into()).await {
+                gone.push(session);
+            }
+        }
+        let mut versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
+        for session in gone {
+            versions.remove(&session);
+        }
+    }
+
+    fn forget(&self, session: &str) {
+        self.versions.lock().unwrap_or_else(PoisonError::into_inner).remove(session);
+    }
+}
+
+/// The fixes in front of rmcp described in the module documentation.
+async fn hygiene(State(state): State<Hygiene>, request: Request, next: Next) -> Response {
+    if request.method() == Method::DELETE {
+        return delete(&state, request, next).await;
+    }
+    let session = header(request.headers(), "mcp-session-id");
+    let (request, version, initialize) = match session.as_deref().and_then(|session| state.version_of(session)) {
+        Some(version) => (request, version, false),
+        None => match protocol_version(request).await {
+            Ok(read) => read,
+            Err(refusal) => return refusal.into_response(),
+        },
+    };
+    let response = next.run(request).await;
+    if initialize && let Some(session) = header(response.headers(), "mcp-session-id") {
+        state.remember(session, version.clone()).await;
+    }
+    if version.as_str() >= PRIMING_SINCE || !is_event_stream(response.headers()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, Body::from_stream(without_priming(body.into_data_stream())))
+}
+
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).and_then(|value| value.to_str().ok()).map(str::to_owned)
+}
+
+async fn delete(state: &Hygiene, request: Request, next: Next) -> Response {
+    let session = header(request.headers(), "mcp-session-id");
+    if let Some(session) = &session {
+        // The local manager's lookup cannot fail; if it did, rmcp decides as before.
+        if let Ok(false) = state.sessions.has_session(&session.clone().into()).await {
+            return ApiError::refused(TransportCode::NotFound, format!("no MCP session {session}")).into_response();
+        }
+    }
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    if let Some(session) = session.filter(|_| response.status().is_success()) {
+        state.forget(&session);
+    }
+    response
+}
+
+/// The protocol version of a request outside a known session, the request (its body read when
+/// that was needed to tell), and whether it is an `initialize`.
+async fn protocol_version(request: Request) -> Result<(Request, String, bool), ApiError> {
+    if let Some(version) = header(request.headers(), "mcp-protocol-version") {
+        return Ok((request, version, false));
+    }
+    if request.method() != Method::POST {
+        return Ok((request, NO_HEADER_VERSION.to_owned(), false));
+    }
+    let (parts, body) = request.into_parts();
+    // The body limit of the whole listener applies here too (413 above it).
+    let bytes = Bytes::from_request(Request::from_parts(parts.clone(), body), &()).await?;
+    let (version, initialize) = match initialize_version(&bytes) {
+        Some(version) => (version, true),
+        None => (NO_HEADER_VERSION.to_owned(), false),
+    };
+    Ok((Request::from_parts(parts, Body::from(bytes)), version, initialize))
+}
+
+/// The version an `initialize` request will negotiate: the one it asks for when rmcp knows it,
+/// else rmcp's fallback, the newest version with `initialize`. `None` for other messages.
+fn initialize_version(body: &[u8]) -> Option<String> {
+    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if message.get("method")?.as_str()? != "initialize" {
+        return None;
+    }
+    let asked = message.pointer("/params/protocolVersion").and_then(serde_json::Value::as_str).unwrap_or_default();
+    let known = ProtocolVersion::KNOWN_VERSIONS.iter().any(|version| version.as_str() == asked);
+    Some(if known { asked.to_owned() } else { ProtocolVersion::LATEST_WITH_INITIALIZE.as_str().to_owned() })
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"))
+}
+
+/// The stream without its first event when that is a priming event (an id or `retry`, and no
+/// data); everything after the first event passes untouched.
+fn without_priming<E>(
+    body: impl Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
+) -> impl Stream<Item = Result<Bytes, E>> + Send + 'static
+where
+    E: Send + 'static,
+{
+    // The first event is held until it is complete (rmcp writes it in one frame anyway).
+    futures::stream::unfold((body, Some(Vec::new())), |(mut body, mut first)| async move {
+        let Some(held) = first.as_mut() else {
+            let chunk = body.next().await?;
+            return Some((chunk, (body, None)));
+        };
+        loop {
+            match body.next().await {
+                Some(Ok(chunk)) => {
+                    held.extend_from_slice(&chunk);
+                    let Some(end) = event_end(held) else { continue };
+                    let mut held = std::mem::take(held);
+                    let out = if is_priming(&held[..end]) { held.split_off(end) } else { held };
+                    return Some((Ok(Bytes::from(out)), (body, None)));
+                }
+                Some(Err(error)) => return Some((Err(error), (body, None))),
+                // The stream ended inside the first event: pass on what there was.
+                None => {
+                    let held = std::mem::take(held);
+                    return (!held.is_empty()).then(|| (Ok(Bytes::from(held)), (body, None)));
+                }
+            }
+        }
+    })
+}
+
+/// Where the first event of `buffer` ends (after its blank line), if it is complete.
+fn event_end(buffer: &[u8]) -> Option<usize> {
+    let lf = buffer.windows(2).position(|pair| pair == b"\n\n").map(|at| at + 2);
+    let crlf = buffer.windows(4).position(|quad| quad == b"\r\n\r\n").map(|at| at + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// An SSE event that carries an id or a retry interval and only empty data.
+fn is_priming(event: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(event);
+    let mut marks = false;
+    for line in text.lines() {
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        match field {
+            "id" | "retry" => marks = true,
+            "data" if !value.trim().is_empty() => return false,
+            _ => {}
+        }
+    }
+    marks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn filtered(chunks: &[&str]) -> String {
+        let chunks: Vec<Result<Bytes, std::convert::Infallible>> =
+            chunks.iter().map(|chunk| Ok(Bytes::from(chunk.to_string()))).collect();
+        let out: Vec<_> = without_priming(futures::stream::iter(chunks)).collect().await;
+        out.into_iter().map(|chunk| String::from_utf8(chunk.unwrap().to_vec()).unwrap()).collect()
+    }
+
+    #[tokio::test]
+    async fn only_a_leading_priming_event_is_dropped() {
+        let message = "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\nid: 1\n\n";
+        assert_eq!(filtered(&["data: \nid: 0\nretry: 3000\n\n", message]).await, message);
+        assert_eq!(
+            filtered(&["data:\nid: 0/1\nretry: 3000\n\n", message, ": ping\n\n"]).await,
+            [message, ": ping\n\n"].concat()
+        );
+        // Split over frames, and followed by more in the same frame.
+        assert_eq!(filtered(&["data: \nid: 0\n", "retry: 3000\n\n", message]).await, message);
+        assert_eq!(filtered(&[&format!("retry: 3000\n\n{message}")]).await, message);
+        // Not a priming event: kept as it is.
+        assert_eq!(filtered(&[message, "data: \nid: 0\n\n"]).await, [message, "data: \nid: 0\n\n"].concat());
+        assert_eq!(filtered(&[": ping\n\n", message]).await, [": ping\n\n", message].concat());
+        assert_eq!(filtered(&["data: \nid: 0"]).await, "data: \nid: 0");
+    }
+
+    #[test]
+    fn initialize_negotiates_what_it_asks_for_when_known() {
+        let init = |version: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}"}}}}"#
+            )
+        };
+        assert_eq!(initialize_version(init("2025-03-26").as_bytes()).as_deref(), Some("2025-03-26"));
+        assert_eq!(initialize_version(init("2099-01-01").as_bytes()).as_deref(), Some("2025-11-25"));
+        assert_eq!(initialize_version(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#), None);
+        assert_eq!(initialize_version(b"not json"), None);
+    }
 }

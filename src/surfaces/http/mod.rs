@@ -85,7 +85,7 @@ impl HttpConfig {
 /// The whole HTTP surface as one router.
 pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
     let guarded = Router::new()
-        .nest_service("/mcp", mcp::service(service.clone(), config, shutdown))
+        .nest_service("/mcp", mcp::router(service.clone(), config, shutdown))
         .merge(rest::router(service.clone()))
         .merge(jsonrpc::router(service.clone()))
         .route("/readyz", get(readyz::<S>))

@@ -18,6 +18,7 @@ use crate::session::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
     ToolOutputResult,
 };
+use crate::surfaces::portable::Portable;
 use crate::surfaces::wire::{
     ErrorBody, SessionCreateParams, SessionListParams, SessionReadParams, SessionTurnParams,
 };
@@ -34,6 +35,7 @@ pub fn document() -> Value {
             settings.definitions_path = "/components/schemas".into();
             settings.meta_schema = None;
         })
+        .with_transform(Portable)
         .into_generator();
     for register in [
         register::<SessionCreateParams>,
@@ -299,7 +301,7 @@ mod tests {
         assert!(turn["properties"]["tool_results"].is_object() && turn["properties"]["approvals"].is_object());
         assert_eq!(turn["additionalProperties"], json!(false));
         let list = &document["paths"]["/v1/sessions"]["get"]["parameters"];
-        assert_eq!(list.as_array().map(Vec::len), Some(3));
+        assert_eq!(list.as_array().map(Vec::len), Some(4));
     }
 
     fn collect_refs(value: &Value, out: &mut Vec<String>) {

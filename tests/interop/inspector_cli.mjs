@@ -1,0 +1,90 @@
+// deputy under the MCP Inspector's command line (npm `@modelcontextprotocol/inspector`) over
+// stdio: `tools/list --strict` finds no schema portability error, a successful call prints its
+// result, and an error call is a readable error result (the Inspector validates structured
+// content against the tool's outputSchema, errors included). Each command is one Inspector
+// process that starts its own deputy.
+//
+// Usage: DEPUTY_BIN=… INSPECTOR_DIR=<directory with node_modules/.bin/inspector> node inspector_cli.mjs
+
+import { spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import { Report, assert, deputyEnv, serveArgs, startMockLlm, DEPUTY } from "./lib.mjs";
+
+const inspector = join(process.env.INSPECTOR_DIR ?? "", "node_modules/.bin/inspector");
+const TOOL_ERROR_EXIT = 5; // the Inspector's exit code for a result with isError: true
+
+setTimeout(() => {
+  console.log("FAIL: the whole run took over 180 s");
+  process.exit(1);
+}, 180_000).unref();
+
+const report = new Report("inspector");
+const mock = await startMockLlm();
+const env = deputyEnv(mock);
+const forwarded = ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DEPUTY_MODEL", "XDG_CONFIG_HOME", "DEPUTY_WORKSPACE", "RUST_LOG"];
+// The Inspector keeps a catalog under HOME; give it a scratch one.
+const inspectorHome = mkdtempSync(join(tmpdir(), "inspector-home-"));
+
+/** One Inspector CLI command against a fresh stdio deputy: `{code, stdout, stderr}`. */
+function run(options) {
+  const args = ["--cli", ...forwarded.flatMap((name) => ["-e", `${name}=${env[name]}`]), "--format", "json", ...options,
+                "--", DEPUTY, ...serveArgs()];
+  return new Promise((resolve, reject) => {
+    const child = spawn(inspector, args, {
+      env: { ...process.env, HOME: inspectorHome, MCP_CATALOG_PATH: join(inspectorHome, "catalog.json") },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+function envelope(output) {
+  try {
+    return JSON.parse(output.stdout.trim().split("\n").at(-1));
+  } catch {
+    throw new Error(`exit ${output.code}, no JSON on stdout: ${output.stdout}\n${output.stderr}`);
+  }
+}
+
+await report.check("stdio: tools/list --strict finds no portability error", async () => {
+  const output = await run(["--method", "tools/list", "--strict"]);
+  assert(output.code === 0, `exit ${output.code}: ${output.stderr}`);
+  const tools = envelope(output).result.tools;
+  assert(tools.length === 8, `${tools.length} tools`);
+  const errors = (envelope(output).schemaFindings ?? []).flatMap((tool) => tool.findings).filter((f) => f.severity === "error");
+  assert(errors.length === 0, JSON.stringify(errors));
+  assert(!/unknown format/.test(output.stderr), `Ajv warnings: ${output.stderr.slice(0, 300)}`);
+});
+
+await report.check("stdio: a successful tools/call", async () => {
+  const output = await run(["--method", "tools/call", "--tool-name", "session_create", "--tool-arg", "prompt=hello"]);
+  assert(output.code === 0, `exit ${output.code}: ${output.stdout}${output.stderr}`);
+  const result = envelope(output).result;
+  assert(result.structuredContent?.text === "You said: hello", JSON.stringify(result));
+});
+
+await report.check("stdio: an error tools/call is a readable SESSION_NOT_FOUND result", async () => {
+  const output = await run(["--method", "tools/call", "--tool-name", "session_read",
+                            "--tool-arg", "session_id=00000000-0000-0000-0000-000000000000"]);
+  assert(output.code === TOOL_ERROR_EXIT, `exit ${output.code} (want ${TOOL_ERROR_EXIT}): ${output.stdout}${output.stderr}`);
+  const result = envelope(output).result;
+  assert(result?.isError === true, JSON.stringify(envelope(output)));
+  assert(result.structuredContent === undefined, "no structuredContent");
+  assert(result.content[0].text.startsWith("SESSION_NOT_FOUND: "), result.content[0].text);
+  assert(result._meta?.["deputy/error"]?.code === "SESSION_NOT_FOUND", JSON.stringify(result._meta));
+});
+
+mock.close();
+report.finish();

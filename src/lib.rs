@@ -34,6 +34,7 @@
 //!   only parses it, sends logs to stderr and runs it.
 
 pub mod agent;
+pub mod background;
 pub mod cli;
 pub mod config;
 pub mod error;

@@ -269,7 +269,8 @@ pub fn provider_variables(config: &ConfigFile) -> Vec<String> {
 }
 
 /// The variables [`provider_registry`] reads for the built-in providers.
-const PROVIDER_VARIABLES: &[&str] = &["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
+const PROVIDER_VARIABLES: &[&str] =
+    &["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
 
 /// The built-in `anthropic` and `openai` providers from the environment, plus the config
 /// file's named providers. Each is wrapped in the retry gate.

@@ -44,7 +44,8 @@ pub fn serve_attached(settings: &Settings, options: &StartOptions) -> anyhow::Re
     let env = Environment::from_process();
     let store = canonical_store(settings, &env)?;
     let location = Location::for_store(&store, &env)?;
-    let hello = Hello { deputy: PROTOCOL, version: version(), request: Request::Attach(client_context(settings, &env)?) };
+    let hello =
+        Hello { deputy: PROTOCOL, version: version(), request: Request::Attach(client_context(settings, &env)?) };
     let (stream, answer) = connect_or_start(&location, settings, options, &hello)?;
     if !answer.ok {
         anyhow::bail!("{}", answer.error.unwrap_or_else(|| "the background server refused this client".to_owned()));
@@ -208,14 +209,28 @@ fn relay(stream: UnixStream) -> anyhow::Result<()> {
     let mut upstream = stream.try_clone().context("cloning the socket")?;
     // Not joined: at the server's EOF the process exits, even with stdin still open.
     std::thread::spawn(move || {
-        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut upstream);
+        let _ = pump(&mut std::io::stdin().lock(), &mut upstream);
         // EOF on stdin: the server sees ours, answers what is in flight, then closes.
         let _ = upstream.shutdown(std::net::Shutdown::Write);
     });
-    let mut stdout = std::io::stdout().lock();
-    std::io::copy(&mut &stream, &mut stdout).context("relaying to stdout")?;
-    stdout.flush().context("relaying to stdout")?;
-    Ok(())
+    pump(&mut &stream, &mut std::io::stdout().lock()).context("relaying to stdout")
+}
+
+/// Writes every chunk on as soon as it is read, until EOF. A plain loop on purpose:
+/// `std::io::copy` may hand a pipe-to-socket copy to `splice(2)`, which can hold the data of
+/// an interactive peer back.
+fn pump(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = match from.read(&mut buffer) {
+            Ok(0) => return Ok(()),
+            Ok(read) => read,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        to.write_all(&buffer[..read])?;
+        to.flush()?;
+    }
 }
 
 fn version() -> String {

@@ -17,7 +17,8 @@ pub fn process_alive(pid: u32) -> bool {
         return false;
     }
     // SAFETY: kill(2) with signal 0 only checks that the process exists; no memory is involved.
-    let exists = unsafe { libc::kill(pid, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    let exists =
+        unsafe { libc::kill(pid, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
     exists && !is_zombie(pid)
 }
 

@@ -207,7 +207,9 @@ impl Command {
     pub fn default_log_filter(&self) -> &'static str {
         match self {
             Self::Serve(_) | Self::BackgroundServer(_) => "deputy=info,rmcp=warn",
-            Self::Run(_) | Self::Turn { .. } | Self::Sessions(_) | Self::Schemas { .. } | Self::Background(_) => "warn",
+            Self::Run(_) | Self::Turn { .. } | Self::Sessions(_) | Self::Schemas { .. } | Self::Background(_) => {
+                "warn"
+            }
         }
     }
 }

@@ -48,7 +48,12 @@ impl LiveSessionService {
     /// How many sessions are running a turn (or compacting) right now. Cheap: one atomic per
     /// live session; the background server asks it before exiting idle.
     pub fn running_turns(&self) -> usize {
-        self.sessions.read().unwrap_or_else(PoisonError::into_inner).values().filter(|handle| handle.is_busy()).count()
+        self.sessions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|handle| handle.is_busy())
+            .count()
     }
 
     /// The live session, or the stored one brought back to life with `factory`'s agent.
@@ -137,7 +142,11 @@ impl LiveSessionService {
     }
 
     /// `compact`; a session that is not live is resumed with `factory`.
-    pub async fn compact_with(&self, factory: &AgentFactory, id: &SessionId) -> Result<CompactResult, SessionError> {
+    pub async fn compact_with(
+        &self,
+        factory: &AgentFactory,
+        id: &SessionId,
+    ) -> Result<CompactResult, SessionError> {
         #[cfg(feature = "session-compaction")]
         {
             self.live_or_resumed(factory, id).await?.compact().await

@@ -174,7 +174,11 @@ impl<S: SessionService> ServerHandler for McpServer<S> {
 
     /// With [`McpServer::interrupt_only_when_cancelled`], the one way a client interrupts the
     /// turn of a call in flight. (Otherwise rmcp has already cancelled the call's own token.)
-    async fn on_cancelled(&self, notification: CancelledNotificationParam, _context: NotificationContext<RoleServer>) {
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
         let (Some(cancels), Some(id)) = (&self.explicit_cancels, notification.request_id) else { return };
         if let Some(cancel) = cancels.lock().unwrap_or_else(PoisonError::into_inner).remove(&id) {
             cancel.cancel();

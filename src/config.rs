@@ -204,7 +204,7 @@ fn open_store(settings: &Settings, _env: &Environment) -> anyhow::Result<SharedS
 impl AppState {
     pub fn load(settings: &Settings, env: &Environment) -> anyhow::Result<Self> {
         let config = load_config_file(settings, env)?;
-        let mcp = Arc::new(McpFactory::new(config.mcp_pool.clone().into()));
+        let mcp = Arc::new(McpFactory::new(config.mcp_pool.into()));
         let factory = agent_factory(settings, env, &config, mcp.clone())?;
         let store = open_store(settings, env)?;
         Ok(Self { factory, store, mcp })

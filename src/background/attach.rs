@@ -28,6 +28,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// After the server we started found the store held, how long we still try the socket: the
 /// holder may be a server started at the same moment, about to listen.
 const HELD_GRACE: Duration = Duration::from_secs(2);
+/// How often a server is started again while the store is held.
+const HELD_RETRY: Duration = Duration::from_millis(250);
+/// How long `background stop` waits for the process to be gone once it closed the connection.
+const EXIT_WAIT: Duration = Duration::from_secs(10);
 /// Pause between connection attempts while a server starts.
 const RETRY_PAUSE: Duration = Duration::from_millis(10);
 
@@ -83,34 +87,39 @@ fn connect_or_start(
     hello: &Hello,
 ) -> anyhow::Result<(UnixStream, Answer)> {
     let deadline = Instant::now() + START_TIMEOUT;
-    let mut started: Option<Child> = None;
+    let mut started: Option<(Child, Instant)> = None;
     let mut held_since: Option<Instant> = None;
     loop {
         if let Some(connected) = request(&location.socket, hello)? {
             return Ok(connected);
         }
-        match &mut started {
-            None => started = Some(start_server(location, settings, options)?),
-            Some(child) if held_since.is_none() => match child.try_wait() {
+        let start = match &mut started {
+            None => true,
+            Some((child, at)) => match child.try_wait() {
+                // The store is held: by a server about to listen (it won the election), by one
+                // still exiting, or by a process that serves no socket. Try again, now and then.
                 Ok(Some(status)) if status.code() == Some(i32::from(STORE_HELD_EXIT)) => {
-                    held_since = Some(Instant::now());
+                    held_since.get_or_insert_with(Instant::now);
+                    at.elapsed() >= HELD_RETRY
                 }
                 Ok(Some(status)) => anyhow::bail!(
                     "the background server for {} exited at start ({status}); its log is {}",
                     location.store.display(),
                     location.log_file.display()
                 ),
-                Ok(None) | Err(_) => {}
+                Ok(None) | Err(_) => false,
             },
-            Some(_) => {}
-        }
+        };
         if held_since.is_some_and(|since| since.elapsed() >= HELD_GRACE) {
             anyhow::bail!(
                 "the session store {} is in use by a deputy process that serves no background socket (a `deputy serve \
-                 --http` server, or one started with --no-daemon): use that server's HTTP endpoint (/mcp), or run this \
-                 one with --no-daemon and another --store (or --ephemeral)",
+                 --http` server, one started with --no-daemon, or a background server still shutting down): use that \
+                 server's HTTP endpoint (/mcp), or run this one with --no-daemon and another --store (or --ephemeral)",
                 location.store.display()
             );
+        }
+        if start {
+            started = Some((start_server(location, settings, options)?, Instant::now()));
         }
         if Instant::now() >= deadline {
             anyhow::bail!(
@@ -264,8 +273,15 @@ pub fn stop(settings: &Settings) -> anyhow::Result<(Location, bool)> {
     if !answer.ok {
         anyhow::bail!("{}", answer.error.unwrap_or_default());
     }
-    // The server holds the connection until it exits: EOF means stopped.
+    // The server holds the connection until it has drained; then the process exits, and with
+    // it the store's lock, which is what a caller of `stop` may want next.
     let _ = std::io::copy(&mut stream, &mut std::io::sink());
+    if let Some(pid) = answer.status.map(|status| status.pid) {
+        let deadline = Instant::now() + EXIT_WAIT;
+        while process_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(RETRY_PAUSE);
+        }
+    }
     Ok((location, true))
 }
 

@@ -223,24 +223,30 @@ async fn serve_connection(host: &Host, stream: UnixStream) {
     }
     match hello.request {
         Request::Status => {
-            let status = ServerStatus {
-                pid: std::process::id(),
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-                store: host.location.store.clone(),
-                log: host.location.log_file.clone(),
-                connections: host.connections.load(Ordering::Acquire),
-                running_turns: host.service.running_turns(),
-            };
-            let _ = write.write_all(&encode(&Answer { status: Some(status), ..Answer::ok() })).await;
+            let _ = write.write_all(&encode(&Answer { status: Some(host.status()), ..Answer::ok() })).await;
         }
         Request::Stop => {
             tracing::info!("stop requested by a client");
-            let _ = write.write_all(&encode(&Answer::ok())).await;
+            // The pid lets the client wait for the exit, which is when the store is free.
+            let _ = write.write_all(&encode(&Answer { status: Some(host.status()), ..Answer::ok() })).await;
             host.shutdown.cancel();
             // Held open until the process exits: the client's EOF means "stopped".
             std::future::pending::<()>().await;
         }
         Request::Attach(context) => attach(host, context, hello.version, reader, write).await,
+    }
+}
+
+impl Host {
+    fn status(&self) -> ServerStatus {
+        ServerStatus {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            store: self.location.store.clone(),
+            log: self.location.log_file.clone(),
+            connections: self.connections.load(Ordering::Acquire),
+            running_turns: self.service.running_turns(),
+        }
     }
 }
 

@@ -40,6 +40,15 @@ impl Environment {
         Self { vars: pairs.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect() }
     }
 
+    /// The given variables that are set (and not empty), for handing over to another process.
+    pub fn subset(&self, names: &[String]) -> BTreeMap<String, String> {
+        names.iter().filter_map(|name| Some((name.clone(), self.get(name)?.to_owned()))).collect()
+    }
+
+    pub fn from_map(vars: BTreeMap<String, String>) -> Self {
+        Self { vars }
+    }
+
     /// A variable's value; an empty value counts as unset.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.vars.get(name).map(String::as_str).filter(|value| !value.is_empty())
@@ -194,39 +203,74 @@ fn open_store(settings: &Settings, _env: &Environment) -> anyhow::Result<SharedS
 
 impl AppState {
     pub fn load(settings: &Settings, env: &Environment) -> anyhow::Result<Self> {
-        let config = match (&settings.config, ConfigFile::default_path(env)) {
-            (Some(path), _) => ConfigFile::load(path, true)?,
-            (None, Some(path)) => ConfigFile::load(&path, false)?,
-            (None, None) => ConfigFile::default(),
-        };
-        let providers = Arc::new(provider_registry(&config, env));
-        let workspace_dir = match &settings.workspace {
-            Some(dir) => dir.clone(),
-            None => std::env::current_dir().context("current directory")?,
-        };
-        let workspace =
-            Workspace::new(&workspace_dir).with_context(|| format!("workspace {}", workspace_dir.display()))?;
-        let default_model = settings.model.clone().or_else(|| config.default_model.clone());
-        let windows = config
-            .providers
-            .iter()
-            .filter_map(|(name, provider)| provider.context_window.map(|window| (name.clone(), window)))
-            .collect();
-        for (name, server) in &config.mcp_servers {
-            mcp::config::spec_of(name, server).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
-        }
+        let config = load_config_file(settings, env)?;
         let mcp = Arc::new(McpFactory::new(config.mcp_pool.into()));
-        let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
-            .with_context_windows(windows)
-            .with_tool_defaults(config.tools.clone())
-            .with_mcp(mcp.clone(), config.mcp_servers.clone());
-        if let Some(max_tokens) = config.max_tokens {
-            factory = factory.with_default_max_tokens(max_tokens);
-        }
+        let factory = agent_factory(settings, env, &config, mcp.clone())?;
         let store = open_store(settings, env)?;
         Ok(Self { factory, store, mcp })
     }
 }
+
+/// The config file the settings name (`--config`), else the default one if it exists, else
+/// none.
+pub fn load_config_file(settings: &Settings, env: &Environment) -> anyhow::Result<ConfigFile> {
+    match (&settings.config, ConfigFile::default_path(env)) {
+        (Some(path), _) => ConfigFile::load(path, true),
+        (None, Some(path)) => ConfigFile::load(&path, false),
+        (None, None) => Ok(ConfigFile::default()),
+    }
+}
+
+/// The agent factory one client's settings, config file and environment describe (default
+/// model and workspace, providers and their credentials, tool defaults, named MCP servers),
+/// over an MCP server pool owned elsewhere. It opens no store, so a background server builds
+/// one per attached client while it owns the store and the pool once.
+pub fn agent_factory(
+    settings: &Settings,
+    env: &Environment,
+    config: &ConfigFile,
+    mcp: Arc<McpFactory>,
+) -> anyhow::Result<AgentFactory> {
+    let providers = Arc::new(provider_registry(config, env));
+    let workspace_dir = match &settings.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("current directory")?,
+    };
+    let workspace =
+        Workspace::new(&workspace_dir).with_context(|| format!("workspace {}", workspace_dir.display()))?;
+    let default_model = settings.model.clone().or_else(|| config.default_model.clone());
+    let windows = config
+        .providers
+        .iter()
+        .filter_map(|(name, provider)| provider.context_window.map(|window| (name.clone(), window)))
+        .collect();
+    for (name, server) in &config.mcp_servers {
+        mcp::config::spec_of(name, server).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
+    }
+    let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
+        .with_context_windows(windows)
+        .with_tool_defaults(config.tools.clone())
+        .with_mcp(mcp, config.mcp_servers.clone());
+    if let Some(max_tokens) = config.max_tokens {
+        factory = factory.with_default_max_tokens(max_tokens);
+    }
+    Ok(factory)
+}
+
+/// The names of the environment variables that configure providers: the built-in ones and
+/// each `api_key_env` of the config file. A client attaching to a background server hands over
+/// these and no others.
+pub fn provider_variables(config: &ConfigFile) -> Vec<String> {
+    let mut names: Vec<String> = PROVIDER_VARIABLES.iter().map(|name| (*name).to_owned()).collect();
+    names.extend(config.providers.values().filter_map(|provider| provider.api_key_env.clone()));
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The variables [`provider_registry`] reads for the built-in providers.
+const PROVIDER_VARIABLES: &[&str] =
+    &["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
 
 /// The built-in `anthropic` and `openai` providers from the environment, plus the config
 /// file's named providers. Each is wrapped in the retry gate.

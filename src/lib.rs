@@ -33,6 +33,7 @@
 //! [`error::SessionError`] whose code means the same thing on every surface.
 
 pub mod agent;
+pub mod background;
 pub mod cli;
 pub mod config;
 pub mod error;

@@ -1,5 +1,9 @@
 //! The `deputy` binary: parse the command line, send logs to stderr, run.
 
+// The future of `cli::run` nests every command's futures (serve → surfaces → service → actor);
+// computing its layout goes deeper than the default limit of 128.
+#![recursion_limit = "256"]
+
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -38,8 +38,9 @@ pub struct Cli {
     #[arg(long, global = true, env = "DEPUTY_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 
-    /// Session store file (default: $XDG_DATA_HOME/deputy/sessions.redb). One process at a time
-    /// may use a store: give each MCP client its own.
+    /// Session store file (default: $XDG_DATA_HOME/deputy/sessions.redb). One process owns a
+    /// store at a time; `deputy serve` shares it with every client through the store's
+    /// background server.
     #[arg(long, global = true, env = "DEPUTY_STORE")]
     pub store: Option<PathBuf>,
 
@@ -73,6 +74,35 @@ pub enum Command {
         #[arg(long, default_value = "schemas")]
         out: PathBuf,
     },
+    /// See or stop the store's background server (the process `deputy serve` attaches to).
+    #[command(subcommand)]
+    Background(BackgroundCommand),
+    /// The background server itself, as `deputy serve` starts it (not for direct use).
+    #[command(hide = true)]
+    BackgroundServer(BackgroundServerArgs),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum BackgroundCommand {
+    /// Whether the store's background server runs: its socket, pid, log file, clients and
+    /// running turns. Exit status 0 when it answers, 1 when it does not.
+    Status,
+    /// Ask the store's background server to finish its running turns (within its drain
+    /// timeout) and exit; waits until it has.
+    Stop,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct BackgroundServerArgs {
+    /// The Unix socket to listen on.
+    #[arg(long)]
+    pub socket: PathBuf,
+    /// Exit after this many seconds with no client attached and no turn running.
+    #[arg(long, default_value_t = 300)]
+    pub idle_exit_secs: u64,
+    /// Seconds running turns get to finish at shutdown before they are interrupted.
+    #[arg(long, default_value_t = 30)]
+    pub drain_timeout_secs: u64,
 }
 
 // The subcommand's help is the doc comment of `Command::Run`.
@@ -115,6 +145,17 @@ pub struct ServeArgs {
     /// Seconds running turns get to finish at shutdown before they are interrupted.
     #[arg(long, default_value_t = 30)]
     pub drain_timeout_secs: u64,
+    /// Serve stdio in this process, owning the store, instead of attaching to the store's
+    /// background server. Without it, `deputy serve` (stdio, with a store) relays to that server,
+    /// starting it when none runs, so sessions outlive this process and every client shares the
+    /// store. Implied by --ephemeral, and by builds without a store; --http always serves in
+    /// this process.
+    #[arg(long)]
+    pub no_daemon: bool,
+    /// For a background server this command starts: exit after this many seconds with no
+    /// client attached and no turn running.
+    #[arg(long, default_value_t = 300)]
+    pub idle_exit_secs: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -168,8 +209,10 @@ impl Command {
     /// `serve` reports its lifecycle, the others stay quiet so stderr carries only their answer.
     pub fn default_log_filter(&self) -> &'static str {
         match self {
-            Self::Serve(_) => "deputy=info,rmcp=warn",
-            Self::Run(_) | Self::Turn { .. } | Self::Sessions(_) | Self::Schemas { .. } => "warn",
+            Self::Serve(_) | Self::BackgroundServer(_) => "deputy=info,rmcp=warn",
+            Self::Run(_) | Self::Turn { .. } | Self::Sessions(_) | Self::Schemas { .. } | Self::Background(_) => {
+                "warn"
+            }
         }
     }
 }

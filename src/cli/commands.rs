@@ -10,9 +10,10 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::args::{RunArgs, ServeArgs, SessionsCommand};
+use super::args::{BackgroundCommand, BackgroundServerArgs, RunArgs, ServeArgs, SessionsCommand};
 use super::exit_with;
 use crate::agent::{AgentBuildConfig, AgentEvent, ContextOverrides};
+use crate::background::{self, HostExit, HostOptions, StartOptions};
 use crate::config::Settings;
 use crate::error::SessionError;
 use crate::ids::SessionId;
@@ -26,8 +27,18 @@ use crate::surfaces::{render, schemas, wire};
 use crate::tools::ToolRequest;
 
 /// `deputy serve`: the flags choose the surface and the drain timeout; [`server::serve`] does
-/// the rest.
+/// the rest. Over stdio with a store (and without `--no-daemon`), this process only relays to
+/// the store's background server ([`background::serve_attached`]).
 pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
+    let attach = args.http.is_none() && !args.no_daemon && !settings.ephemeral && cfg!(feature = "session-store");
+    if attach {
+        let options = StartOptions {
+            idle_exit: Duration::from_secs(args.idle_exit_secs),
+            drain_timeout: Duration::from_secs(args.drain_timeout_secs),
+        };
+        // Blocking I/O on plain threads (see `background::attach`); nothing else runs here.
+        return tokio::task::block_in_place(|| background::serve_attached(settings, &options));
+    }
     let surface = match args.http {
         Some(bind) => {
             let mut config = HttpConfig::new(bind);
@@ -40,6 +51,71 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
         None => Surface::Stdio,
     };
     server::serve(settings, surface, Duration::from_secs(args.drain_timeout_secs)).await
+}
+
+/// `deputy background status|stop`.
+pub fn background(settings: &Settings, command: BackgroundCommand) -> anyhow::Result<ExitCode> {
+    let mut stdout = std::io::stdout();
+    match command {
+        BackgroundCommand::Status => {
+            let found = background::status(settings)?;
+            let location = &found.location;
+            let mut text = format!(
+                "store:  {}\nsocket: {}\nlog:    {}\n",
+                location.store.display(),
+                location.socket.display(),
+                location.log_file.display()
+            );
+            let code = match &found.status {
+                Some(status) => {
+                    text.push_str(&format!(
+                        "running: pid {}, deputy {}, {} connection(s) besides this one, {} running turn(s)\n",
+                        status.pid,
+                        status.version,
+                        status.connections.saturating_sub(1),
+                        status.running_turns
+                    ));
+                    ExitCode::SUCCESS
+                }
+                None => {
+                    match background::attach::recorded_live_pid(location) {
+                        Some(pid) => text.push_str(&format!("running: pid {pid} is alive but does not answer\n")),
+                        None => text.push_str("running: no\n"),
+                    }
+                    ExitCode::FAILURE
+                }
+            };
+            let _ = stdout.write_all(text.as_bytes());
+            Ok(code)
+        }
+        BackgroundCommand::Stop => {
+            let (location, was_running) = background::stop(settings)?;
+            let text = if was_running {
+                format!("stopped the background server of {}\n", location.store.display())
+            } else {
+                format!("no background server runs for {}\n", location.store.display())
+            };
+            let _ = stdout.write_all(text.as_bytes());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `deputy background-server` (hidden): what `deputy serve` starts. Exits
+/// [`background::STORE_HELD_EXIT`] when another process holds the store.
+pub async fn background_server(settings: &Settings, args: BackgroundServerArgs) -> anyhow::Result<ExitCode> {
+    if !cfg!(feature = "session-store") {
+        anyhow::bail!("this build of deputy has no session store, so it runs no background server");
+    }
+    let options = HostOptions {
+        socket: args.socket,
+        idle_exit: Duration::from_secs(args.idle_exit_secs),
+        drain_timeout: Duration::from_secs(args.drain_timeout_secs),
+    };
+    match background::host::run(settings, options).await? {
+        HostExit::Served => Ok(ExitCode::SUCCESS),
+        HostExit::StoreHeld => Ok(ExitCode::from(background::STORE_HELD_EXIT)),
+    }
 }
 
 /// `deputy run`: one prompt in a new session whose agent the flags describe, streamed.

@@ -1,4 +1,5 @@
-//! The command line: `deputy serve`, `run`, `turn`, `sessions …` and `schemas`.
+//! The command line: `deputy serve`, `run`, `turn`, `sessions …`, `schemas`, `background …`
+//! (and the hidden `background-server`).
 //!
 //! It sits above [`crate::server`] (which `serve` calls) and beside the surfaces: like every
 //! surface it only translates. Flags become service requests ([`commands`]), results become
@@ -10,7 +11,7 @@ pub mod commands;
 
 use std::process::ExitCode;
 
-pub use args::{Cli, Command, RunArgs, ServeArgs, SessionsCommand};
+pub use args::{BackgroundCommand, BackgroundServerArgs, Cli, Command, RunArgs, ServeArgs, SessionsCommand};
 
 use crate::error::SessionError;
 use crate::server;
@@ -21,6 +22,14 @@ pub async fn run(cli: Cli) -> ExitCode {
     let outcome = match cli.command {
         Command::Serve(args) => commands::serve(&settings, args).await,
         Command::Schemas { out } => commands::write_schemas(&out),
+        Command::Background(command) => match commands::background(&settings, command) {
+            Ok(code) => return code,
+            Err(err) => Err(err),
+        },
+        Command::BackgroundServer(args) => match commands::background_server(&settings, args).await {
+            Ok(code) => return code,
+            Err(err) => Err(err),
+        },
         // The commands that run on a service answer with their own exit status.
         Command::Run(args) => match server::live_service(&settings) {
             Ok(service) => return commands::run_prompt(&service, args).await,

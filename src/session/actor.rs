@@ -205,6 +205,11 @@ impl SessionHandle {
         }
     }
 
+    /// Whether the turn lock is held: a turn (or a compaction) is running.
+    pub fn is_busy(&self) -> bool {
+        self.shared.turn_running.load(Ordering::Acquire)
+    }
+
     /// The current view, without waiting.
     pub fn view(&self) -> SessionView {
         self.shared.view.borrow().clone()

@@ -45,8 +45,19 @@ impl LiveSessionService {
         self.sessions.read().unwrap_or_else(PoisonError::into_inner).get(id).cloned()
     }
 
-    /// The live session, or the stored one brought back to life.
-    async fn live_or_resumed(&self, id: &SessionId) -> Result<SessionHandle, SessionError> {
+    /// How many sessions are running a turn (or compacting) right now. Cheap: one atomic per
+    /// live session; the background server asks it before exiting idle.
+    pub fn running_turns(&self) -> usize {
+        self.sessions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|handle| handle.is_busy())
+            .count()
+    }
+
+    /// The live session, or the stored one brought back to life with `factory`'s agent.
+    async fn live_or_resumed(&self, factory: &AgentFactory, id: &SessionId) -> Result<SessionHandle, SessionError> {
         if let Some(handle) = self.live(id) {
             return Ok(handle);
         }
@@ -63,7 +74,7 @@ impl LiveSessionService {
                 history.len()
             )));
         }
-        let agent = self.factory.restore_agent(record.agent.clone(), record.restored_state(history)).await?;
+        let agent = factory.restore_agent(record.agent.clone(), record.restored_state(history)).await?;
         let handle = SessionHandle::spawn(agent, record, self.store.clone());
         // Two callers may resume the same session at once: the first registration wins and
         // the other's handle is dropped, which stops its actor.
@@ -74,6 +85,76 @@ impl LiveSessionService {
                 tracing::info!(session_id = %id, "session resumed from the store");
                 Ok(slot.insert(handle).clone())
             }
+        }
+    }
+
+    /// `create_session` with the agent built by `factory` rather than the service's own: the
+    /// defaults and credentials of whoever asks (see [`super::ScopedService`]).
+    pub async fn create_session_with(
+        &self,
+        factory: &AgentFactory,
+        request: CreateSessionRequest,
+    ) -> Result<RunResult, SessionError> {
+        require_prompt(&request.prompt)?;
+        let agent = factory.build_agent(request.build).await?;
+        let id = SessionId::new();
+        let record =
+            SessionRecord::new(id.clone(), &agent, title_of(&request.prompt), request.labels, request.host_mode);
+        // Saved before the first turn, so a crash during it leaves the session, empty.
+        if let Some(store) = &self.store {
+            let save = SaveRequest::new(record.clone(), 0, Vec::new());
+            store.save(save).await?;
+        }
+        let handle = SessionHandle::spawn(agent, record, self.store.clone());
+        // Nobody else knows the id yet, so the first turn always wins the lock.
+        let ticket = handle.try_begin_turn()?;
+        self.sessions.write().unwrap_or_else(PoisonError::into_inner).insert(id.clone(), handle.clone());
+        tracing::info!(session_id = %id, "session created");
+        self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
+    }
+
+    /// `start_turn`; a session that is not live is resumed with `factory`'s providers and
+    /// workspace. A live session keeps the agent it was built with.
+    pub async fn start_turn_with(
+        &self,
+        factory: &AgentFactory,
+        id: &SessionId,
+        request: TurnRequest,
+    ) -> Result<RunResult, SessionError> {
+        let answers = !request.tool_results.is_empty() || !request.approvals.is_empty();
+        if !answers {
+            require_prompt(&request.prompt)?;
+        }
+        let handle = self.live_or_resumed(factory, id).await?;
+        let ticket = handle.try_begin_turn()?;
+        // Checked under the turn lock, against the view the last turn published: nobody can
+        // answer the same calls in between. A refusal changes nothing.
+        let waiting = handle.view().state.pending;
+        let resolution = match resolve(&waiting, request.tool_results, request.approvals, chrono::Utc::now()) {
+            Ok(resolution) => resolution,
+            Err(error) => {
+                handle.abandon_turn();
+                return Err(error);
+            }
+        };
+        let input = TurnInput { prompt: Some(request.prompt), resolution };
+        self.drive_turn(&handle, ticket, input, request.options).await
+    }
+
+    /// `compact`; a session that is not live is resumed with `factory`.
+    pub async fn compact_with(
+        &self,
+        factory: &AgentFactory,
+        id: &SessionId,
+    ) -> Result<CompactResult, SessionError> {
+        #[cfg(feature = "session-compaction")]
+        {
+            self.live_or_resumed(factory, id).await?.compact().await
+        }
+        #[cfg(not(feature = "session-compaction"))]
+        {
+            let _ = (factory, id);
+            Err(SessionError::CompactionDisabled("session_compact".into()))
         }
     }
 
@@ -186,43 +267,11 @@ fn require_prompt(prompt: &str) -> Result<(), SessionError> {
 
 impl SessionService for LiveSessionService {
     async fn create_session(&self, request: CreateSessionRequest) -> Result<RunResult, SessionError> {
-        require_prompt(&request.prompt)?;
-        let agent = self.factory.build_agent(request.build).await?;
-        let id = SessionId::new();
-        let record =
-            SessionRecord::new(id.clone(), &agent, title_of(&request.prompt), request.labels, request.host_mode);
-        // Saved before the first turn, so a crash during it leaves the session, empty.
-        if let Some(store) = &self.store {
-            let save = SaveRequest::new(record.clone(), 0, Vec::new());
-            store.save(save).await?;
-        }
-        let handle = SessionHandle::spawn(agent, record, self.store.clone());
-        // Nobody else knows the id yet, so the first turn always wins the lock.
-        let ticket = handle.try_begin_turn()?;
-        self.sessions.write().unwrap_or_else(PoisonError::into_inner).insert(id.clone(), handle.clone());
-        tracing::info!(session_id = %id, "session created");
-        self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
+        self.create_session_with(&self.factory, request).await
     }
 
     async fn start_turn(&self, id: &SessionId, request: TurnRequest) -> Result<RunResult, SessionError> {
-        let answers = !request.tool_results.is_empty() || !request.approvals.is_empty();
-        if !answers {
-            require_prompt(&request.prompt)?;
-        }
-        let handle = self.live_or_resumed(id).await?;
-        let ticket = handle.try_begin_turn()?;
-        // Checked under the turn lock, against the view the last turn published: nobody can
-        // answer the same calls in between. A refusal changes nothing.
-        let waiting = handle.view().state.pending;
-        let resolution = match resolve(&waiting, request.tool_results, request.approvals, chrono::Utc::now()) {
-            Ok(resolution) => resolution,
-            Err(error) => {
-                handle.abandon_turn();
-                return Err(error);
-            }
-        };
-        let input = TurnInput { prompt: Some(request.prompt), resolution };
-        self.drive_turn(&handle, ticket, input, request.options).await
+        self.start_turn_with(&self.factory, id, request).await
     }
 
     async fn interrupt(&self, id: &SessionId) -> Result<InterruptResult, SessionError> {
@@ -312,15 +361,7 @@ impl SessionService for LiveSessionService {
     }
 
     async fn compact(&self, id: &SessionId) -> Result<CompactResult, SessionError> {
-        #[cfg(feature = "session-compaction")]
-        {
-            self.live_or_resumed(id).await?.compact().await
-        }
-        #[cfg(not(feature = "session-compaction"))]
-        {
-            let _ = id;
-            Err(SessionError::CompactionDisabled("session_compact".into()))
-        }
+        self.compact_with(&self.factory, id).await
     }
 
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {

@@ -8,16 +8,21 @@
 //! Implementations:
 //! - [`live::LiveSessionService`]: sessions in memory, one actor task each ([`actor`]), over an
 //!   optional [`SessionStore`](crate::store::SessionStore).
+//! - [`scoped::ScopedService`]: one caller's view of a shared live service, building agents
+//!   with that caller's [`AgentFactory`](crate::agent::AgentFactory) (the background server
+//!   gives one to each attached client).
 
 pub mod actor;
 pub mod live;
 pub mod record;
+pub mod scoped;
 pub mod types;
 
 use std::future::Future;
 use std::time::Duration;
 
 pub use live::LiveSessionService;
+pub use scoped::ScopedService;
 pub use types::*;
 
 pub use crate::model::{

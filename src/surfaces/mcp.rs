@@ -13,16 +13,17 @@
 //! default empty lists: a client must not be told a capability is absent and then find it
 //! answered.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam, CompleteRequestParams,
+    CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, RequestId, ServerConfig, Tool, ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -44,11 +45,22 @@ pub struct McpServer<S> {
     service: Arc<S>,
     tools: Arc<Vec<Tool>>,
     log: CallLog,
+    /// `Some` when only `notifications/cancelled` may interrupt a turn
+    /// ([`McpServer::interrupt_only_when_cancelled`]): the turn tokens of the calls in flight.
+    explicit_cancels: Option<ExplicitCancels>,
 }
+
+/// Turn tokens by request id, cancelled by `notifications/cancelled` only.
+type ExplicitCancels = Arc<Mutex<HashMap<RequestId, CancellationToken>>>;
 
 impl<S> Clone for McpServer<S> {
     fn clone(&self) -> Self {
-        Self { service: self.service.clone(), tools: self.tools.clone(), log: self.log.clone() }
+        Self {
+            service: self.service.clone(),
+            tools: self.tools.clone(),
+            log: self.log.clone(),
+            explicit_cancels: self.explicit_cancels.clone(),
+        }
     }
 }
 
@@ -62,17 +74,33 @@ impl<S: SessionService> McpServer<S> {
                     .with_annotations(ToolAnnotations::new().read_only(tool.read_only))
             })
             .collect();
-        Self { service, tools: Arc::new(tools), log: CallLog::default() }
+        Self { service, tools: Arc::new(tools), log: CallLog::default(), explicit_cancels: None }
     }
 
     /// The same server for another connection: shared service and tools, its own log level.
     pub fn for_connection(&self) -> Self {
-        Self { service: self.service.clone(), tools: self.tools.clone(), log: CallLog::default() }
+        Self {
+            service: self.service.clone(),
+            tools: self.tools.clone(),
+            log: CallLog::default(),
+            explicit_cancels: self.explicit_cancels.as_ref().map(|_| ExplicitCancels::default()),
+        }
+    }
+
+    /// Turns started through this server are interrupted by `notifications/cancelled` (or
+    /// `session_interrupt`) only, never because the connection ended: rmcp cancels every
+    /// request's token when its transport closes, which would otherwise interrupt the turns
+    /// of a client that merely went away. The background server serves its clients this way,
+    /// so a turn outlives the process that started it.
+    pub fn interrupt_only_when_cancelled(mut self) -> Self {
+        self.explicit_cancels = Some(ExplicitCancels::default());
+        self
     }
 
     /// How a turn-running tool waits: the caller's `wait_ms`, progress if it asked for it, and
     /// its cancellation (a `notifications/cancelled` for this call interrupts the turn).
     fn turn_options(
+        &self,
         wait: Duration,
         context: &RequestContext<RoleServer>,
     ) -> (TurnOptions, Option<ProgressForwarder>) {
@@ -83,7 +111,14 @@ impl<S: SessionService> McpServer<S> {
             }
             None => (None, None),
         };
-        let cancel: CancellationToken = context.ct.clone();
+        let cancel: CancellationToken = match &self.explicit_cancels {
+            Some(cancels) => {
+                let cancel = CancellationToken::new();
+                cancels.lock().unwrap_or_else(PoisonError::into_inner).insert(context.id.clone(), cancel.clone());
+                cancel
+            }
+            None => context.ct.clone(),
+        };
         (TurnOptions { wait: Some(wait), events, cancel: Some(cancel) }, forwarder)
     }
 
@@ -96,8 +131,12 @@ impl<S: SessionService> McpServer<S> {
         context: &RequestContext<RoleServer>,
     ) -> Option<(CallToolResult, CallSummary)> {
         let operation = Operation::from_tool(name)?;
-        let turn_options = |wait| Self::turn_options(wait, context);
-        Some(match operation.run(name, self.service.as_ref(), arguments, turn_options).await {
+        let turn_options = |wait| self.turn_options(wait, context);
+        let outcome = operation.run(name, self.service.as_ref(), arguments, turn_options).await;
+        if let Some(cancels) = &self.explicit_cancels {
+            cancels.lock().unwrap_or_else(PoisonError::into_inner).remove(&context.id);
+        }
+        Some(match outcome {
             Ok(value) => {
                 let summary = CallSummary::success(&value);
                 (CallToolResult::structured(value), summary)
@@ -163,6 +202,19 @@ impl<S: SessionService> ServerHandler for McpServer<S> {
                 Ok(CallToolResponse::Complete(result))
             }
             None => Err(McpError::invalid_params(format!("unknown tool {:?}", request.name), None)),
+        }
+    }
+
+    /// With [`McpServer::interrupt_only_when_cancelled`], the one way a client interrupts the
+    /// turn of a call in flight. (Otherwise rmcp has already cancelled the call's own token.)
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        let (Some(cancels), Some(id)) = (&self.explicit_cancels, notification.request_id) else { return };
+        if let Some(cancel) = cancels.lock().unwrap_or_else(PoisonError::into_inner).remove(&id) {
+            cancel.cancel();
         }
     }
 

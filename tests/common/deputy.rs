@@ -125,7 +125,9 @@ pub struct Stopped {
     pub home: TempDir,
 }
 
-/// `deputy serve` with its providers on `mock`, its store and config under `home`.
+/// `deputy serve --no-daemon` (today's in-process stdio server, owning the store) with its
+/// providers on `mock`, its store and config under `home`. The background server has its own
+/// suite (`background_server.rs`).
 pub fn deputy_serve(
     mock: &MockLlm,
     workspace: &std::path::Path,
@@ -133,7 +135,7 @@ pub fn deputy_serve(
 ) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
     command
-        .arg("serve")
+        .args(["serve", "--no-daemon"])
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", mock.base_url()))
         .env("OPENAI_API_KEY", "test-key")
@@ -158,7 +160,7 @@ pub fn with_store(command: &mut tokio::process::Command, home: &std::path::Path)
 
 /// Spawns deputy and connects the rmcp client over its stdin/stdout. The test keeps the
 /// child, so it can wait for a clean exit or kill it.
-async fn connect(
+pub async fn connect(
     recorder: &RecordingClient,
     mut command: tokio::process::Command,
     lifecycle: ClientLifecycleMode,

@@ -23,6 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     &["surfaces"],
     &["server"],
+    &["background"],
     &["cli"],
 ];
 

@@ -1,5 +1,7 @@
 //! Integration suites, plus small helpers for driving a provider's event stream.
 
+#[cfg(feature = "session-store")]
+mod background_server;
 mod callbacks;
 mod cli;
 mod http_surfaces;

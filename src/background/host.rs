@@ -1,0 +1,309 @@
+//! The background server: owns one store, serves every attached client over MCP, and exits
+//! when nobody needs it.
+//!
+//! It is `deputy background-server`, started detached by the first `deputy serve` that found
+//! no server for its store. Opening the store elects it: of several servers started at once,
+//! the one that gets redb's lock binds the socket (replacing a stale one: whoever left it no
+//! longer holds the store), and the others exit with [`STORE_HELD_EXIT`]. Each connection
+//! proves it comes from this user (peer credentials), says what it wants in one line, and an
+//! attached client then gets the same [`McpServer`] as stdio, over a [`ScopedService`] built
+//! with its own context. Only `notifications/cancelled` or `session_interrupt` interrupt a
+//! turn: a client that goes away leaves its turns running, and any later client collects them.
+//! With no connection open and no turn running for `idle_exit`, or on SIGTERM/SIGINT or a
+//! stop request, it stops listening, drains like `serve` and exits.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use rmcp::ServiceExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::frames::{Answer, ClientContext, Hello, MAX_FRAME_BYTES, PROTOCOL, Request, ServerStatus, encode};
+use super::location::{Location, check_private_dir};
+use super::os::current_uid;
+use crate::config::{AppState, Environment, Settings, agent_factory, load_config_file};
+use crate::server::cancel_on_signal;
+use crate::session::{LiveSessionService, ScopedService, SessionService};
+use crate::store::StoreError;
+use crate::surfaces::mcp::McpServer;
+use crate::tools::mcp::McpFactory;
+
+/// The exit status of a background server that found its store held by another process: it
+/// lost the election (or an HTTP or `--no-daemon` server owns the store).
+pub const STORE_HELD_EXIT: u8 = 75;
+
+/// How long a connection may take to send its first line.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How the background server runs.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    pub socket: std::path::PathBuf,
+    /// Exit after this long with no connection and no running turn.
+    pub idle_exit: Duration,
+    /// What running turns get at shutdown, as for `serve`.
+    pub drain_timeout: Duration,
+}
+
+/// How a background server ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostExit {
+    /// It served and shut down cleanly.
+    Served,
+    /// Another process holds the store; nothing was started.
+    StoreHeld,
+}
+
+/// What every connection task shares.
+struct Host {
+    service: Arc<LiveSessionService>,
+    mcp: Arc<McpFactory>,
+    location: Location,
+    uid: u32,
+    /// Open connections, counted from `accept` until their task ends.
+    connections: AtomicUsize,
+    /// Cancelled to stop the server (signal, stop request, idle).
+    shutdown: CancellationToken,
+}
+
+/// Runs the background server for the store of `settings` until it is stopped or idle.
+pub async fn run(settings: &Settings, options: HostOptions) -> anyhow::Result<HostExit> {
+    let state = match AppState::load(settings, &Environment::from_process()) {
+        Ok(state) => state,
+        Err(err) if matches!(err.downcast_ref::<StoreError>(), Some(StoreError::Locked(_))) => {
+            tracing::info!("the store is held by another deputy process; this background server is not needed");
+            return Ok(HostExit::StoreHeld);
+        }
+        Err(err) => return Err(err),
+    };
+    let store = settings.store.clone().context("a background server needs --store")?;
+    let location = Location::from_socket(&store, &options.socket);
+    let uid = current_uid();
+    let listener = bind(&location, uid)?;
+    let pid = std::process::id();
+    std::fs::write(&location.pid_file, format!("{pid}\n"))
+        .with_context(|| format!("writing {}", location.pid_file.display()))?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        pid,
+        socket = %location.socket.display(),
+        store = %store.display(),
+        idle_exit_secs = options.idle_exit.as_secs(),
+        "background server listening"
+    );
+
+    let host = Arc::new(Host {
+        service: Arc::new(LiveSessionService::new(state.factory, state.store)),
+        mcp: state.mcp.clone(),
+        location,
+        uid,
+        connections: AtomicUsize::new(0),
+        shutdown: CancellationToken::new(),
+    });
+    tokio::spawn(cancel_on_signal(host.shutdown.clone()));
+    accept_until_stopped(&host, &listener, options.idle_exit).await;
+
+    // Stop listening first, so the next client starts a new server rather than attaching to
+    // one that is going away; the store lock still guards against two owners.
+    drop(listener);
+    remove_quietly(&host.location.socket);
+    remove_quietly(&host.location.pid_file);
+    host.shutdown.cancel();
+    tracing::info!(timeout_secs = options.drain_timeout.as_secs(), "draining running turns");
+    host.service.drain(options.drain_timeout).await;
+    state.mcp.shutdown();
+    tracing::info!("background server stopped");
+    Ok(HostExit::Served)
+}
+
+/// Binds the socket, replacing a stale file (we hold the store, so its server is gone), with
+/// mode 0600 inside the private directory.
+fn bind(location: &Location, uid: u32) -> anyhow::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = location.socket.parent().context("the socket path has no directory")?;
+    check_private_dir(dir, uid)?;
+    remove_quietly(&location.socket);
+    let listener =
+        UnixListener::bind(&location.socket).with_context(|| format!("binding {}", location.socket.display()))?;
+    std::fs::set_permissions(&location.socket, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("chmod 0600 {}", location.socket.display()))?;
+    Ok(listener)
+}
+
+fn remove_quietly(path: &std::path::Path) {
+    if let Err(err) = std::fs::remove_file(path)
+        && err.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(path = %path.display(), "could not remove: {err}");
+    }
+}
+
+/// Accepts connections until a stop is asked for or the server has been idle for `idle_exit`.
+async fn accept_until_stopped(host: &Arc<Host>, listener: &UnixListener, idle_exit: Duration) {
+    // The idle check is a cheap look at two counters; a quarter of the timeout keeps the exit
+    // within 25% of it, and one second at most keeps long timeouts responsive.
+    let tick = (idle_exit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut ticker = tokio::time::interval(tick);
+    let mut idle_since = Some(Instant::now());
+    loop {
+        tokio::select! {
+            () = host.shutdown.cancelled() => {
+                tracing::info!("stop requested");
+                return;
+            }
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    host.connections.fetch_add(1, Ordering::AcqRel);
+                    idle_since = None;
+                    let host = host.clone();
+                    tokio::spawn(async move {
+                        serve_connection(&host, stream).await;
+                        host.connections.fetch_sub(1, Ordering::AcqRel);
+                    });
+                }
+                Err(err) => tracing::warn!("accept failed: {err}"),
+            },
+            _ = ticker.tick() => {
+                let busy = host.connections.load(Ordering::Acquire) > 0 || host.service.running_turns() > 0;
+                if busy {
+                    idle_since = None;
+                } else if idle_since.get_or_insert_with(Instant::now).elapsed() >= idle_exit {
+                    tracing::info!(idle_exit_secs = idle_exit.as_secs(), "idle: no client and no running turn");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One connection: check who it is, read what it wants, answer, and for an attach serve MCP
+/// until the client goes away.
+async fn serve_connection(host: &Host, stream: UnixStream) {
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == host.uid => {}
+        Ok(cred) => {
+            tracing::warn!(peer_uid = cred.uid(), peer_pid = ?cred.pid(), "refused a connection from another user");
+            return;
+        }
+        Err(err) => {
+            tracing::warn!("refused a connection without peer credentials: {err}");
+            return;
+        }
+    }
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut reader)).await {
+        Ok(Ok(hello)) => hello,
+        Ok(Err(err)) => {
+            tracing::debug!("a connection sent no usable first line: {err:#}");
+            let _ = write.write_all(&encode(&Answer::refused(format!("{err:#}")))).await;
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("a connection sent nothing within {HELLO_TIMEOUT:?}");
+            return;
+        }
+    };
+    if hello.deputy != PROTOCOL {
+        let message = format!(
+            "the background server for {} speaks protocol {PROTOCOL} (deputy {}), this client {} (deputy {}): stop the \
+             server with `deputy background stop`, or run this client with --no-daemon",
+            host.location.store.display(),
+            env!("CARGO_PKG_VERSION"),
+            hello.deputy,
+            hello.version
+        );
+        let _ = write.write_all(&encode(&Answer::refused(message))).await;
+        return;
+    }
+    match hello.request {
+        Request::Status => {
+            let _ = write.write_all(&encode(&Answer { status: Some(host.status()), ..Answer::ok() })).await;
+        }
+        Request::Stop => {
+            tracing::info!("stop requested by a client");
+            // The pid lets the client wait for the exit, which is when the store is free.
+            let _ = write.write_all(&encode(&Answer { status: Some(host.status()), ..Answer::ok() })).await;
+            host.shutdown.cancel();
+            // Held open until the process exits: the client's EOF means "stopped".
+            std::future::pending::<()>().await;
+        }
+        Request::Attach(context) => attach(host, context, hello.version, reader, write).await,
+    }
+}
+
+impl Host {
+    fn status(&self) -> ServerStatus {
+        ServerStatus {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            store: self.location.store.clone(),
+            log: self.location.log_file.clone(),
+            connections: self.connections.load(Ordering::Acquire),
+            running_turns: self.service.running_turns(),
+        }
+    }
+}
+
+async fn read_hello(reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>) -> anyhow::Result<Hello> {
+    let mut line = Vec::new();
+    let limit = u64::try_from(MAX_FRAME_BYTES).unwrap_or(u64::MAX);
+    (&mut *reader).take(limit).read_until(b'\n', &mut line).await.context("reading the first line")?;
+    if !line.ends_with(b"\n") {
+        anyhow::bail!("the first line must be a JSON object ending in a newline, at most {MAX_FRAME_BYTES} bytes");
+    }
+    serde_json::from_slice(&line).context("the first line is not a deputy hello")
+}
+
+/// Serves MCP to an attached client with its own context until it disconnects (or the server
+/// stops). Turns it started keep running either way.
+async fn attach(
+    host: &Host,
+    context: ClientContext,
+    version: String,
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) {
+    let workspace = context.workspace.clone();
+    let factory = match client_factory(context, host.mcp.clone()) {
+        Ok(factory) => factory,
+        Err(err) => {
+            tracing::info!(workspace = %workspace.display(), "refused a client: {err:#}");
+            let _ = write.write_all(&encode(&Answer::refused(format!("{err:#}")))).await;
+            return;
+        }
+    };
+    if write.write_all(&encode(&Answer::ok())).await.is_err() {
+        return;
+    }
+    tracing::info!(workspace = %workspace.display(), client_version = %version, "client attached");
+    let service = Arc::new(ScopedService::new(host.service.clone(), Arc::new(factory)));
+    let server = McpServer::new(service).interrupt_only_when_cancelled();
+    match server.serve_with_ct((reader, write), host.shutdown.child_token()).await {
+        Ok(running) => match running.waiting().await {
+            Ok(reason) => tracing::info!(?reason, "client detached"),
+            Err(err) => tracing::warn!("client connection failed: {err}"),
+        },
+        Err(err) => tracing::info!("client left before the MCP handshake: {err}"),
+    }
+}
+
+/// The agent factory of one client: its workspace, default model, config file and provider
+/// variables, over the server's one MCP server pool.
+fn client_factory(context: ClientContext, mcp: Arc<McpFactory>) -> anyhow::Result<crate::agent::AgentFactory> {
+    let settings = Settings {
+        model: context.model,
+        config: context.config,
+        workspace: Some(context.workspace),
+        store: None,
+        ephemeral: true,
+    };
+    let env = Environment::from_map(context.env);
+    let config = load_config_file(&settings, &env)?;
+    agent_factory(&settings, &env, &config, mcp)
+}

@@ -1,0 +1,22 @@
+//! The per-store background server: sessions outlive the client process, and one store
+//! serves many clients.
+//!
+//! `deputy serve` over stdio, with a store, does not open the store itself: it attaches to the
+//! store's background server over a Unix socket ([`attach`]), starting it when none answers,
+//! and relays MCP frames between its stdio and the socket. The server ([`host`]) owns the
+//! store and serves every attached client with the same MCP implementation as stdio, each with
+//! the context (workspace, default model, config file, provider credentials) it brought in its
+//! first line ([`frames`]). Where the socket, pid file and log are is [`location`].
+//!
+//! `--no-daemon` (and `--ephemeral`, and builds without a store) keep the in-process stdio
+//! server of [`crate::server`]; `serve --http` owns its store directly.
+
+pub mod attach;
+pub mod frames;
+pub mod host;
+pub mod location;
+mod os;
+
+pub use attach::{Found, StartOptions, serve_attached, status, stop};
+pub use host::{HostExit, HostOptions, STORE_HELD_EXIT};
+pub use location::Location;

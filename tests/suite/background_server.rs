@@ -1,0 +1,396 @@
+//! The per-store background server, end to end: real `deputy serve` processes attached to the
+//! background server they start, driven by the rmcp client over their stdio, their models a
+//! mock LLM. Each test has its own `XDG_RUNTIME_DIR` (so its own socket) and store, and kills
+//! whatever background server is left when it ends.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rmcp::ClientLifecycleMode;
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest};
+use rmcp::service::{PeerRequestOptions, RunningService};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::common::deputy::{RecordingClient, connect};
+use crate::common::http_deputy::HttpDeputy;
+use crate::common::mock_llm::{Gate, MockLlm, MockResponse, anthropic, openai};
+
+/// Far longer than anything here takes; only a hang reaches it.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// One store, one runtime directory, one mock LLM; clients come and go.
+struct Background {
+    mock: MockLlm,
+    /// `XDG_RUNTIME_DIR` of every client (and so of the server): the socket and pid file.
+    runtime: TempDir,
+    /// The store, its log, and an empty config home.
+    home: TempDir,
+}
+
+/// A `deputy serve` process attached to the background server, with an rmcp client on its stdio.
+struct Client {
+    service: RunningService<RoleClient, RecordingClient>,
+    child: tokio::process::Child,
+}
+
+/// Who a client is: where it starts, its default model, its credentials.
+struct Who<'a> {
+    dir: &'a Path,
+    model: &'a str,
+    key: &'a str,
+}
+
+impl Background {
+    async fn new() -> Self {
+        Self {
+            mock: MockLlm::start().await,
+            runtime: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn store(&self) -> PathBuf {
+        self.home.path().join("sessions.redb")
+    }
+
+    /// `deputy ARGS` as a client in `who.dir`: no `--workspace`, so the directory is its
+    /// workspace; no `--no-daemon`.
+    fn command(&self, who: &Who<'_>, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
+        command
+            .args(args)
+            .current_dir(who.dir)
+            .env("XDG_RUNTIME_DIR", self.runtime.path())
+            .env("DEPUTY_STORE", self.store())
+            .env("XDG_CONFIG_HOME", self.home.path())
+            .env("DEPUTY_MODEL", who.model)
+            .env("ANTHROPIC_API_KEY", who.key)
+            .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", self.mock.base_url()))
+            .env("OPENAI_API_KEY", who.key)
+            .env("OPENAI_BASE_URL", format!("{}/v1", self.mock.base_url()))
+            .env_remove("DEPUTY_WORKSPACE")
+            .env_remove("DEPUTY_CONFIG")
+            .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn,deputy=info".into()));
+        command
+    }
+
+    /// `deputy serve EXTRA…` attached (starting the server if none runs), `initialize` done.
+    async fn client(&self, who: &Who<'_>, extra: &[&str]) -> Client {
+        let mut args = vec!["serve"];
+        args.extend(extra);
+        let (service, child) =
+            connect(&RecordingClient::default(), self.command(who, &args), ClientLifecycleMode::Initialize).await;
+        Client { service, child }
+    }
+
+    fn pid_files(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(self.runtime.path().join("deputy")) else { return Vec::new() };
+        entries
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "pid"))
+            .collect()
+    }
+
+    /// The pid of the running background server, from its pid file.
+    fn server_pid(&self) -> u32 {
+        let files = self.pid_files();
+        assert_eq!(files.len(), 1, "one background server per store: {files:?}");
+        std::fs::read_to_string(&files[0]).unwrap().trim().parse().unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("sessions.redb.log")).unwrap_or_default()
+    }
+}
+
+/// Whether `pid` is a live (not zombie) background server of ours.
+fn is_background_server(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let zombie = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("Z");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    !zombie && String::from_utf8_lossy(&cmdline).contains("background-server")
+}
+
+fn kill_9(pid: u32) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+}
+
+/// Waits for a process that is not our child to be gone. Polling is the only way to watch
+/// a process of another parent; the deadline keeps a failure from hanging.
+async fn wait_gone(pid: u32, within: Duration) {
+    let deadline = Instant::now() + within;
+    while is_background_server(pid) {
+        assert!(Instant::now() < deadline, "background server {pid} still runs after {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A test never leaves a background server behind, whatever happened.
+impl Drop for Background {
+    fn drop(&mut self) {
+        for file in self.pid_files() {
+            let pid = std::fs::read_to_string(&file).ok().and_then(|text| text.trim().parse().ok());
+            if let Some(pid) = pid.filter(|pid| is_background_server(*pid)) {
+                kill_9(pid);
+            }
+        }
+    }
+}
+
+impl Client {
+    async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
+        let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
+        self.service
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+            .await
+            .unwrap_or_else(|err| panic!("{tool}: protocol error {err}"))
+    }
+
+    async fn ok(&self, tool: &str, arguments: Value) -> Value {
+        let result = self.call(tool, arguments).await;
+        assert_ne!(result.is_error, Some(true), "{tool} failed: {:?}", result.content);
+        result.structured_content.expect("structured content")
+    }
+
+    /// Closes stdin as an MCP client does and waits for a clean exit.
+    async fn stop(self) {
+        let Self { service, mut child } = self;
+        service.cancel().await.unwrap();
+        let status = tokio::time::timeout(LIMIT, child.wait()).await.expect("the client exits").unwrap();
+        assert!(status.success(), "deputy serve exited with {status:?}");
+    }
+}
+
+fn id_of(result: &Value) -> String {
+    result["session_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn two_clients_from_two_projects_keep_their_own_defaults_and_share_the_sessions() {
+    let bg = Background::new().await;
+    let (project_a, project_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(project_a.path().join("only-in-a.txt"), "a").unwrap();
+    std::fs::write(project_b.path().join("only-in-b.txt"), "b").unwrap();
+    let a = Who { dir: project_a.path(), model: "anthropic:model-a", key: "key-a" };
+    let b = Who { dir: project_b.path(), model: "openai:model-b", key: "key-b" };
+    // Started at the same moment: both may start a server; the store elects one.
+    let (client_a, client_b) = tokio::join!(bg.client(&a, &[]), bg.client(&b, &[]));
+    bg.server_pid();
+
+    bg.mock.push(MockResponse::sse(anthropic::tool_calls(None, &[("toolu_a", "list_dir", json!({}))])));
+    bg.mock.push(MockResponse::sse(anthropic::text(&["A done"])));
+    let session_a = id_of(&client_a.ok("session_create", json!({"prompt": "list your workspace"})).await);
+    bg.mock.push(MockResponse::sse(openai::tool_calls(None, &[("call_b", "list_dir", json!({}))])));
+    bg.mock.push(MockResponse::sse(openai::text(&["B done"])));
+    let session_b = id_of(&client_b.ok("session_create", json!({"prompt": "list your workspace"})).await);
+
+    let requests = bg.mock.requests();
+    assert_eq!(requests.len(), 4);
+    // A's turns: its model, its provider, its key, its directory.
+    assert_eq!(
+        (requests[0].path.as_str(), &requests[0].body["model"]),
+        ("/anthropic/v1/messages", &json!("model-a"))
+    );
+    assert_eq!(requests[0].header("x-api-key"), Some("key-a"));
+    let seen_by_a = requests[1].body.to_string();
+    assert!(seen_by_a.contains("only-in-a.txt") && !seen_by_a.contains("only-in-b.txt"), "{seen_by_a}");
+    // B's: its own.
+    assert_eq!(
+        (requests[2].path.as_str(), &requests[2].body["model"]),
+        ("/v1/chat/completions", &json!("model-b"))
+    );
+    assert_eq!(requests[2].header("authorization"), Some("Bearer key-b"));
+    let seen_by_b = requests[3].body.to_string();
+    assert!(seen_by_b.contains("only-in-b.txt") && !seen_by_b.contains("only-in-a.txt"), "{seen_by_b}");
+
+    // One store: each sees both sessions, with the defaults of the client that created them.
+    for client in [&client_a, &client_b] {
+        let list = client.ok("session_list", json!({})).await;
+        assert_eq!(list["total"], 2, "{list}");
+        let model_a = client.ok("session_read", json!({"session_id": session_a})).await["state"]["model"].clone();
+        let model_b = client.ok("session_read", json!({"session_id": session_b})).await["state"]["model"].clone();
+        assert_eq!((model_a, model_b), (json!("anthropic:model-a"), json!("openai:model-b")));
+    }
+    client_a.stop().await;
+    client_b.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_killed_mid_turn_leaves_the_turn_to_the_next_client() {
+    let bg = Background::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
+    let gate = Gate::new();
+    bg.mock.push(MockResponse::sse(anthropic::text(&["finished", " anyway"])).pause_before_chunk(1, gate.clone()));
+
+    let mut first = bg.client(&who, &[]).await;
+    // The call is in flight, its turn paused inside the model's answer, when the client dies.
+    let peer = first.service.peer().clone();
+    let arguments = json!({"prompt": "a long job", "wait_ms": 600_000}).as_object().unwrap().clone();
+    let call = tokio::spawn(async move {
+        peer.call_tool(CallToolRequestParams::new("session_create").with_arguments(arguments)).await
+    });
+    bg.mock.wait_for_requests(1).await;
+    first.child.start_kill().unwrap();
+    first.child.wait().await.unwrap();
+    assert!(call.await.unwrap().is_err(), "the killed client never got an answer");
+
+    let second = bg.client(&who, &[]).await;
+    let list = second.ok("session_list", json!({})).await;
+    assert_eq!(list["sessions"][0]["status"], "running", "{list}");
+    let id = id_of(&list["sessions"][0]);
+    gate.open();
+    let read = second.ok("session_read", json!({"session_id": id, "wait_ms": 30_000})).await;
+    assert_eq!(read["state"]["status"], "idle", "{read}");
+    assert_eq!(read["state"]["last_turn"]["status"], "completed", "{read}");
+    assert_eq!(read["state"]["last_turn"]["text"], "finished anyway");
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_call_still_interrupts_its_turn_through_the_relay() {
+    let bg = Background::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = bg.client(&Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" }, &[]).await;
+    bg.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
+    let id = id_of(&client.ok("session_create", json!({"prompt": "hi"})).await);
+
+    let never = Gate::new();
+    bg.mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, never.clone()));
+    let arguments = json!({"session_id": id, "prompt": "long"}).as_object().unwrap().clone();
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("session_turn").with_arguments(arguments),
+    ));
+    let handle =
+        client.service.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
+    bg.mock.wait_for_requests(2).await;
+    handle.cancel(Some("user pressed stop".into())).await.unwrap();
+
+    let read = client.ok("session_read", json!({"session_id": id, "wait_ms": 30_000})).await;
+    assert_eq!(read["state"]["last_turn"]["status"], "cancelled", "{read}");
+    client.stop().await;
+}
+
+#[tokio::test]
+async fn five_parallel_one_call_processes_all_succeed() {
+    let bg = Background::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
+    for _ in 0..5 {
+        bg.mock.push(MockResponse::sse(anthropic::text(&["done"])));
+    }
+    // The LangChain pattern: a process per tool call, several calls at once, no server yet.
+    let (bg, who) = (&bg, &who);
+    let calls = (0..5).map(|i| async move {
+        let client = bg.client(who, &[]).await;
+        let created = client.ok("session_create", json!({"prompt": format!("call {i}")})).await;
+        client.stop().await;
+        created
+    });
+    let created = futures::future::join_all(calls).await;
+    assert!(created.iter().all(|result| result["status"] == "completed"), "{created:?}");
+
+    let status = bg.command(who, &["background", "status"]).output().await.unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success() && text.contains(&format!("pid {}", bg.server_pid())), "{text}");
+    let last = bg.client(who, &[]).await;
+    assert_eq!(last.ok("session_list", json!({})).await["total"], 5);
+    last.stop().await;
+
+    // `deputy background stop` returns once the server is gone.
+    let pid = bg.server_pid();
+    let stop = bg.command(who, &["background", "stop"]).output().await.unwrap();
+    assert!(stop.status.success(), "{}", String::from_utf8_lossy(&stop.stderr));
+    wait_gone(pid, Duration::from_secs(5)).await;
+    let status = bg.command(who, &["background", "status"]).output().await.unwrap();
+    assert_eq!(status.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("running: no"));
+}
+
+#[tokio::test]
+async fn the_server_exits_when_idle_but_never_while_a_turn_runs() {
+    let bg = Background::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
+    let gate = Gate::new();
+    bg.mock.push(MockResponse::sse(anthropic::text(&["late", " answer"])).pause_before_chunk(1, gate.clone()));
+
+    let client = bg.client(&who, &["--idle-exit-secs", "1"]).await;
+    let created = client.ok("session_create", json!({"prompt": "slow", "wait_ms": 100})).await;
+    assert_eq!(created["status"], "running");
+    let id = id_of(&created);
+    client.stop().await;
+    let pid = bg.server_pid();
+
+    // No client, but a turn runs: the server stays well past its idle timeout. (Nothing
+    // happens here to wait for: this is time passing.)
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(is_background_server(pid), "the server exited with a turn running:\n{}", bg.log());
+
+    // The turn ends; with no client and no turn the server exits after the timeout.
+    gate.open();
+    wait_gone(pid, Duration::from_secs(10)).await;
+    assert!(bg.log().contains("idle: no client and no running turn"), "{}", bg.log());
+    assert!(bg.pid_files().is_empty(), "the pid file goes with the server");
+
+    // The finished turn was saved: the next client (and a new server) has it.
+    let next = bg.client(&who, &[]).await;
+    assert_ne!(bg.server_pid(), pid);
+    let read = next.ok("session_read", json!({"session_id": id})).await;
+    assert_eq!(read["state"]["last_turn"]["text"], "late answer", "{read}");
+    next.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_server_is_replaced_by_the_next_client_and_no_completed_turn_is_lost() {
+    let bg = Background::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
+    let mut first = bg.client(&who, &[]).await;
+    bg.mock.push(MockResponse::sse(anthropic::text(&["one"])));
+    let id = id_of(&first.ok("session_create", json!({"prompt": "first"})).await);
+    bg.mock.push(MockResponse::sse(anthropic::text(&["two"])));
+    first.ok("session_turn", json!({"session_id": id, "prompt": "second"})).await;
+
+    let pid = bg.server_pid();
+    kill_9(pid);
+    wait_gone(pid, Duration::from_secs(5)).await;
+    // The relay sees the socket close and exits.
+    let exited = tokio::time::timeout(LIMIT, first.child.wait()).await.expect("the client exits").unwrap();
+    assert!(exited.success(), "{exited:?}");
+
+    // Stale socket and pid file left behind; the next client starts a new server anyway.
+    let second = bg.client(&who, &[]).await;
+    assert_ne!(bg.server_pid(), pid);
+    let read = second.ok("session_read", json!({"session_id": id})).await;
+    assert_eq!((read["state"]["turns"].as_u64(), &read["state"]["last_turn"]["text"]), (Some(2), &json!("two")));
+    bg.mock.push(MockResponse::sse(anthropic::text(&["three"])));
+    let turn = second.ok("session_turn", json!({"session_id": id, "prompt": "third"})).await;
+    assert_eq!((turn["turn"].as_u64(), turn["text"].as_str()), (Some(3), Some("three")));
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn a_stdio_client_on_a_store_an_http_server_holds_is_told_what_to_do() {
+    let http = HttpDeputy::start(&[]).await;
+    let runtime = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
+        .arg("serve")
+        .env("DEPUTY_STORE", http.home.path().join("sessions.redb"))
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env("XDG_CONFIG_HOME", http.home.path())
+        .env("DEPUTY_MODEL", "anthropic:claude-test")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("in use by a deputy process that serves no background socket"), "{stderr}");
+    assert!(stderr.contains("HTTP endpoint") && stderr.contains("--no-daemon"), "{stderr}");
+    assert!(output.stdout.is_empty(), "stdout carries only MCP frames");
+}

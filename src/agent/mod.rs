@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 pub use context::ContextOverrides;
-pub use events::{AgentEvent, EventSender, EventSink};
+pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channel};
 pub use factory::{AgentBuildConfig, AgentFactory};
 pub use turn::{TurnEnd, TurnInput, TurnReport};
 

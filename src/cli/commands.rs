@@ -81,7 +81,7 @@ where
     F: FnOnce(TurnOptions) -> Fut,
     Fut: std::future::Future<Output = Result<RunResult, SessionError>>,
 {
-    let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let (events, mut receiver) = crate::agent::event_channel();
     let printer = tokio::spawn(async move {
         let mut stdout = std::io::stdout();
         let mut wrote_text = false;

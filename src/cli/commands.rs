@@ -36,6 +36,9 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
             config.allowed_hosts.extend(args.allowed_hosts);
             config.allowed_origins.extend(args.allowed_origins);
             config.max_body_bytes = args.max_body_bytes;
+            config.limits.max_connections = args.max_connections;
+            config.limits.header_read_timeout = Duration::from_secs(args.header_read_timeout_secs.max(1));
+            config.max_mcp_sessions = args.max_mcp_sessions;
             Surface::Http(config)
         }
         None => Surface::Stdio,

@@ -212,3 +212,31 @@ mod stored {
         }
     }
 }
+
+/// Security review F10: labels were unbounded and travel in every list page.
+#[tokio::test]
+async fn f10_labels_are_capped_in_count_and_size() {
+    use super::{MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES, MAX_LABELS};
+
+    let provider = ScriptedProvider::responding(|_| ScriptedResponse::text(&["ok"]));
+    let service = scripted_service(provider, None, None);
+    let with_labels = |labels: Vec<(String, String)>| {
+        let mut request = create("hi");
+        request.labels = labels.into_iter().collect();
+        request
+    };
+    let many = (0..=MAX_LABELS).map(|n| (format!("k{n}"), "v".to_owned())).collect();
+    let long_key = vec![("k".repeat(MAX_LABEL_KEY_BYTES + 1), "v".to_owned())];
+    let long_value = vec![("k".to_owned(), "v".repeat(MAX_LABEL_VALUE_BYTES + 1))];
+    for (labels, limit) in
+        [(many, "at most 32 labels"), (long_key, "at most 128 bytes"), (long_value, "at most 1024 bytes")]
+    {
+        let error = service.create_session(with_labels(labels)).await.unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidRequest);
+        assert!(error.to_string().contains(limit), "{error}");
+    }
+    let at_the_limits = (0..MAX_LABELS)
+        .map(|n| (format!("{n:0>width$}", width = MAX_LABEL_KEY_BYTES), "v".repeat(MAX_LABEL_VALUE_BYTES)))
+        .collect();
+    assert!(service.create_session(with_labels(at_the_limits)).await.is_ok());
+}

@@ -30,6 +30,12 @@ use crate::store::{SaveRequest, SharedStore, StoredListQuery, persistence_disabl
 /// How long `drain` waits for interrupted turns, then for the actors, to end.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 
+/// Labels a session may carry, and the size of each key and value: labels travel in every list
+/// page and every record, so they stay small (security review F10).
+pub const MAX_LABELS: usize = 32;
+pub const MAX_LABEL_KEY_BYTES: usize = 128;
+pub const MAX_LABEL_VALUE_BYTES: usize = 1024;
+
 /// Characters of the first prompt kept as the session's title.
 const TITLE_CHARS: usize = 80;
 
@@ -256,6 +262,32 @@ fn title_of(prompt: &str) -> String {
     title
 }
 
+fn check_labels(labels: &std::collections::BTreeMap<String, String>) -> Result<(), SessionError> {
+    if labels.len() > MAX_LABELS {
+        return Err(SessionError::invalid(format!(
+            "labels: at most {MAX_LABELS} labels per session, got {}",
+            labels.len()
+        )));
+    }
+    for (key, value) in labels {
+        if key.len() > MAX_LABEL_KEY_BYTES {
+            return Err(SessionError::invalid(format!(
+                "labels: a key is at most {MAX_LABEL_KEY_BYTES} bytes, {:?}… has {}",
+                crate::text::truncate_at_char_boundary(key, 32),
+                key.len()
+            )));
+        }
+        if value.len() > MAX_LABEL_VALUE_BYTES {
+            return Err(SessionError::invalid(format!(
+                "labels: a value is at most {MAX_LABEL_VALUE_BYTES} bytes, the value of {:?} has {}",
+                crate::text::truncate_at_char_boundary(key, 32),
+                value.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn require_prompt(prompt: &str) -> Result<(), SessionError> {
     if prompt.trim().is_empty() {
         return Err(SessionError::invalid("prompt must not be empty"));
@@ -266,6 +298,7 @@ fn require_prompt(prompt: &str) -> Result<(), SessionError> {
 impl SessionService for LiveSessionService {
     async fn create_session(&self, request: CreateSessionRequest) -> Result<RunResult, SessionError> {
         require_prompt(&request.prompt)?;
+        check_labels(&request.labels)?;
         let agent = self.factory.build_agent(request.build).await?;
         let id = SessionId::new();
         let record =

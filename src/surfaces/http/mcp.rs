@@ -8,11 +8,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::HttpConfig;
+use super::mcp_sessions::CappedSessionManager;
 use crate::session::SessionService;
 use crate::surfaces::mcp::McpServer;
 
@@ -20,11 +20,10 @@ pub fn service<S: SessionService>(
     service: Arc<S>,
     config: &HttpConfig,
     shutdown: CancellationToken,
-) -> StreamableHttpService<McpServer<S>, LocalSessionManager> {
+) -> StreamableHttpService<McpServer<S>, CappedSessionManager> {
     let server = McpServer::new(service);
-    let mut sessions = LocalSessionManager::default();
-    // MCP transport sessions of legacy clients; idle ones are reaped after this long.
-    sessions.session_config.keep_alive = Some(Duration::from_secs(30 * 60));
+    // MCP transport sessions of legacy clients: capped, and reaped after an idle time.
+    let sessions = CappedSessionManager::new(config.max_mcp_sessions);
     let http = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_sse_keep_alive(Some(Duration::from_secs(15)))

@@ -69,3 +69,69 @@ async fn f5_healthz_answers_while_300_silent_connections_are_held() {
     let health = tokio::time::timeout(LIMIT, deputy.http.get(deputy.url("/healthz")).send()).await;
     assert_eq!(health.unwrap().unwrap().status(), 200);
 }
+
+/// A stdio MCP server that records its pid and its child's (`sleep`, in its process group) in
+/// `PIDFILE`, and ignores stdin's end, as a careless server would.
+const STUBBORN_SERVER: &str = r#"
+import json, os, subprocess, sys, time
+child = subprocess.Popen(["sleep", "600"])
+with open(os.environ["PIDFILE"], "w") as f:
+    f.write(f"{os.getpid()} {child.pid}\n")
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    mid, method = msg.get("id"), msg.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "stubborn", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{"name": "noop", "description": "noop",
+              "inputSchema": {"type": "object"}}]}})
+    elif mid is not None:
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+time.sleep(600)
+"#;
+
+/// Whether `pid` runs (a zombie waiting to be reaped counts as gone).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+}
+
+/// F15: when deputy was SIGKILLed, its guards never ran: a stdio MCP server that ignores the
+/// end of its stdin, and every server's own children, stayed. The server now dies with deputy
+/// (`PR_SET_PDEATHSIG`) and a watcher in its process group kills the rest.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn f15_a_sigkilled_deputy_leaves_no_mcp_server_or_grandchild_behind() {
+    use crate::common::deputy::TestDeputy;
+    use crate::common::mock_llm::{MockResponse, anthropic};
+
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("stubborn.py");
+    std::fs::write(&script, STUBBORN_SERVER).unwrap();
+    let pidfile = dir.path().join("pids");
+    let config = format!(
+        "[mcp_servers.stubborn]\ncommand = \"python3\"\nargs = [{:?}]\nenv = {{ PIDFILE = {:?} }}\n",
+        script.to_string_lossy(),
+        pidfile.to_string_lossy()
+    );
+    let mut deputy = TestDeputy::start_with_config(&config).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["ok"])));
+    let created =
+        deputy.ok("session_create", serde_json::json!({"prompt": "hi", "mcp_servers": ["stubborn"]})).await;
+    assert_eq!(created["text"], "ok");
+    let pids: Vec<u32> =
+        std::fs::read_to_string(&pidfile).unwrap().split_whitespace().map(|pid| pid.parse().unwrap()).collect();
+    assert!(pids.len() == 2 && pids.iter().all(|&pid| running(pid)), "{pids:?}");
+
+    deputy.child.start_kill().unwrap();
+    deputy.child.wait().await.unwrap();
+    // No event tells when the kernel has delivered the signals: poll, with a deadline.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while pids.iter().any(|&pid| running(pid)) {
+        assert!(tokio::time::Instant::now() < deadline, "still running after deputy died: {pids:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -202,7 +202,7 @@ async fn three_hundred_turns() {
     create.build.max_tokens = Some(500);
     create.build.context =
         ContextOverrides { context_window: Some(6_000), tool_output_cap_bytes: Some(2048), ..Default::default() };
-    let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let (events, mut received) = deputy::agent::event_channel();
     create.turn = TurnOptions { events: Some(events.clone()), ..TurnOptions::default() };
     let started = Instant::now();
     let id = service.create_session(create).await.unwrap().session_id;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Agent, ContextOverrides, RestoredState};
+use super::{Agent, ContextOverrides, FullOutputs, RestoredState};
 use crate::error::{ErrorKind, SessionError};
 use crate::llm::Usage;
 use crate::llm::registry::ProviderRegistry;
@@ -188,7 +188,7 @@ impl AgentFactory {
             context: ContextState::default(),
             history_epoch: 0,
             unsaved_from: 0,
-            full_outputs: BTreeMap::new(),
+            full_outputs: FullOutputs::default(),
             unsaved_outputs: Vec::new(),
             turn_running: false,
             turn_prompt_index: 0,

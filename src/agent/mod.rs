@@ -16,10 +16,10 @@ mod step;
 pub mod turn;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub use context::ContextOverrides;
-pub use events::{AgentEvent, EventSender, EventSink};
+pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channel};
 pub use factory::{AgentBuildConfig, AgentFactory};
 pub use turn::{TurnEnd, TurnInput, TurnReport};
 
@@ -54,8 +54,9 @@ pub struct Agent {
     /// `history[unsaved_from..]`. Appends leave it alone; editing an old message lowers it,
     /// and a compaction sets it to 0.
     unsaved_from: usize,
-    /// Full text of tool outputs that were capped in the history, by tool_use id.
-    full_outputs: BTreeMap<String, String>,
+    /// Full text of tool outputs that were capped in the history, by tool_use id. Shared with
+    /// the session's handle, so `session_tool_output` answers while a turn runs.
+    full_outputs: FullOutputs,
     /// Which of those a store has not saved yet.
     unsaved_outputs: Vec<String>,
     /// Whether a turn is running, and the index of the message holding its prompt: what a
@@ -65,6 +66,10 @@ pub struct Agent {
     /// A step whose tool calls wait for the caller; the history ends with its `tool_use`.
     pending: Option<PendingStep>,
 }
+
+/// Full tool outputs not saved yet, by tool_use id; written only at the end of a step and
+/// after a save, so the lock is never held for long.
+pub type FullOutputs = Arc<Mutex<BTreeMap<String, String>>>;
 
 /// The state of a stored session, handed to a freshly built agent to resume it.
 #[derive(Debug, Clone, Default)]
@@ -137,15 +142,21 @@ impl Agent {
     }
 
     /// The full text of a tool output that was capped in the history, while the agent has it.
-    pub fn full_tool_output(&self, tool_use_id: &str) -> Option<&str> {
-        self.full_outputs.get(tool_use_id).map(String::as_str)
+    pub fn full_tool_output(&self, tool_use_id: &str) -> Option<String> {
+        self.full_outputs.lock().unwrap_or_else(PoisonError::into_inner).get(tool_use_id).cloned()
+    }
+
+    /// The agent's full tool outputs, readable from outside the turn (they leave it once saved).
+    pub fn full_outputs(&self) -> FullOutputs {
+        self.full_outputs.clone()
     }
 
     /// Full tool outputs a store has not saved yet, `(tool_use_id, content)`.
     pub fn unsaved_tool_outputs(&self) -> Vec<(String, String)> {
+        let full_outputs = self.full_outputs.lock().unwrap_or_else(PoisonError::into_inner);
         self.unsaved_outputs
             .iter()
-            .filter_map(|id| self.full_outputs.get(id).map(|content| (id.clone(), content.clone())))
+            .filter_map(|id| full_outputs.get(id).map(|content| (id.clone(), content.clone())))
             .collect()
     }
 
@@ -161,8 +172,9 @@ impl Agent {
     /// answers for them from now on.
     pub fn mark_saved(&mut self) {
         self.unsaved_from = self.history.len();
+        let mut full_outputs = self.full_outputs.lock().unwrap_or_else(PoisonError::into_inner);
         for id in std::mem::take(&mut self.unsaved_outputs) {
-            self.full_outputs.remove(&id);
+            full_outputs.remove(&id);
         }
     }
 

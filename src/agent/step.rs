@@ -131,7 +131,10 @@ impl Agent {
             // Stage 0: a huge output enters the history as head + tail; the whole of it is kept.
             let (content, full) = cap_tool_output(content, self.context_settings.tool_output_cap_bytes, &id);
             if let Some(full) = full {
-                self.full_outputs.insert(id.clone(), full);
+                self.full_outputs
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(id.clone(), full);
                 self.unsaved_outputs.push(id.clone());
             }
             events.emit(AgentEvent::ToolResult {

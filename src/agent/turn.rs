@@ -35,6 +35,9 @@ pub enum TurnEnd {
     Failed(LlmError),
     /// Tool calls wait for the caller (callbacks, approvals); the step stays open.
     PendingToolCalls,
+    /// The turn's code panicked (a bug in deputy, a tool or a provider adapter); the history
+    /// was closed as for an interrupt, and the next turn may succeed.
+    Panicked(String),
 }
 
 /// The outcome of one turn, whatever way it ended.
@@ -60,7 +63,7 @@ impl TurnReport {
             TurnEnd::Completed { stop_reason } => stop_reason.clone(),
             TurnEnd::BudgetExhausted(_) => StopReason::BudgetExhausted,
             TurnEnd::Cancelled => StopReason::Cancelled,
-            TurnEnd::Failed(_) => StopReason::Error,
+            TurnEnd::Failed(_) | TurnEnd::Panicked(_) => StopReason::Error,
             TurnEnd::PendingToolCalls => StopReason::PendingToolCalls,
         }
     }
@@ -196,11 +199,51 @@ impl Agent {
         events.emit(match &report.end {
             TurnEnd::Cancelled => AgentEvent::TurnCancelled { turn },
             TurnEnd::Failed(error) => AgentEvent::TurnFailed { turn, error: error.message.clone() },
+            TurnEnd::Panicked(message) => AgentEvent::TurnFailed { turn, error: message.clone() },
             TurnEnd::Completed { .. } | TurnEnd::BudgetExhausted(_) | TurnEnd::PendingToolCalls => {
                 AgentEvent::TurnCompleted { turn, stop_reason: report.stop_reason() }
             }
         });
         report
+    }
+
+    /// Ends turn `turn` after its future panicked, so the session goes on: a tool call left
+    /// without a result gets a synthetic one (as an interrupted turn's would), so the history
+    /// stays valid for the next turn, and the turn reports `failed` with `message`.
+    pub fn end_panicked_turn(&mut self, turn: u64, message: String, events: &EventSink) -> TurnReport {
+        self.turns = self.turns.max(turn);
+        self.turn_running = false;
+        // A held step legitimately ends the history with its tool_use; anything else open is
+        // a step the panic cut short.
+        if self.pending.is_none()
+            && let Some(last) = self.history.last()
+            && last.role == Role::Assistant
+        {
+            let results: Vec<ContentBlock> = last
+                .content
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::ToolUse { id, .. } => Some(ContentBlock::ToolResult {
+                        tool_use_id: id.clone(),
+                        content: "not run: [the turn failed: internal error]".to_owned(),
+                        is_error: true,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            if !results.is_empty() {
+                self.history.push(Message { role: Role::User, content: results });
+            }
+        }
+        events.emit(AgentEvent::TurnFailed { turn, error: message.clone() });
+        TurnReport {
+            turn,
+            text: String::new(),
+            usage: Usage::default(),
+            tool_calls: 0,
+            end: TurnEnd::Panicked(message),
+            pending: self.pending_calls(),
+        }
     }
 
     /// Appends the prompt. If the history already ends with a user message (tool results, or a

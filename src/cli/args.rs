@@ -142,6 +142,16 @@ pub struct ServeArgs {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = http::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
+    /// HTTP connections served at once; more wait to be accepted.
+    #[arg(long, default_value_t = http::listener::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Seconds an HTTP connection may take to send a request's header, or stay idle between
+    /// requests, before it is closed.
+    #[arg(long, default_value_t = http::listener::DEFAULT_HEADER_READ_TIMEOUT.as_secs())]
+    pub header_read_timeout_secs: u64,
+    /// Legacy (2025-11-25) MCP transport sessions held at once on /mcp.
+    #[arg(long, default_value_t = http::mcp_sessions::DEFAULT_MAX_MCP_SESSIONS)]
+    pub max_mcp_sessions: usize,
     /// Seconds running turns get to finish at shutdown before they are interrupted.
     #[arg(long, default_value_t = 30)]
     pub drain_timeout_secs: u64,

@@ -46,6 +46,9 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
             config.allowed_hosts.extend(args.allowed_hosts);
             config.allowed_origins.extend(args.allowed_origins);
             config.max_body_bytes = args.max_body_bytes;
+            config.limits.max_connections = args.max_connections;
+            config.limits.header_read_timeout = Duration::from_secs(args.header_read_timeout_secs.max(1));
+            config.max_mcp_sessions = args.max_mcp_sessions;
             Surface::Http(config)
         }
         None => Surface::Stdio,
@@ -156,7 +159,7 @@ where
     F: FnOnce(TurnOptions) -> Fut,
     Fut: std::future::Future<Output = Result<RunResult, SessionError>>,
 {
-    let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let (events, mut receiver) = crate::agent::event_channel();
     let printer = tokio::spawn(async move {
         let mut stdout = std::io::stdout();
         let mut wrote_text = false;

@@ -38,6 +38,9 @@ pub enum Step {
     /// Pause until the gate opens.
     Wait(Gate),
     Sleep(Duration),
+    /// Panics with this message, like a bug in an adapter would, to test that a panicking
+    /// turn ends `failed` and leaves its session usable.
+    Panic(String),
 }
 
 /// One scripted model response.
@@ -193,6 +196,7 @@ impl Provider for ScriptedProvider {
                         Step::Fail(error) => return Some((Err(error), steps)),
                         Step::Wait(gate) => gate.wait().await,
                         Step::Sleep(duration) => tokio::time::sleep(duration).await,
+                        Step::Panic(message) => panic!("{message}"),
                     }
                 }
             });

@@ -9,16 +9,25 @@
 //!
 //! With a store, the actor saves after every turn (never during one), before it releases the
 //! turn lock: only what the turn added is written, together with the session's record.
+//!
+//! A panic inside a turn (a tool, a provider adapter, the loop) is caught around the turn's
+//! future: the turn ends `failed` with `error_kind: internal`, its history is closed as for an
+//! interrupt, and the session goes on. Whatever ends the actor task, a guard releases the turn
+//! lock, shows the session idle and marks the actor stopped, so no caller waits for ever.
 
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::Utc;
+use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::agent::{Agent, EventSink, TurnInput};
-use crate::error::SessionError;
+use crate::agent::{Agent, EventSink, FullOutputs, TurnInput};
+use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::llm::Message;
 #[cfg(feature = "session-compaction")]
@@ -38,11 +47,6 @@ enum Command {
     /// The history, for callers that want the whole conversation (answered between turns).
     History {
         reply: oneshot::Sender<Vec<Message>>,
-    },
-    /// The full output of a capped tool result, if the agent still holds it.
-    ToolOutput {
-        tool_use_id: String,
-        reply: oneshot::Sender<Option<String>>,
     },
     /// Compact the history now (`session_compact`); the turn lock is held by the sender.
     #[cfg(feature = "session-compaction")]
@@ -66,6 +70,8 @@ struct Shared {
     view: watch::Sender<SessionView>,
     /// Cancelled when the actor task has exited.
     stopped: CancellationToken,
+    /// The agent's full tool outputs not saved yet, read without waiting for the actor.
+    full_outputs: FullOutputs,
 }
 
 #[derive(Clone)]
@@ -88,8 +94,9 @@ pub struct TurnTicket {
 }
 
 impl SessionHandle {
-    /// Starts the actor for an agent and its record (new, or rehydrated from the store).
-    pub fn spawn(agent: Agent, record: SessionRecord, store: SharedStore) -> Self {
+    /// Starts the actor for an agent and its record (new, or rehydrated from the store), on
+    /// `tasks`, so shutdown can wait for it to exit.
+    pub fn spawn(agent: Agent, record: SessionRecord, store: SharedStore, tasks: &TaskTracker) -> Self {
         let id = record.session_id.clone();
         let shared = Arc::new(Shared {
             turn_running: AtomicBool::new(false),
@@ -97,14 +104,21 @@ impl SessionHandle {
             closing: AtomicBool::new(false),
             view: watch::Sender::new(record.view(SessionStatus::Idle, None)),
             stopped: CancellationToken::new(),
+            full_outputs: agent.full_outputs(),
         });
         let (commands, receiver) = mpsc::channel(4);
-        tokio::spawn(run(agent, record, store, receiver, shared.clone()));
+        let actor = run(agent, record, store, receiver, shared.clone());
+        tasks.spawn(supervised(id.clone(), shared.clone(), actor));
         Self { id, commands, shared }
     }
 
     pub fn id(&self) -> &SessionId {
         &self.id
+    }
+
+    /// Whether both handles front the same actor (a session resumed twice has two).
+    pub fn same_actor(&self, other: &SessionHandle) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
     }
 
     /// Takes the turn lock: exactly one concurrent caller wins, the others get `Busy` at once.
@@ -156,7 +170,7 @@ impl SessionHandle {
         let command = Command::RunTurn { input, cancel: ticket.cancel.clone(), events, reply };
         if self.commands.send(command).await.is_err() {
             self.shared.end_turn();
-            return Err(self.archived_error());
+            return Err(self.stopped_error());
         }
         Ok(result)
     }
@@ -165,19 +179,15 @@ impl SessionHandle {
     pub async fn history(&self) -> Result<Vec<Message>, SessionError> {
         let (reply, history) = oneshot::channel();
         if self.commands.send(Command::History { reply }).await.is_err() {
-            return Err(self.archived_error());
+            return Err(self.stopped_error());
         }
-        history.await.map_err(|_| self.archived_error())
+        history.await.map_err(|_| self.stopped_error())
     }
 
-    /// The full output of a capped tool result, while the live agent holds it.
-    pub async fn tool_output(&self, tool_use_id: &str) -> Result<Option<String>, SessionError> {
-        let (reply, output) = oneshot::channel();
-        let command = Command::ToolOutput { tool_use_id: tool_use_id.to_owned(), reply };
-        if self.commands.send(command).await.is_err() {
-            return Err(self.archived_error());
-        }
-        output.await.map_err(|_| self.archived_error())
+    /// The full output of a capped tool result, while the live agent holds it (until a store
+    /// has saved it). Never waits for a running turn.
+    pub fn tool_output(&self, tool_use_id: &str) -> Option<String> {
+        self.shared.full_outputs.lock().unwrap_or_else(PoisonError::into_inner).get(tool_use_id).cloned()
     }
 
     /// Compacts the history now. Holds the turn lock meanwhile, so a turn can neither run
@@ -188,9 +198,9 @@ impl SessionHandle {
         let (reply, result) = oneshot::channel();
         if self.commands.send(Command::Compact { cancel, reply }).await.is_err() {
             self.shared.end_turn();
-            return Err(self.archived_error());
+            return Err(self.stopped_error());
         }
-        result.await.map_err(|_| self.archived_error())?
+        result.await.map_err(|_| self.stopped_error())?
     }
 
     /// Cancels the turn in flight. Returns false when no turn runs.
@@ -235,16 +245,42 @@ impl SessionHandle {
         }
     }
 
-    /// Stops the actor after the turn in flight and waits until it has exited.
+    /// Archiving: refuses turns from now on, stops the actor after the turn in flight, and
+    /// waits until it has exited.
     pub async fn shutdown(&self) {
         self.shared.closing.store(true, Ordering::Release);
+        self.stop().await;
+    }
+
+    /// At process shutdown: stops the actor after the turn in flight; [`TaskTracker::wait`]
+    /// tells when it has exited.
+    pub async fn stop(&self) {
         // A send error means the actor is already gone, which is what we want.
         let _ = self.commands.send(Command::Shutdown).await;
         self.shared.stopped.cancelled().await;
     }
 
     fn archived_error(&self) -> SessionError {
-        SessionError::NotFound { session_id: self.id.clone(), message: format!("session {} is archived", self.id) }
+        SessionError::NotFound {
+            session_id: self.id.clone(),
+            message: format!(
+                "session {} is archived: its history can be read, but it takes no more turns",
+                self.id
+            ),
+        }
+    }
+
+    /// Why a command got no answer: the actor stopped before it ran. After `archive` began,
+    /// that is the archive (the command was queued behind it); otherwise deputy is stopping.
+    pub fn stopped_error(&self) -> SessionError {
+        if self.shared.closing.load(Ordering::Acquire) {
+            return self.archived_error();
+        }
+        SessionError::agent(
+            Some(self.id.clone()),
+            ErrorKind::Internal,
+            format!("session {} stopped before answering (deputy is shutting down)", self.id),
+        )
     }
 }
 
@@ -254,6 +290,41 @@ impl Shared {
         *slot = None;
         self.turn_running.store(false, Ordering::Release);
     }
+}
+
+/// Runs the actor and, however it ends (shut down, every handle gone, a panic outside a turn,
+/// the runtime dropping it), leaves the session unlocked, idle and marked stopped.
+async fn supervised(id: SessionId, shared: Arc<Shared>, actor: impl Future<Output = ()>) {
+    let _stopped = ActorGuard(shared);
+    if let Err(panic) = AssertUnwindSafe(actor).catch_unwind().await {
+        tracing::error!(session_id = %id, "the session actor panicked: {}", panic_message(&*panic));
+    }
+}
+
+/// Dropped when the actor task ends, on every path (unwinding included).
+struct ActorGuard(Arc<Shared>);
+
+impl Drop for ActorGuard {
+    fn drop(&mut self) {
+        let shared = &self.0;
+        if shared.turn_running.load(Ordering::Acquire) {
+            shared.view.send_modify(|view| {
+                view.state.status = SessionStatus::Idle;
+                view.state.running_turn = None;
+            });
+            shared.end_turn();
+        }
+        shared.stopped.cancel();
+    }
+}
+
+/// The text of a panic's payload (`panic!` with a literal or a formatted message).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// The actor loop: runs turns one at a time until shut down or every handle is gone.
@@ -268,8 +339,17 @@ async fn run(
     while let Some(command) = commands.recv().await {
         match command {
             Command::RunTurn { input, cancel, events, reply } => {
-                tracing::info!(parent: &span, turn = agent.turns() + 1, "turn started");
-                let report = agent.run_turn(input, cancel, &events).await;
+                let turn = agent.turns() + 1;
+                tracing::info!(parent: &span, turn, "turn started");
+                let report = match AssertUnwindSafe(agent.run_turn(input, cancel, &events)).catch_unwind().await {
+                    Ok(report) => report,
+                    Err(panic) => {
+                        let panic = panic_message(&*panic);
+                        tracing::error!(parent: &span, turn, "the turn panicked: {panic}");
+                        let message = format!("internal error: the turn panicked ({panic})");
+                        agent.end_panicked_turn(turn, message, &events)
+                    }
+                };
                 let result = RunResult::from_report(record.session_id.clone(), &report);
                 tracing::info!(parent: &span, turn = result.turn, status = ?result.status, stop_reason = ?result.stop_reason, "turn ended");
                 let save_error = finish(&mut agent, &mut record, &store, &shared, Some(result.clone())).await.err();
@@ -282,9 +362,6 @@ async fn run(
             Command::History { reply } => {
                 let _ = reply.send(agent.history().to_vec());
             }
-            Command::ToolOutput { tool_use_id, reply } => {
-                let _ = reply.send(agent.full_tool_output(&tool_use_id).map(str::to_owned));
-            }
             #[cfg(feature = "session-compaction")]
             Command::Compact { cancel, reply } => {
                 // A held step's tool_use must stay the last message until it is answered.
@@ -296,25 +373,37 @@ async fn run(
                     ))));
                     continue;
                 }
-                let report = match agent.compact_now(&cancel).await {
-                    crate::agent::compaction::Outcome::Done(report) => report,
-                    crate::agent::compaction::Outcome::Cancelled => crate::agent::compaction::Report::default(),
+                let report = match AssertUnwindSafe(agent.compact_now(&cancel)).catch_unwind().await {
+                    Ok(crate::agent::compaction::Outcome::Done(report)) => Ok(report),
+                    Ok(crate::agent::compaction::Outcome::Cancelled) => {
+                        Ok(crate::agent::compaction::Report::default())
+                    }
+                    Err(panic) => {
+                        let panic = panic_message(&*panic);
+                        tracing::error!(parent: &span, "the compaction panicked: {panic}");
+                        Err(SessionError::agent(
+                            Some(record.session_id.clone()),
+                            ErrorKind::Internal,
+                            format!("internal error: the compaction panicked ({panic})"),
+                        ))
+                    }
                 };
                 let saved = finish(&mut agent, &mut record, &store, &shared, None).await;
-                let result = saved.map_err(SessionError::from).map(|()| CompactResult {
-                    session_id: record.session_id.clone(),
-                    compacted: report.compacted,
-                    summarized: report.summarized,
-                    pruned_results: report.pruned.results,
-                    tokens_before: report.tokens_before,
-                    tokens_after: report.tokens_after,
+                let result = report.and_then(|report| {
+                    saved.map_err(SessionError::from).map(|()| CompactResult {
+                        session_id: record.session_id.clone(),
+                        compacted: report.compacted,
+                        summarized: report.summarized,
+                        pruned_results: report.pruned.results,
+                        tokens_before: report.tokens_before,
+                        tokens_after: report.tokens_after,
+                    })
                 });
                 let _ = reply.send(result);
             }
             Command::Shutdown => break,
         }
     }
-    shared.stopped.cancel();
 }
 
 /// The epilogue of everything that held the turn lock (a turn, a compaction): take the agent's

@@ -77,11 +77,11 @@ fn summarizing_model(summary: &'static str) -> Arc<ScriptedProvider> {
 }
 
 async fn turn_with_events(service: &LiveSessionService, id: &SessionId, prompt: &str) -> Vec<AgentEvent> {
-    let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let (events, mut received) = crate::agent::event_channel();
     let options = TurnOptions { events: Some(events), ..TurnOptions::default() };
     service.start_turn(id, TurnRequest { prompt: prompt.into(), options, ..TurnRequest::default() }).await.unwrap();
     let mut all = Vec::new();
-    while let Ok(event) = received.try_recv() {
+    while let Some(event) = received.try_recv() {
         all.push(event);
     }
     all

@@ -11,12 +11,13 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
+use tokio_util::task::TaskTracker;
 
 use super::SessionService;
 use super::actor::{SessionHandle, TurnReply, TurnTicket};
 use super::types::*;
 use crate::agent::pending::resolve;
-use crate::agent::{AgentFactory, EventSink, TurnInput};
+use crate::agent::{Agent, AgentFactory, EventSink, TurnInput};
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::model::SessionRecord;
@@ -26,47 +27,117 @@ use crate::model::{
 };
 use crate::store::{SaveRequest, SharedStore, StoredListQuery, persistence_disabled};
 
+/// How long `drain` waits for interrupted turns, then for the actors, to end.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
+
+/// Labels a session may carry, and the size of each key and value: labels travel in every list
+/// page and every record, so they stay small (security review F10).
+pub const MAX_LABELS: usize = 32;
+pub const MAX_LABEL_KEY_BYTES: usize = 128;
+pub const MAX_LABEL_VALUE_BYTES: usize = 1024;
+
 /// Characters of the first prompt kept as the session's title.
 const TITLE_CHARS: usize = 80;
 
 pub struct LiveSessionService {
     factory: AgentFactory,
     store: SharedStore,
-    /// Only handles live here; the lock is held for map lookups, never across an await.
-    sessions: RwLock<HashMap<SessionId, SessionHandle>>,
+    /// The lock is held for map lookups, never across an await.
+    registry: RwLock<Registry>,
+    /// Every actor task, so `drain` can wait for them to exit.
+    actors: TaskTracker,
+}
+
+/// The live sessions, and what keeps a resume from racing an archive.
+#[derive(Default)]
+struct Registry {
+    sessions: HashMap<SessionId, Slot>,
+    /// Archives committed to the store so far. A resume notes it before reading the record
+    /// and registers only if it has not moved, so a record read before an archive committed
+    /// can never bring the session back after it.
+    archives_committed: u64,
+}
+
+/// An entry of the live map.
+enum Slot {
+    /// A running actor (while it is being archived, its handle refuses turns).
+    Live(SessionHandle),
+    /// `archive` of a session that was not live is committing: the tombstone that keeps a
+    /// racing turn from resuming it from the store meanwhile.
+    Archiving,
+}
+
+/// What the live map says about a session.
+enum Lookup {
+    Live(SessionHandle),
+    Archiving,
+    /// Not in the map; the number of archives committed when it was looked at.
+    Absent(u64),
 }
 
 impl LiveSessionService {
     pub fn new(factory: AgentFactory, store: SharedStore) -> Self {
-        Self { factory, store, sessions: RwLock::default() }
+        Self { factory, store, registry: RwLock::default(), actors: TaskTracker::new() }
+    }
+
+    fn spawn(&self, agent: Agent, record: SessionRecord) -> SessionHandle {
+        SessionHandle::spawn(agent, record, self.store.clone(), &self.actors)
+    }
+
+    fn lookup(&self, id: &SessionId) -> Lookup {
+        let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+        match registry.sessions.get(id) {
+            Some(Slot::Live(handle)) => Lookup::Live(handle.clone()),
+            Some(Slot::Archiving) => Lookup::Archiving,
+            None => Lookup::Absent(registry.archives_committed),
+        }
     }
 
     fn live(&self, id: &SessionId) -> Option<SessionHandle> {
-        self.sessions.read().unwrap_or_else(PoisonError::into_inner).get(id).cloned()
+        match self.lookup(id) {
+            Lookup::Live(handle) => Some(handle),
+            Lookup::Archiving | Lookup::Absent(_) => None,
+        }
+    }
+
+    fn live_handles(&self) -> Vec<SessionHandle> {
+        let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+        registry
+            .sessions
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Live(handle) => Some(handle.clone()),
+                Slot::Archiving => None,
+            })
+            .collect()
     }
 
     /// How many sessions are running a turn (or compacting) right now. Cheap: one atomic per
     /// live session; the background server asks it before exiting idle.
     pub fn running_turns(&self) -> usize {
-        self.sessions
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .filter(|handle| handle.is_busy())
-            .count()
+        self.live_handles().iter().filter(|handle| handle.is_busy()).count()
     }
 
     /// The live session, or the stored one brought back to life with `factory`'s agent.
     async fn live_or_resumed(&self, factory: &AgentFactory, id: &SessionId) -> Result<SessionHandle, SessionError> {
-        if let Some(handle) = self.live(id) {
-            return Ok(handle);
-        }
+        let mut archives_seen = match self.lookup(id) {
+            Lookup::Live(handle) => return Ok(handle),
+            Lookup::Archiving => return Err(archived(id)),
+            Lookup::Absent(archives_committed) => archives_committed,
+        };
         let Some(store) = &self.store else { return Err(SessionError::not_found(id.clone())) };
         let record = store.record(id).await?.ok_or_else(|| SessionError::not_found(id.clone()))?;
         if record.archived {
             return Err(archived(id));
         }
         let history = store.history(id).await?;
+        // A concurrent resume may have registered, run a turn and saved between the two reads:
+        // its handle is the session now.
+        match self.lookup(id) {
+            Lookup::Live(handle) => return Ok(handle),
+            Lookup::Archiving => return Err(archived(id)),
+            Lookup::Absent(_) => {}
+        }
         if history.len() as u64 != record.message_count {
             return Err(SessionError::store(format!(
                 "session {id}: the record counts {} messages but {} are stored",
@@ -75,15 +146,29 @@ impl LiveSessionService {
             )));
         }
         let agent = factory.restore_agent(record.agent.clone(), record.restored_state(history)).await?;
-        let handle = SessionHandle::spawn(agent, record, self.store.clone());
-        // Two callers may resume the same session at once: the first registration wins and
-        // the other's handle is dropped, which stops its actor.
-        let mut sessions = self.sessions.write().unwrap_or_else(PoisonError::into_inner);
-        match sessions.entry(id.clone()) {
-            Entry::Occupied(existing) => Ok(existing.get().clone()),
-            Entry::Vacant(slot) => {
-                tracing::info!(session_id = %id, "session resumed from the store");
-                Ok(slot.insert(handle).clone())
+        let handle = self.spawn(agent, record);
+        loop {
+            {
+                let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
+                let archives_committed = registry.archives_committed;
+                match registry.sessions.entry(id.clone()) {
+                    // Two callers may resume the same session at once: the first registration
+                    // wins and the other's handle is dropped, which stops its actor.
+                    Entry::Occupied(existing) => match existing.get() {
+                        Slot::Live(existing) => return Ok(existing.clone()),
+                        Slot::Archiving => return Err(archived(id)),
+                    },
+                    Entry::Vacant(slot) if archives_committed == archives_seen => {
+                        tracing::info!(session_id = %id, "session resumed from the store");
+                        slot.insert(Slot::Live(handle.clone()));
+                        return Ok(handle);
+                    }
+                    Entry::Vacant(_) => archives_seen = archives_committed,
+                }
+            }
+            // An archive committed since the record was read; it may have been this session's.
+            if store.record(id).await?.is_none_or(|record| record.archived) {
+                return Err(archived(id));
             }
         }
     }
@@ -96,6 +181,7 @@ impl LiveSessionService {
         request: CreateSessionRequest,
     ) -> Result<RunResult, SessionError> {
         require_prompt(&request.prompt)?;
+        check_labels(&request.labels)?;
         let agent = factory.build_agent(request.build).await?;
         let id = SessionId::new();
         let record =
@@ -105,10 +191,14 @@ impl LiveSessionService {
             let save = SaveRequest::new(record.clone(), 0, Vec::new());
             store.save(save).await?;
         }
-        let handle = SessionHandle::spawn(agent, record, self.store.clone());
+        let handle = self.spawn(agent, record);
         // Nobody else knows the id yet, so the first turn always wins the lock.
         let ticket = handle.try_begin_turn()?;
-        self.sessions.write().unwrap_or_else(PoisonError::into_inner).insert(id.clone(), handle.clone());
+        self.registry
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .sessions
+            .insert(id.clone(), Slot::Live(handle.clone()));
         tracing::info!(session_id = %id, "session created");
         self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
     }
@@ -220,13 +310,8 @@ async fn wait_for_turn(
             None => std::future::pending().await,
         }
     };
-    let lost = |_| {
-        SessionError::agent(
-            Some(handle.id().clone()),
-            ErrorKind::Internal,
-            format!("session {} stopped during the turn", handle.id()),
-        )
-    };
+    // The actor stopped before running the turn: it was queued behind an archive or a drain.
+    let lost = |_| handle.stopped_error();
     let reply = tokio::select! {
         finished = &mut reply => finished.map_err(lost)?,
         () = timeout => return Ok(RunResult::running(handle.id().clone(), ticket.turn)),
@@ -256,6 +341,32 @@ fn title_of(prompt: &str) -> String {
         title.push('…');
     }
     title
+}
+
+fn check_labels(labels: &std::collections::BTreeMap<String, String>) -> Result<(), SessionError> {
+    if labels.len() > MAX_LABELS {
+        return Err(SessionError::invalid(format!(
+            "labels: at most {MAX_LABELS} labels per session, got {}",
+            labels.len()
+        )));
+    }
+    for (key, value) in labels {
+        if key.len() > MAX_LABEL_KEY_BYTES {
+            return Err(SessionError::invalid(format!(
+                "labels: a key is at most {MAX_LABEL_KEY_BYTES} bytes, {:?}… has {}",
+                crate::text::truncate_at_char_boundary(key, 32),
+                key.len()
+            )));
+        }
+        if value.len() > MAX_LABEL_VALUE_BYTES {
+            return Err(SessionError::invalid(format!(
+                "labels: a value is at most {MAX_LABEL_VALUE_BYTES} bytes, the value of {:?} has {}",
+                crate::text::truncate_at_char_boundary(key, 32),
+                value.len()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn require_prompt(prompt: &str) -> Result<(), SessionError> {
@@ -307,10 +418,8 @@ impl SessionService for LiveSessionService {
         if query.include_archived && self.store.is_none() {
             return Err(persistence_disabled("listing archived sessions"));
         }
-        let live: Vec<SessionSummary> = {
-            let sessions = self.sessions.read().unwrap_or_else(PoisonError::into_inner);
-            sessions.values().map(|handle| SessionSummary::from(&handle.view())).collect()
-        };
+        let live: Vec<SessionSummary> =
+            self.live_handles().iter().map(|handle| SessionSummary::from(&handle.view())).collect();
         let limit = query.limit.unwrap_or(DEFAULT_PAGE).min(MAX_PAGE);
         // One more than the page, to know whether a next page exists.
         let wanted = query.offset.saturating_add(limit).saturating_add(1);
@@ -344,15 +453,44 @@ impl SessionService for LiveSessionService {
     }
 
     async fn archive(&self, id: &SessionId) -> Result<ArchiveResult, SessionError> {
-        let live = self.live(id);
+        // The session stays in the map until the store has committed: its live handle (which
+        // refuses turns from now on) or a tombstone, so no turn can resume it from the store
+        // in between.
+        let (live, tombstone) = {
+            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
+            match registry.sessions.entry(id.clone()) {
+                Entry::Occupied(slot) => match slot.get() {
+                    Slot::Live(handle) => (Some(handle.clone()), false),
+                    Slot::Archiving => (None, false),
+                },
+                Entry::Vacant(slot) => {
+                    slot.insert(Slot::Archiving);
+                    (None, true)
+                }
+            }
+        };
         if let Some(handle) = &live {
             handle.shutdown().await;
-            self.sessions.write().unwrap_or_else(PoisonError::into_inner).remove(id);
         }
         let stored = match &self.store {
-            Some(store) => store.archive(id).await?.is_some(),
-            None => false,
+            Some(store) => store.archive(id).await.map(|record| record.is_some()),
+            None => Ok(false),
         };
+        {
+            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
+            let ours = match registry.sessions.get(id) {
+                Some(Slot::Live(handle)) => live.as_ref().is_some_and(|live| live.same_actor(handle)),
+                Some(Slot::Archiving) => tombstone,
+                None => false,
+            };
+            if ours {
+                registry.sessions.remove(id);
+            }
+            if matches!(stored, Ok(true)) {
+                registry.archives_committed += 1;
+            }
+        }
+        let stored = stored?;
         if live.is_none() && !stored {
             return Err(SessionError::not_found(id.clone()));
         }
@@ -366,10 +504,7 @@ impl SessionService for LiveSessionService {
 
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {
         let handle = self.live(id);
-        let held = match &handle {
-            Some(handle) => handle.tool_output(tool_use_id).await?,
-            None => None,
-        };
+        let held = handle.as_ref().and_then(|handle| handle.tool_output(tool_use_id));
         let content = match (held, &self.store) {
             (Some(content), _) => content,
             (None, Some(store)) => {
@@ -386,16 +521,22 @@ impl SessionService for LiveSessionService {
     }
 
     async fn drain(&self, timeout: Duration) {
-        let handles: Vec<SessionHandle> =
-            self.sessions.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        let deadline = tokio::time::Instant::now() + timeout;
+        let handles = self.live_handles();
         let all_idle = || futures::future::join_all(handles.iter().map(SessionHandle::wait_idle));
-        if tokio::time::timeout(timeout, all_idle()).await.is_ok() {
-            return;
+        if tokio::time::timeout_at(deadline, all_idle()).await.is_err() {
+            let interrupted = handles.iter().filter(|handle| handle.interrupt()).count();
+            tracing::warn!(interrupted, "drain timeout: interrupting the turns still running");
+            // Cancellation is prompt; the bound only guards against a stuck tool.
+            let _ = tokio::time::timeout(INTERRUPT_GRACE, all_idle()).await;
         }
-        let interrupted = handles.iter().filter(|handle| handle.interrupt()).count();
-        tracing::warn!(interrupted, "drain timeout: interrupting the turns still running");
-        // Cancellation is prompt; the bound only guards against a stuck tool.
-        let _ = tokio::time::timeout(Duration::from_secs(10), all_idle()).await;
+        // Then the actors themselves: each exits after its turn's save.
+        let stopping = futures::future::join_all(handles.iter().map(SessionHandle::stop));
+        let _ = tokio::time::timeout(INTERRUPT_GRACE, stopping).await;
+        self.actors.close();
+        if tokio::time::timeout(INTERRUPT_GRACE, self.actors.wait()).await.is_err() {
+            tracing::warn!(actors = self.actors.len(), "drain: session actors still running at exit");
+        }
     }
 
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
@@ -426,6 +567,10 @@ mod capability_tests;
 #[cfg(feature = "session-store")]
 #[path = "persistence_tests.rs"]
 mod persistence_tests;
+
+#[cfg(test)]
+#[path = "lifecycle_tests.rs"]
+mod lifecycle_tests;
 
 #[cfg(test)]
 #[path = "pending_tests.rs"]

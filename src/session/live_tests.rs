@@ -343,7 +343,7 @@ async fn several_tool_calls_of_one_step_run_and_return_in_order() {
         ScriptedResponse::text(&["done"]),
     ]);
     let service = service_with(provider.clone(), Some(Workspace::new(dir.path()).unwrap()));
-    let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (events_tx, mut events_rx) = crate::agent::event_channel();
     let mut request = create("look around");
     request.turn.events = Some(events_tx);
     let result = service.create_session(request).await.unwrap();
@@ -364,7 +364,7 @@ async fn several_tool_calls_of_one_step_run_and_return_in_order() {
     assert!(contents[2].2 && contents[2].1.contains("outside the workspace"), "{:?}", contents[2]);
 
     let mut kinds = Vec::new();
-    while let Ok(event) = events_rx.try_recv() {
+    while let Some(event) = events_rx.try_recv() {
         kinds.push(serde_json::to_value(&event).unwrap()["type"].as_str().unwrap().to_owned());
     }
     assert_eq!(

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use chrono::Utc;
 
 use crate::agent::{Agent, RestoredState, TurnEnd, TurnReport};
+use crate::error::ErrorKind;
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::budget::millis;
@@ -66,6 +67,7 @@ impl RunResult {
             TurnEnd::Cancelled => (TurnStatus::Cancelled, None, None),
             TurnEnd::Failed(error) => (TurnStatus::Failed, Some(error.message.clone()), Some(error.kind.into())),
             TurnEnd::PendingToolCalls => (TurnStatus::PendingToolCalls, None, None),
+            TurnEnd::Panicked(message) => (TurnStatus::Failed, Some(message.clone()), Some(ErrorKind::Internal)),
         };
         Self {
             session_id,

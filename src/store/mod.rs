@@ -81,13 +81,22 @@ pub enum StoreError {
     Locked(PathBuf),
     #[error("stored data could not be read: {0}")]
     Corrupt(String),
+    /// A save of a session that was archived meanwhile; archiving is final, so it is refused.
+    #[error("session {0} is archived: its history can be read, but it takes no more turns")]
+    Archived(String),
     #[error("{0}")]
     Backend(String),
 }
 
 impl From<StoreError> for SessionError {
     fn from(error: StoreError) -> Self {
-        SessionError::Store { message: error.to_string(), source: Some(std::sync::Arc::new(error)) }
+        match error {
+            StoreError::Archived(id) => {
+                let message = StoreError::Archived(id.clone()).to_string();
+                SessionError::NotFound { session_id: SessionId::from_string(id), message }
+            }
+            error => SessionError::Store { message: error.to_string(), source: Some(std::sync::Arc::new(error)) },
+        }
     }
 }
 

@@ -127,6 +127,11 @@ fn save_in(write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), Sto
             None => None,
         };
 
+        // Archiving is final: a save that raced an archive must not bring the session back.
+        if previous.as_ref().is_some_and(|previous| previous.archived) && !record.archived {
+            return Err(StoreError::Archived(id.to_owned()));
+        }
+
         let mut stored_len = previous.as_ref().map_or(0, |previous| previous.message_count);
         let mut history = write.open_table(MESSAGES).map_err(backend)?;
         // A compacted history: the old epoch moves to `discarded`, the new one is written whole.
@@ -269,24 +274,33 @@ fn tool_output(db: &Database, id: &str, tool_use_id: &str) -> Result<Option<Stri
         .transpose()
 }
 
+/// Read-modify-write in one write transaction: redb serialises writers, so a save committing
+/// at the same time lands either wholly before (its counters and index entry are archived with
+/// it) or after (and [`save_in`] refuses to make the record active again).
 fn archive(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-    let Some(mut stored) = record(db, id)? else { return Ok(None) };
-    if stored.archived {
-        return Ok(Some(stored));
-    }
-    let previous_key = index_key(stored.updated_at);
-    stored.archived = true;
-    stored.updated_at = Utc::now();
     let write = db.begin_write().map_err(backend)?;
-    {
+    let archived = {
+        let mut records = write.open_table(RECORDS).map_err(backend)?;
+        let stored: Option<SessionRecord> = match records.get(id).map_err(backend)? {
+            Some(bytes) => Some(decode(bytes.value())?),
+            None => None,
+        };
+        let Some(mut stored) = stored else { return Ok(None) };
+        if stored.archived {
+            return Ok(Some(stored));
+        }
+        let previous_key = index_key(stored.updated_at);
+        stored.archived = true;
+        stored.updated_at = Utc::now();
         write.open_table(ACTIVE_INDEX).map_err(backend)?.remove((previous_key, id)).map_err(backend)?;
         let summary = encode(&stored.summary(stored.resting_status()))?;
         let mut archived = write.open_table(ARCHIVED_INDEX).map_err(backend)?;
         archived.insert((index_key(stored.updated_at), id), summary.as_slice()).map_err(backend)?;
-        write.open_table(RECORDS).map_err(backend)?.insert(id, encode(&stored)?.as_slice()).map_err(backend)?;
-    }
+        records.insert(id, encode(&stored)?.as_slice()).map_err(backend)?;
+        stored
+    };
     write.commit().map_err(backend)?;
-    Ok(Some(stored))
+    Ok(Some(archived))
 }
 
 impl SessionStore for RedbStore {

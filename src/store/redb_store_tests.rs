@@ -89,3 +89,41 @@ fn a_second_opener_is_refused_at_once() {
     drop(first);
     RedbStore::open(&path).expect("free again once the first is closed");
 }
+
+/// Code review §5.2: archiving read the record in one transaction and wrote it in another, so
+/// a save committed in between was overwritten, and a save after it made the session active
+/// again. Now the archive is one write transaction and a later save of the active record is
+/// refused, so the store says archived whatever order they commit in.
+#[tokio::test]
+async fn an_archive_is_final_whatever_saves_race_it() {
+    let (_dir, store) = open();
+    let first = record(1, 1);
+    let id = first.session_id.clone();
+    store.save(SaveRequest::new(first.clone(), 0, vec![Message::user_text("hi")])).await.unwrap();
+
+    // A save that commits before the archive is archived with it, its counters kept.
+    let mut later = first.clone();
+    later.message_count = 2;
+    later.updated_at = first.updated_at + Duration::milliseconds(5);
+    store.save(SaveRequest::new(later.clone(), 1, vec![Message::user_text("again")])).await.unwrap();
+    let archived = store.archive(&id).await.unwrap().unwrap();
+    assert!(archived.archived);
+    assert_eq!(archived.message_count, 2);
+
+    // A save that commits after it is refused, and the session stays archived.
+    let mut stale = later.clone();
+    stale.message_count = 3;
+    let refused = store.save(SaveRequest::new(stale, 2, vec![Message::user_text("late")])).await;
+    assert!(matches!(refused, Err(StoreError::Archived(_))), "{refused:?}");
+    let stored = store.record(&id).await.unwrap().unwrap();
+    assert!(stored.archived);
+    assert_eq!(stored.message_count, 2);
+    let active = store.list(StoredListQuery { first: 10, ..StoredListQuery::default() }).await.unwrap();
+    assert_eq!(active.total, 0, "the archived session left the active index: {active:?}");
+    let all = store
+        .list(StoredListQuery { first: 10, include_archived: true, ..StoredListQuery::default() })
+        .await
+        .unwrap();
+    assert_eq!(all.total, 1);
+    assert_eq!(store.history(&id).await.unwrap().len(), 2);
+}

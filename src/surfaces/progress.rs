@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::agent::{AgentEvent, EventSender};
+use crate::agent::{AgentEvent, EventReceiver, EventSender, event_channel};
 
 /// At most one notification per this interval.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -78,7 +77,7 @@ pub struct ProgressForwarder {
 impl ProgressForwarder {
     /// Starts forwarding; feed the returned sender to the turn.
     pub fn start(peer: Peer<RoleServer>, token: ProgressToken) -> (EventSender, Self) {
-        let (sender, receiver) = mpsc::unbounded_channel();
+        let (sender, receiver) = event_channel();
         let task = tokio::spawn(forward(peer, token, receiver));
         (sender, Self { task })
     }
@@ -90,7 +89,7 @@ impl Drop for ProgressForwarder {
     }
 }
 
-async fn forward(peer: Peer<RoleServer>, token: ProgressToken, mut events: mpsc::UnboundedReceiver<AgentEvent>) {
+async fn forward(peer: Peer<RoleServer>, token: ProgressToken, mut events: EventReceiver) {
     let mut state = ProgressState::default();
     let mut last_sent: Option<Instant> = None;
     let mut pending = false;

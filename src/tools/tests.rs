@@ -379,3 +379,36 @@ async fn callbacks_are_declared_among_the_tools_but_never_run_here() {
     let unknown = call(&scope, "nope", json!({})).await;
     assert!(unknown.content.contains(r#"available tools: ["edit_file", "list_dir", "notify", "#), "{unknown:?}");
 }
+
+/// Security review F7: `read_file` on a FIFO blocked a thread of the shared blocking pool for
+/// ever; 600 of them in one step starved every session's store. FIFOs (and devices, sockets)
+/// are refused before they are opened, at once, and the tools keep working.
+#[tokio::test]
+async fn f7_file_tools_refuse_fifos_at_once_and_keep_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    std::fs::write(dir.path().join("plain.txt"), "plain needle\n").unwrap();
+    let scope = scope(dir.path(), None);
+
+    // More calls than the file tools' pool has threads: none may block.
+    let calls =
+        (0..3 * super::builtin::blocking::FS_THREADS).map(|_| call(&scope, "read_file", json!({"path": "pipe"})));
+    let answers = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(calls)).await.unwrap();
+    for answer in answers {
+        assert!(answer.is_error && answer.content.contains("not a regular file"), "{}", answer.content);
+    }
+    for (tool, input) in [
+        ("edit_file", json!({"path": "pipe", "old_text": "a", "new_text": "b"})),
+        ("write_file", json!({"path": "pipe", "content": "x"})),
+    ] {
+        let answer = tokio::time::timeout(Duration::from_secs(20), call(&scope, tool, input)).await.unwrap();
+        assert!(answer.is_error && answer.content.contains("not a regular file"), "{tool}: {}", answer.content);
+    }
+    let searched = call(&scope, "search", json!({"pattern": "needle"})).await;
+    assert!(!searched.is_error && searched.content.contains("plain.txt:1"), "{}", searched.content);
+    let read = call(&scope, "read_file", json!({"path": "plain.txt"})).await;
+    assert_eq!(read.content, "plain needle\n");
+}

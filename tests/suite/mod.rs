@@ -6,6 +6,7 @@ mod callbacks;
 mod cli;
 mod http_surfaces;
 mod layering;
+mod limits;
 mod mcp_http;
 mod mcp_servers;
 mod mcp_stdio;

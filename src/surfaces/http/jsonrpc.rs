@@ -17,8 +17,9 @@
 //! empty batch), -32601 (unknown method). Bad params are `INVALID_REQUEST`, whose code is the
 //! specification's -32602.
 //!
-//! Batches run their requests concurrently (a long turn does not hold up a read in the same
-//! batch) and answer in request order; notifications (no `id`) run but get no answer, and a
+//! Batches hold at most [`MAX_BATCH`] requests (a longer one is refused whole with -32600,
+//! before any entry runs) and run up to [`BATCH_CONCURRENCY`] of them at a time (a long turn
+//! does not hold up a read in the same batch), answering in request order; notifications (no `id`) run but get no answer, and a
 //! request that gets no answer at all is answered `204 No Content`, without a body, as the
 //! specification asks. Responses are HTTP 200 whatever their errors.
 
@@ -43,6 +44,12 @@ use crate::surfaces::wire::ErrorBody;
 pub fn router<S: SessionService>(_service: Arc<S>) -> Router<Arc<S>> {
     Router::new().route("/rpc", post(handle::<S>))
 }
+
+/// Requests in one batch, at most: each entry may start a session or a turn, so a batch's cost
+/// must not scale with what fits in a body (security review F4).
+pub const MAX_BATCH: usize = 100;
+/// Entries of a batch that run at the same time.
+pub const BATCH_CONCURRENCY: usize = 16;
 
 /// The specification's own error codes, for failures before any method runs.
 const PARSE_ERROR: i64 = -32700;
@@ -106,10 +113,22 @@ async fn handle<S: SessionService>(
             let error = RpcError::protocol(INVALID_REQUEST, "an empty batch is not a request");
             Json(response(Value::Null, Err(error))).into_response()
         }
+        Value::Array(batch) if batch.len() > MAX_BATCH => {
+            let error = RpcError::protocol(
+                INVALID_REQUEST,
+                format!("a batch holds at most {MAX_BATCH} requests, this one has {}: split it", batch.len()),
+            );
+            Json(response(Value::Null, Err(error))).into_response()
+        }
         Value::Array(batch) => {
-            let answers =
-                futures::future::join_all(batch.into_iter().map(|message| call(service.as_ref(), message)));
-            let answers: Vec<Value> = answers.await.into_iter().flatten().collect();
+            // Boxed, so a batch of small calls does not reserve the largest call's state each.
+            let calls = batch.into_iter().map(|message| Box::pin(call(service.as_ref(), message)));
+            let answers: Vec<Option<Value>> = futures::StreamExt::collect(futures::StreamExt::buffered(
+                futures::stream::iter(calls),
+                BATCH_CONCURRENCY,
+            ))
+            .await;
+            let answers: Vec<Value> = answers.into_iter().flatten().collect();
             if answers.is_empty() { StatusCode::NO_CONTENT.into_response() } else { Json(answers).into_response() }
         }
         message => match call(service.as_ref(), message).await {

@@ -32,12 +32,12 @@ use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use rmcp::model::ProtocolVersion;
 use rmcp::transport::streamable_http_server::session::SessionManager;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::HttpConfig;
 use super::api_error::ApiError;
+use super::mcp_sessions::CappedSessionManager;
 use crate::error::TransportCode;
 use crate::session::SessionService;
 use crate::surfaces::mcp::McpServer;
@@ -51,10 +51,8 @@ const NO_HEADER_VERSION: &str = "2025-03-26";
 /// The `/mcp` route: rmcp's streamable HTTP service behind [`hygiene`].
 pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
     let server = McpServer::new(service);
-    let mut sessions = LocalSessionManager::default();
-    // MCP transport sessions of legacy clients; idle ones are reaped after this long.
-    sessions.session_config.keep_alive = Some(Duration::from_secs(30 * 60));
-    let sessions = Arc::new(sessions);
+    // MCP transport sessions of legacy clients: capped, and reaped after an idle time.
+    let sessions = Arc::new(CappedSessionManager::new(config.max_mcp_sessions));
     let http = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
@@ -70,7 +68,7 @@ pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown:
 /// What [`hygiene`] knows: rmcp's MCP sessions, and the version each one negotiated.
 #[derive(Clone)]
 struct Hygiene {
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<CappedSessionManager>,
     versions: Arc<Mutex<HashMap<String, String>>>,
 }
 

@@ -10,7 +10,9 @@
 
 pub mod api_error;
 pub mod jsonrpc;
+pub mod listener;
 pub mod mcp;
+pub mod mcp_sessions;
 pub mod openapi;
 pub mod rest;
 pub mod routes;
@@ -44,6 +46,10 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// Largest request body, in bytes (413 above it).
     pub max_body_bytes: usize,
+    /// Connections served at once, and how long one may stay silent.
+    pub limits: listener::ConnectionLimits,
+    /// Legacy (2025-11-25) MCP transport sessions held at once.
+    pub max_mcp_sessions: usize,
 }
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -63,6 +69,8 @@ impl HttpConfig {
                 "https://[::1]:*".into(),
             ],
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            limits: listener::ConnectionLimits::default(),
+            max_mcp_sessions: mcp_sessions::DEFAULT_MAX_MCP_SESSIONS,
         }
     }
 
@@ -158,11 +166,7 @@ pub async fn serve<S: SessionService>(
     let address = listener.local_addr()?;
     tracing::info!(%address, auth = config.token.is_some(), "serving HTTP: /mcp, /v1, /rpc, /healthz, /readyz");
     let app = router(service, &config, shutdown.child_token());
-    let stopping = shutdown.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stopping.cancelled().await })
-        .await
-        .context("HTTP server")?;
+    listener::serve_connections(listener, app, config.limits, shutdown).await;
     tracing::info!("HTTP server stopped accepting");
     Ok(())
 }

@@ -20,12 +20,11 @@ use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::api_error::ApiError;
-use crate::agent::AgentEvent;
+use crate::agent::{AgentEvent, EventReceiver, event_channel};
 use crate::error::{ErrorKind, SessionError};
 use crate::session::{RunResult, TurnOptions};
 use crate::surfaces::wire::ErrorBody;
@@ -35,7 +34,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The listening half of a streamed turn; [`StreamedTurn::prepare`] hands out the other half.
 pub struct StreamedTurn {
-    events: mpsc::UnboundedReceiver<AgentEvent>,
+    events: EventReceiver,
     /// Armed from the start, so a client that leaves before the first event also cancels.
     guard: DropGuard,
 }
@@ -46,7 +45,7 @@ impl StreamedTurn {
     /// The options to run the turn with (no wait limit, events to this stream, cancelled when
     /// the stream is dropped), and the stream's half.
     pub fn prepare() -> (TurnOptions, Self) {
-        let (sender, events) = mpsc::unbounded_channel();
+        let (sender, events) = event_channel();
         let cancel = CancellationToken::new();
         let options = TurnOptions { wait: None, events: Some(sender), cancel: Some(cancel.clone()) };
         (options, Self { events, guard: cancel.drop_guard() })
@@ -65,11 +64,11 @@ impl StreamedTurn {
             First::Finished(joined) => {
                 let outcome = flatten(joined);
                 match (outcome, self.events.try_recv()) {
-                    (Err(error), Err(_)) => {
+                    (Err(error), None) => {
                         self.guard.disarm();
                         return ApiError::from(error).into_response();
                     }
-                    (outcome, first) => Live::new(self, first.ok(), None, Some(outcome)),
+                    (outcome, first) => Live::new(self, first, None, Some(outcome)),
                 }
             }
         };
@@ -87,7 +86,7 @@ enum First {
 
 /// The stream's state: events still to come, and the call until it has answered.
 struct Live {
-    events: mpsc::UnboundedReceiver<AgentEvent>,
+    events: EventReceiver,
     guard: Option<DropGuard>,
     first: Option<AgentEvent>,
     call: Option<TurnCall>,
@@ -128,7 +127,7 @@ impl Live {
             }
         }
         // The call has answered: the events it sent before answering go first.
-        if let Ok(event) = self.events.try_recv() {
+        if let Some(event) = self.events.try_recv() {
             return Some((event_frame(&event), self));
         }
         let outcome = self.outcome.take()?;

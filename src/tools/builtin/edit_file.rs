@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use super::blocking::{read_whole, run_fs, write_whole};
 use crate::tools::{ToolOutput, TypedTool, Workspace};
 
 pub struct EditFile {
@@ -49,15 +50,17 @@ impl TypedTool for EditFile {
         if args.old_text.is_empty() {
             return ToolOutput::error("old_text is empty: quote the text to replace");
         }
-        let path = match self.workspace.resolve_existing(&args.path) {
-            Ok(path) => path,
-            Err(err) => return ToolOutput::error(err.to_string()),
-        };
-        let text = match tokio::fs::read(&path).await {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => text,
-                Err(_) => return ToolOutput::error(format!("{}: not a UTF-8 text file", args.path)),
-            },
+        let workspace = self.workspace.clone();
+        let shown = args.path.clone();
+        let read = run_fs(move || {
+            let path = workspace.resolve_existing(&shown).map_err(|err| err.to_string())?;
+            let bytes = read_whole(&path).map_err(|err| format!("{shown}: {err}"))?;
+            let text = String::from_utf8(bytes).map_err(|_| format!("{shown}: not a UTF-8 text file"))?;
+            Ok::<_, String>((path, text))
+        });
+        let (path, text) = match read.await {
+            Ok(Ok(read)) => read,
+            Ok(Err(message)) => return ToolOutput::error(message),
             Err(err) => return ToolOutput::error(format!("{}: {err}", args.path)),
         };
         let count = text.matches(&args.old_text).count();
@@ -75,8 +78,11 @@ impl TypedTool for EditFile {
             ));
         }
         let edited = text.replace(&args.old_text, &args.new_text);
-        if let Err(err) = tokio::fs::write(&path, edited.as_bytes()).await {
-            return ToolOutput::error(format!("{}: {err}", args.path));
+        let target = path.clone();
+        match run_fs(move || write_whole(&target, edited.as_bytes())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => return ToolOutput::error(format!("{}: {err}", args.path)),
+            Err(err) => return ToolOutput::error(format!("{}: {err}", args.path)),
         }
         let noun = if count == 1 { "occurrence" } else { "occurrences" };
         ToolOutput::ok(format!("replaced {count} {noun} in {}", self.workspace.display(&path)))

@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use super::blocking::run_fs;
 use super::{OUTPUT_CAP_BYTES, cap_output};
 use crate::tools::{ToolOutput, TypedTool, Workspace};
 
@@ -36,28 +37,26 @@ impl TypedTool for ListDir {
 
     async fn run(&self, args: ListDirArgs, _cancel: CancellationToken) -> ToolOutput {
         let shown = args.path.unwrap_or_else(|| ".".into());
-        let dir = match self.workspace.resolve_existing(&shown) {
-            Ok(dir) => dir,
-            Err(err) => return ToolOutput::error(err.to_string()),
-        };
-        let mut reader = match tokio::fs::read_dir(&dir).await {
-            Ok(reader) => reader,
+        let workspace = self.workspace.clone();
+        let path = shown.clone();
+        let listed = run_fs(move || {
+            let dir = workspace.resolve_existing(&path).map_err(|err| err.to_string())?;
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(&dir).map_err(|err| format!("{path}: {err}"))? {
+                let entry = entry.map_err(|err| format!("{path}: {err}"))?;
+                let mut name = entry.file_name().to_string_lossy().into_owned();
+                if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                    name.push('/');
+                }
+                names.push(name);
+            }
+            Ok::<_, String>((dir, names))
+        });
+        let (dir, mut names) = match listed.await {
+            Ok(Ok(listed)) => listed,
+            Ok(Err(message)) => return ToolOutput::error(message),
             Err(err) => return ToolOutput::error(format!("{shown}: {err}")),
         };
-        let mut names = Vec::new();
-        loop {
-            match reader.next_entry().await {
-                Ok(Some(entry)) => {
-                    let mut name = entry.file_name().to_string_lossy().into_owned();
-                    if entry.file_type().await.is_ok_and(|kind| kind.is_dir()) {
-                        name.push('/');
-                    }
-                    names.push(name);
-                }
-                Ok(None) => break,
-                Err(err) => return ToolOutput::error(format!("{shown}: {err}")),
-            }
-        }
         names.sort();
         if names.is_empty() {
             return ToolOutput::ok(format!("{} is empty", self.workspace.display(&dir)));

@@ -1,6 +1,7 @@
 //! Builtin tools, one per file. All are confined to the session's workspace and cap what they
 //! return, so one call cannot flood the model's context.
 
+pub mod blocking;
 mod edit_file;
 mod list_dir;
 mod read_file;

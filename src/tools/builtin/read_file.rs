@@ -4,11 +4,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use std::io::BufRead;
 use std::path::Path;
 
-use tokio::io::AsyncBufReadExt;
-
 use super::OUTPUT_CAP_BYTES;
+use super::blocking::{open_for_read, run_fs};
 use crate::tools::{ToolOutput, TypedTool, Workspace};
 
 pub struct ReadFile {
@@ -43,14 +43,17 @@ impl TypedTool for ReadFile {
     }
 
     async fn run(&self, args: ReadFileArgs, _cancel: CancellationToken) -> ToolOutput {
-        let path = match self.workspace.resolve_existing(&args.path) {
-            Ok(path) => path,
-            Err(err) => return ToolOutput::error(err.to_string()),
-        };
         let start = args.start_line.unwrap_or(1).max(1) - 1;
         let end = args.line_count.map(|count| start.saturating_add(count));
-        match read_lines(&path, start, end, OUTPUT_CAP_BYTES).await {
-            Ok(text) => ToolOutput::ok(text),
+        let workspace = self.workspace.clone();
+        let shown = args.path.clone();
+        let read = run_fs(move || {
+            let path = workspace.resolve_existing(&shown).map_err(|err| err.to_string())?;
+            read_lines(&path, start, end, OUTPUT_CAP_BYTES).map_err(|err| format!("{shown}: {err}"))
+        });
+        match read.await {
+            Ok(Ok(text)) => ToolOutput::ok(text),
+            Ok(Err(message)) => ToolOutput::error(message),
             Err(err) => ToolOutput::error(format!("{}: {err}", args.path)),
         }
     }
@@ -67,14 +70,15 @@ enum ReadError {
 
 /// Lines `start..end` (0-based, `end` exclusive or to the end of the file), at most `cap`
 /// bytes of them. The file is streamed, so a huge file costs no more memory than the cap.
-async fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -> Result<String, ReadError> {
-    let file = tokio::fs::File::open(path).await?;
-    let mut reader = tokio::io::BufReader::new(file);
+/// Blocking: runs on the file tools' pool.
+fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -> Result<String, ReadError> {
+    let file = open_for_read(path)?;
+    let mut reader = std::io::BufReader::new(file);
     let mut line = 0usize;
     let mut out = Vec::new();
     let mut truncated = false;
     'read: loop {
-        let chunk = reader.fill_buf().await?;
+        let chunk = reader.fill_buf()?;
         if chunk.is_empty() {
             break;
         }

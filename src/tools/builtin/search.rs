@@ -1,7 +1,9 @@
 //! `search`: a regular expression over the text files of the workspace.
 //!
-//! The walk is bounded (files visited, file size, results) so one call costs little whatever
-//! the workspace holds. It does not follow symlinks (so it cannot leave the workspace), skips
+//! The walk is bounded (entries visited, file size, results) so one call costs little whatever
+//! the workspace holds: every file and directory the walk looks at counts, whether or not it
+//! matches the glob (security review F16), and the walk stops as soon as the turn is
+//! interrupted. It runs on the file tools' bounded pool ([`super::blocking`]). It does not follow symlinks (so it cannot leave the workspace), skips
 //! hidden directories such as `.git`, and skips binary files (a NUL byte in the first 8 KiB,
 //! or not UTF-8).
 
@@ -12,12 +14,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use super::blocking::{open_for_read, run_fs};
 use super::{OUTPUT_CAP_BYTES, cap_output};
 use crate::text::truncate_at_char_boundary;
 use crate::tools::{ToolOutput, TypedTool, Workspace};
 
-/// Files looked at per call, at most.
-pub const MAX_FILES: usize = 20_000;
+/// Entries (files and directories) visited per call, at most.
+pub const MAX_ENTRIES: usize = 20_000;
 /// Larger files are skipped.
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
 pub const DEFAULT_MAX_RESULTS: usize = 100;
@@ -60,7 +63,7 @@ impl TypedTool for Search {
             .into()
     }
 
-    async fn run(&self, args: SearchArgs, _cancel: CancellationToken) -> ToolOutput {
+    async fn run(&self, args: SearchArgs, cancel: CancellationToken) -> ToolOutput {
         let pattern = match Regex::new(&args.pattern) {
             Ok(pattern) => pattern,
             Err(err) => return ToolOutput::error(format!("invalid pattern: {err}")),
@@ -69,15 +72,21 @@ impl TypedTool for Search {
             Ok(glob) => glob,
             Err(err) => return ToolOutput::error(format!("invalid glob: {err}")),
         };
-        let start = match self.workspace.resolve_existing(args.path.as_deref().unwrap_or(".")) {
-            Ok(start) => start,
-            Err(err) => return ToolOutput::error(err.to_string()),
-        };
         let max_results = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).clamp(1, MAX_RESULTS);
-        let query = Query { pattern, glob, max_results, root: self.workspace.root().to_path_buf() };
-        // The walk is blocking file I/O; it is bounded, so it may finish after a cancel.
-        match tokio::task::spawn_blocking(move || query.run(&start)).await {
-            Ok(found) => ToolOutput::ok(cap_output(found, OUTPUT_CAP_BYTES)),
+        // The walk stops when the turn is interrupted, and when this call ends for any other
+        // reason (the pool's timeout): dropping the guard cancels it.
+        let stop = cancel.child_token();
+        let _stop_walk = stop.clone().drop_guard();
+        let query = Query { pattern, glob, max_results, root: self.workspace.root().to_path_buf(), stop };
+        let workspace = self.workspace.clone();
+        let path = args.path.unwrap_or_else(|| ".".into());
+        let found = run_fs(move || {
+            let start = workspace.resolve_existing(&path).map_err(|err| err.to_string())?;
+            Ok::<_, String>(query.run(&start))
+        });
+        match found.await {
+            Ok(Ok(found)) => ToolOutput::ok(cap_output(found, OUTPUT_CAP_BYTES)),
+            Ok(Err(message)) => ToolOutput::error(message),
             Err(err) => ToolOutput::error(format!("search failed: {err}")),
         }
     }
@@ -88,12 +97,17 @@ struct Query {
     glob: Option<(Regex, bool)>,
     max_results: usize,
     root: PathBuf,
+    /// Fired by an interrupt of the turn, or when the call gave up.
+    stop: CancellationToken,
 }
 
 #[derive(Default)]
 struct Walk {
     lines: Vec<String>,
+    /// Files searched (they passed the glob and size filters).
     files: usize,
+    /// Entries looked at, directories included: what [`MAX_ENTRIES`] bounds.
+    visited: usize,
     /// Why the walk stopped early, if it did.
     stopped: Option<String>,
 }
@@ -117,6 +131,15 @@ impl Query {
         if walk.stopped.is_some() {
             return;
         }
+        if self.stop.is_cancelled() {
+            walk.stopped = Some("the turn was interrupted".to_owned());
+            return;
+        }
+        if walk.visited >= MAX_ENTRIES {
+            walk.stopped = Some(format!("looked at {MAX_ENTRIES} entries; narrow the search with path or glob"));
+            return;
+        }
+        walk.visited += 1;
         let Ok(meta) = path.symlink_metadata() else { return };
         if meta.is_dir() {
             let Ok(entries) = std::fs::read_dir(path) else { return };
@@ -145,12 +168,12 @@ impl Query {
         if len > MAX_FILE_BYTES {
             return;
         }
-        if walk.files >= MAX_FILES {
-            walk.stopped = Some(format!("looked at {MAX_FILES} files; narrow the search with path or glob"));
+        walk.files += 1;
+        let mut bytes = Vec::new();
+        let Ok(mut file) = open_for_read(path) else { return };
+        if std::io::Read::read_to_end(&mut file, &mut bytes).is_err() {
             return;
         }
-        walk.files += 1;
-        let Ok(bytes) = std::fs::read(path) else { return };
         if bytes[..bytes.len().min(8192)].contains(&0) {
             return;
         }
@@ -212,5 +235,47 @@ mod tests {
         assert!(!path.is_match("other/a.toml"));
         let (one, _) = glob_to_regex("a?.txt").unwrap();
         assert!(one.is_match("ab.txt") && !one.is_match("a/.txt"));
+    }
+}
+
+#[cfg(test)]
+mod walk_tests {
+    use super::*;
+
+    fn query(root: &Path, glob: Option<&str>, stop: CancellationToken) -> Query {
+        Query {
+            pattern: Regex::new("needle").unwrap(),
+            glob: glob.map(|glob| glob_to_regex(glob).unwrap()),
+            max_results: 10,
+            root: root.to_path_buf(),
+            stop,
+        }
+    }
+
+    /// Security review F16: a glob matching nothing walked the whole tree, since only files
+    /// that passed the glob counted against the bound.
+    #[test]
+    fn f16_a_glob_matching_nothing_still_stops_at_the_entry_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in 0..110 {
+            let sub = dir.path().join(format!("d{d:03}"));
+            std::fs::create_dir(&sub).unwrap();
+            for f in 0..200 {
+                std::fs::write(sub.join(format!("f{f:03}.txt")), "hay").unwrap();
+            }
+        }
+        let found = query(dir.path(), Some("*.nomatch"), CancellationToken::new()).run(dir.path());
+        assert!(found.contains(&format!("looked at {MAX_ENTRIES} entries")), "{found}");
+        assert!(found.starts_with("no matches (0 files searched)"), "{found}");
+    }
+
+    #[test]
+    fn an_interrupted_turn_stops_the_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "needle").unwrap();
+        let stop = CancellationToken::new();
+        stop.cancel();
+        let found = query(dir.path(), None, stop).run(dir.path());
+        assert!(found.contains("[search stopped: the turn was interrupted]"), "{found}");
     }
 }

@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use super::blocking::{run_fs, write_whole};
 use crate::tools::{ToolOutput, TypedTool, Workspace};
 
 pub struct WriteFile {
@@ -36,23 +37,25 @@ impl TypedTool for WriteFile {
     }
 
     async fn run(&self, args: WriteFileArgs, _cancel: CancellationToken) -> ToolOutput {
-        let path = match self.workspace.resolve_for_write(&args.path) {
-            Ok(path) => path,
-            Err(err) => return ToolOutput::error(err.to_string()),
-        };
-        if let Some(parent) = path.parent()
-            && let Err(err) = tokio::fs::create_dir_all(parent).await
-        {
-            return ToolOutput::error(format!("{}: creating its directory: {err}", args.path));
-        }
-        let existed = tokio::fs::symlink_metadata(&path).await.is_ok();
-        match tokio::fs::write(&path, args.content.as_bytes()).await {
-            Ok(()) => ToolOutput::ok(format!(
-                "{} {} bytes to {}",
+        let workspace = self.workspace.clone();
+        let (shown, content) = (args.path.clone(), args.content);
+        let len = content.len();
+        let written = run_fs(move || {
+            let path = workspace.resolve_for_write(&shown).map_err(|err| err.to_string())?;
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|err| format!("{shown}: creating its directory: {err}"))?;
+            }
+            let existed = std::fs::symlink_metadata(&path).is_ok();
+            write_whole(&path, content.as_bytes()).map_err(|err| format!("{shown}: {err}"))?;
+            Ok::<_, String>((path, existed))
+        });
+        match written.await {
+            Ok(Ok((path, existed))) => ToolOutput::ok(format!(
+                "{} {len} bytes to {}",
                 if existed { "wrote" } else { "created with" },
-                args.content.len(),
                 self.workspace.display(&path)
             )),
+            Ok(Err(message)) => ToolOutput::error(message),
             Err(err) => ToolOutput::error(format!("{}: {err}", args.path)),
         }
     }

@@ -1,0 +1,137 @@
+//! Bounds of the HTTP surface (issue 12, security review F4, F5), against the built binary.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+
+use crate::common::http_deputy::HttpDeputy;
+
+/// Long enough for anything that should be prompt; a test fails rather than hang.
+const LIMIT: Duration = Duration::from_secs(30);
+
+async fn rpc(deputy: &HttpDeputy, body: &Value) -> Value {
+    let response = deputy.http.post(deputy.url("/rpc")).json(body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+/// F4: a batch's entries all ran at once, with no cap on their number.
+#[tokio::test]
+async fn f4_oversized_jsonrpc_batch_is_refused_whole() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let list = |id: usize| json!({"jsonrpc": "2.0", "id": id, "method": "session/list"});
+
+    let at_the_cap: Vec<Value> = (0..100).map(list).collect();
+    let answers = rpc(&deputy, &Value::Array(at_the_cap)).await;
+    let answers = answers.as_array().unwrap();
+    assert_eq!(answers.len(), 100);
+    assert!(answers.iter().enumerate().all(|(n, answer)| answer["id"] == n && answer["result"].is_object()));
+
+    let over: Vec<Value> = (0..101).map(list).collect();
+    let refused = rpc(&deputy, &Value::Array(over)).await;
+    assert_eq!((refused["error"]["code"].as_i64(), &refused["id"]), (Some(-32600), &Value::Null), "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at most 100") && message.contains("101"), "{message}");
+    assert_eq!(deputy.mock.requests().len(), 0, "no entry of the refused batch ran");
+}
+
+/// F5: connections that send nothing held a task and a descriptor for ever, before the guard.
+/// `/healthz` answers while 300 of them are open, and a silent connection is closed once the
+/// header-read timeout has passed.
+#[tokio::test]
+async fn f5_healthz_answers_while_300_silent_connections_are_held() {
+    let deputy = HttpDeputy::start(&["--header-read-timeout-secs", "2"]).await;
+    let address = format!("127.0.0.1:{}", deputy.port);
+    let mut silent = Vec::new();
+    for _ in 0..300 {
+        silent.push(tokio::net::TcpStream::connect(&address).await.unwrap());
+    }
+    let half_header = {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stream, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        stream
+    };
+
+    let health = tokio::time::timeout(LIMIT, deputy.http.get(deputy.url("/healthz")).send()).await;
+    assert_eq!(health.expect("healthz answers in time").unwrap().status(), 200);
+
+    // The server hangs up on both kinds of silence: read() sees the end of the stream.
+    // (A refusal the server may write first is read past.)
+    for (what, mut stream) in [("silent", silent.pop().unwrap()), ("half a header", half_header)] {
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(LIMIT, stream.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "the server did not close a connection that sent {what}");
+    }
+    drop(silent);
+    let health = tokio::time::timeout(LIMIT, deputy.http.get(deputy.url("/healthz")).send()).await;
+    assert_eq!(health.unwrap().unwrap().status(), 200);
+}
+
+/// A stdio MCP server that records its pid and its child's (`sleep`, in its process group) in
+/// `PIDFILE`, and ignores stdin's end, as a careless server would.
+const STUBBORN_SERVER: &str = r#"
+import json, os, subprocess, sys, time
+child = subprocess.Popen(["sleep", "600"])
+with open(os.environ["PIDFILE"], "w") as f:
+    f.write(f"{os.getpid()} {child.pid}\n")
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    mid, method = msg.get("id"), msg.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "stubborn", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{"name": "noop", "description": "noop",
+              "inputSchema": {"type": "object"}}]}})
+    elif mid is not None:
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+time.sleep(600)
+"#;
+
+/// Whether `pid` runs (a zombie waiting to be reaped counts as gone).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+}
+
+/// F15: when deputy was SIGKILLed, its guards never ran: a stdio MCP server that ignores the
+/// end of its stdin, and every server's own children, stayed. The server now dies with deputy
+/// (`PR_SET_PDEATHSIG`) and a watcher in its process group kills the rest.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn f15_a_sigkilled_deputy_leaves_no_mcp_server_or_grandchild_behind() {
+    use crate::common::deputy::TestDeputy;
+    use crate::common::mock_llm::{MockResponse, anthropic};
+
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("stubborn.py");
+    std::fs::write(&script, STUBBORN_SERVER).unwrap();
+    let pidfile = dir.path().join("pids");
+    let config = format!(
+        "[mcp_servers.stubborn]\ncommand = \"python3\"\nargs = [{:?}]\nenv = {{ PIDFILE = {:?} }}\n",
+        script.to_string_lossy(),
+        pidfile.to_string_lossy()
+    );
+    let mut deputy = TestDeputy::start_with_config(&config).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["ok"])));
+    let created =
+        deputy.ok("session_create", serde_json::json!({"prompt": "hi", "mcp_servers": ["stubborn"]})).await;
+    assert_eq!(created["text"], "ok");
+    let pids: Vec<u32> =
+        std::fs::read_to_string(&pidfile).unwrap().split_whitespace().map(|pid| pid.parse().unwrap()).collect();
+    assert!(pids.len() == 2 && pids.iter().all(|&pid| running(pid)), "{pids:?}");
+
+    deputy.child.start_kill().unwrap();
+    deputy.child.wait().await.unwrap();
+    // No event tells when the kernel has delivered the signals: poll, with a deadline.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while pids.iter().any(|&pid| running(pid)) {
+        assert!(tokio::time::Instant::now() < deadline, "still running after deputy died: {pids:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

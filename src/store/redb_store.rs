@@ -36,9 +36,12 @@ impl RedbStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
+            private::create_dir(parent)
                 .map_err(|err| StoreError::Backend(format!("creating {}: {err}", parent.display())))?;
         }
+        private::create_file(&path)
+            .map_err(|err| StoreError::Backend(format!("creating {}: {err}", path.display())))?;
+        private::warn_if_shared(&path);
         let db = match Database::create(&path) {
             Ok(db) => db,
             Err(DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked(path)),
@@ -330,6 +333,52 @@ impl SessionStore for RedbStore {
     fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {
         let id = id.clone();
         self.blocking(move |db| archive(db, id.as_str()))
+    }
+}
+
+/// The store holds every conversation, the tool outputs the agent read and the settings of its
+/// MCP servers, so only its owner may read it (security review F9): directories deputy creates
+/// for it are 0700 and a new store file is 0600, whatever the umask. An existing file or
+/// directory that others can read is left as the operator made it, with a warning.
+mod private {
+    use std::fs::{DirBuilder, OpenOptions};
+    use std::io;
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+    use std::path::Path;
+
+    /// Group and other permission bits.
+    const SHARED_BITS: u32 = 0o077;
+
+    pub fn create_dir(dir: &Path) -> io::Result<()> {
+        DirBuilder::new().recursive(true).mode(0o700).create(dir)
+    }
+
+    /// Creates the file 0600 if it does not exist yet; redb then opens it as it is.
+    pub fn create_file(path: &Path) -> io::Result<()> {
+        match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+            Ok(_) => Ok(()),
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    pub fn warn_if_shared(path: &Path) {
+        let parent = path.parent().filter(|parent| !parent.as_os_str().is_empty());
+        for place in std::iter::once(path).chain(parent) {
+            if let Ok(metadata) = std::fs::metadata(place)
+                && is_shared(metadata.mode())
+            {
+                tracing::warn!(
+                    path = %place.display(),
+                    mode = format!("{:o}", metadata.mode() & 0o777),
+                    "the session store is readable by other users; chmod go-rwx it"
+                );
+            }
+        }
+    }
+
+    pub fn is_shared(mode: u32) -> bool {
+        mode & SHARED_BITS != 0
     }
 }
 

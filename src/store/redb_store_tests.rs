@@ -127,3 +127,22 @@ async fn an_archive_is_final_whatever_saves_race_it() {
     assert_eq!(all.total, 1);
     assert_eq!(store.history(&id).await.unwrap().len(), 2);
 }
+
+#[test]
+fn f9_a_new_store_and_the_directories_made_for_it_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("made/for/it/s.redb");
+    let store = RedbStore::open(&path).unwrap();
+    let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&dir.path().join("made")), 0o700);
+    assert_eq!(mode(&dir.path().join("made/for/it")), 0o700);
+    drop(store);
+    // An existing store keeps the mode its operator gave it (and gets a warning).
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop(RedbStore::open(&path).unwrap());
+    assert_eq!(mode(&path), 0o644);
+    assert!(super::private::is_shared(0o644) && !super::private::is_shared(0o600));
+}

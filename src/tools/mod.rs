@@ -11,6 +11,7 @@
 pub mod approval;
 pub mod builtin;
 pub mod callback;
+pub mod child_env;
 pub mod config;
 pub mod mcp;
 pub mod process_group;

@@ -70,7 +70,9 @@ impl TypedTool for Shell {
 
 impl Shell {
     async fn execute(&self, command: &str, timeout_ms: u64, cancel: CancellationToken) -> ToolOutput {
-        let mut child = match tokio::process::Command::new("sh")
+        let mut sh = tokio::process::Command::new("sh");
+        super::child_env::clean(&mut sh, []);
+        let mut child = match sh
             .arg("-c")
             .arg(command)
             .current_dir(self.workspace.root())

@@ -77,3 +77,20 @@ async fn an_enabled_shell_runs_in_the_workspace_and_bad_tool_config_is_refused()
     }
     assert_eq!(deputy.mock.requests().len(), 2, "refused requests reach no model");
 }
+
+/// Security review F12: the shell (the model's code) gets a short allowlist of deputy's
+/// environment, never its provider keys or `DEPUTY_*` settings.
+#[tokio::test]
+async fn f12_a_shell_command_sees_no_provider_key_or_deputy_setting() {
+    let deputy = TestDeputy::start().await;
+    deputy
+        .mock
+        .push(MockResponse::sse(anthropic::tool_calls(None, &[("toolu_1", "shell", json!({"command": "env"}))])));
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Looked."])));
+    deputy.ok("session_create", json!({"prompt": "look around", "shell": {"timeout_ms": 5000}})).await;
+    let output = tool_results(&deputy, 1)[0]["content"].as_str().unwrap().to_owned();
+    assert!(output.contains("\nPATH="), "the allowlist reaches the shell: {output}");
+    for secret in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "test-key", "DEPUTY_"] {
+        assert!(!output.contains(secret), "{secret} leaked into the shell: {output}");
+    }
+}

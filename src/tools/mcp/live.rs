@@ -63,7 +63,8 @@ impl LiveServer {
         let (service, group) = match &key.transport {
             McpTransport::Stdio { command, args, env } => {
                 let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).envs(env);
+                cmd.args(args);
+                crate::tools::child_env::clean(&mut cmd, env);
                 // Its own process group, so the whole tree can be killed at once (rmcp 3.9's
                 // TokioChildProcess does not do this).
                 #[cfg(unix)]

@@ -83,7 +83,8 @@ impl HttpConfig {
                 self.bind
             );
         }
-        if self.token.as_deref().is_some_and(|token| token.len() < 16) {
+        // Presented tokens are trimmed, so spaces cannot count towards the length (F17).
+        if self.token.as_deref().is_some_and(|token| token.trim().len() < 16) {
             anyhow::bail!("the token must be at least 16 characters");
         }
         Ok(())

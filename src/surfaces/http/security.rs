@@ -4,7 +4,13 @@
 //!   127.0.0.1 sends its own name as Host and is refused (DNS rebinding).
 //! - **Origin**, when present (browsers always send it on cross-origin requests), must match
 //!   an allowed origin; `null` never does.
-//! - **Bearer token**, when configured, on every request; compared in constant time.
+//! - **Bearer token**, when configured, on every request (the scheme name in any case, as RFC
+//!   7235 says); compared in time that depends only on the configured token.
+//!
+//! Parsing is strict (security review F17): two Host headers, a Host that is not visible ASCII,
+//! or a port that is not a number are refused rather than guessed at, and only a request without
+//! any Host header (HTTP/2) falls back to the URI's authority. An allowed origin without a port
+//! matches its scheme's default port only; `:*` matches any.
 //!
 //! Refusals are 401/403 `{code, message}` bodies ([`TransportCode`]); neither tokens nor bodies
 //! are logged.
@@ -32,8 +38,16 @@ pub struct Guard {
 struct OriginPattern {
     scheme: String,
     host: String,
-    /// `None` matches any port.
-    port: Option<String>,
+    port: PortPattern,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum PortPattern {
+    /// `:*`
+    Any,
+    /// No port given: the scheme's default port, written or not.
+    Default,
+    Exactly(u16),
 }
 
 impl OriginPattern {
@@ -41,8 +55,9 @@ impl OriginPattern {
         let (scheme, rest) = pattern.split_once("://")?;
         let (host, port) = split_port(rest.trim_end_matches('/'));
         let port = match port {
-            Some("*") | None => None,
-            Some(port) => Some(port.to_owned()),
+            Some("*") => PortPattern::Any,
+            None => PortPattern::Default,
+            Some(port) => PortPattern::Exactly(parse_port(port)?),
         };
         Some(Self { scheme: scheme.to_ascii_lowercase(), host: host.to_ascii_lowercase(), port })
     }
@@ -50,10 +65,39 @@ impl OriginPattern {
     fn matches(&self, origin: &str) -> bool {
         let Some((scheme, rest)) = origin.split_once("://") else { return false };
         let (host, port) = split_port(rest);
-        scheme.eq_ignore_ascii_case(&self.scheme)
-            && host.eq_ignore_ascii_case(&self.host)
-            && self.port.as_deref().is_none_or(|expected| port == Some(expected))
+        let port = match port {
+            Some(port) => match parse_port(port) {
+                Some(port) => Some(port),
+                None => return false,
+            },
+            None => None,
+        };
+        let default = default_port(&self.scheme);
+        let port_matches = match self.port {
+            PortPattern::Any => true,
+            PortPattern::Default => port.is_none() || port == default,
+            PortPattern::Exactly(expected) => {
+                port == Some(expected) || (port.is_none() && default == Some(expected))
+            }
+        };
+        scheme.eq_ignore_ascii_case(&self.scheme) && host.eq_ignore_ascii_case(&self.host) && port_matches
     }
+}
+
+fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+/// A port is 1 to 5 digits naming a number up to 65535, nothing else.
+fn parse_port(port: &str) -> Option<u16> {
+    if port.is_empty() || port.len() > 5 || !port.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    port.parse().ok()
 }
 
 /// Splits `host:port`, keeping IPv6 brackets (`[::1]:80` → `[::1]`, `80`).
@@ -68,9 +112,14 @@ fn split_port(authority: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// Compares in time independent of where the inputs differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether `presented` equals `expected`, in time that depends only on `expected`'s length: it
+/// neither stops at the first difference nor early on a length mismatch.
+fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
+    let mut difference = u8::from(presented.len() != expected.len());
+    for (index, byte) in expected.iter().enumerate() {
+        difference |= byte ^ presented.get(index).copied().unwrap_or(0);
+    }
+    difference == 0
 }
 
 pub enum Refusal {
@@ -108,9 +157,20 @@ impl Guard {
     }
 
     pub fn check(&self, headers: &HeaderMap, authority: Option<&str>) -> Result<(), Refusal> {
-        let host = headers.get(header::HOST).and_then(|value| value.to_str().ok()).or(authority);
+        let mut host_headers = headers.get_all(header::HOST).iter();
+        let host = match (host_headers.next(), host_headers.next()) {
+            (Some(_), Some(_)) => return Err(Refusal::Forbidden("more than one Host header")),
+            (Some(value), None) => {
+                Some(value.to_str().map_err(|_| Refusal::Forbidden("the Host header is not visible ASCII"))?)
+            }
+            // HTTP/2 carries the authority in the request line instead.
+            (None, _) => authority,
+        };
         let Some(host) = host else { return Err(Refusal::Forbidden("a Host header is required")) };
-        let (name, _) = split_port(host);
+        let (name, port) = split_port(host);
+        if port.is_some_and(|port| parse_port(port).is_none()) {
+            return Err(Refusal::Forbidden("the Host header's port is not a number"));
+        }
         if !self.hosts.iter().any(|allowed| allowed.eq_ignore_ascii_case(name)) {
             return Err(Refusal::Forbidden("Host header is not allowed (add it with --allowed-host)"));
         }
@@ -124,7 +184,8 @@ impl Guard {
             let presented = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.strip_prefix("Bearer "));
+                .and_then(|value| value.split_once(' '))
+                .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then_some(token));
             match presented {
                 None => {
                     return Err(Refusal::Unauthorized("a bearer token is required: Authorization: Bearer <token>"));
@@ -193,6 +254,38 @@ mod tests {
         assert!(matches!(guard.check(&headers(&wrong), None), Err(Refusal::Unauthorized(_))));
         let right = [host, ("authorization", "Bearer 0123456789abcdef")];
         assert!(guard.check(&headers(&right), None).is_ok());
+    }
+
+    #[test]
+    fn f17_duplicate_or_unreadable_hosts_and_non_numeric_ports_are_refused() {
+        let guard = guard(None);
+        let mut twice = headers(&[("host", "localhost")]);
+        twice.append("host", "evil.example".parse().unwrap());
+        assert!(guard.check(&twice, None).is_err());
+        let mut unreadable = HeaderMap::new();
+        unreadable.insert("host", axum::http::HeaderValue::from_bytes(b"ev\xffil.example").unwrap());
+        assert!(guard.check(&unreadable, Some("localhost")).is_err(), "no fallback to the URI when Host is bad");
+        assert!(guard.check(&HeaderMap::new(), Some("localhost:8787")).is_ok(), "HTTP/2: the URI authority");
+        assert!(guard.check(&headers(&[("host", "localhost:abc")]), None).is_err());
+        let dotted = [("host", "localhost"), ("origin", "http://localhost:3000.evil.com")];
+        assert!(guard.check(&headers(&dotted), None).is_err());
+        let portless = OriginPattern::parse("https://app.example.com").unwrap();
+        assert!(portless.matches("https://app.example.com") && portless.matches("https://app.example.com:443"));
+        assert!(!portless.matches("https://app.example.com:8443"));
+    }
+
+    #[test]
+    fn f17_the_bearer_scheme_is_case_insensitive_and_the_comparison_does_not_stop_early() {
+        let guard = guard(Some("0123456789abcdef"));
+        let host = ("host", "127.0.0.1");
+        for scheme in ["Bearer", "bearer", "BEARER"] {
+            let value = format!("{scheme} 0123456789abcdef");
+            assert!(guard.check(&headers(&[host, ("authorization", &value)]), None).is_ok(), "{scheme}");
+        }
+        assert!(guard.check(&headers(&[host, ("authorization", "Basic 0123456789abcdef")]), None).is_err());
+        assert!(constant_time_eq(b"same", b"same"));
+        assert!(!constant_time_eq(b"sam", b"same") && !constant_time_eq(b"samex", b"same"));
+        assert!(!constant_time_eq(b"", b"same") && !constant_time_eq(b"same\0", b"same"));
     }
 
     #[test]

@@ -362,18 +362,17 @@ mod private {
         }
     }
 
+    /// The file is what holds the secrets: a directory others may list but whose store file is
+    /// 0600 reveals nothing, so only the file's mode is checked.
     pub fn warn_if_shared(path: &Path) {
-        let parent = path.parent().filter(|parent| !parent.as_os_str().is_empty());
-        for place in std::iter::once(path).chain(parent) {
-            if let Ok(metadata) = std::fs::metadata(place)
-                && is_shared(metadata.mode())
-            {
-                tracing::warn!(
-                    path = %place.display(),
-                    mode = format!("{:o}", metadata.mode() & 0o777),
-                    "the session store is readable by other users; chmod go-rwx it"
-                );
-            }
+        if let Ok(metadata) = std::fs::metadata(path)
+            && is_shared(metadata.mode())
+        {
+            tracing::warn!(
+                path = %path.display(),
+                mode = format!("{:o}", metadata.mode() & 0o777),
+                "the session store file is readable by other users; chmod go-rwx it"
+            );
         }
     }
 

@@ -127,6 +127,7 @@ impl AgentFactory {
         let context =
             ContextSettings::resolve(&model_id, max_tokens, &config.context, self.configured_window(&model_id))?;
         let system_prompt = config.system_prompt.filter(|prompt| !prompt.is_empty());
+        self.tool_defaults.check_mcp_requests(&config.tools.mcp_servers)?;
         let mcp_requests = std::mem::take(&mut config.tools.mcp_servers);
         let mut tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref())?;
         tools.mcp_servers = mcp::resolve_servers(&mcp_requests, &self.mcp_servers)?;
@@ -144,6 +145,12 @@ impl AgentFactory {
     /// Rebuilds the agent of a stored session from its resolved spec (not re-validated: it
     /// was valid when the session was created), with its history and counters.
     pub async fn restore_agent(&self, spec: AgentSpec, state: RestoredState) -> Result<Agent, SessionError> {
+        self.tool_defaults.check_resumed(&spec.tools, |server| {
+            self.mcp_servers
+                .get(&server.name)
+                .and_then(|config| mcp::config::spec_of(&server.name, config).ok())
+                .is_some_and(|configured| configured == *server)
+        })?;
         let mut agent = self.assemble(spec).await?;
         agent.restore(state);
         Ok(agent)

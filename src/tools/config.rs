@@ -244,14 +244,7 @@ impl ToolDefaults {
             Some(limits) => Some(self.shell_config(limits)?),
             None => None,
         };
-        if self.allow_inline_mcp_servers == Some(false)
-            && request.mcp_servers.iter().any(|server| matches!(server, McpServerRequest::Inline(_)))
-        {
-            return Err(SessionError::invalid(
-                "mcp_servers: this deputy allows only the servers named in its config file \
-                 ([tools] allow_inline_mcp_servers = false)",
-            ));
-        }
+        self.check_mcp_requests(&request.mcp_servers)?;
         validate_callbacks(&request.callbacks)?;
         if request.approval_timeout_ms == Some(0) {
             return Err(SessionError::invalid("approval_timeout_ms must be at least 1"));
@@ -271,6 +264,47 @@ impl ToolDefaults {
             return Ok(caller_side);
         }
         Ok(ToolConfig { workspace, builtins, shell, ..caller_side })
+    }
+
+    /// Refuses inline MCP servers when the operator allows only the config file's (security
+    /// review F1: the check must see the list the servers are started from).
+    pub fn check_mcp_requests(&self, requests: &[McpServerRequest]) -> Result<(), SessionError> {
+        if self.allow_inline_mcp_servers == Some(false)
+            && requests.iter().any(|server| matches!(server, McpServerRequest::Inline(_)))
+        {
+            return Err(SessionError::invalid(
+                "mcp_servers: this deputy allows only the servers named in its config file \
+                 ([tools] allow_inline_mcp_servers = false)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Re-applies the operator's switches to a stored session's tools before it resumes
+    /// (security review F18): a session created before `allow_shell = false` or
+    /// `allow_inline_mcp_servers = false` must not keep the shell or start its inline servers.
+    /// `is_configured` says whether a stored server is one of the config file's.
+    pub fn check_resumed(
+        &self,
+        tools: &ToolConfig,
+        is_configured: impl Fn(&McpServerSpec) -> bool,
+    ) -> Result<(), SessionError> {
+        if self.allow_shell == Some(false) && tools.shell.is_some() {
+            return Err(SessionError::invalid(
+                "this session uses the shell, which this deputy no longer allows ([tools] allow_shell = false); \
+                 start a new session",
+            ));
+        }
+        if self.allow_inline_mcp_servers == Some(false)
+            && let Some(inline) = tools.mcp_servers.iter().find(|server| !is_configured(server))
+        {
+            return Err(SessionError::invalid(format!(
+                "this session uses the MCP server {:?}, which is not in this deputy's config file, and inline \
+                 servers are no longer allowed ([tools] allow_inline_mcp_servers = false); start a new session",
+                inline.name
+            )));
+        }
+        Ok(())
     }
 
     fn shell_config(&self, limits: ShellLimits) -> Result<ShellConfig, SessionError> {

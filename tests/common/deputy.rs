@@ -110,6 +110,13 @@ impl TestDeputy {
         Self::respawn(mock, workspace, home).await
     }
 
+    /// Starts a deputy on what a stopped one left (its store, config, mock and workspace), e.g.
+    /// after a test changed the config file under `home`.
+    pub async fn respawn_from(stopped: Stopped) -> Self {
+        let Stopped { mock, workspace, home } = stopped;
+        Self::respawn(mock, workspace, home).await
+    }
+
     async fn respawn(mock: MockLlm, workspace: TempDir, home: TempDir) -> Self {
         let command = deputy_serve(&mock, workspace.path(), home.path());
         let recorder = RecordingClient::default();

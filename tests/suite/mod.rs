@@ -12,6 +12,7 @@ mod mcp_servers;
 mod mcp_stdio;
 #[cfg(feature = "session-store")]
 mod persistence;
+mod policy;
 mod provider_anthropic;
 mod provider_contract;
 mod provider_openai;

@@ -102,6 +102,22 @@ pub struct ConfigFile {
     /// How long unused MCP servers stay warm.
     #[serde(default)]
     pub mcp_pool: McpPoolSettings,
+    /// What callers may do, whatever they ask.
+    #[serde(default)]
+    pub policy: PolicyConfig,
+}
+
+/// The `[policy]` section: limits the operator sets for every caller.
+///
+/// ```toml
+/// [policy]
+/// workspace_roots = ["/srv/work"]   # default: the server's --workspace only
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// A session's `workspace` must be one of these directories or below one.
+    pub workspace_roots: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -249,7 +265,10 @@ pub fn agent_factory(
     }
     let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
         .with_context_windows(windows)
-        .with_tool_defaults(config.tools.clone())
+        .with_tool_defaults(ToolDefaults {
+            workspace_roots: config.policy.workspace_roots.clone(),
+            ..config.tools.clone()
+        })
         .with_mcp(mcp, config.mcp_servers.clone());
     if let Some(max_tokens) = config.max_tokens {
         factory = factory.with_default_max_tokens(max_tokens);

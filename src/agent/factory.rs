@@ -145,7 +145,7 @@ impl AgentFactory {
     /// Rebuilds the agent of a stored session from its resolved spec (not re-validated: it
     /// was valid when the session was created), with its history and counters.
     pub async fn restore_agent(&self, spec: AgentSpec, state: RestoredState) -> Result<Agent, SessionError> {
-        self.tool_defaults.check_resumed(&spec.tools, |server| {
+        self.tool_defaults.check_resumed(&spec.tools, self.workspace.as_ref(), |server| {
             self.mcp_servers
                 .get(&server.name)
                 .and_then(|config| mcp::config::spec_of(&server.name, config).ok())

@@ -281,8 +281,13 @@ async fn a_resumed_session_keeps_its_tools() {
         let mut registry = ProviderRegistry::new();
         registry.insert("test", harness.provider.clone());
         let workspace = Some(Workspace::new(server_default.path()).unwrap());
+        // The chosen workspace is outside the server's, so the operator allows it as a root.
+        let policy = crate::tools::ToolDefaults {
+            workspace_roots: Some(vec![chosen.path().into()]),
+            ..crate::tools::ToolDefaults::default()
+        };
         LiveSessionService::new(
-            AgentFactory::new(Arc::new(registry), Some("test:model".into()), workspace),
+            AgentFactory::new(Arc::new(registry), Some("test:model".into()), workspace).with_tool_defaults(policy),
             harness.store.clone(),
         )
     };

@@ -423,7 +423,15 @@ async fn sessions_with_different_workspaces_see_only_their_own_files() {
     std::fs::write(first.path().join("one.txt"), "first's file").unwrap();
     std::fs::write(second.path().join("two.txt"), "second's file").unwrap();
     let provider = ScriptedProvider::new(vec![]);
-    let service = service_with(provider.clone(), None);
+    let mut registry = crate::llm::registry::ProviderRegistry::new();
+    registry.insert("test", provider.clone());
+    // Both workspaces are roots the operator allows; the server has none of its own.
+    let policy = crate::tools::ToolDefaults {
+        workspace_roots: Some(vec![first.path().into(), second.path().into()]),
+        ..crate::tools::ToolDefaults::default()
+    };
+    let factory = AgentFactory::new(Arc::new(registry), Some("test:model".into()), None).with_tool_defaults(policy);
+    let service = LiveSessionService::new(factory, None);
     let in_workspace = |dir: &std::path::Path| {
         let mut request = create("look");
         request.build.tools = ToolRequest { workspace: Some(dir.into()), ..ToolRequest::default() };

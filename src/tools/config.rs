@@ -210,7 +210,15 @@ pub struct ToolDefaults {
     pub allow_shell: Option<bool>,
     /// Whether sessions may name inline MCP servers (default true); named ones are always allowed.
     pub allow_inline_mcp_servers: Option<bool>,
+    /// Where a caller's `workspace` may be (the config file's `[policy] workspace_roots`);
+    /// `None`: inside the server's own workspace only. Not part of `[tools]`: it is policy.
+    #[serde(skip)]
+    pub workspace_roots: Option<Vec<PathBuf>>,
 }
+
+/// Directories no workspace may be in, whatever the roots: they expose the running system
+/// (`/proc/self/environ` holds deputy's token and keys), not files to work on.
+const NEVER_WORKSPACES: &[&str] = &["/proc", "/sys", "/dev"];
 
 impl ToolDefaults {
     /// Resolves a request against these defaults and the server's workspace. Fails with
@@ -221,7 +229,10 @@ impl ToolDefaults {
         server_workspace: Option<&Workspace>,
     ) -> Result<ToolConfig, SessionError> {
         let workspace = match &request.workspace {
-            Some(dir) => Some(open_workspace(dir)?.root().to_path_buf()),
+            Some(dir) => {
+                self.check_workspace(dir, server_workspace)?;
+                Some(open_workspace(dir)?.root().to_path_buf())
+            }
             None => server_workspace.map(|workspace| workspace.root().to_path_buf()),
         };
         let asked_for_builtins = request.builtins.as_ref().is_some_and(|asked| !asked.is_empty());
@@ -266,6 +277,35 @@ impl ToolDefaults {
         Ok(ToolConfig { workspace, builtins, shell, ..caller_side })
     }
 
+    /// The roots a caller's workspace must be in: the configured ones, else the server's own
+    /// workspace (for a client of the background server, that client's).
+    fn workspace_roots(&self, server_workspace: Option<&Workspace>) -> Vec<PathBuf> {
+        match &self.workspace_roots {
+            Some(roots) => roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect(),
+            None => server_workspace.map(|workspace| workspace.root().to_path_buf()).into_iter().collect(),
+        }
+    }
+
+    /// A caller's workspace must canonicalize to an allowed root or below it, and never into
+    /// `/proc`, `/sys` or `/dev` (security review F2). The refusal is the same whether the
+    /// directory exists or not, so the field is no oracle for paths outside the roots.
+    pub fn check_workspace(&self, dir: &Path, server_workspace: Option<&Workspace>) -> Result<(), SessionError> {
+        let roots = self.workspace_roots(server_workspace);
+        let allowed = std::fs::canonicalize(dir).ok().is_some_and(|canonical| {
+            !NEVER_WORKSPACES.iter().any(|never| canonical.starts_with(never))
+                && roots.iter().any(|root| canonical.starts_with(root))
+        });
+        if allowed {
+            return Ok(());
+        }
+        let shown: Vec<String> = roots.iter().map(|root| root.display().to_string()).collect();
+        Err(SessionError::invalid(format!(
+            "workspace {}: not an allowed workspace; sessions may work in these directories or below: {shown:?} \
+             (the operator sets them with [policy] workspace_roots)",
+            dir.display()
+        )))
+    }
+
     /// Refuses inline MCP servers when the operator allows only the config file's (security
     /// review F1: the check must see the list the servers are started from).
     pub fn check_mcp_requests(&self, requests: &[McpServerRequest]) -> Result<(), SessionError> {
@@ -287,8 +327,15 @@ impl ToolDefaults {
     pub fn check_resumed(
         &self,
         tools: &ToolConfig,
+        server_workspace: Option<&Workspace>,
         is_configured: impl Fn(&McpServerSpec) -> bool,
     ) -> Result<(), SessionError> {
+        // A session's own workspace, when it is not the server's, is checked like a new one.
+        if let Some(dir) = &tools.workspace
+            && server_workspace.is_none_or(|server| server.root() != dir.as_path())
+        {
+            self.check_workspace(dir, server_workspace)?;
+        }
         if self.allow_shell == Some(false) && tools.shell.is_some() {
             return Err(SessionError::invalid(
                 "this session uses the shell, which this deputy no longer allows ([tools] allow_shell = false); \

@@ -77,3 +77,35 @@ async fn f18_a_stored_session_is_rechecked_against_a_tightened_policy_on_resume(
     let read = deputy.ok("session_read", json!({"session_id": id})).await;
     assert_eq!(read["state"]["turns"], 1);
 }
+
+/// F2: by default a caller's workspace must be the server's workspace or inside it; `/`,
+/// `/proc/self` and any other directory are refused alike (the message does not say whether
+/// they exist), and `[policy] workspace_roots` names the directories an operator allows instead.
+#[tokio::test]
+async fn f2_a_workspace_outside_the_roots_is_refused() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let deputy = TestDeputy::start().await;
+    let inside = deputy.workspace.path().join("project");
+    std::fs::create_dir(&inside).unwrap();
+    for outside in [
+        std::path::PathBuf::from("/"),
+        "/proc/self".into(),
+        elsewhere.path().into(),
+        elsewhere.path().join("missing"),
+    ] {
+        let (code, text) = deputy.err("session_create", json!({"prompt": "hi", "workspace": outside})).await;
+        assert_eq!(code, "INVALID_REQUEST", "{outside:?}: {text}");
+        assert!(text.contains("not an allowed workspace"), "{text}");
+    }
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Inside."])));
+    let created = deputy.ok("session_create", json!({"prompt": "hi", "workspace": inside})).await;
+    assert_eq!(created["text"], "Inside.");
+
+    let config = format!("[policy]\nworkspace_roots = [{:?}]\n", elsewhere.path());
+    let deputy = TestDeputy::start_with_config(&config).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Elsewhere."])));
+    let created = deputy.ok("session_create", json!({"prompt": "hi", "workspace": elsewhere.path()})).await;
+    assert_eq!(created["text"], "Elsewhere.");
+    let (code, _) = deputy.err("session_create", json!({"prompt": "hi", "workspace": "/proc/self"})).await;
+    assert_eq!(code, "INVALID_REQUEST", "/proc is never a workspace");
+}

@@ -758,6 +758,10 @@ mod persistence_tests;
 mod lifecycle_tests;
 
 #[cfg(test)]
+#[path = "hibernation_tests.rs"]
+mod hibernation_tests;
+
+#[cfg(test)]
 #[path = "pending_tests.rs"]
 mod pending_tests;
 

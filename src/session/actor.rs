@@ -14,6 +14,10 @@
 //! future: the turn ends `failed` with `error_kind: internal`, its history is closed as for an
 //! interrupt, and the session goes on. Whatever ends the actor task, a guard releases the turn
 //! lock, shows the session idle and marks the actor stopped, so no caller waits for ever.
+//!
+//! Hibernation unloads an idle session by taking its turn lock for good
+//! ([`SessionHandle::try_unload`]) and stopping the actor; a caller still holding the handle
+//! sees it unloaded and goes back to the service, which resumes the session from the store.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;

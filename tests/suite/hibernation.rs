@@ -4,7 +4,7 @@
 //! one, the bound refuses new sessions.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
@@ -71,12 +71,13 @@ impl Served {
         std::fs::read_to_string(&self.log).unwrap_or_default().matches("session unloaded").count()
     }
 
+    #[cfg(feature = "session-store")]
     /// Waits until deputy has logged `count` unloads. Polls the log file; the deadline keeps a
     /// failure from hanging.
     async fn wait_for_unloads(&self, count: usize) {
-        let deadline = Instant::now() + LIMIT;
+        let deadline = std::time::Instant::now() + LIMIT;
         while self.unloads() < count {
-            assert!(Instant::now() < deadline, "deputy logged {} unloads, not {count}", self.unloads());
+            assert!(std::time::Instant::now() < deadline, "deputy logged {} unloads, not {count}", self.unloads());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -89,6 +90,7 @@ impl Served {
     }
 }
 
+#[cfg(feature = "session-store")]
 fn id_of(result: &Value) -> String {
     result["session_id"].as_str().unwrap().to_owned()
 }

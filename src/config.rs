@@ -18,6 +18,7 @@ use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::retry::{RetryPolicy, RetryingProvider};
 use crate::llm::{HttpTimeouts, Provider};
+use crate::session::SessionLimits;
 use crate::store::SharedStore;
 use crate::tools::mcp::{self, McpFactory, McpPoolSettings, McpServerConfig};
 use crate::tools::{ToolDefaults, Workspace};
@@ -85,6 +86,10 @@ impl Environment {
 /// [mcp_pool]                          # unused servers stay warm, then stop
 /// idle_timeout_secs = 300
 /// max_idle_servers = 32
+///
+/// [sessions]                          # the live set (hibernation); flags of `serve` override
+/// idle_unload_secs = 600              # unload a session idle this long (with a store); 0: never
+/// max_live_sessions = 1000            # beyond: unload the least recently used, or refuse (no store)
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -105,6 +110,9 @@ pub struct ConfigFile {
     /// What callers may do, whatever they ask.
     #[serde(default)]
     pub policy: PolicyConfig,
+    /// How many sessions stay live, and for how long.
+    #[serde(default)]
+    pub sessions: SessionsConfig,
 }
 
 /// The `[policy]` section: limits the operator sets for every caller.
@@ -118,6 +126,14 @@ pub struct ConfigFile {
 pub struct PolicyConfig {
     /// A session's `workspace` must be one of these directories or below one.
     pub workspace_roots: Option<Vec<PathBuf>>,
+}
+
+/// The `[sessions]` section: bounds of the live set (see [`SessionLimits`]).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    pub idle_unload_secs: Option<u64>,
+    pub max_live_sessions: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -167,6 +183,25 @@ pub struct Settings {
     pub store: Option<PathBuf>,
     /// Run without a store: sessions live as long as the process.
     pub ephemeral: bool,
+    /// `serve --idle-unload-secs`, over the config file's `[sessions]`.
+    pub idle_unload_secs: Option<u64>,
+    /// `serve --max-live-sessions`, over the config file's `[sessions]`.
+    pub max_live_sessions: Option<usize>,
+}
+
+impl Settings {
+    /// The live set's bounds: the flags, else the config file, else the defaults.
+    pub fn session_limits(&self, config: &SessionsConfig) -> SessionLimits {
+        let idle_unload_secs =
+            self.idle_unload_secs.or(config.idle_unload_secs).unwrap_or(SessionLimits::DEFAULT_IDLE_UNLOAD_SECS);
+        SessionLimits {
+            idle_unload: std::time::Duration::from_secs(idle_unload_secs),
+            max_live: self
+                .max_live_sessions
+                .or(config.max_live_sessions)
+                .unwrap_or(SessionLimits::DEFAULT_MAX_LIVE),
+        }
+    }
 }
 
 /// Everything built once and shared read-only by every request. The config file and the
@@ -178,6 +213,8 @@ pub struct AppState {
     pub store: SharedStore,
     /// External MCP servers, shared by every session (the factory holds the same `Arc`).
     pub mcp: Arc<McpFactory>,
+    /// Bounds of the live set.
+    pub limits: SessionLimits,
 }
 
 /// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
@@ -223,7 +260,8 @@ impl AppState {
         let mcp = Arc::new(McpFactory::new(config.mcp_pool.into()));
         let factory = agent_factory(settings, env, &config, mcp.clone())?;
         let store = open_store(settings, env)?;
-        Ok(Self { factory, store, mcp })
+        let limits = settings.session_limits(&config.sessions);
+        Ok(Self { factory, store, mcp, limits })
     }
 }
 
@@ -427,6 +465,20 @@ mod tests {
         let pool = crate::tools::mcp::McpPoolConfig::from(config.mcp_pool);
         assert_eq!((pool.idle_timeout.as_secs(), pool.max_idle), (30, 2));
         assert!(toml::from_str::<ConfigFile>("[mcp_servers.x]\ncommand = \"a\"\nurl2 = \"b\"").is_err());
+    }
+
+    #[test]
+    fn the_sessions_section_bounds_the_live_set_and_flags_override_it() {
+        use std::time::Duration;
+        let config: ConfigFile =
+            toml::from_str("[sessions]\nidle_unload_secs = 60\nmax_live_sessions = 5").unwrap();
+        let limits = Settings::default().session_limits(&config.sessions);
+        assert_eq!(limits, SessionLimits { idle_unload: Duration::from_secs(60), max_live: 5 });
+        let flags = Settings { max_live_sessions: Some(2), ..Settings::default() };
+        assert_eq!(flags.session_limits(&config.sessions).max_live, 2);
+        assert_eq!(flags.session_limits(&config.sessions).idle_unload, Duration::from_secs(60));
+        assert_eq!(Settings::default().session_limits(&SessionsConfig::default()), SessionLimits::default());
+        assert!(toml::from_str::<ConfigFile>("[sessions]\nmax_live = 5").is_err());
     }
 
     #[test]

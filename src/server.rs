@@ -36,7 +36,8 @@ pub enum Surface {
 pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duration) -> anyhow::Result<()> {
     let state = load(settings)?;
     let mcp_servers = state.mcp.clone();
-    let service = Arc::new(LiveSessionService::new(state.factory, state.store));
+    let service = Arc::new(LiveSessionService::new(state.factory, state.store).with_limits(state.limits));
+    service.start_idle_reaper();
     let shutdown = CancellationToken::new();
     // Installed before serving: rmcp's `serve` only returns after the client's first message.
     tokio::spawn(cancel_on_signal(shutdown.clone()));

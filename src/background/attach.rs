@@ -40,6 +40,9 @@ const RETRY_PAUSE: Duration = Duration::from_millis(10);
 pub struct StartOptions {
     pub idle_exit: Duration,
     pub drain_timeout: Duration,
+    /// Bounds of the live set, when `serve` was given them.
+    pub idle_unload_secs: Option<u64>,
+    pub max_live_sessions: Option<u64>,
 }
 
 /// `deputy serve` over stdio through the store's background server, starting it if none
@@ -188,6 +191,12 @@ fn start_server(location: &Location, settings: &Settings, options: &StartOptions
         .arg(options.idle_exit.as_secs().to_string())
         .arg("--drain-timeout-secs")
         .arg(options.drain_timeout.as_secs().to_string());
+    if let Some(secs) = options.idle_unload_secs {
+        command.arg("--idle-unload-secs").arg(secs.to_string());
+    }
+    if let Some(max) = options.max_live_sessions {
+        command.arg("--max-live-sessions").arg(max.to_string());
+    }
     // The server's own defaults are the starting client's; each client brings its own anyway.
     if let Some(model) = &settings.model {
         command.arg("--model").arg(model);

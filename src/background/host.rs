@@ -98,7 +98,11 @@ pub async fn run(settings: &Settings, options: HostOptions) -> anyhow::Result<Ho
     );
 
     let host = Arc::new(Host {
-        service: Arc::new(LiveSessionService::new(state.factory, state.store)),
+        service: {
+            let service = Arc::new(LiveSessionService::new(state.factory, state.store).with_limits(state.limits));
+            service.start_idle_reaper();
+            service
+        },
         mcp: state.mcp.clone(),
         location,
         uid,
@@ -302,6 +306,7 @@ fn client_factory(context: ClientContext, mcp: Arc<McpFactory>) -> anyhow::Resul
         workspace: Some(context.workspace),
         store: None,
         ephemeral: true,
+        ..Settings::default()
     };
     let env = Environment::from_map(context.env);
     let config = load_config_file(&settings, &env)?;

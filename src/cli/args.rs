@@ -103,6 +103,16 @@ pub struct BackgroundServerArgs {
     /// Seconds running turns get to finish at shutdown before they are interrupted.
     #[arg(long, default_value_t = 30)]
     pub drain_timeout_secs: u64,
+    /// With a store, unload a session idle this long (it is rehydrated from the store by its
+    /// next turn); 0 never unloads for idleness. Default: `[sessions] idle_unload_secs` of the
+    /// config file, else 600.
+    #[arg(long, value_name = "SECS")]
+    pub idle_unload_secs: Option<u64>,
+    /// Live sessions at most. Beyond, with a store the least recently used idle ones are
+    /// unloaded; without one, new sessions are refused. Default: `[sessions] max_live_sessions`
+    /// of the config file, else 1000.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_live_sessions: Option<u64>,
 }
 
 // The subcommand's help is the doc comment of `Command::Run`.
@@ -166,6 +176,17 @@ pub struct ServeArgs {
     /// client attached and no turn running.
     #[arg(long, default_value_t = 300)]
     pub idle_exit_secs: u64,
+    /// With a store (for a background server this command starts: an attached server keeps
+    /// its own), unload a session idle this long (it is rehydrated from the store by its
+    /// next turn); 0 never unloads for idleness. Default: `[sessions] idle_unload_secs` of the
+    /// config file, else 600.
+    #[arg(long, value_name = "SECS")]
+    pub idle_unload_secs: Option<u64>,
+    /// Live sessions at most. Beyond, with a store the least recently used idle ones are
+    /// unloaded; without one, new sessions are refused. Default: `[sessions] max_live_sessions`
+    /// of the config file, else 1000.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_live_sessions: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -210,6 +231,8 @@ impl Cli {
             workspace: self.workspace.clone(),
             store: self.store.clone(),
             ephemeral: self.ephemeral,
+            idle_unload_secs: None,
+            max_live_sessions: None,
         }
     }
 }

@@ -30,11 +30,14 @@ use crate::tools::ToolRequest;
 /// the rest. Over stdio with a store (and without `--no-daemon`), this process only relays to
 /// the store's background server ([`background::serve_attached`]).
 pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
+    let settings = &with_session_limits(settings, args.idle_unload_secs, args.max_live_sessions);
     let attach = args.http.is_none() && !args.no_daemon && !settings.ephemeral && cfg!(feature = "session-store");
     if attach {
         let options = StartOptions {
             idle_exit: Duration::from_secs(args.idle_exit_secs),
             drain_timeout: Duration::from_secs(args.drain_timeout_secs),
+            idle_unload_secs: args.idle_unload_secs,
+            max_live_sessions: args.max_live_sessions,
         };
         // Blocking I/O on plain threads (see `background::attach`); nothing else runs here.
         return tokio::task::block_in_place(|| background::serve_attached(settings, &options));
@@ -54,6 +57,21 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
         None => Surface::Stdio,
     };
     server::serve(settings, surface, Duration::from_secs(args.drain_timeout_secs)).await
+}
+
+/// The settings with `serve`'s bounds of the live set, which override the config file's.
+fn with_session_limits(
+    settings: &Settings,
+    idle_unload_secs: Option<u64>,
+    max_live_sessions: Option<u64>,
+) -> Settings {
+    Settings {
+        idle_unload_secs: idle_unload_secs.or(settings.idle_unload_secs),
+        max_live_sessions: max_live_sessions
+            .map(|max| usize::try_from(max).unwrap_or(usize::MAX))
+            .or(settings.max_live_sessions),
+        ..settings.clone()
+    }
 }
 
 /// `deputy background status|stop`.
@@ -110,6 +128,7 @@ pub async fn background_server(settings: &Settings, args: BackgroundServerArgs) 
     if !cfg!(feature = "session-store") {
         anyhow::bail!("this build of deputy has no session store, so it runs no background server");
     }
+    let settings = &with_session_limits(settings, args.idle_unload_secs, args.max_live_sessions);
     let options = HostOptions {
         socket: args.socket,
         idle_exit: Duration::from_secs(args.idle_exit_secs),

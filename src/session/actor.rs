@@ -14,6 +14,10 @@
 //! future: the turn ends `failed` with `error_kind: internal`, its history is closed as for an
 //! interrupt, and the session goes on. Whatever ends the actor task, a guard releases the turn
 //! lock, shows the session idle and marks the actor stopped, so no caller waits for ever.
+//!
+//! Hibernation unloads an idle session by taking its turn lock for good
+//! ([`SessionHandle::try_unload`]) and stopping the actor; a caller still holding the handle
+//! sees it unloaded and goes back to the service, which resumes the session from the store.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -23,6 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono::Utc;
 use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -32,7 +37,7 @@ use crate::ids::SessionId;
 use crate::llm::Message;
 #[cfg(feature = "session-compaction")]
 use crate::model::CompactResult;
-use crate::model::{RunResult, SessionRecord, SessionStatus, SessionView};
+use crate::model::{RunResult, SessionRecord, SessionStatus, SessionSummary, SessionView};
 use crate::store::{SaveRequest, SharedStore, StoreError};
 
 /// What the actor is asked to do. Only one `RunTurn` or `Compact` is ever queued: the turn
@@ -72,6 +77,16 @@ struct Shared {
     stopped: CancellationToken,
     /// The agent's full tool outputs not saved yet, read without waiting for the actor.
     full_outputs: FullOutputs,
+    /// When a turn or compaction last began or ended: the least recently used sessions are
+    /// unloaded first, and sessions idle for long are unloaded (hibernation).
+    last_used: Mutex<Instant>,
+    /// The last save failed: the store is behind the actor, so the session must stay live
+    /// (unloading it would lose what only the actor holds) until a save succeeds.
+    unsaved: AtomicBool,
+    /// Set, together with the turn lock (which is then never released), when the session is
+    /// unloaded: the handle takes no more turns, and a caller that holds it goes back to the
+    /// registry, which resumes the session from the store.
+    unloaded: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -105,6 +120,9 @@ impl SessionHandle {
             view: watch::Sender::new(record.view(SessionStatus::Idle, None)),
             stopped: CancellationToken::new(),
             full_outputs: agent.full_outputs(),
+            last_used: Mutex::new(Instant::now()),
+            unsaved: AtomicBool::new(false),
+            unloaded: AtomicBool::new(false),
         });
         let (commands, receiver) = mpsc::channel(4);
         let actor = run(agent, record, store, receiver, shared.clone());
@@ -128,12 +146,51 @@ impl SessionHandle {
             return Err(self.archived_error());
         }
         let mut slot = self.shared.turn_cancel.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.shared.turn_running.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        // An unloaded handle answers `Busy` (its actor may have released the lock on exit);
+        // the service sees `is_unloaded` and goes back to the registry.
+        if self.shared.unloaded.load(Ordering::Acquire)
+            || self.shared.turn_running.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err()
+        {
             return Err(SessionError::Busy(self.id.clone()));
         }
         let cancel = CancellationToken::new();
         *slot = Some(cancel.clone());
+        self.shared.touch();
         Ok(cancel)
+    }
+
+    /// Takes the turn lock for good, to unload the session: only when no turn or compaction
+    /// runs, the store has everything (the last save succeeded) and no archive began. Done
+    /// under the same mutex as [`Self::try_lock`], so a concurrent turn either wins the lock
+    /// first (and the unload gives up) or sees the handle unloaded. Pending tool calls do not
+    /// hold the lock: the held step is in the saved record, and answering it resumes the
+    /// session.
+    pub fn try_unload(&self) -> bool {
+        let _slot = self.shared.turn_cancel.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.shared.closing.load(Ordering::Acquire) || self.shared.unsaved.load(Ordering::Acquire) {
+            return false;
+        }
+        if self.shared.turn_running.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return false;
+        }
+        self.shared.unloaded.store(true, Ordering::Release);
+        true
+    }
+
+    /// Whether the session was unloaded from this handle: it lives on in the store only.
+    pub fn is_unloaded(&self) -> bool {
+        self.shared.unloaded.load(Ordering::Acquire)
+    }
+
+    /// When a turn or compaction last began or ended.
+    pub fn last_used(&self) -> Instant {
+        *self.shared.last_used.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refuses turns from now on (an archive began). Set under the registry's lock by
+    /// `archive`, so an unload and an archive never both take the same session.
+    pub fn mark_closing(&self) {
+        self.shared.closing.store(true, Ordering::Release);
     }
 
     /// Takes the turn lock for a turn and shows the session running.
@@ -215,14 +272,21 @@ impl SessionHandle {
         }
     }
 
-    /// Whether the turn lock is held: a turn (or a compaction) is running.
+    /// Whether the turn lock is held: a turn (or a compaction) is running. An unloaded
+    /// session holds the lock but runs nothing.
     pub fn is_busy(&self) -> bool {
-        self.shared.turn_running.load(Ordering::Acquire)
+        self.shared.turn_running.load(Ordering::Acquire) && !self.is_unloaded()
     }
 
     /// The current view, without waiting.
     pub fn view(&self) -> SessionView {
         self.shared.view.borrow().clone()
+    }
+
+    /// The session's summary, read in place from the published view: `list` copies a few
+    /// fields per session, never a whole view (its last turn, pending calls, context).
+    pub fn summary(&self) -> SessionSummary {
+        SessionSummary::from(&*self.shared.view.borrow())
     }
 
     /// Waits until turn `turn` has finished (or the actor stopped), then returns the view.
@@ -285,6 +349,10 @@ impl SessionHandle {
 }
 
 impl Shared {
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
     fn end_turn(&self) {
         let mut slot = self.turn_cancel.lock().unwrap_or_else(PoisonError::into_inner);
         *slot = None;
@@ -307,7 +375,7 @@ struct ActorGuard(Arc<Shared>);
 impl Drop for ActorGuard {
     fn drop(&mut self) {
         let shared = &self.0;
-        if shared.turn_running.load(Ordering::Acquire) {
+        if shared.turn_running.load(Ordering::Acquire) && !shared.unloaded.load(Ordering::Acquire) {
             shared.view.send_modify(|view| {
                 view.state.status = SessionStatus::Idle;
                 view.state.running_turn = None;
@@ -422,7 +490,9 @@ async fn finish(
     }
     record.updated_at = Utc::now();
     let saved = save(store, agent, record).await;
+    shared.unsaved.store(saved.is_err(), Ordering::Release);
     shared.view.send_replace(record.view(SessionStatus::Idle, None));
+    shared.touch();
     shared.end_turn();
     saved
 }

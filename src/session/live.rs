@@ -2,15 +2,21 @@
 //!
 //! Without a store (Minimal builds, `--ephemeral`) a session lives as long as the process.
 //! With one, every session is saved at creation and after each turn; a session that is not
-//! live (after a restart, or never touched since) is read from the store and rehydrated on
-//! its next turn; archived sessions stay readable.
+//! live (after a restart, never touched since, or unloaded) is read from the store and
+//! rehydrated on its next turn; archived sessions stay readable.
+//!
+//! Hibernation bounds the live set ([`SessionLimits`]): with a store, a session idle for
+//! `idle_unload` (the idle reaper) or beyond `max_live` (least recently used first) is unloaded.
+//! Its actor stops and its slot leaves the registry; the store already holds everything, so the
+//! session is then exactly a stored one. Without a store `max_live` refuses new sessions.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::SessionService;
@@ -44,8 +50,11 @@ pub struct LiveSessionService {
     store: SharedStore,
     /// The lock is held for map lookups, never across an await.
     registry: RwLock<Registry>,
-    /// Every actor task, so `drain` can wait for them to exit.
+    /// Every actor task (and the idle reaper), so `drain` can wait for them to exit.
     actors: TaskTracker,
+    limits: SessionLimits,
+    /// Cancelled by `drain`: stops the idle reaper.
+    stopping: CancellationToken,
 }
 
 /// The live sessions, and what keeps a resume from racing an archive.
@@ -77,7 +86,123 @@ enum Lookup {
 
 impl LiveSessionService {
     pub fn new(factory: AgentFactory, store: SharedStore) -> Self {
-        Self { factory, store, registry: RwLock::default(), actors: TaskTracker::new() }
+        Self {
+            factory,
+            store,
+            registry: RwLock::default(),
+            actors: TaskTracker::new(),
+            limits: SessionLimits::default(),
+            stopping: CancellationToken::new(),
+        }
+    }
+
+    /// The same service with other bounds on its live set.
+    pub fn with_limits(mut self, limits: SessionLimits) -> Self {
+        self.limits = SessionLimits { max_live: limits.max_live.max(1), ..limits };
+        self
+    }
+
+    /// Starts the idle reaper (with a store and a non-zero `idle_unload`): one task that wakes
+    /// every quarter of `idle_unload` (30 s at most) and unloads the sessions idle that long.
+    /// One cheap scan per tick rather than a timer per session. It holds the service weakly
+    /// and stops at `drain`.
+    pub fn start_idle_reaper(self: &Arc<Self>) {
+        let idle = self.limits.idle_unload;
+        if self.store.is_none() || idle.is_zero() {
+            return;
+        }
+        let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
+        let service = Arc::downgrade(self);
+        let stopping = self.stopping.clone();
+        self.actors.spawn(async move {
+            let mut ticker = tokio::time::interval(tick);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stopping.cancelled() => return,
+                    _ = ticker.tick() => {}
+                }
+                let Some(service) = Weak::upgrade(&service) else { return };
+                service.unload_idle(idle).await;
+            }
+        });
+    }
+
+    /// How many sessions are live (actors running), unloaded ones not counted.
+    pub fn live_sessions(&self) -> usize {
+        let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+        registry.sessions.values().filter(|slot| matches!(slot, Slot::Live(_))).count()
+    }
+
+    /// Unloads every session idle for `idle` or longer.
+    async fn unload_idle(&self, idle: Duration) {
+        let now = tokio::time::Instant::now();
+        let idle_ones: Vec<(SessionId, SessionHandle)> = {
+            let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+            registry
+                .sessions
+                .iter()
+                .filter_map(|(id, slot)| match slot {
+                    Slot::Live(handle) if now.duration_since(handle.last_used()) >= idle => {
+                        Some((id.clone(), handle.clone()))
+                    }
+                    Slot::Live(_) | Slot::Archiving => None,
+                })
+                .collect()
+        };
+        for (id, handle) in idle_ones {
+            self.unload(&id, &handle, "idle").await;
+        }
+    }
+
+    /// After `just_live` became live: with a store, unloads the least recently used other
+    /// sessions while more than `max_live` are live. Busy ones are skipped, so the bound is
+    /// met as soon as enough sessions are idle.
+    async fn enforce_cap(&self, just_live: &SessionId) {
+        if self.store.is_none() {
+            return;
+        }
+        let mut candidates: Vec<(tokio::time::Instant, SessionId, SessionHandle)> = {
+            let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+            if registry.sessions.len() <= self.limits.max_live {
+                return;
+            }
+            registry
+                .sessions
+                .iter()
+                .filter_map(|(id, slot)| match slot {
+                    Slot::Live(handle) if id != just_live => Some((handle.last_used(), id.clone(), handle.clone())),
+                    Slot::Live(_) | Slot::Archiving => None,
+                })
+                .collect()
+        };
+        candidates.sort_unstable_by_key(|(last_used, _, _)| *last_used);
+        for (_, id, handle) in candidates {
+            if self.live_sessions() <= self.limits.max_live {
+                break;
+            }
+            self.unload(&id, &handle, "least recently used beyond max_live_sessions").await;
+        }
+    }
+
+    /// Unloads one session if it is still `handle`'s and idle with nothing unsaved (see
+    /// [`SessionHandle::try_unload`]); waits for its actor to exit. Taken under the registry's
+    /// lock, so it never races an archive's or a resume's registration.
+    async fn unload(&self, id: &SessionId, handle: &SessionHandle, why: &'static str) -> bool {
+        {
+            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
+            match registry.sessions.get(id) {
+                Some(Slot::Live(current)) if current.same_actor(handle) => {}
+                Some(Slot::Live(_) | Slot::Archiving) | None => return false,
+            }
+            if !handle.try_unload() {
+                return false;
+            }
+            registry.sessions.remove(id);
+        }
+        handle.stop().await;
+        tracing::info!(session_id = %id, reason = why, "session unloaded");
+        true
     }
 
     fn spawn(&self, agent: Agent, record: SessionRecord) -> SessionHandle {
@@ -161,7 +286,7 @@ impl LiveSessionService {
                     Entry::Vacant(slot) if archives_committed == archives_seen => {
                         tracing::info!(session_id = %id, "session resumed from the store");
                         slot.insert(Slot::Live(handle.clone()));
-                        return Ok(handle);
+                        break;
                     }
                     Entry::Vacant(_) => archives_seen = archives_committed,
                 }
@@ -169,6 +294,26 @@ impl LiveSessionService {
             // An archive committed since the record was read; it may have been this session's.
             if store.record(id).await?.is_none_or(|record| record.archived) {
                 return Err(archived(id));
+            }
+        }
+        self.enforce_cap(id).await;
+        Ok(handle)
+    }
+
+    /// Runs `attempt` on the session's handle; when the handle turns out unloaded (it answered
+    /// `Busy` because an unload took its lock), asks the registry again, which resumes the
+    /// session from the store. So a turn racing an unload waits for it and runs, never `Busy`.
+    async fn with_handle<T>(
+        &self,
+        factory: &AgentFactory,
+        id: &SessionId,
+        mut attempt: impl AsyncFnMut(&SessionHandle) -> Result<T, SessionError>,
+    ) -> Result<T, SessionError> {
+        loop {
+            let handle = self.live_or_resumed(factory, id).await?;
+            match attempt(&handle).await {
+                Err(SessionError::Busy(_)) if handle.is_unloaded() => continue,
+                other => return other,
             }
         }
     }
@@ -182,6 +327,7 @@ impl LiveSessionService {
     ) -> Result<RunResult, SessionError> {
         require_prompt(&request.prompt)?;
         check_labels(&request.labels)?;
+        self.check_room()?;
         let agent = factory.build_agent(request.build).await?;
         let id = SessionId::new();
         let record =
@@ -194,13 +340,36 @@ impl LiveSessionService {
         let handle = self.spawn(agent, record);
         // Nobody else knows the id yet, so the first turn always wins the lock.
         let ticket = handle.try_begin_turn()?;
-        self.registry
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .sessions
-            .insert(id.clone(), Slot::Live(handle.clone()));
+        {
+            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
+            // Checked again under the lock: concurrent creates cannot overshoot the bound.
+            if self.store.is_none() && registry.sessions.len() >= self.limits.max_live {
+                return Err(self.full());
+            }
+            registry.sessions.insert(id.clone(), Slot::Live(handle.clone()));
+        }
         tracing::info!(session_id = %id, "session created");
+        self.enforce_cap(&id).await;
         self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
+    }
+
+    /// Without a store nothing can be unloaded, so a full live set refuses new sessions.
+    fn check_room(&self) -> Result<(), SessionError> {
+        let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+        if self.store.is_none() && registry.sessions.len() >= self.limits.max_live {
+            return Err(self.full());
+        }
+        Ok(())
+    }
+
+    /// `SESSION_PERSISTENCE_DISABLED`: the session would fit if idle ones could be unloaded to
+    /// a store, which is what this deployment lacks.
+    fn full(&self) -> SessionError {
+        persistence_disabled(&format!(
+            "more than {} live sessions (max_live_sessions): without a store idle sessions cannot be unloaded; \
+             archive a session or run with a store",
+            self.limits.max_live
+        ))
     }
 
     /// `start_turn`; a session that is not live is resumed with `factory`'s providers and
@@ -215,8 +384,8 @@ impl LiveSessionService {
         if !answers {
             require_prompt(&request.prompt)?;
         }
-        let handle = self.live_or_resumed(factory, id).await?;
-        let ticket = handle.try_begin_turn()?;
+        let (handle, ticket) =
+            self.with_handle(factory, id, async |handle| Ok((handle.clone(), handle.try_begin_turn()?))).await?;
         // Checked under the turn lock, against the view the last turn published: nobody can
         // answer the same calls in between. A refusal changes nothing.
         let waiting = handle.view().state.pending;
@@ -239,7 +408,7 @@ impl LiveSessionService {
     ) -> Result<CompactResult, SessionError> {
         #[cfg(feature = "session-compaction")]
         {
-            self.live_or_resumed(factory, id).await?.compact().await
+            self.with_handle(factory, id, async |handle| handle.compact().await).await
         }
         #[cfg(not(feature = "session-compaction"))]
         {
@@ -418,8 +587,7 @@ impl SessionService for LiveSessionService {
         if query.include_archived && self.store.is_none() {
             return Err(persistence_disabled("listing archived sessions"));
         }
-        let live: Vec<SessionSummary> =
-            self.live_handles().iter().map(|handle| SessionSummary::from(&handle.view())).collect();
+        let live: Vec<SessionSummary> = self.live_handles().iter().map(SessionHandle::summary).collect();
         let limit = query.limit.unwrap_or(DEFAULT_PAGE).min(MAX_PAGE);
         // One more than the page, to know whether a next page exists.
         let wanted = query.offset.saturating_add(limit).saturating_add(1);
@@ -460,7 +628,11 @@ impl SessionService for LiveSessionService {
             let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
             match registry.sessions.entry(id.clone()) {
                 Entry::Occupied(slot) => match slot.get() {
-                    Slot::Live(handle) => (Some(handle.clone()), false),
+                    Slot::Live(handle) => {
+                        // Under the lock, so an unload cannot take the session meanwhile.
+                        handle.mark_closing();
+                        (Some(handle.clone()), false)
+                    }
                     Slot::Archiving => (None, false),
                 },
                 Entry::Vacant(slot) => {
@@ -522,6 +694,7 @@ impl SessionService for LiveSessionService {
 
     async fn drain(&self, timeout: Duration) {
         let deadline = tokio::time::Instant::now() + timeout;
+        self.stopping.cancel();
         let handles = self.live_handles();
         let all_idle = || futures::future::join_all(handles.iter().map(SessionHandle::wait_idle));
         if tokio::time::timeout_at(deadline, all_idle()).await.is_err() {
@@ -539,9 +712,21 @@ impl SessionService for LiveSessionService {
         }
     }
 
+    async fn ready(&self) -> Result<(), SessionError> {
+        match &self.store {
+            Some(store) => Ok(store.ping().await?),
+            None => Ok(()),
+        }
+    }
+
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
         if let Some(handle) = self.live(id) {
-            return Ok(SessionHistory { session_id: id.clone(), messages: handle.history().await? });
+            match handle.history().await {
+                Ok(messages) => return Ok(SessionHistory { session_id: id.clone(), messages }),
+                // Unloaded meanwhile: the store has it all.
+                Err(_) if handle.is_unloaded() => {}
+                Err(error) => return Err(error),
+            }
         }
         let Some(store) = &self.store else { return Err(SessionError::not_found(id.clone())) };
         if store.record(id).await?.is_none() {
@@ -571,6 +756,10 @@ mod persistence_tests;
 #[cfg(test)]
 #[path = "lifecycle_tests.rs"]
 mod lifecycle_tests;
+
+#[cfg(test)]
+#[path = "hibernation_tests.rs"]
+mod hibernation_tests;
 
 #[cfg(test)]
 #[path = "pending_tests.rs"]

@@ -103,6 +103,12 @@ pub trait SessionService: Send + Sync + 'static {
     /// usual), then interrupts the rest and waits briefly for them to end, saved as cancelled.
     fn drain(&self, timeout: Duration) -> impl Future<Output = ()> + Send;
 
+    /// Whether the service can serve, in O(1) whatever the number of sessions (`/readyz`):
+    /// the store answers a read transaction, when there is one.
+    ///
+    /// Errors: `Store`.
+    fn ready(&self) -> impl Future<Output = Result<(), SessionError>> + Send;
+
     /// The whole conversation of a session (live, or stored). Waits for a running turn.
     ///
     /// Errors: `NotFound`, `Store`.

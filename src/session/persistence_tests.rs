@@ -44,6 +44,9 @@ impl SessionStore for FaultyStore {
     fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {
         self.inner.archive(id)
     }
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.inner.ping()
+    }
 }
 
 fn service(provider: Arc<ScriptedProvider>, store: Arc<dyn SessionStore>) -> LiveSessionService {
@@ -70,8 +73,13 @@ async fn a_failed_save_is_reported_and_the_next_save_catches_up() {
     let view = service.read(&id, None).await.unwrap();
     assert_eq!(view.state.last_turn.as_ref().map(|t| t.text.as_str()), Some("two"));
 
+    // The store is behind the actor: unloading now would lose the turn.
+    let handle = service.live(&id).unwrap();
+    assert!(!service.unload(&id, &handle, "test").await, "a session with unsaved state stays live");
+
     store.fail_saves.store(false, Ordering::SeqCst);
     assert_eq!(service.start_turn(&id, turn("third")).await.unwrap().text, "three");
+    assert!(service.unload(&id, &handle, "test").await, "saved again: now it may be unloaded");
     let stored = store.inner.record(&id).await.unwrap().unwrap();
     assert_eq!((stored.turns, stored.message_count), (3, 6));
     let texts: Vec<String> = store.inner.history(&id).await.unwrap().iter().map(Message::text).collect();

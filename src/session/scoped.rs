@@ -73,6 +73,10 @@ impl SessionService for ScopedService {
     /// Draining belongs to whoever owns the shared service, not to one caller: a no-op here.
     async fn drain(&self, _timeout: Duration) {}
 
+    async fn ready(&self) -> Result<(), SessionError> {
+        self.inner.ready().await
+    }
+
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
         self.inner.history(id).await
     }

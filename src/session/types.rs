@@ -77,3 +77,26 @@ pub struct ListQuery {
 
 pub const DEFAULT_PAGE: usize = 50;
 pub const MAX_PAGE: usize = 1000;
+
+/// How many sessions stay live, and for how long (hibernation). With a store, a session idle
+/// for `idle_unload`, or beyond `max_live` (least recently used first), is unloaded: its actor
+/// stops and it lives on in the store, rehydrated by its next turn. Without a store nothing can
+/// be unloaded, so `max_live` refuses new sessions instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Unload a session after this long without a turn; zero never unloads for idleness.
+    pub idle_unload: Duration,
+    /// Live sessions at most (at least 1).
+    pub max_live: usize,
+}
+
+impl SessionLimits {
+    pub const DEFAULT_IDLE_UNLOAD_SECS: u64 = 600;
+    pub const DEFAULT_MAX_LIVE: usize = 1000;
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self { idle_unload: Duration::from_secs(Self::DEFAULT_IDLE_UNLOAD_SECS), max_live: Self::DEFAULT_MAX_LIVE }
+    }
+}

@@ -120,6 +120,10 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
 
     /// Marks a session archived; returns its record, or `None` if it is not stored.
     fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>>;
+
+    /// Whether the store answers: one read transaction, opened and dropped, whatever it holds
+    /// (`/readyz` must not cost more with more sessions).
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 }
 
 /// The store a service uses, if any. `None` means ephemeral: a build without the

@@ -307,6 +307,10 @@ fn archive(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError>
 }
 
 impl SessionStore for RedbStore {
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.blocking(|db| db.begin_read().map(drop).map_err(backend))
+    }
+
     fn save(&self, request: SaveRequest) -> BoxFuture<'_, Result<(), StoreError>> {
         self.blocking(move |db| save(db, request))
     }

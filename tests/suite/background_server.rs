@@ -394,3 +394,30 @@ async fn a_stdio_client_on_a_store_an_http_server_holds_is_told_what_to_do() {
     assert!(stderr.contains("HTTP endpoint") && stderr.contains("--no-daemon"), "{stderr}");
     assert!(output.stdout.is_empty(), "stdout carries only MCP frames");
 }
+
+/// `serve --max-live-sessions` reaches the background server it starts: beyond the bound the
+/// server unloads the least recently used session, and a client continues it transparently
+/// (rehydrated with that client's own factory).
+#[tokio::test]
+async fn max_live_sessions_reaches_the_background_server_and_unloaded_sessions_continue() {
+    let bg = Background::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
+    let client = bg.client(&who, &["--max-live-sessions", "2"]).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        bg.mock.push(MockResponse::sse(anthropic::text(&[&format!("answer {n}")])));
+        ids.push(id_of(&client.ok("session_create", json!({"prompt": format!("question {n}")})).await));
+    }
+    let deadline = Instant::now() + LIMIT;
+    while !bg.log().contains("session unloaded") {
+        assert!(Instant::now() < deadline, "the server never unloaded a session:\n{}", bg.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bg.mock.push(MockResponse::sse(anthropic::text(&["again"])));
+    let turn = client.ok("session_turn", json!({"session_id": ids[0], "prompt": "more"})).await;
+    assert_eq!((turn["text"].as_str(), turn["turn"].as_u64()), (Some("again"), Some(2)));
+    let sent = &bg.mock.requests()[3].body["messages"];
+    assert_eq!(sent.as_array().unwrap().len(), 3, "the whole history went to the model: {sent}");
+    client.stop().await;
+}

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::api_error::ApiError;
 use crate::error::TransportCode;
-use crate::session::{ListQuery, SessionService};
+use crate::session::SessionService;
 
 /// How the HTTP surfaces are exposed.
 #[derive(Debug, Clone)]
@@ -142,9 +142,10 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiEr
     ApiError::refused(TransportCode::MethodNotAllowed, format!("{method} is not allowed on {}", uri.path()))
 }
 
-/// Ready when the service answers a cheap query, which reads the store when there is one.
+/// Ready when the service is: O(1), one read transaction of the store when there is one (never
+/// a walk of the sessions).
 async fn readyz<S: SessionService>(State(service): State<Arc<S>>) -> (StatusCode, &'static str) {
-    match service.list(ListQuery { limit: Some(1), ..ListQuery::default() }).await {
+    match service.ready().await {
         Ok(_) => (StatusCode::OK, "ready"),
         Err(error) => {
             tracing::warn!(code = %error.code(), "not ready");

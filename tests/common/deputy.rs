@@ -110,6 +110,11 @@ impl TestDeputy {
         Self::respawn(mock, workspace, home).await
     }
 
+    /// Starts a deputy on what a stopped or killed one left behind.
+    pub async fn respawn_on(mock: MockLlm, workspace: TempDir, home: TempDir) -> Self {
+        Self::respawn(mock, workspace, home).await
+    }
+
     async fn respawn(mock: MockLlm, workspace: TempDir, home: TempDir) -> Self {
         let command = deputy_serve(&mock, workspace.path(), home.path());
         let recorder = RecordingClient::default();

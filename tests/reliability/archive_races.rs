@@ -44,8 +44,16 @@ async fn archive_races() {
         for n in 0..TURNS {
             deputy.mock.push(MockResponse::sse(anthropic::text(&[&format!("turn {n}")])));
         }
-        let created: Value =
-            deputy.http.post(deputy.url("/v1/sessions")).json(&json!({"prompt": "race"})).send().await.unwrap().json().await.unwrap();
+        let created: Value = deputy
+            .http
+            .post(deputy.url("/v1/sessions"))
+            .json(&json!({"prompt": "race"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let id = created["session_id"].as_str().unwrap().to_owned();
         let turns_url = deputy.url(&format!("/v1/sessions/{id}/turns"));
 
@@ -54,7 +62,8 @@ async fn archive_races() {
         let acknowledged: Arc<Mutex<Option<Instant>>> = Arc::default();
         let (report, mut answers) = mpsc::unbounded_channel();
         for n in 0..TURNS {
-            let (http, url, report, acknowledged) = (deputy.http.clone(), turns_url.clone(), report.clone(), acknowledged.clone());
+            let (http, url, report, acknowledged) =
+                (deputy.http.clone(), turns_url.clone(), report.clone(), acknowledged.clone());
             tokio::spawn(async move {
                 let sent = Instant::now();
                 let sent_after_archive = acknowledged.lock().await.is_some_and(|at| at <= sent);
@@ -80,7 +89,10 @@ async fn archive_races() {
             let (sent_after_archive, status, body) = answers.recv().await.unwrap();
             match (status, body["code"].as_str(), body["status"].as_str()) {
                 (200, _, Some("completed")) => {
-                    assert!(!sent_after_archive, "round {round}: a turn sent after the archive answered completed: {body}");
+                    assert!(
+                        !sent_after_archive,
+                        "round {round}: a turn sent after the archive answered completed: {body}"
+                    );
                     tally.completed += 1;
                 }
                 (409, Some("SESSION_BUSY"), _) => {
@@ -119,14 +131,24 @@ async fn archive_races() {
 }
 
 async fn check_archived(deputy: &HttpDeputy, id: &str, turns: u64, round: usize) {
-    let read: Value = deputy.http.get(deputy.url(&format!("/v1/sessions/{id}"))).send().await.unwrap().json().await.unwrap();
+    let read: Value =
+        deputy.http.get(deputy.url(&format!("/v1/sessions/{id}"))).send().await.unwrap().json().await.unwrap();
     assert_eq!(
         (read["state"]["status"].as_str(), read["state"]["turns"].as_u64()),
         (Some("archived"), Some(turns)),
         "round {round}: {read}"
     );
-    let refused = deputy.http.post(deputy.url(&format!("/v1/sessions/{id}/turns"))).json(&json!({"prompt": "more"})).send().await.unwrap();
+    let refused = deputy
+        .http
+        .post(deputy.url(&format!("/v1/sessions/{id}/turns")))
+        .json(&json!({"prompt": "more"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 404);
     let body: Value = refused.json().await.unwrap();
-    assert!(body["code"] == "SESSION_NOT_FOUND" && body["message"].as_str().unwrap().contains("archived"), "{body}");
+    assert!(
+        body["code"] == "SESSION_NOT_FOUND" && body["message"].as_str().unwrap().contains("archived"),
+        "{body}"
+    );
 }

@@ -21,7 +21,11 @@ enum Outcome {
 
 /// Sorts outcomes as they arrive; once every contender but one is `Busy`, opens `gate` so the
 /// winner's turn (held by the mock until then) can finish. Returns (winners, busy, others).
-async fn tally(mut outcomes: mpsc::UnboundedReceiver<Outcome>, total: usize, gate: &Gate) -> (usize, usize, Vec<String>) {
+async fn tally(
+    mut outcomes: mpsc::UnboundedReceiver<Outcome>,
+    total: usize,
+    gate: &Gate,
+) -> (usize, usize, Vec<String>) {
     let (mut won, mut busy, mut other) = (0, 0, Vec::new());
     while won + busy + other.len() < total {
         match outcomes.recv().await.expect("every contender reports") {
@@ -42,8 +46,16 @@ async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
     // Every contender holds a connection at once: lift the connection cap above N.
     let deputy = HttpDeputy::start(&["--max-connections", "2000"]).await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let created: Value =
-        deputy.http.post(deputy.url("/v1/sessions")).json(&json!({"prompt": "hi"})).send().await.unwrap().json().await.unwrap();
+    let created: Value = deputy
+        .http
+        .post(deputy.url("/v1/sessions"))
+        .json(&json!({"prompt": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let id = created["session_id"].as_str().unwrap().to_owned();
     let gate = Gate::new();
     deputy.mock.push(MockResponse::sse(anthropic::text(&["the", " winner"])).pause_before_chunk(2, gate.clone()));
@@ -72,12 +84,20 @@ async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
     }
     let (won, busy, other) = tokio::time::timeout(DEADLINE, tally(outcomes, N, &gate)).await.expect("bounded");
     let elapsed = started.elapsed();
-    assert_eq!((won, busy, other.as_slice()), (1, N - 1, &[][..] as &[String]), "one winner, the rest SESSION_BUSY");
+    assert_eq!(
+        (won, busy, other.as_slice()),
+        (1, N - 1, &[][..] as &[String]),
+        "one winner, the rest SESSION_BUSY"
+    );
 
-    let read: Value = deputy.http.get(deputy.url(&format!("/v1/sessions/{id}"))).send().await.unwrap().json().await.unwrap();
+    let read: Value =
+        deputy.http.get(deputy.url(&format!("/v1/sessions/{id}"))).send().await.unwrap().json().await.unwrap();
     assert_eq!((read["state"]["turns"].as_u64(), read["state"]["status"].as_str()), (Some(2), Some("idle")));
     assert_eq!(deputy.mock.requests().len(), 2, "only the winner reached the model");
-    eprintln!("reliability: busy: {N} REST attempts, {won} winner, {busy} SESSION_BUSY, {:.1} s", elapsed.as_secs_f64());
+    eprintln!(
+        "reliability: busy: {N} REST attempts, {won} winner, {busy} SESSION_BUSY, {:.1} s",
+        elapsed.as_secs_f64()
+    );
 }
 
 #[tokio::test]
@@ -114,8 +134,15 @@ async fn busy_200_mcp_stdio_turns_on_one_session_have_exactly_one_winner() {
     }
     let (won, busy, other) = tokio::time::timeout(DEADLINE, tally(outcomes, N, &gate)).await.expect("bounded");
     let elapsed = started.elapsed();
-    assert_eq!((won, busy, other.as_slice()), (1, N - 1, &[][..] as &[String]), "one winner, the rest SESSION_BUSY");
+    assert_eq!(
+        (won, busy, other.as_slice()),
+        (1, N - 1, &[][..] as &[String]),
+        "one winner, the rest SESSION_BUSY"
+    );
     let read = deputy.ok("session_read", json!({"session_id": id})).await;
     assert_eq!((read["state"]["turns"].as_u64(), read["state"]["status"].as_str()), (Some(2), Some("idle")));
-    eprintln!("reliability: busy: {N} MCP stdio attempts, {won} winner, {busy} SESSION_BUSY, {:.1} s", elapsed.as_secs_f64());
+    eprintln!(
+        "reliability: busy: {N} MCP stdio attempts, {won} winner, {busy} SESSION_BUSY, {:.1} s",
+        elapsed.as_secs_f64()
+    );
 }

@@ -16,7 +16,11 @@ use crate::common::mock_llm::{Gate, MockResponse, anthropic};
 const ROUNDS: usize = 30;
 
 /// Starts a tool call without waiting for it, so deputy can be killed while it runs.
-fn spawn_call(deputy: &TestDeputy, tool: &str, arguments: Value) -> tokio::task::JoinHandle<Option<CallToolResult>> {
+fn spawn_call(
+    deputy: &TestDeputy,
+    tool: &str,
+    arguments: Value,
+) -> tokio::task::JoinHandle<Option<CallToolResult>> {
     let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
     let peer = deputy.client.peer().clone();
     let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
@@ -60,7 +64,8 @@ async fn crash_loop() {
             let id = &sessions[rng.usize(0..3)];
             let text = format!("answer {round}.{step}");
             deputy.mock.push(MockResponse::sse(anthropic::text(&[&text])));
-            let turn = deputy.ok("session_turn", json!({"session_id": id, "prompt": format!("q {round}.{step}")})).await;
+            let turn =
+                deputy.ok("session_turn", json!({"session_id": id, "prompt": format!("q {round}.{step}")})).await;
             assert_eq!(turn["text"], text.as_str());
             acked.get_mut(id).unwrap().push(text);
         }
@@ -76,7 +81,11 @@ async fn crash_loop() {
                     MockResponse::sse(anthropic::text(&[&format!("doomed {round}"), " never"]))
                         .pause_before_chunk(chunk, gate),
                 );
-                let call = spawn_call(&deputy, "session_turn", json!({"session_id": id, "prompt": "doomed", "wait_ms": 60_000}));
+                let call = spawn_call(
+                    &deputy,
+                    "session_turn",
+                    json!({"session_id": id, "prompt": "doomed", "wait_ms": 60_000}),
+                );
                 deputy.mock.wait_for_requests(requests + 1).await;
                 tokio::time::sleep(Duration::from_millis(rng.u64(0..20))).await;
                 ("mid-stream", Some((id.clone(), call)))
@@ -87,7 +96,11 @@ async fn crash_loop() {
                 let id = &sessions[rng.usize(0..2)];
                 let text = format!("racing {round}");
                 deputy.mock.push(MockResponse::sse(anthropic::text(&[&text, " to the save"])));
-                let call = spawn_call(&deputy, "session_turn", json!({"session_id": id, "prompt": "race", "wait_ms": 60_000}));
+                let call = spawn_call(
+                    &deputy,
+                    "session_turn",
+                    json!({"session_id": id, "prompt": "race", "wait_ms": 60_000}),
+                );
                 tokio::time::sleep(Duration::from_micros(rng.u64(0..12_000))).await;
                 ("around a save", Some((id.clone(), call)))
             }
@@ -162,7 +175,10 @@ async fn crash_loop() {
             .collect();
         let mut stored = answers.iter();
         for text in &acked[id] {
-            assert!(stored.any(|answer| answer == text), "seed {seed}: acknowledged {text:?} is missing from {answers:?}");
+            assert!(
+                stored.any(|answer| answer == text),
+                "seed {seed}: acknowledged {text:?} is missing from {answers:?}"
+            );
         }
         acknowledged += acked[id].len();
     }

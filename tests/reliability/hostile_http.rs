@@ -24,7 +24,8 @@ const CHUNKS: usize = 256;
 const CHUNK: usize = 64 * 1024;
 
 async fn healthz(deputy: &HttpDeputy) {
-    let health = tokio::time::timeout(Duration::from_secs(30), deputy.http.get(deputy.url("/healthz")).send()).await;
+    let health =
+        tokio::time::timeout(Duration::from_secs(30), deputy.http.get(deputy.url("/healthz")).send()).await;
     assert_eq!(health.expect("healthz answers in time").unwrap().status(), 200);
 }
 
@@ -46,7 +47,7 @@ async fn hostile_http() {
     );
     eprintln!(
         "reliability: hostile HTTP: 300 silent connections, a 40,000-entry batch (refused -32600), a 6 MiB body (413), an SSE reader stalled during a {} MiB answer: VmRSS {} MiB (baseline {} MiB, bound {RSS_BOUND_MIB} MiB; {} MiB from {} MiB with a reader that keeps up), /healthz answered throughout; {:.1} s",
-        CHUNKS * CHUNK >> 20,
+        (CHUNKS * CHUNK) >> 20,
         peak / 1024,
         baseline / 1024,
         control_peak / 1024,
@@ -70,21 +71,38 @@ async fn run(stall: bool) -> (u64, u64) {
 
     // A batch of 40,000 entries (3 MiB, under the body limit) is refused whole before anything
     // runs; a 6 MiB body is refused by its size.
-    let batch: Vec<Value> = (0..40_000).map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "session/list"})).collect();
-    let refused: Value = deputy.http.post(deputy.url("/rpc")).json(&batch).send().await.unwrap().json().await.unwrap();
+    let batch: Vec<Value> =
+        (0..40_000).map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "session/list"})).collect();
+    let refused: Value =
+        deputy.http.post(deputy.url("/rpc")).json(&batch).send().await.unwrap().json().await.unwrap();
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
     let huge = vec![b' '; 6 << 20];
     // Its own connection: the server refuses before reading the body and closes the
     // connection, which a pooled client could otherwise reuse for the next request.
     let once = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
-    let status = once.post(deputy.url("/rpc")).header("content-type", "application/json").body(huge).send().await.unwrap().status();
+    let status = once
+        .post(deputy.url("/rpc"))
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status, 413);
     healthz(&deputy).await;
 
     // A streamed turn whose reader stops after the first bytes while the model streams 16 MiB.
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let created: Value =
-        deputy.http.post(deputy.url("/v1/sessions")).json(&json!({"prompt": "hi"})).send().await.unwrap().json().await.unwrap();
+    let created: Value = deputy
+        .http
+        .post(deputy.url("/v1/sessions"))
+        .json(&json!({"prompt": "hi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let id = created["session_id"].as_str().unwrap().to_owned();
     let chunk = "x".repeat(CHUNK);
     let chunks: Vec<&str> = (0..CHUNKS).map(|_| chunk.as_str()).collect();
@@ -98,7 +116,11 @@ async fn run(stall: bool) -> (u64, u64) {
     reader.write_all(request.as_bytes()).await.unwrap();
     let mut first = [0u8; 4096];
     let n = reader.read(&mut first).await.unwrap();
-    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&first[..n]));
+    assert!(
+        String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&first[..n])
+    );
     // From here on the stalled reader reads nothing; the control reader drains everything. The
     // turn ends either way (its events are bounded).
     let (stalled, drain) = if stall {
@@ -120,11 +142,19 @@ async fn run(stall: bool) -> (u64, u64) {
         .json()
         .await
         .unwrap();
-    assert_eq!((read["state"]["turns"].as_u64(), read["state"]["status"].as_str()), (Some(2), Some("idle")), "{read}");
+    assert_eq!(
+        (read["state"]["turns"].as_u64(), read["state"]["status"].as_str()),
+        (Some(2), Some("idle")),
+        "{read}"
+    );
     let text_len = read["state"]["last_turn"]["text"].as_str().map(str::len);
     let mut summary = read["state"]["last_turn"].clone();
     summary["text"] = json!(text_len);
-    assert_eq!(text_len, Some(CHUNKS * CHUNK), "stalled reader: {stall}; the turn's result has the whole text: {summary}");
+    assert_eq!(
+        text_len,
+        Some(CHUNKS * CHUNK),
+        "stalled reader: {stall}; the turn's result has the whole text: {summary}"
+    );
     healthz(&deputy).await;
     let peak = deputy.rss_kib();
     drop((silent, stalled));

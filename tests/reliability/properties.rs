@@ -39,9 +39,31 @@ fn jsonrpc_codes() -> Vec<i64> {
 
 /// Field names of the tools' params (so that mutations reach the validators), and others.
 const KEYS: &[&str] = &[
-    "prompt", "session_id", "wait_ms", "model", "system_prompt", "max_tokens", "budget", "context", "labels",
-    "builtins", "approval", "approval_timeout_ms", "host_mode", "tool_results", "approvals", "cursor", "offset",
-    "limit", "include_archived", "tool_use_id", "callbacks", "jsonrpc", "id", "method", "params",
+    "prompt",
+    "session_id",
+    "wait_ms",
+    "model",
+    "system_prompt",
+    "max_tokens",
+    "budget",
+    "context",
+    "labels",
+    "builtins",
+    "approval",
+    "approval_timeout_ms",
+    "host_mode",
+    "tool_results",
+    "approvals",
+    "cursor",
+    "offset",
+    "limit",
+    "include_archived",
+    "tool_use_id",
+    "callbacks",
+    "jsonrpc",
+    "id",
+    "method",
+    "params",
 ];
 
 fn key() -> impl Strategy<Value = String> {
@@ -61,7 +83,8 @@ fn json_value() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(3, 24, 5, |inner| {
         prop_oneof![
             proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-            proptest::collection::btree_map(key(), inner, 0..5).prop_map(|m| Value::Object(m.into_iter().collect())),
+            proptest::collection::btree_map(key(), inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
@@ -193,7 +216,13 @@ fn properties_every_tools_arguments_over_jsonrpc_are_answered_with_a_code() {
     let deputy = rt.block_on(HttpDeputy::start(&[]));
     feed(&deputy.mock);
     let created: Value = rt.block_on(async {
-        let answer = deputy.http.post(deputy.url("/rpc")).json(&json!({"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": {"prompt": "hi"}})).send().await.unwrap();
+        let answer = deputy
+            .http
+            .post(deputy.url("/rpc"))
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": {"prompt": "hi"}}))
+            .send()
+            .await
+            .unwrap();
         answer.json().await.unwrap()
     });
     let id = created["result"]["session_id"].as_str().unwrap().to_owned();
@@ -211,7 +240,10 @@ fn properties_every_tools_arguments_over_jsonrpc_are_answered_with_a_code() {
         })
         .unwrap();
     alive(&rt, &deputy);
-    eprintln!("reliability: properties: {CASES} cases of the 8 tools' arguments over JSON-RPC, every one answered with a code, no panic; {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "reliability: properties: {CASES} cases of the 8 tools' arguments over JSON-RPC, every one answered with a code, no panic; {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
@@ -220,17 +252,24 @@ fn properties_raw_jsonrpc_frames_are_answered_with_a_code() {
     let started = Instant::now();
     let deputy = rt.block_on(HttpDeputy::start(&[]));
     feed(&deputy.mock);
-    let frame = prop_oneof![
-        proptest::collection::vec(any::<u8>(), 0..256),
-        json_value().prop_filter("harmless", harmless).prop_map(|v| v.to_string().into_bytes()),
-        (proptest::sample::select(TOOLS.map(|(_, m)| m).to_vec()), json_value(), json_value())
-            .prop_filter("harmless", |(_, id, params)| harmless(params) && harmless(id))
-            .prop_map(|(method, id, params)| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string().into_bytes()),
-        proptest::collection::vec(json_value().prop_filter("harmless", harmless), 0..8).prop_map(|v| Value::Array(v).to_string().into_bytes()),
-    ];
+    let frame =
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..256),
+            json_value().prop_filter("harmless", harmless).prop_map(|v| v.to_string().into_bytes()),
+            (proptest::sample::select(TOOLS.map(|(_, m)| m).to_vec()), json_value(), json_value())
+                .prop_filter("harmless", |(_, id, params)| harmless(params) && harmless(id))
+                .prop_map(|(method, id, params)| {
+                    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string().into_bytes()
+                }),
+            proptest::collection::vec(json_value().prop_filter("harmless", harmless), 0..8)
+                .prop_map(|v| Value::Array(v).to_string().into_bytes()),
+        ];
     runner().run(&frame, |bytes| rt.block_on(rpc(&deputy, bytes))).unwrap();
     alive(&rt, &deputy);
-    eprintln!("reliability: properties: {CASES} raw JSON-RPC frames (bytes, JSON, requests, batches), every one answered with a code, no panic; {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "reliability: properties: {CASES} raw JSON-RPC frames (bytes, JSON, requests, batches), every one answered with a code, no panic; {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
@@ -239,7 +278,10 @@ fn properties_every_tools_arguments_over_mcp_stdio_are_answered_with_a_code() {
     let started = Instant::now();
     let deputy = rt.block_on(TestDeputy::start());
     feed(&deputy.mock);
-    let id = rt.block_on(deputy.ok("session_create", json!({"prompt": "hi"})))["session_id"].as_str().unwrap().to_owned();
+    let id = rt.block_on(deputy.ok("session_create", json!({"prompt": "hi"})))["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let strategy = arguments().prop_filter("harmless and an object", |(_, arguments)| match arguments {
         Arguments::Arbitrary(v) => v.is_object() && harmless(v),
         Arguments::Replace(_, v) | Arguments::Add(_, v) => harmless(v),
@@ -266,7 +308,10 @@ fn properties_every_tools_arguments_over_mcp_stdio_are_answered_with_a_code() {
         .unwrap();
     let read = rt.block_on(deputy.ok("session_read", json!({"session_id": id})));
     assert!(read["state"]["status"].is_string());
-    eprintln!("reliability: properties: {CASES} cases of the 8 tools' arguments over MCP stdio, every one answered with a code, no panic; {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "reliability: properties: {CASES} cases of the 8 tools' arguments over MCP stdio, every one answered with a code, no panic; {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// The server still answers and its process still runs.

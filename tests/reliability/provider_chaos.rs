@@ -55,27 +55,47 @@ impl Llmock {
     }
 
     async fn script(&self, behaviors: Value) {
-        let response = self.http.post(format!("{}/_llmock/scenario", self.url)).json(&json!({"behaviors": behaviors})).send().await.unwrap();
+        let response = self
+            .http
+            .post(format!("{}/_llmock/scenario", self.url))
+            .json(&json!({"behaviors": behaviors}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
     }
 
     async fn verdict(&self) -> (Value, String) {
-        let json = self.http.get(format!("{}/_llmock/verdict", self.url)).send().await.unwrap().json().await.unwrap();
-        let text = self.http.get(format!("{}/_llmock/verdict?format=text", self.url)).send().await.unwrap().text().await.unwrap();
+        let json =
+            self.http.get(format!("{}/_llmock/verdict", self.url)).send().await.unwrap().json().await.unwrap();
+        let text = self
+            .http
+            .get(format!("{}/_llmock/verdict?format=text", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         (json, text)
     }
 
     /// `llmock report` (its CI command: exit 1 if a client misbehaved) against this server.
     async fn report_exit(&self) -> (Option<i32>, String) {
-        let output = tokio::process::Command::new(&self.command).args(["report", "--url", &self.url]).output().await.unwrap();
+        let output = tokio::process::Command::new(&self.command)
+            .args(["report", "--url", &self.url])
+            .output()
+            .await
+            .unwrap();
         (output.status.code(), String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
     /// Stops llmock with SIGINT; returns what `--report` printed at shutdown.
-    async fn stop(mut self) -> String {
+    async fn stop(self) -> String {
         let pid = self.child.id().unwrap().to_string();
         tokio::process::Command::new("kill").args(["-INT", &pid]).status().await.unwrap();
-        let output = tokio::time::timeout(Duration::from_secs(30), self.child.wait_with_output()).await.unwrap().unwrap();
+        let output =
+            tokio::time::timeout(Duration::from_secs(30), self.child.wait_with_output()).await.unwrap().unwrap();
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 }
@@ -127,7 +147,14 @@ async fn create(deputy: &HttpDeputy, model: &str, tag: &str) -> String {
         .send()
         .await
         .unwrap();
+    let status = response.status().as_u16();
     let body: Value = response.json().await.unwrap();
+    let text = match (status, body["status"].as_str(), body["code"].as_str()) {
+        (201, Some("completed"), _) => Some(body["text"].as_str().unwrap_or_default().to_owned()),
+        (201, Some("failed"), _) | (_, _, Some("AGENT_ERROR")) => None,
+        _ => panic!("create answered {status} {body}"),
+    };
+    OUTCOMES.lock().unwrap().insert(format!("hello {tag}"), text);
     body["session_id"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned()
 }
 
@@ -150,9 +177,26 @@ async fn provider_chaos_from_llmock_leaves_every_session_usable_and_no_fault_mis
 async fn provider_chaos() {
     let started = Instant::now();
     let llmock = Llmock::start(&[
-        "--error-rate", "429=0.05", "--error-rate", "503=0.05", "--error-rate", "529=0.05", "--error-rate", "500=0.03",
-        "--stream-fault", "disconnect=0.06", "--stream-fault", "truncate=0.06", "--stream-fault", "stall=0.03",
-        "--stream-fault", "malformed=0.03", "--stream-stall-seconds", "1.5", "--stream-chunk-delay-ms", "2",
+        "--error-rate",
+        "429=0.05",
+        "--error-rate",
+        "503=0.05",
+        "--error-rate",
+        "529=0.05",
+        "--error-rate",
+        "500=0.03",
+        "--stream-fault",
+        "disconnect=0.06",
+        "--stream-fault",
+        "truncate=0.06",
+        "--stream-fault",
+        "stall=0.03",
+        "--stream-fault",
+        "malformed=0.03",
+        "--stream-stall-seconds",
+        "1.5",
+        "--stream-chunk-delay-ms",
+        "2",
     ])
     .await;
     let env = [
@@ -227,16 +271,21 @@ async fn provider_chaos() {
     let (verdict, text) = llmock.verdict().await;
     eprintln!("{text}");
     let (exit, _) = llmock.report_exit().await;
-    let journal: Value = llmock.http.get(format!("{}/_llmock/requests", llmock.url)).send().await.unwrap().json().await.unwrap();
+    let journal: Value =
+        llmock.http.get(format!("{}/_llmock/requests", llmock.url)).send().await.unwrap().json().await.unwrap();
     let shutdown_report = llmock.stop().await;
     eprintln!("llmock --report at shutdown:\n{shutdown_report}");
 
     // llmock answers every request with one text per model (`--response-style static`): a
     // completed turn holding anything else would be a half answer taken for a whole one.
     let outcomes = OUTCOMES.lock().unwrap().clone();
-    let wholes: Vec<String> = models.iter().map(|m| format!("Mock response from {}.", m.split_once(':').unwrap().1)).collect();
+    let wholes: Vec<String> =
+        models.iter().map(|m| format!("Mock response from {}.", m.split_once(':').unwrap().1)).collect();
     for (prompt, answer) in &outcomes {
-        assert!(answer.as_ref().is_none_or(|a| wholes.contains(a)), "{prompt:?} completed with a partial answer {answer:?}");
+        assert!(
+            answer.as_ref().is_none_or(|a| wholes.contains(a)),
+            "{prompt:?} completed with a partial answer {answer:?}"
+        );
     }
 
     // llmock flags a truncated stream the client did not retry as "accepted". deputy never
@@ -264,7 +313,7 @@ async fn provider_chaos() {
     let truncations = truncations_failed + truncations_whole;
     assert_eq!(exit, Some(if truncations == 0 { 0 } else { 1 }), "llmock report's exit status");
     eprintln!(
-        "reliability: provider chaos: llmock 0.2.2, {} calls, {} attempts, {} faults injected; {completed} turns completed, {failed} AGENT_ERROR, {} sessions all usable; verdict: {} errors, all truncated_stream_accepted: {truncations_failed} on turns deputy failed (AGENT_ERROR), {truncations_whole} cut after OpenAI's finish_reason with the whole answer; {} warnings; {:.1} s",
+        "reliability: provider chaos: llmock 0.2.2, {} calls, {} attempts, {} faults injected; {completed} turns completed, {failed} AGENT_ERROR, {} sessions all usable; verdict: {} errors, all truncated_stream_accepted: {truncations_failed} on turns deputy failed (AGENT_ERROR), {truncations_whole} cut after the finish reason, with the whole answer; {} warnings; {:.1} s",
         verdict["calls"],
         verdict["attempts"],
         verdict["faults_injected"],

@@ -110,10 +110,9 @@ impl TestDeputy {
         Self::respawn(mock, workspace, home).await
     }
 
-    /// Starts a deputy on what a stopped one left (its store, config, mock and workspace), e.g.
-    /// after a test changed the config file under `home`.
-    pub async fn respawn_from(stopped: Stopped) -> Self {
-        let Stopped { mock, workspace, home } = stopped;
+    /// Starts a deputy on what a stopped or killed one left behind (its store, config, mock
+    /// and workspace), e.g. after a test changed the config file under `home`.
+    pub async fn respawn_on(mock: MockLlm, workspace: TempDir, home: TempDir) -> Self {
         Self::respawn(mock, workspace, home).await
     }
 

@@ -43,6 +43,34 @@ impl HttpDeputy {
     pub async fn start_with_token(token: Option<&str>, extra: &[&str]) -> Self {
         let mock = MockLlm::start().await;
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        Self::spawn(mock, workspace, home, token, extra, &[]).await
+    }
+
+    /// Like [`HttpDeputy::start`], with environment variables set after the defaults (e.g. a
+    /// provider's base URL pointed elsewhere than the mock).
+    pub async fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mock = MockLlm::start().await;
+        let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        Self::spawn(mock, workspace, home, None, extra, env).await
+    }
+
+    /// Stops this deputy with SIGTERM (a clean exit) and starts a new one on the same store,
+    /// mock and workspace, with the same extra arguments, on a new port.
+    pub async fn restart(mut self, extra: &[&str]) -> Self {
+        let status = self.terminate().await;
+        assert!(status.success(), "deputy exited with {status:?}");
+        let Self { mock, workspace, home, token, .. } = self;
+        Self::spawn(mock, workspace, home, token.as_deref(), extra, &[]).await
+    }
+
+    async fn spawn(
+        mock: MockLlm,
+        workspace: TempDir,
+        home: TempDir,
+        token: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let port = free_port();
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
         command
@@ -59,6 +87,7 @@ impl HttpDeputy {
             .env_remove("DEPUTY_TOKEN")
             // deputy's own info lines mark lifecycle steps (serving, draining) tests wait for.
             .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn,deputy=info".into()))
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -73,6 +102,14 @@ impl HttpDeputy {
         let deputy = Self { child, http, port, mock, token: token.map(str::to_owned), workspace, home, log };
         deputy.wait_ready().await;
         deputy
+    }
+
+    /// deputy's resident set size in KiB (`VmRSS` of `/proc/PID/status`).
+    pub fn rss_kib(&self) -> u64 {
+        let pid = self.child.id().expect("running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|line| line.starts_with("VmRSS:")).expect("VmRSS");
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
     async fn wait_ready(&self) {

@@ -57,6 +57,11 @@ impl MockLlm {
         self.shared.queue.lock().unwrap().push_back(response);
     }
 
+    /// Drops every queued response not taken yet (e.g. after killing the client mid-script).
+    pub fn clear_queue(&self) {
+        self.shared.queue.lock().unwrap().clear();
+    }
+
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.requests.lock().unwrap().clone()

@@ -68,7 +68,7 @@ async fn f18_a_stored_session_is_rechecked_against_a_tightened_policy_on_resume(
     let stopped = deputy.stop().await;
     std::fs::create_dir_all(stopped.home.path().join("deputy")).unwrap();
     std::fs::write(stopped.home.path().join("deputy").join("config.toml"), LOCKED).unwrap();
-    let deputy = TestDeputy::respawn_from(stopped).await;
+    let deputy = TestDeputy::respawn_on(stopped.mock, stopped.workspace, stopped.home).await;
     let (code, text) = deputy.err("session_turn", json!({"session_id": id, "prompt": "run something"})).await;
     assert_eq!(code, "INVALID_REQUEST", "{text}");
     assert!(text.contains("allow_shell"), "{text}");

@@ -1,0 +1,19 @@
+//! The scenarios of the reliability suite; each file is one of issue 12's.
+
+mod archive_races;
+mod busy;
+mod crash_loop;
+mod hostile_http;
+mod properties;
+mod provider_chaos;
+
+use std::time::Duration;
+
+/// Every scenario's overall deadline: a test fails rather than hang.
+pub const DEADLINE: Duration = Duration::from_secs(300);
+
+/// A seed for a scenario's randomness: `DEPUTY_RELIABILITY_SEED` if set (to replay a run),
+/// else fresh; the test prints it.
+pub fn seed() -> u64 {
+    std::env::var("DEPUTY_RELIABILITY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| fastrand::u64(..))
+}

@@ -122,6 +122,14 @@ impl HttpDeputy {
         panic!("deputy did not start serving HTTP on port {}", self.port);
     }
 
+    /// `POST /v1/sessions {prompt}` (its first turn answered by whatever the mock has queued);
+    /// the new session's id.
+    pub async fn create_session(&self, prompt: &str) -> String {
+        let response = self.http.post(self.url("/v1/sessions")).json(&serde_json::json!({"prompt": prompt})).send();
+        let created: serde_json::Value = response.await.unwrap().json().await.unwrap();
+        created["session_id"].as_str().expect("a created session's id").to_owned()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }

@@ -44,17 +44,7 @@ async fn archive_races() {
         for n in 0..TURNS {
             deputy.mock.push(MockResponse::sse(anthropic::text(&[&format!("turn {n}")])));
         }
-        let created: Value = deputy
-            .http
-            .post(deputy.url("/v1/sessions"))
-            .json(&json!({"prompt": "race"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let id = created["session_id"].as_str().unwrap().to_owned();
+        let id = deputy.create_session("race").await;
         let turns_url = deputy.url(&format!("/v1/sessions/{id}/turns"));
 
         // The archive goes out after a random number of turn answers have come back.

@@ -46,17 +46,7 @@ async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
     // Every contender holds a connection at once: lift the connection cap above N.
     let deputy = HttpDeputy::start(&["--max-connections", "2000"]).await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let created: Value = deputy
-        .http
-        .post(deputy.url("/v1/sessions"))
-        .json(&json!({"prompt": "hi"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = deputy.create_session("hi").await;
     let gate = Gate::new();
     deputy.mock.push(MockResponse::sse(anthropic::text(&["the", " winner"])).pause_before_chunk(2, gate.clone()));
 

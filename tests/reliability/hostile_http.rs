@@ -93,17 +93,7 @@ async fn run(stall: bool) -> (u64, u64) {
 
     // A streamed turn whose reader stops after the first bytes while the model streams 16 MiB.
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let created: Value = deputy
-        .http
-        .post(deputy.url("/v1/sessions"))
-        .json(&json!({"prompt": "hi"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = deputy.create_session("hi").await;
     let chunk = "x".repeat(CHUNK);
     let chunks: Vec<&str> = (0..CHUNKS).map(|_| chunk.as_str()).collect();
     deputy.mock.push(MockResponse::sse(anthropic::text(&chunks)));

@@ -188,20 +188,34 @@ pub async fn connect(
     (client, child)
 }
 
+/// Calls `tool` with an object of `arguments`; a protocol error fails the test.
+pub async fn call_tool(
+    client: &RunningService<RoleClient, RecordingClient>,
+    tool: &str,
+    arguments: Value,
+) -> CallToolResult {
+    let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|err| panic!("{tool}: protocol error {err}"))
+}
+
+/// Calls a tool that must succeed; returns its structured content.
+pub async fn ok_tool(client: &RunningService<RoleClient, RecordingClient>, tool: &str, arguments: Value) -> Value {
+    let result = call_tool(client, tool, arguments).await;
+    assert_ne!(result.is_error, Some(true), "{tool} failed: {:?}", result.content);
+    result.structured_content.expect("structured content")
+}
+
 impl TestDeputy {
     pub async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
-        let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
-        self.client
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
-            .await
-            .unwrap_or_else(|err| panic!("{tool}: protocol error {err}"))
+        call_tool(&self.client, tool, arguments).await
     }
 
     /// Calls a tool that must succeed; returns its structured content.
     pub async fn ok(&self, tool: &str, arguments: Value) -> Value {
-        let result = self.call(tool, arguments).await;
-        assert_ne!(result.is_error, Some(true), "{tool} failed: {:?}", result.content);
-        result.structured_content.expect("structured content")
+        ok_tool(&self.client, tool, arguments).await
     }
 
     /// Calls a tool that must fail; returns `(code, text)` after checking the error shape.

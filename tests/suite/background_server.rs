@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::ClientLifecycleMode;
 use rmcp::RoleClient;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::{PeerRequestOptions, RunningService};
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -142,18 +142,8 @@ impl Drop for Background {
 }
 
 impl Client {
-    async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
-        let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
-        self.service
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
-            .await
-            .unwrap_or_else(|err| panic!("{tool}: protocol error {err}"))
-    }
-
     async fn ok(&self, tool: &str, arguments: Value) -> Value {
-        let result = self.call(tool, arguments).await;
-        assert_ne!(result.is_error, Some(true), "{tool} failed: {:?}", result.content);
-        result.structured_content.expect("structured content")
+        crate::common::deputy::ok_tool(&self.service, tool, arguments).await
     }
 
     /// Closes stdin as an MCP client does and waits for a clean exit.

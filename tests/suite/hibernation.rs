@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
@@ -54,17 +53,11 @@ impl Served {
     }
 
     async fn call(&self, tool: &str, arguments: Value) -> rmcp::model::CallToolResult {
-        let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
-        self.client
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
-            .await
-            .unwrap_or_else(|err| panic!("{tool}: protocol error {err}"))
+        crate::common::deputy::call_tool(&self.client, tool, arguments).await
     }
 
     async fn ok(&self, tool: &str, arguments: Value) -> Value {
-        let result = self.call(tool, arguments).await;
-        assert_ne!(result.is_error, Some(true), "{tool} failed: {:?}", result.content);
-        result.structured_content.expect("structured content")
+        crate::common::deputy::ok_tool(&self.client, tool, arguments).await
     }
 
     fn unloads(&self) -> usize {

@@ -20,6 +20,7 @@ use crate::session::{LiveSessionService, SessionService};
 use crate::store::persistence_disabled;
 use crate::surfaces::http::{self, HttpConfig};
 use crate::surfaces::mcp::McpServer;
+use crate::tools::mcp::McpFactory;
 
 /// Where `serve` answers.
 #[derive(Debug, Clone)]
@@ -34,23 +35,38 @@ pub enum Surface {
 /// running turns `drain_timeout` to finish (interrupting the rest) and stops the idle external
 /// MCP servers; the active ones go with their sessions at exit.
 pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duration) -> anyhow::Result<()> {
-    let state = load(settings)?;
-    let mcp_servers = state.mcp.clone();
-    let service = Arc::new(LiveSessionService::new(state.factory, state.store).with_limits(state.limits));
-    service.start_idle_reaper();
+    let (service, mcp_servers) = long_running_service(load(settings)?);
     let shutdown = CancellationToken::new();
     // Installed before serving: rmcp's `serve` only returns after the client's first message.
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let served = match serve_surface(service.clone(), surface, shutdown).await {
+    match serve_surface(service.clone(), surface, shutdown).await {
         Ok(()) => {
-            tracing::info!(timeout_secs = drain_timeout.as_secs(), "draining running turns");
-            service.drain(drain_timeout).await;
+            drain_and_stop(&service, &mcp_servers, drain_timeout).await;
             Ok(())
         }
-        Err(err) => Err(err),
-    };
+        Err(err) => {
+            mcp_servers.shutdown();
+            Err(err)
+        }
+    }
+}
+
+/// The service of a process that serves until stopped (`serve`, the background server): its
+/// live set bounded by the state's session limits, with the idle reaper running. Also the MCP
+/// server pool, which [`drain_and_stop`] stops at the end.
+pub fn long_running_service(state: AppState) -> (Arc<LiveSessionService>, Arc<McpFactory>) {
+    let service = Arc::new(LiveSessionService::new(state.factory, state.store).with_limits(state.limits));
+    service.start_idle_reaper();
+    (service, state.mcp)
+}
+
+/// The end of such a process: running turns get `drain_timeout` to finish (the rest are
+/// interrupted), then the idle external MCP servers stop; the active ones go with their
+/// sessions at exit.
+pub async fn drain_and_stop(service: &LiveSessionService, mcp_servers: &McpFactory, drain_timeout: Duration) {
+    tracing::info!(timeout_secs = drain_timeout.as_secs(), "draining running turns");
+    service.drain(drain_timeout).await;
     mcp_servers.shutdown();
-    served
 }
 
 /// The service for one command-line turn (`deputy run`), stored if the build and settings

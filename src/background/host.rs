@@ -27,8 +27,8 @@ use super::frames::{Answer, ClientContext, Hello, MAX_FRAME_BYTES, PROTOCOL, Req
 use super::location::{Location, check_private_dir};
 use super::os::current_uid;
 use crate::config::{AppState, Environment, Settings, agent_factory, load_config_file};
-use crate::server::cancel_on_signal;
-use crate::session::{LiveSessionService, ScopedService, SessionService};
+use crate::server::{cancel_on_signal, drain_and_stop, long_running_service};
+use crate::session::{LiveSessionService, ScopedService};
 use crate::store::StoreError;
 use crate::surfaces::mcp::McpServer;
 use crate::tools::mcp::McpFactory;
@@ -97,13 +97,10 @@ pub async fn run(settings: &Settings, options: HostOptions) -> anyhow::Result<Ho
         "background server listening"
     );
 
+    let (service, mcp) = long_running_service(state);
     let host = Arc::new(Host {
-        service: {
-            let service = Arc::new(LiveSessionService::new(state.factory, state.store).with_limits(state.limits));
-            service.start_idle_reaper();
-            service
-        },
-        mcp: state.mcp.clone(),
+        service,
+        mcp,
         location,
         uid,
         connections: AtomicUsize::new(0),
@@ -118,9 +115,7 @@ pub async fn run(settings: &Settings, options: HostOptions) -> anyhow::Result<Ho
     remove_quietly(&host.location.socket);
     remove_quietly(&host.location.pid_file);
     host.shutdown.cancel();
-    tracing::info!(timeout_secs = options.drain_timeout.as_secs(), "draining running turns");
-    host.service.drain(options.drain_timeout).await;
-    state.mcp.shutdown();
+    drain_and_stop(&host.service, &host.mcp, options.drain_timeout).await;
     tracing::info!("background server stopped");
     Ok(HostExit::Served)
 }

@@ -343,7 +343,7 @@ impl LiveSessionService {
         {
             let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
             // Checked again under the lock: concurrent creates cannot overshoot the bound.
-            if self.store.is_none() && registry.sessions.len() >= self.limits.max_live {
+            if self.refuses_new(&registry) {
                 return Err(self.full());
             }
             registry.sessions.insert(id.clone(), Slot::Live(handle.clone()));
@@ -353,13 +353,17 @@ impl LiveSessionService {
         self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
     }
 
-    /// Without a store nothing can be unloaded, so a full live set refuses new sessions.
+    /// Refuses early, before an agent is built, when the live set is already full.
     fn check_room(&self) -> Result<(), SessionError> {
-        let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
-        if self.store.is_none() && registry.sessions.len() >= self.limits.max_live {
+        if self.refuses_new(&self.registry.read().unwrap_or_else(PoisonError::into_inner)) {
             return Err(self.full());
         }
         Ok(())
+    }
+
+    /// Without a store nothing can be unloaded, so a full live set refuses new sessions.
+    fn refuses_new(&self, registry: &Registry) -> bool {
+        self.store.is_none() && registry.sessions.len() >= self.limits.max_live
     }
 
     /// `SESSION_PERSISTENCE_DISABLED`: the session would fit if idle ones could be unloaded to

@@ -135,3 +135,32 @@ async fn f15_a_sigkilled_deputy_leaves_no_mcp_server_or_grandchild_behind() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// F10 through the binary: `--max-mcp-sessions 1` holds one legacy (2025-11-25) MCP transport
+/// session; the next `initialize` is refused with the reason, and a closed session frees its
+/// place.
+#[tokio::test]
+async fn f10_max_mcp_sessions_caps_legacy_mcp_sessions_end_to_end() {
+    let deputy = HttpDeputy::start(&["--max-mcp-sessions", "1"]).await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "limits", "version": "1"}}});
+    let open = || {
+        deputy
+            .http
+            .post(deputy.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+    };
+    let first = tokio::time::timeout(LIMIT, open()).await.expect("bounded").unwrap();
+    assert_eq!(first.status(), 200);
+    let session = first.headers().get("mcp-session-id").expect("a legacy session id").to_str().unwrap().to_owned();
+    let second = tokio::time::timeout(LIMIT, open()).await.expect("bounded").unwrap();
+    assert_eq!(second.status(), 500);
+    assert!(second.text().await.unwrap().contains("its limit"), "the refusal says why");
+
+    let closed = deputy.http.delete(deputy.url("/mcp")).header("mcp-session-id", &session).send().await.unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let third = tokio::time::timeout(LIMIT, open()).await.expect("bounded").unwrap();
+    assert_eq!(third.status(), 200, "a closed session frees its place");
+}

@@ -183,6 +183,15 @@ async fn one_process_per_store_and_the_cli_sees_stored_sessions() {
     let sent = stopped.mock.requests()[1].body["messages"].as_array().unwrap().len();
     assert_eq!(sent, 3, "the CLI turn saw the stored history");
 
+    // Paging by cursor: one session per page, the second page named by the first's cursor.
+    stopped.mock.push(MockResponse::sse(anthropic::text(&["a second session"])));
+    assert!(run(cli(&["run", "--model", "anthropic:claude-test", "another one"])).await.status.success());
+    let first = stdout(&run(cli(&["sessions", "list", "--limit", "1"])).await);
+    let cursor = first.lines().find_map(|line| line.strip_prefix("next page: --cursor ")).expect(&first).to_owned();
+    let second = stdout(&run(cli(&["sessions", "list", "--limit", "1", "--cursor", &cursor])).await);
+    assert!(first.contains("another one") && second.contains(&id), "{first}{second}");
+    assert!(!second.contains("next page"), "the last page has no cursor: {second}");
+
     let archive = run(cli(&["sessions", "archive", &id])).await;
     assert_eq!(stdout(&archive), format!("archived {id}\n"));
     assert!(!stdout(&run(cli(&["sessions", "list"])).await).contains(&id));

@@ -15,10 +15,14 @@ use crate::common::mock_llm::{MockResponse, anthropic};
 
 /// The bound on deputy's resident memory this scenario asserts, in MiB. A 16 MiB answer alone
 /// costs about 200 MiB (history, result, view, the store's write, the JSON of a read), with a
-/// reader that keeps up or not; the stalled reader may add at most `STALL_SLACK_MIB` to that.
+/// reader that keeps up or not.
+///
+/// The cost of a stalled reader against one that keeps up is printed, not asserted: two runs'
+/// end-of-run RSS differ by allocator noise of −21 to +55 MiB, more than the 16 MiB a stalled
+/// reader would cost if the stream were buffered whole, so such a comparison could neither
+/// pass reliably nor catch that defect. The event channel's bound is proven deterministically by
+/// `agent::events`' `f14_a_stalled_consumer_…` unit test.
 const RSS_BOUND_MIB: u64 = 384;
-/// How much more the stalled reader may cost than one that keeps up (allocator noise).
-const STALL_SLACK_MIB: u64 = 48;
 /// The model's answer: 256 chunks of 64 KiB.
 const CHUNKS: usize = 256;
 const CHUNK: usize = 64 * 1024;
@@ -39,12 +43,7 @@ async fn hostile_http() {
     let (control_base, control_peak) = run(false).await;
     let (baseline, peak) = run(true).await;
     assert!(peak < RSS_BOUND_MIB * 1024, "deputy's RSS is {peak} KiB, over {RSS_BOUND_MIB} MiB");
-    assert!(
-        peak.saturating_sub(baseline) <= control_peak.saturating_sub(control_base) + STALL_SLACK_MIB * 1024,
-        "the stalled reader cost {} KiB where a reader that keeps up cost {} KiB",
-        peak - baseline,
-        control_peak - control_base
-    );
+    assert!(control_peak < RSS_BOUND_MIB * 1024, "with a reader that keeps up: {control_peak} KiB");
     eprintln!(
         "reliability: hostile HTTP: 300 silent connections, a 40,000-entry batch (refused -32600), a 6 MiB body (413), an SSE reader stalled during a {} MiB answer: VmRSS {} MiB (baseline {} MiB, bound {RSS_BOUND_MIB} MiB; {} MiB from {} MiB with a reader that keeps up), /healthz answered throughout; {:.1} s",
         (CHUNKS * CHUNK) >> 20,

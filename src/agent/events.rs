@@ -25,6 +25,12 @@ pub enum AgentEvent {
     TextDelta {
         text: String,
     },
+    /// The model's response broke after it had begun streaming and is being sent again: the
+    /// text streamed since the response began is void (a consumer showing it should drop it);
+    /// the new attempt's text follows. The turn's result holds only the whole answer.
+    ResponseRestarted {
+        reason: String,
+    },
     /// The model asked for a tool; it runs next.
     ToolCallRequested {
         id: String,

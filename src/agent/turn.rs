@@ -101,10 +101,26 @@ pub(super) enum Interruption {
 #[derive(Default)]
 pub(super) struct Response {
     pub(super) blocks: Vec<ContentBlock>,
+    /// The usage of the current attempt (cumulative within it, as the stream reports it).
     pub(super) usage: Usage,
+    /// The usage of attempts that broke and were sent again: spent all the same.
+    pub(super) discarded_usage: Usage,
 }
 
 impl Response {
+    /// A broken attempt is being sent again: drop what it produced, keep what it cost.
+    fn restart(&mut self) {
+        self.blocks.clear();
+        self.discarded_usage.add(&std::mem::take(&mut self.usage));
+    }
+
+    /// Everything this response cost, restarted attempts included.
+    pub(super) fn total_usage(&self) -> Usage {
+        let mut total = self.discarded_usage;
+        total.add(&self.usage);
+        total
+    }
+
     fn push_text(&mut self, delta: &str) {
         if let Some(ContentBlock::Text { text }) = self.blocks.last_mut() {
             text.push_str(delta);
@@ -309,7 +325,7 @@ impl Agent {
             self.before_model_call(Trigger::Threshold, cancel, events, totals).await?;
             let mut response = Response::default();
             let outcome = self.stream_response(self.model_request(), cancel, events, &mut response).await;
-            self.record_usage(&response.usage, totals, events);
+            self.record_usage(&response.total_usage(), totals, events);
             // A prompt too long for the model: compact once and send it again, never more.
             if let Err(Interruption::Failed(error)) = &outcome
                 && error.kind == LlmErrorKind::ContextOverflow
@@ -435,6 +451,10 @@ impl Agent {
                 Some(Ok(StreamEvent::ToolCallStart { .. } | StreamEvent::ToolCallDelta { .. })) => {}
                 Some(Ok(StreamEvent::Usage(usage))) => response.usage = usage,
                 Some(Ok(StreamEvent::Finished { stop_reason })) => return Ok(stop_reason),
+                Some(Ok(StreamEvent::Restarted { reason })) => {
+                    response.restart();
+                    events.emit(AgentEvent::ResponseRestarted { reason });
+                }
                 Some(Err(error)) => return Err(Interruption::Failed(error)),
                 None => {
                     return Err(Interruption::Failed(LlmError::new(

@@ -54,6 +54,10 @@ pub enum StreamEvent {
     Usage(Usage),
     /// The response ended normally.
     Finished { stop_reason: StopReason },
+    /// The response broke after content and is being sent again ([`retry`]): everything it
+    /// streamed so far is void, and the new attempt's events follow. Usage reported before
+    /// this was spent all the same.
+    Restarted { reason: String },
 }
 
 impl StreamEvent {
@@ -189,7 +193,7 @@ impl LlmError {
         self
     }
 
-    /// Whether sending the same request again may succeed (only allowed before content).
+    /// Whether sending the same request again may succeed.
     pub fn is_retryable(&self) -> bool {
         self.kind.is_retryable()
     }

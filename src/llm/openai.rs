@@ -2,7 +2,9 @@
 //!
 //! Also the adapter for the many compatible servers (Ollama, vLLM, llama.cpp, gateways), so
 //! the stream parser is lenient where they are known to differ: usage on the finish chunk or on
-//! a chunk with `choices` empty, null or missing; tool calls without ids; a missing `[DONE]`.
+//! a chunk with `choices` empty, null or missing; tool calls without ids. Not about the end: a
+//! stream must close with `[DONE]` (OpenAI's and every major compatible server's do), since one
+//! that stops after its finish reason may have lost its usage and cannot be told from a cut.
 //! Chunks are walked as `serde_json::Value` rather than typed: those servers vary too much.
 //! Failures are only classified here; waiting and retrying happen in [`super::retry`].
 
@@ -419,10 +421,10 @@ impl WireDecoder for StreamDecoder {
         Ok(())
     }
 
-    /// A missing `[DONE]` after a `finish_reason` is tolerated: the answer is complete, and some
-    /// compatible servers just close. Only the usage chunk may have been lost.
-    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
-        self.finish(out)
+    /// The body ended without `[DONE]`: broken, even after a `finish_reason` (see module docs).
+    fn on_eof(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
+        let after = if self.finish_reason.is_some() { "after its finish_reason but " } else { "" };
+        Err(LlmError::new(LlmErrorKind::StreamBroken, format!("{PROVIDER}: stream ended {after}before [DONE]")))
     }
 }
 
@@ -500,8 +502,9 @@ mod tests {
                 delta(json!({"tool_calls": [{"function": {"name": "a", "arguments": {"x": 1}}}]})),
                 delta(json!({"tool_calls": [{"id": "given", "function": {"name": "b", "arguments": "{}"}}]})),
                 finish("stop"),
+                json!("[DONE]"),
             ],
-            true,
+            false,
         );
         assert_eq!(err, None);
         let ends: Vec<_> = events
@@ -514,7 +517,7 @@ mod tests {
         assert_eq!(ends.len(), 2);
         assert!(ends[0].0.starts_with("call_") && ends[0].1 == "a" && ends[0].2 == json!({"x": 1}));
         assert_eq!(ends[1], ("given".into(), "b".into(), json!({})));
-        // `stop` with tool calls is reported as tool use; a missing [DONE] still finishes.
+        // `stop` with tool calls is reported as tool use.
         assert_eq!(events.last(), Some(&StreamEvent::Finished { stop_reason: StopReason::ToolUse }));
     }
 
@@ -536,8 +539,9 @@ mod tests {
                 delta(json!({"tool_calls": [{"index": 0, "id": "c", "function": {"arguments": "{\"a\""}}]})),
                 delta(json!({"tool_calls": [{"index": 0, "function": {"name": "n", "arguments": ":1}"}}]})),
                 finish("tool_calls"),
+                json!("[DONE]"),
             ],
-            true,
+            false,
         );
         assert_eq!(err, None);
         assert_eq!(

@@ -1,11 +1,14 @@
 //! The one place that waits and retries LLM requests.
 //!
 //! Adapters only classify failures. [`RetryingProvider`] wraps any [`Provider`] and re-sends a
-//! request when the failure is retryable *and nothing the caller could have shown yet was
-//! forwarded*: once a content event went out, a retry would duplicate text or tool calls, so
-//! every later error is passed through untouched. Non-content events that arrive before the
-//! first content (e.g. Anthropic's early `Usage`) are held back, so a failed attempt leaves no
-//! trace in the caller's accounting.
+//! request when the failure is retryable, within one budget of attempts per call:
+//!
+//! - **Before any content** the retry is invisible: non-content events of the failed attempt
+//!   (e.g. Anthropic's early `Usage`) are held back and dropped, so it leaves no trace.
+//! - **After content** (a stream cut, truncated or dropped mid-answer) the caller may already
+//!   have shown text, so the retry is announced: a [`StreamEvent::Restarted`] says "what this
+//!   response streamed so far is void", then the new attempt's events follow. A half answer
+//!   is never passed off as a whole one, and a transient cut no longer fails the turn.
 //!
 //! The backoff follows the official Anthropic/OpenAI SDKs (see `llm-wire.md` §2.4).
 
@@ -60,11 +63,11 @@ impl RetryPolicy {
     }
 }
 
-/// A [`Provider`] that retries its inner provider per [`RetryPolicy`], only before content.
+/// A [`Provider`] that retries its inner provider per [`RetryPolicy`].
 ///
 /// Its `stream` future resolves once the first content event (or a `Finished`) arrived, or
-/// with the final error; the returned stream replays the held-back events, then passes the
-/// inner stream through.
+/// with the last error once retrying is pointless; a later retryable failure restarts the
+/// response inside the returned stream (see the module docs).
 #[derive(Debug)]
 pub struct RetryingProvider {
     inner: Arc<dyn Provider>,
@@ -77,6 +80,14 @@ impl RetryingProvider {
     }
 }
 
+/// One call's attempts: the provider, the request re-sent, and the retries spent so far.
+struct Attempts {
+    inner: Arc<dyn Provider>,
+    policy: RetryPolicy,
+    request: ModelRequest,
+    retries: u32,
+}
+
 /// How one attempt ended before any content was forwarded.
 enum Attempt {
     /// Content (or the end of the response) arrived: hand this stream to the caller.
@@ -84,9 +95,17 @@ enum Attempt {
     Failed(LlmError),
 }
 
-impl RetryingProvider {
-    async fn attempt(&self, request: ModelRequest) -> Attempt {
-        let mut inner = match self.inner.stream(request).await {
+/// Where a restartable stream is.
+enum Phase {
+    Streaming(EventStream),
+    /// A retryable failure after content was announced; the next attempt opens after backoff.
+    Reopening(LlmError),
+    Done,
+}
+
+impl Attempts {
+    async fn attempt(&self) -> Attempt {
+        let mut inner = match self.inner.stream(self.request.clone()).await {
             Ok(inner) => inner,
             Err(error) => return Attempt::Failed(error),
         };
@@ -110,39 +129,94 @@ impl RetryingProvider {
             }
         }
     }
+
+    /// Whether `error` may be retried, and if so spends a retry; otherwise marks the error as
+    /// final (naming the attempts made when there were several).
+    fn may_retry(&mut self, error: &mut LlmError) -> bool {
+        if !error.is_retryable() {
+            return false;
+        }
+        if self.retries >= self.policy.max_retries {
+            if self.retries > 0 {
+                error.message = format!("{} (gave up after {} attempts)", error.message, self.retries + 1);
+            }
+            return false;
+        }
+        self.retries += 1;
+        true
+    }
+
+    /// Waits out the backoff before the retry just granted by [`Self::may_retry`].
+    async fn back_off(&self, error: &LlmError, after_content: bool) {
+        let delay = self.policy.delay(self.retries - 1, error);
+        // Only the classification and the provider's own error text: never request content.
+        tracing::warn!(
+            attempt = self.retries,
+            max_attempts = self.policy.max_retries + 1,
+            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            kind = ?error.kind,
+            error = %error.message,
+            after_content,
+            "LLM request failed; retrying"
+        );
+        tokio::time::sleep(delay).await;
+    }
+
+    /// Opens a response, retrying failures that come before any content.
+    async fn open(&mut self) -> Result<EventStream, LlmError> {
+        loop {
+            let mut error = match self.attempt().await {
+                Attempt::Forward(stream) => return Ok(stream),
+                Attempt::Failed(error) => error,
+            };
+            if !self.may_retry(&mut error) {
+                return Err(error);
+            }
+            self.back_off(&error, false).await;
+        }
+    }
+
+    /// The stream handed to the caller: `first`'s events, and after a retryable failure a
+    /// `Restarted` marker followed by the next attempt's events.
+    fn restartable(self, first: EventStream) -> EventStream {
+        stream::unfold((self, Phase::Streaming(first)), |(mut attempts, mut phase)| async move {
+            loop {
+                match phase {
+                    Phase::Done => return None,
+                    Phase::Reopening(error) => {
+                        attempts.back_off(&error, true).await;
+                        match attempts.open().await {
+                            Ok(next) => phase = Phase::Streaming(next),
+                            Err(error) => return Some((Err(error), (attempts, Phase::Done))),
+                        }
+                    }
+                    Phase::Streaming(mut current) => {
+                        return match current.next().await {
+                            Some(Err(mut error)) => {
+                                if attempts.may_retry(&mut error) {
+                                    let restarted = StreamEvent::Restarted { reason: error.message.clone() };
+                                    Some((Ok(restarted), (attempts, Phase::Reopening(error))))
+                                } else {
+                                    Some((Err(error), (attempts, Phase::Done)))
+                                }
+                            }
+                            Some(event) => Some((event, (attempts, Phase::Streaming(current)))),
+                            None => None,
+                        };
+                    }
+                }
+            }
+        })
+        .boxed()
+    }
 }
 
 impl Provider for RetryingProvider {
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        let mut attempts = Attempts { inner: self.inner.clone(), policy: self.policy, request, retries: 0 };
         Box::pin(async move {
-            let mut retry = 0;
-            loop {
-                let mut error = match self.attempt(request.clone()).await {
-                    Attempt::Forward(stream) => return Ok(stream),
-                    Attempt::Failed(error) => error,
-                };
-                if !error.is_retryable() {
-                    return Err(error);
-                }
-                if retry >= self.policy.max_retries {
-                    if retry > 0 {
-                        error.message = format!("{} (gave up after {} attempts)", error.message, retry + 1);
-                    }
-                    return Err(error);
-                }
-                let delay = self.policy.delay(retry, &error);
-                retry += 1;
-                // Only the classification and the provider's own error text: never request content.
-                tracing::warn!(
-                    attempt = retry,
-                    max_attempts = self.policy.max_retries + 1,
-                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                    kind = ?error.kind,
-                    error = %error.message,
-                    "LLM request failed before any content; retrying"
-                );
-                tokio::time::sleep(delay).await;
-            }
+            let first = attempts.open().await?;
+            Ok(attempts.restartable(first))
         })
     }
 }
@@ -264,12 +338,39 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn error_after_content_is_passed_through_and_never_resent() {
-        let fake =
-            fake(vec![Script::Events(vec![Ok(usage(1)), Ok(text("par")), Err(err(LlmErrorKind::StreamBroken))])]);
+    async fn a_retryable_break_after_content_restarts_the_response_announced() {
+        let fake = fake(vec![
+            Script::Events(vec![Ok(usage(1)), Ok(text("par")), Err(err(LlmErrorKind::StreamBroken))]),
+            Script::Events(ok_events()),
+        ]);
         let events = run(&fake, fast()).await.unwrap();
-        assert_eq!(events, vec![Ok(usage(1)), Ok(text("par")), Err(err(LlmErrorKind::StreamBroken))]);
+        let mut expected =
+            vec![Ok(usage(1)), Ok(text("par")), Ok(StreamEvent::Restarted { reason: "boom".into() })];
+        expected.extend(ok_events());
+        assert_eq!(events, expected);
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_non_retryable_error_after_content_is_passed_through_and_never_resent() {
+        let fake = fake(vec![Script::Events(vec![Ok(text("par")), Err(err(LlmErrorKind::Decode))])]);
+        let events = run(&fake, fast()).await.unwrap();
+        assert_eq!(events, vec![Ok(text("par")), Err(err(LlmErrorKind::Decode))]);
         assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn restarts_share_the_call_s_retry_budget() {
+        // One failure before content, then every attempt breaks after content: 4 attempts in all.
+        let broken = || Script::Events(vec![Ok(text("x")), Err(err(LlmErrorKind::StreamBroken))]);
+        let fake = fake(vec![Script::OpenError(err(LlmErrorKind::Overloaded)), broken(), broken(), broken()]);
+        let events = run(&fake, fast()).await.unwrap();
+        let restarts = events.iter().filter(|event| matches!(event, Ok(StreamEvent::Restarted { .. }))).count();
+        assert_eq!(restarts, 2);
+        let last = events.last().unwrap().as_ref().unwrap_err();
+        assert_eq!(last.kind, LlmErrorKind::StreamBroken);
+        assert!(last.message.contains("after 4 attempts"), "{}", last.message);
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 4);
     }
 
     #[tokio::test]

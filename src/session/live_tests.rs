@@ -273,6 +273,27 @@ async fn a_failed_turn_reports_agent_error_and_leaves_the_session_usable() {
     assert!(history[3].text().contains("[response cut off: connection reset]"));
 }
 
+/// A response the provider layer restarted after content (`StreamEvent::Restarted`): the turn
+/// keeps only the new attempt's answer, charges both attempts' usage, and tells the caller.
+#[tokio::test]
+async fn a_restarted_response_keeps_only_the_new_answer_and_charges_both_attempts() {
+    let usage = |output_tokens| Usage { input_tokens: 10, output_tokens, ..Usage::default() };
+    let (service, _) = service(vec![ScriptedResponse::new(vec![
+        Step::Event(StreamEvent::Usage(usage(1))),
+        Step::Event(StreamEvent::TextDelta("half an ans".into())),
+        Step::Event(StreamEvent::Restarted { reason: "stream cut".into() }),
+        Step::Event(StreamEvent::Usage(usage(2))),
+        Step::Event(StreamEvent::TextDelta("the whole answer".into())),
+        Step::Event(StreamEvent::Finished { stop_reason: StopReason::EndTurn }),
+    ])]);
+    let result = service.create_session(create("hi")).await.unwrap();
+    assert_eq!((result.status, result.text.as_str()), (TurnStatus::Completed, "the whole answer"));
+    assert_eq!((result.usage.input_tokens, result.usage.output_tokens), (20, 3));
+    let history = service.history(&result.session_id).await.unwrap();
+    let answer = serde_json::to_string(&history).unwrap();
+    assert!(!answer.contains("half an ans"), "{answer}");
+}
+
 #[tokio::test]
 async fn the_tool_call_budget_ends_the_turn_with_every_call_answered() {
     let dir = tempfile::tempdir().unwrap();

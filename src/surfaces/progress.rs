@@ -38,6 +38,8 @@ impl ProgressState {
                     self.text = self.text.chars().skip(excess).collect();
                 }
             }
+            // The text streamed so far is void: the answer starts again.
+            AgentEvent::ResponseRestarted { .. } => self.text.clear(),
             AgentEvent::ToolCallRequested { name, .. } => self.running_tool = Some(name.clone()),
             AgentEvent::ToolResult { .. } => self.running_tool = None,
             AgentEvent::CompactionStarted { .. } => self.compacting = true,

@@ -2,8 +2,9 @@
 //! `install-llmock.sh`): 429/5xx/529 with Retry-After, a slow first token, mid-stream
 //! disconnects, truncation, stalls and malformed chunks, first one of each scripted through
 //! llmock's control API, then at random from its fault flags. Every turn answers (`completed`,
-//! or `AGENT_ERROR` when content had already streamed), every session stays usable, and
-//! llmock's resilience verdict on deputy's retries is clean (no error finding).
+//! or `AGENT_ERROR` when a fault outlasted the retries or no retry can fix it), every completed
+//! turn holds the whole answer, every session stays usable, and llmock's resilience verdict on
+//! deputy's retries is clean (no error finding; `llmock report` exits 0).
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -127,16 +128,6 @@ async fn turn_on(http: &reqwest::Client, base: &str, id: &str, prompt: &str) -> 
     let text = outcome.then(|| body["text"].as_str().unwrap_or_default().to_owned());
     OUTCOMES.lock().unwrap().insert(prompt.to_owned(), text);
     Ok(outcome)
-}
-
-/// The last user text of a journaled Anthropic or OpenAI request body: the turn's prompt.
-fn prompt_of(body: &Value) -> Option<String> {
-    let last = body["messages"].as_array()?.iter().rev().find(|m| m["role"] == "user")?;
-    match &last["content"] {
-        Value::String(text) => Some(text.clone()),
-        Value::Array(blocks) => blocks.iter().rev().find_map(|b| b["text"].as_str().map(str::to_owned)),
-        _ => None,
-    }
 }
 
 async fn create(deputy: &HttpDeputy, model: &str, tag: &str) -> String {
@@ -288,32 +279,25 @@ async fn provider_chaos() {
         );
     }
 
-    // llmock flags a truncated stream the client did not retry as "accepted". deputy never
-    // retries once content has streamed (its callers have seen that content): it fails the turn
-    // (AGENT_ERROR); and it tolerates a missing `[DONE]` after OpenAI's `finish_reason`, the
-    // answer being complete. So each such finding must name a request whose turn failed, or
-    // completed with the whole answer; every other error finding fails the test.
-    let prompts: BTreeMap<u64, String> = journal["requests"]
+    // The verdict is clean: no error finding (a truncated stream accepted, Retry-After ignored,
+    // a non-retryable error retried, a retry storm), and `llmock report`, its CI check, passes.
+    // Warnings are printed, not failed on (docs/RELIABILITY.md says why each may appear).
+    let errors: Vec<&Value> =
+        verdict["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error").collect();
+    assert!(errors.is_empty(), "llmock's verdict has errors:\n{text}");
+    assert_eq!(exit, Some(0), "llmock report's exit status");
+    let mut warnings: BTreeMap<String, u64> = BTreeMap::new();
+    for finding in verdict["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "warning") {
+        *warnings.entry(finding["code"].as_str().unwrap_or_default().to_owned()).or_default() += 1;
+    }
+    let restarted = journal["requests"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|r| Some((r["seq"].as_u64()?, prompt_of(&r["body"])?)))
-        .collect();
-    let (mut truncations_failed, mut truncations_whole) = (0, 0);
-    for finding in verdict["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error") {
-        assert_eq!(finding["code"], "truncated_stream_accepted", "llmock's verdict:\n{text}");
-        let seq = finding["requests"][0].as_u64().unwrap();
-        let prompt = &prompts[&seq];
-        match outcomes.get(prompt) {
-            Some(None) => truncations_failed += 1,
-            Some(Some(_)) => truncations_whole += 1,
-            other => panic!("request #{seq} ({prompt:?}) was truncated and its turn answered {other:?}"),
-        }
-    }
-    let truncations = truncations_failed + truncations_whole;
-    assert_eq!(exit, Some(if truncations == 0 { 0 } else { 1 }), "llmock report's exit status");
+        .filter(|r| r["fault"].as_str().is_some_and(|f| f.starts_with("stream:")))
+        .count();
     eprintln!(
-        "reliability: provider chaos: llmock 0.2.2, {} calls, {} attempts, {} faults injected; {completed} turns completed, {failed} AGENT_ERROR, {} sessions all usable; verdict: {} errors, all truncated_stream_accepted: {truncations_failed} on turns deputy failed (AGENT_ERROR), {truncations_whole} cut after the finish reason, with the whole answer; {} warnings; {:.1} s",
+        "reliability: provider chaos: llmock 0.2.2, {} calls, {} attempts, {} faults injected ({restarted} of them stream faults); {completed} turns completed, {failed} AGENT_ERROR, {} sessions all usable; verdict clean: {} errors, {} warnings {warnings:?}; {:.1} s",
         verdict["calls"],
         verdict["attempts"],
         verdict["faults_injected"],

@@ -153,16 +153,34 @@ async fn a_provider_failure_is_agent_error_and_the_session_stays_usable() {
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ok"])));
     let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
 
-    // Content was forwarded, then the connection dropped: no retry, the turn fails.
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["partial answer that never ends"])).cut_after(4));
+    // Content was forwarded, then the model failed for good (not retryable): the turn fails.
+    let mut failing =
+        vec![crate::common::mock_llm::anthropic::message_start(crate::common::mock_llm::usage(10, 1))];
+    failing.extend(anthropic::text_block(0, &["partial answer"]));
+    failing.push(anthropic::error("invalid_request_error", "the request is malformed"));
+    deputy.mock.push(MockResponse::sse(failing));
     let (code, text) = deputy.err("session_turn", json!({"session_id": id, "prompt": "go"})).await;
     assert_eq!(code, "AGENT_ERROR");
     assert!(text.contains(&id), "{text}");
-    assert_eq!(deputy.mock.requests().len(), 2, "never re-sent after content");
+    assert_eq!(deputy.mock.requests().len(), 2, "a failure no retry can fix is never re-sent");
 
     deputy.mock.push(MockResponse::sse(anthropic::text(&["fine again"])));
     let turn = deputy.ok("session_turn", json!({"session_id": id, "prompt": "again"})).await;
     assert_eq!(turn["text"], "fine again");
+}
+
+/// A connection dropped mid-answer is a transient fault: the response is sent again and the
+/// turn completes with the whole second answer, never the cut-off first one.
+#[tokio::test]
+async fn a_stream_cut_after_content_is_sent_again_and_the_turn_completes() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["partial answer that never ends"])).cut_after(4));
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["the whole answer"])));
+    let turn = deputy.ok("session_create", json!({"prompt": "hi"})).await;
+    assert_eq!((turn["status"].as_str(), turn["text"].as_str()), (Some("completed"), Some("the whole answer")));
+    let requests = deputy.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body, requests[1].body, "the same request, sent again");
 }
 
 #[tokio::test]

@@ -49,8 +49,14 @@ pub async fn run(provider: &dyn Provider, request: ModelRequest) -> (Vec<StreamE
     }
 }
 
+/// The text a consumer keeps: what streamed after the last `Restarted` (which voids the rest).
 pub fn text_of(events: &[StreamEvent]) -> String {
-    text_deltas(events).concat()
+    let kept = events.iter().rposition(|e| matches!(e, StreamEvent::Restarted { .. })).map_or(0, |at| at + 1);
+    text_deltas(&events[kept..]).concat()
+}
+
+pub fn restarts(events: &[StreamEvent]) -> usize {
+    events.iter().filter(|e| matches!(e, StreamEvent::Restarted { .. })).count()
 }
 
 pub fn text_deltas(events: &[StreamEvent]) -> Vec<&str> {

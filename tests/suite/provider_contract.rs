@@ -13,7 +13,7 @@ use deputy::llm::openai::{OpenAiConfig, OpenAiProvider};
 use deputy::llm::{HttpTimeouts, LlmErrorKind, Provider, StopReason, StreamEvent, Usage};
 use serde_json::{Value, json};
 
-use super::{retrying, run, short_idle, simple_request, text_deltas, text_of};
+use super::{restarts, retrying, run, short_idle, simple_request, text_deltas, text_of};
 use crate::common::mock_llm::{self, Gate, MockLlm, MockResponse, MockUsage, usage};
 
 /// A failure the contract provokes; each dialect words it the way its wire does.
@@ -406,16 +406,30 @@ async fn refused_connection_is_connect<D: Dialect>() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Broken streams: retried only while nothing has been forwarded
+// Broken streams: retried silently before content, announced (`Restarted`) after it
 
-async fn cut_after_content_surfaces_without_a_retry<D: Dialect>() {
+async fn cut_after_content_restarts_the_response<D: Dialect>() {
     let mock = MockLlm::start().await;
     // Two text deltas get through, then the socket closes.
     mock.push(
         MockResponse::sse(D::text(&["partial ", "answer", "never sent"])).cut_after(D::CHUNKS_BEFORE_TEXT + 2),
     );
-    mock.push(MockResponse::sse(D::text(&["must not be fetched"])));
+    mock.push(MockResponse::sse(D::text(&["the whole ", "answer"])));
     let (events, err) = run(&retrying(provider::<D>(&mock)), simple_request("hi")).await;
+    assert_eq!(err, None);
+    assert_eq!(text_deltas(&events), ["partial ", "answer", "the whole ", "answer"]);
+    assert_eq!(restarts(&events), 1);
+    assert_eq!(text_of(&events), "the whole answer");
+    assert_eq!(mock.requests().len(), 2);
+    assert_eq!(mock.requests()[0].body, mock.requests()[1].body, "the same request is sent again");
+}
+
+async fn cut_after_content_without_retries_surfaces<D: Dialect>() {
+    let mock = MockLlm::start().await;
+    mock.push(
+        MockResponse::sse(D::text(&["partial ", "answer", "never sent"])).cut_after(D::CHUNKS_BEFORE_TEXT + 2),
+    );
+    let (events, err) = run(&provider::<D>(&mock), simple_request("hi")).await;
     assert_eq!(text_of(&events), "partial answer");
     assert_eq!(err.unwrap().kind, LlmErrorKind::StreamBroken);
     assert_eq!(mock.requests().len(), 1);
@@ -452,16 +466,20 @@ async fn in_band_error_is_classified<D: Dialect>() {
     assert_eq!(err.kind, LlmErrorKind::Overloaded);
 }
 
-async fn in_band_error_after_content_is_passed_through<D: Dialect>() {
+async fn in_band_error_after_content_restarts_the_response<D: Dialect>() {
     let mock = MockLlm::start().await;
     let message = "The server had an error while processing your request";
     mock.push(MockResponse::sse(D::failing(Some("Hal"), Failure::Server, message)));
+    mock.push(MockResponse::sse(D::text(&["Hello"])));
     let (events, err) = run(&retrying(provider::<D>(&mock)), simple_request("hi")).await;
-    assert_eq!(text_of(&events), "Hal");
-    let err = err.unwrap();
-    assert_eq!(err.kind, LlmErrorKind::Server);
-    assert!(err.message.contains(message), "{}", err.message);
-    assert_eq!(mock.requests().len(), 1);
+    assert_eq!(err, None);
+    let reason = events.iter().find_map(|e| match e {
+        StreamEvent::Restarted { reason } => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(reason.is_some_and(|reason| reason.contains(message)));
+    assert_eq!(text_of(&events), "Hello");
+    assert_eq!(mock.requests().len(), 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -553,11 +571,12 @@ macro_rules! contract_for {
             unauthorized_is_not_retried_and_readable,
             should_retry_false_header_stops_retries,
             refused_connection_is_connect,
-            cut_after_content_surfaces_without_a_retry,
+            cut_after_content_restarts_the_response,
+            cut_after_content_without_retries_surfaces,
             cut_before_content_is_retried,
             in_band_error_before_content_is_retried,
             in_band_error_is_classified,
-            in_band_error_after_content_is_passed_through,
+            in_band_error_after_content_restarts_the_response,
             idle_read_timeout_before_content_is_a_timeout,
             idle_read_timeout_after_content_keeps_the_text,
             idle_timeout_before_content_is_retried,

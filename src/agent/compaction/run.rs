@@ -87,8 +87,8 @@ impl Agent {
         }
         let mut response = Response::default();
         let result = self.stream_response(request, cancel, &EventSink::default(), &mut response).await;
-        report.usage = response.usage;
-        self.charge(&response.usage);
+        report.usage = response.total_usage();
+        self.charge(&report.usage);
         let summary = response.text();
         let failure = match result {
             Err(Interruption::Cancelled) => return Outcome::Cancelled,

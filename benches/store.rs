@@ -152,7 +152,7 @@ fn per_turn(runtime: &tokio::runtime::Runtime, target: u64, turns: usize) -> Tur
         record.usage.input_tokens += 12_000;
         record.usage.output_tokens += 400;
         record.updated_at = Utc::now();
-        record.last_turn = Some(run_result(&record, &turn));
+        record.last_turn = Some(std::sync::Arc::new(run_result(&record, &turn)));
         let turn_payload =
             payload(&turn) + encoded_len(&record) + encoded_len(&record.summary(record.resting_status()));
         let request = SaveRequest::new(record.clone(), replace_from, turn);
@@ -356,7 +356,7 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
                     ];
                     record.turns = 1;
                     record.message_count = messages.len() as u64;
-                    record.last_turn = Some(run_result(&record, &messages));
+                    record.last_turn = Some(std::sync::Arc::new(run_result(&record, &messages)));
                     SaveRequest::new(record, 0, messages)
                 })
                 .collect();

@@ -134,6 +134,18 @@ impl Response {
     }
 }
 
+/// Streamed text grows by doubling; the history keeps each answer for the session's life, so
+/// it keeps it without the slack (up to half again its size).
+fn compact_blocks(mut blocks: Vec<ContentBlock>) -> Vec<ContentBlock> {
+    for block in &mut blocks {
+        if let ContentBlock::Text { text } = block {
+            text.shrink_to_fit();
+        }
+    }
+    blocks.shrink_to_fit();
+    blocks
+}
+
 /// What a turn starts from: a prompt, the caller's answers to a held step, or both.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TurnInput {
@@ -360,7 +372,7 @@ impl Agent {
                 })
                 .collect();
             if !response.blocks.is_empty() {
-                self.history.push(Message::assistant(response.blocks));
+                self.history.push(Message::assistant(compact_blocks(response.blocks)));
             }
             if response.usage != Usage::default() {
                 self.context.measured(&response.usage, self.history.len());

@@ -43,7 +43,7 @@ pub struct SessionRecord {
     pub tool_calls: u64,
     pub active_ms: u64,
     #[serde(default)]
-    pub last_turn: Option<RunResult>,
+    pub last_turn: Option<std::sync::Arc<RunResult>>,
     #[serde(default)]
     pub archived: bool,
     /// What is known about the history's size, to resume token accounting after a restart.

@@ -52,7 +52,7 @@ pub struct SessionState {
     pub updated_at: DateTime<Utc>,
     /// The result of the last finished turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_turn: Option<RunResult>,
+    pub last_turn: Option<std::sync::Arc<RunResult>>,
     /// Tool calls waiting for the caller (the session is idle, but its next `session_turn`
     /// must answer them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -420,7 +420,8 @@ async fn run(
                 };
                 let result = RunResult::from_report(record.session_id.clone(), &report);
                 tracing::info!(parent: &span, turn = result.turn, status = ?result.status, stop_reason = ?result.stop_reason, "turn ended");
-                let save_error = finish(&mut agent, &mut record, &store, &shared, Some(result.clone())).await.err();
+                let save_error =
+                    finish(&mut agent, &mut record, &store, &shared, Some(Arc::new(result.clone()))).await.err();
                 if let Some(error) = &save_error {
                     tracing::error!(parent: &span, turn = result.turn, "saving the turn failed: {error}");
                 }
@@ -482,7 +483,8 @@ async fn finish(
     record: &mut SessionRecord,
     store: &SharedStore,
     shared: &Shared,
-    last_turn: Option<RunResult>,
+    // Shared by the record and the published view: a long answer is held once, not twice.
+    last_turn: Option<Arc<RunResult>>,
 ) -> Result<(), StoreError> {
     record.absorb(agent);
     if let Some(result) = last_turn {

@@ -30,6 +30,12 @@ fn backend(error: impl Into<redb::Error>) -> StoreError {
     StoreError::Backend(error.into().to_string())
 }
 
+/// redb's page cache. Its default, 1 GiB, fills as sessions are written and read, so with
+/// hibernation it became most of a long-running deputy's memory (about 100 KB per session ever
+/// touched). Sessions are read whole and rarely, so a small cache costs little: 20,000
+/// sessions of 50 KB stay under 200 MB (docs/RELIABILITY.md, scenario 5).
+pub const PAGE_CACHE_BYTES: usize = 32 * 1024 * 1024;
+
 impl RedbStore {
     /// Opens (or creates) the store at `path`. A file another process holds open is refused
     /// with [`StoreError::Locked`] at once, never waited on.
@@ -42,7 +48,7 @@ impl RedbStore {
         private::create_file(&path)
             .map_err(|err| StoreError::Backend(format!("creating {}: {err}", path.display())))?;
         private::warn_if_shared(&path);
-        let db = match Database::create(&path) {
+        let db = match redb::Builder::new().set_cache_size(PAGE_CACHE_BYTES).create(&path) {
             Ok(db) => db,
             Err(DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked(path)),
             Err(err) => return Err(StoreError::Backend(format!("opening {}: {err}", path.display()))),

@@ -16,6 +16,7 @@ pub mod config;
 pub mod mcp;
 pub mod process_group;
 pub mod scope;
+pub mod shared_specs;
 pub mod shell;
 pub mod typed;
 pub mod workspace;

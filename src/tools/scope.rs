@@ -22,7 +22,8 @@ pub struct ToolScope {
 
 #[derive(Clone)]
 struct Runnable {
-    spec: ToolSpec,
+    /// Shared with every other session declaring the same tool ([`super::shared_specs`]).
+    spec: Arc<ToolSpec>,
     tool: Arc<dyn Tool>,
 }
 
@@ -47,7 +48,7 @@ impl ToolScope {
     /// Adds tools (those of the session's MCP servers, known only after an async look-up).
     pub fn extend(&mut self, tools: Vec<Arc<dyn Tool>>) {
         self.runnable.extend(tools.into_iter().map(|tool| {
-            let spec = tool.spec();
+            let spec = super::shared_specs::shared(tool.spec());
             (spec.name.clone(), Runnable { spec, tool })
         }));
     }
@@ -59,7 +60,7 @@ impl ToolScope {
 
     /// Every declaration by name, runnable tools and callbacks merged.
     fn declared(&self) -> BTreeMap<&str, &ToolSpec> {
-        let runnable = self.runnable.iter().map(|(name, runnable)| (name.as_str(), &runnable.spec));
+        let runnable = self.runnable.iter().map(|(name, runnable)| (name.as_str(), &*runnable.spec));
         runnable.chain(self.callbacks.iter().map(|(name, spec)| (name.as_str(), spec))).collect()
     }
 

@@ -67,6 +67,12 @@ impl MockLlm {
         self.shared.requests.lock().unwrap().clone()
     }
 
+    /// Drops the requests recorded so far (their count stays), so a test sending thousands of
+    /// large requests does not hold them all.
+    pub fn forget_requests(&self) {
+        self.shared.requests.lock().unwrap().clear();
+    }
+
     /// Resolves once at least `n` requests have arrived; panics after 30 s rather than hang.
     pub async fn wait_for_requests(&self, n: usize) {
         let mut arrived = self.shared.arrived.subscribe();

@@ -3,6 +3,7 @@
 mod archive_races;
 mod busy;
 mod crash_loop;
+mod hibernation;
 mod hostile_http;
 mod properties;
 mod provider_chaos;

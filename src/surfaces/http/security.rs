@@ -286,6 +286,36 @@ mod tests {
     }
 
     #[test]
+    fn f8_each_token_names_its_caller_and_no_token_is_anonymous() {
+        use crate::caller::Scope;
+        use crate::config::{AccessToken, TokenSecret};
+        let host = ("host", "127.0.0.1");
+        assert_eq!(guard(None).check(&headers(&[host]), None).ok(), Some(Caller::anonymous()));
+
+        let mut config = HttpConfig::new("127.0.0.1:8787".parse().unwrap());
+        config.token = Some("0123456789abcdef".into());
+        let digest: [u8; 32] = Sha256::digest(b"bob-token-0123456789").into();
+        config.tokens = vec![
+            AccessToken {
+                subject: "alice".into(),
+                secret: TokenSecret::Plain("alice-token-0123456789".into()),
+                scopes: vec![Scope::Sessions],
+            },
+            AccessToken { subject: "bob".into(), secret: TokenSecret::Sha256(digest), scopes: vec![Scope::Shell] },
+        ];
+        let guard = Guard::new(&config);
+        let caller = |token: &str| {
+            let value = format!("Bearer {token}");
+            guard.check(&headers(&[host, ("authorization", &value)]), None).ok()
+        };
+        assert_eq!(caller("0123456789abcdef"), Some(Caller::local()), "--token: the local user");
+        assert_eq!(caller("alice-token-0123456789"), Some(Caller::new("alice", [Scope::Sessions])));
+        assert_eq!(caller("bob-token-0123456789"), Some(Caller::new("bob", [Scope::Shell])));
+        assert_eq!(caller("carol-token-0123456789"), None);
+        assert!(matches!(guard.check(&headers(&[host]), None), Err(Refusal::Unauthorized(_))));
+    }
+
+    #[test]
     fn f17_duplicate_or_unreadable_hosts_and_non_numeric_ports_are_refused() {
         let guard = guard(None);
         let mut twice = headers(&[("host", "localhost")]);

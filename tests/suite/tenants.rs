@@ -44,7 +44,7 @@ async fn create(deputy: &HttpDeputy, token: &str, prompt: &str) -> String {
 
 /// The ids `token` lists, and the total it is told.
 async fn listed(deputy: &HttpDeputy, token: &str) -> (Vec<String>, u64) {
-    let (status, list) = deputy.rest(Some(token), Method::GET, "/v1/sessions?include_archived=true", None).await;
+    let (status, list) = deputy.rest(Some(token), Method::GET, "/v1/sessions", None).await;
     assert_eq!(status, 200, "{list}");
     let ids = list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap().to_owned());
     (ids.collect(), list["total"].as_u64().unwrap())

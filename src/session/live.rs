@@ -163,7 +163,7 @@ impl LiveSessionService {
         };
         match owner {
             Some(owner) if !caller.may_use(&owner) => {
-                tracing::info!(target: "deputy::audit", subject = caller.subject(), session_id = %id, what = "policy_refusal", refused = "foreign_session", "refused: the session belongs to another subject");
+                tracing::info!(target: "deputy::audit", subject = %caller.subject(), session_id = %id, what = "policy_refusal", refused = "foreign_session", "refused: the session belongs to another subject");
                 Err(SessionError::not_found(id.clone()))
             }
             _ => Ok(()),
@@ -404,7 +404,7 @@ impl LiveSessionService {
             }
             registry.sessions.insert(id.clone(), Slot::Live(handle.clone()));
         }
-        tracing::info!(session_id = %id, subject = caller.subject(), "session created");
+        tracing::info!(session_id = %id, subject = %caller.subject(), "session created");
         self.enforce_cap(&id).await;
         self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
     }
@@ -656,7 +656,7 @@ fn require_sessions_scope(caller: &Caller) -> Result<(), SessionError> {
     if caller.uses_sessions() {
         return Ok(());
     }
-    tracing::info!(target: "deputy::audit", subject = caller.subject(), what = "policy_refusal", refused = "sessions", "refused: no sessions scope");
+    tracing::info!(target: "deputy::audit", subject = %caller.subject(), what = "policy_refusal", refused = "sessions", "refused: no sessions scope");
     Err(SessionError::invalid(format!(
         "the caller {:?} may not use sessions: its token lacks the scope \"sessions\"",
         caller.subject()

@@ -216,7 +216,8 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
     ) -> Result<CallToolResponse, McpError> {
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let subject = self.caller_of(&context).subject();
-        let span = tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id, subject);
+        let span =
+            tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id, subject = %subject);
         match self.dispatch(&request.name, arguments, &context).instrument(span).await {
             Some((result, summary)) => {
                 self.log.tool_finished(&context, &request.name, summary).await;

@@ -229,7 +229,7 @@ pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next
     let authority = request.uri().authority().map(|authority| authority.as_str().to_owned());
     match guard.check(request.headers(), authority.as_deref()) {
         Ok(caller) => {
-            tracing::Span::current().record("subject", caller.subject());
+            tracing::Span::current().record("subject", tracing::field::display(caller.subject()));
             let mut request = request;
             request.extensions_mut().insert(caller);
             next.run(request).await

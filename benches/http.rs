@@ -16,10 +16,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use deputy::agent::AgentFactory;
+use deputy::caller::Caller;
 use deputy::ids::SessionId;
 use deputy::llm::registry::ProviderRegistry;
 use deputy::llm::scripted::{ScriptedProvider, ScriptedResponse};
-use deputy::session::{CreateSessionRequest, LiveSessionService, SessionService};
+use deputy::session::{CallerServices, CreateSessionRequest, LiveSessionService, PerCaller, SessionService};
+
 use deputy::surfaces::http::{HttpConfig, router};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::RunningService;
@@ -97,7 +99,10 @@ async fn run(turns: usize, seconds: u64) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let app = router(service.clone(), &HttpConfig::new(address), shutdown.child_token());
+    // Loopback without a token: every request is the anonymous caller, who owns the sessions.
+    let services = Arc::new(PerCaller::new(service, deputy::tools::Surface::Http));
+    let app = router(services.clone(), &HttpConfig::new(address), shutdown.child_token());
+    let service = services.for_caller(&Caller::anonymous());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     let mut sessions = Vec::new();

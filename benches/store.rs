@@ -389,8 +389,13 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
         for i in 0..reps + 3 {
             let (elapsed, page) = runtime.block_on(async {
                 let started = Instant::now();
-                let query =
-                    StoredListQuery { first, after: after.clone(), include_archived: false, exclude: Vec::new() };
+                let query = StoredListQuery {
+                    first,
+                    after: after.clone(),
+                    include_archived: false,
+                    exclude: Vec::new(),
+                    owner: None,
+                };
                 let page = store.list(query).await.unwrap();
                 (started.elapsed(), page)
             });

@@ -13,6 +13,7 @@ use anyhow::Context;
 use serde::Deserialize;
 
 use crate::agent::AgentFactory;
+use crate::caller::Scope;
 use crate::llm::anthropic::{AnthropicConfig, AnthropicProvider};
 use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::llm::registry::ProviderRegistry;
@@ -21,7 +22,7 @@ use crate::llm::{HttpTimeouts, Provider};
 use crate::session::SessionLimits;
 use crate::store::SharedStore;
 use crate::tools::mcp::{self, McpFactory, McpPoolSettings, McpServerConfig};
-use crate::tools::{ToolDefaults, Workspace};
+use crate::tools::{PolicySwitches, Switch, ToolDefaults, Workspace};
 
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -90,7 +91,25 @@ impl Environment {
 /// [sessions]                          # the live set (hibernation); flags of `serve` override
 /// idle_unload_secs = 600              # unload a session idle this long (with a store); 0: never
 /// max_live_sessions = 1000            # beyond: unload the least recently used, or refuse (no store)
+///
+/// [policy]                            # what callers may do, whatever they ask (PolicyConfig)
+/// shell = "deny"                      # "allow" | "deny"; unset: stdio allows, HTTP denies
+/// inline_mcp_commands = "deny"
+/// inline_mcp_urls = "allow"
+///
+/// [[auth.tokens]]                     # HTTP callers: one subject and its scopes per token
+/// subject = "alice"
+/// token_env = "DEPUTY_TOKEN_ALICE"    # env var holding the token (at least 16 characters)
+/// scopes = ["sessions", "shell"]
+/// [[auth.tokens]]
+/// subject = "ops"
+/// token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+/// scopes = ["sessions:all"]
 /// ```
+///
+/// `[tools] shell_timeout_ms`, `shell_max_output_bytes` and `max_tool_output_cap_bytes` are
+/// ceilings: a session may ask for less, never more. `[tools] allow_shell` and
+/// `allow_inline_mcp_servers` are deprecated aliases of the `[policy]` switches, which win.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
@@ -113,6 +132,9 @@ pub struct ConfigFile {
     /// How many sessions stay live, and for how long.
     #[serde(default)]
     pub sessions: SessionsConfig,
+    /// Who may call over HTTP, as whom.
+    #[serde(default)]
+    pub auth: AuthConfig,
 }
 
 /// The `[policy]` section: limits the operator sets for every caller.
@@ -120,12 +142,123 @@ pub struct ConfigFile {
 /// ```toml
 /// [policy]
 /// workspace_roots = ["/srv/work"]   # default: the server's --workspace only
+/// shell = "allow"                   # "allow" | "deny"
+/// inline_mcp_commands = "deny"      # inline MCP servers with a `command` (programs on this host)
+/// inline_mcp_urls = "deny"          # inline MCP servers with a `url` (requests from this host)
 /// ```
+///
+/// An unset switch takes the surface's default: stdio and the background server's clients
+/// allow (the caller is the user's own client), `serve --http` denies unless the caller's token
+/// has the scope (`shell`, `mcp:inline`). An explicit `deny` is a hard deny no scope overrides;
+/// an explicit `allow` allows every caller. See [`crate::tools::policy`].
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     /// A session's `workspace` must be one of these directories or below one.
     pub workspace_roots: Option<Vec<PathBuf>>,
+    pub shell: Option<Switch>,
+    pub inline_mcp_commands: Option<Switch>,
+    pub inline_mcp_urls: Option<Switch>,
+}
+
+impl PolicyConfig {
+    pub fn switches(&self) -> PolicySwitches {
+        PolicySwitches {
+            shell: self.shell,
+            inline_mcp_commands: self.inline_mcp_commands,
+            inline_mcp_urls: self.inline_mcp_urls,
+        }
+    }
+}
+
+/// The `[auth]` section: the tokens HTTP callers present, each naming a subject (who owns the
+/// sessions it creates) and its scopes. `--token` may be used beside them; it is the local
+/// user, with every scope.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+}
+
+/// One `[[auth.tokens]]` entry: exactly one of `token_env` and `token_sha256`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub subject: String,
+    /// The environment variable holding the token (at least 16 characters).
+    pub token_env: Option<String>,
+    /// The token's SHA-256, 64 hex digits, so the config file holds no secret.
+    pub token_sha256: Option<String>,
+    pub scopes: Vec<Scope>,
+}
+
+/// How a configured token is recognised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSecret {
+    Plain(String),
+    Sha256([u8; 32]),
+}
+
+/// A token the HTTP guard accepts, and the caller it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessToken {
+    pub subject: String,
+    pub secret: TokenSecret,
+    pub scopes: Vec<Scope>,
+}
+
+/// Presented tokens are trimmed, so spaces cannot count towards the length (F17).
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+impl AuthConfig {
+    /// The tokens, their secrets read from `env`. Fails on an entry with neither or both of
+    /// `token_env` and `token_sha256`, an unset or short token, a malformed digest, or a subject
+    /// given twice.
+    pub fn resolve(&self, env: &Environment) -> anyhow::Result<Vec<AccessToken>> {
+        let mut subjects = std::collections::BTreeSet::new();
+        self.tokens
+            .iter()
+            .map(|entry| {
+                let subject = entry.subject.trim();
+                anyhow::ensure!(!subject.is_empty(), "[[auth.tokens]]: a subject must not be empty");
+                anyhow::ensure!(
+                    subjects.insert(subject),
+                    "[[auth.tokens]]: the subject {subject:?} is given twice"
+                );
+                let secret = match (&entry.token_env, &entry.token_sha256) {
+                    (Some(var), None) => {
+                        let token = env.get(var).map(str::trim).unwrap_or_default();
+                        anyhow::ensure!(
+                            token.chars().count() >= MIN_TOKEN_CHARS,
+                            "[[auth.tokens]] {subject:?}: {var} must hold a token of at least {MIN_TOKEN_CHARS} \
+                             characters"
+                        );
+                        TokenSecret::Plain(token.to_owned())
+                    }
+                    (None, Some(hex)) => TokenSecret::Sha256(parse_sha256(hex).ok_or_else(|| {
+                        anyhow::anyhow!("[[auth.tokens]] {subject:?}: token_sha256 must be 64 hex digits")
+                    })?),
+                    _ => {
+                        anyhow::bail!("[[auth.tokens]] {subject:?}: give exactly one of token_env and token_sha256")
+                    }
+                };
+                Ok(AccessToken { subject: subject.to_owned(), secret, scopes: entry.scopes.clone() })
+            })
+            .collect()
+    }
+}
+
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim().as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(hex.chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(digest)
 }
 
 /// The `[sessions]` section: bounds of the live set (see [`SessionLimits`]).
@@ -215,6 +348,8 @@ pub struct AppState {
     pub mcp: Arc<McpFactory>,
     /// Bounds of the live set.
     pub limits: SessionLimits,
+    /// The config file's `[[auth.tokens]]`, secrets read (used by `serve --http`).
+    pub tokens: Vec<AccessToken>,
 }
 
 /// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
@@ -261,7 +396,8 @@ impl AppState {
         let factory = agent_factory(settings, env, &config, mcp.clone())?;
         let store = open_store(settings, env)?;
         let limits = settings.session_limits(&config.sessions);
-        Ok(Self { factory, store, mcp, limits })
+        let tokens = config.auth.resolve(env)?;
+        Ok(Self { factory, store, mcp, limits, tokens })
     }
 }
 
@@ -305,6 +441,7 @@ pub fn agent_factory(
         .with_context_windows(windows)
         .with_tool_defaults(ToolDefaults {
             workspace_roots: config.policy.workspace_roots.clone(),
+            policy: config.policy.switches(),
             ..config.tools.clone()
         })
         .with_mcp(mcp, config.mcp_servers.clone());
@@ -479,6 +616,49 @@ mod tests {
         assert_eq!(flags.session_limits(&config.sessions).idle_unload, Duration::from_secs(60));
         assert_eq!(Settings::default().session_limits(&SessionsConfig::default()), SessionLimits::default());
         assert!(toml::from_str::<ConfigFile>("[sessions]\nmax_live = 5").is_err());
+    }
+
+    #[test]
+    fn policy_switches_and_auth_tokens_parse() {
+        let config: ConfigFile = toml::from_str(
+            r#"
+            [policy]
+            shell = "deny"
+            inline_mcp_urls = "allow"
+            [[auth.tokens]]
+            subject = "alice"
+            token_env = "ALICE_TOKEN"
+            scopes = ["sessions", "shell"]
+            [[auth.tokens]]
+            subject = "ops"
+            token_sha256 = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08"
+            scopes = ["sessions:all"]
+            "#,
+        )
+        .unwrap();
+        let switches = config.policy.switches();
+        assert_eq!((switches.shell, switches.inline_mcp_commands), (Some(Switch::Deny), None));
+        let env = Environment::from_pairs([("ALICE_TOKEN", " alice-0123456789abcdef ")]);
+        let tokens = config.auth.resolve(&env).unwrap();
+        assert_eq!(tokens[0].secret, TokenSecret::Plain("alice-0123456789abcdef".into()));
+        assert_eq!(tokens[0].scopes, [Scope::Sessions, Scope::Shell]);
+        let TokenSecret::Sha256(digest) = tokens[1].secret else { panic!("a digest") };
+        assert_eq!(digest[..2], [0x9f, 0x86]);
+
+        assert!(config.auth.resolve(&Environment::default()).is_err(), "an unset token_env");
+        let short = Environment::from_pairs([("ALICE_TOKEN", "short")]);
+        assert!(config.auth.resolve(&short).unwrap_err().to_string().contains("at least 16"));
+        for bad in [
+            "[[auth.tokens]]\nsubject = \"a\"\nscopes = []",
+            "[[auth.tokens]]\nsubject = \"a\"\ntoken_sha256 = \"abc\"\nscopes = []",
+            "[[auth.tokens]]\nsubject = \"a\"\ntoken_env = \"X\"\ntoken_sha256 = \"abc\"\nscopes = []",
+        ] {
+            let config: ConfigFile = toml::from_str(bad).unwrap();
+            assert!(config.auth.resolve(&Environment::default()).is_err(), "{bad}");
+        }
+        assert!(toml::from_str::<ConfigFile>("[policy]\nshell = \"maybe\"").is_err());
+        assert!(toml::from_str::<ConfigFile>("[[auth.tokens]]\nsubject = \"a\"\nscopes = [\"root\"]").is_err());
+        assert!(toml::from_str::<ConfigFile>("[[auth.tokens]]\nsubject = \"a\"\nscope = []").is_err());
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //!  model ───────── plain data: record, views, results, spec, budget, held steps
 //!  tools ───────── Tool, ToolScope, builtins, shell, external MCP servers
 //!  llm ─────────── Provider, wire adapters, the retry gate
+//!  caller ──────── Caller: a subject and its scopes (who asks, what they may do)
 //!  error ───────── SessionError, the one code table, ErrorKind
 //!  ids, text ───── id newtypes; char-boundary truncation
 //! ```
@@ -34,6 +35,7 @@
 
 pub mod agent;
 pub mod background;
+pub mod caller;
 pub mod cli;
 pub mod config;
 pub mod error;

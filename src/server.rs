@@ -15,12 +15,14 @@ use anyhow::Context;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::caller::Caller;
 use crate::config::{AppState, Environment, Settings};
-use crate::session::{LiveSessionService, SessionService};
+use crate::session::{LiveSessionService, PerCaller, ScopedService, SessionService};
 use crate::store::persistence_disabled;
 use crate::surfaces::http::{self, HttpConfig};
 use crate::surfaces::mcp::McpServer;
 use crate::tools::mcp::McpFactory;
+use crate::tools::policy;
 
 /// Where `serve` answers.
 #[derive(Debug, Clone)]
@@ -35,7 +37,15 @@ pub enum Surface {
 /// running turns `drain_timeout` to finish (interrupting the rest) and stops the idle external
 /// MCP servers; the active ones go with their sessions at exit.
 pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duration) -> anyhow::Result<()> {
-    let (service, mcp_servers) = long_running_service(load(settings)?);
+    let state = load(settings)?;
+    let surface = match surface {
+        Surface::Http(mut config) => {
+            config.tokens.extend(state.tokens.iter().cloned());
+            Surface::Http(config)
+        }
+        Surface::Stdio => Surface::Stdio,
+    };
+    let (service, mcp_servers) = long_running_service(state);
     let shutdown = CancellationToken::new();
     // Installed before serving: rmcp's `serve` only returns after the client's first message.
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -122,14 +132,23 @@ async fn serve_surface(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     match surface {
-        Surface::Http(config) => http::serve(service, config, shutdown).await,
-        Surface::Stdio => serve_stdio(service, shutdown).await,
+        // Each request is its caller's: the guard says who, the policy's HTTP defaults apply.
+        Surface::Http(config) => {
+            http::serve(Arc::new(PerCaller::new(service, policy::Surface::Http)), config, shutdown).await
+        }
+        // The one caller is the user's own client.
+        Surface::Stdio => {
+            let factory = service.factory();
+            serve_stdio(Arc::new(ScopedService::local(service, factory)), shutdown).await
+        }
     }
 }
 
-async fn serve_stdio<S: SessionService>(service: Arc<S>, shutdown: CancellationToken) -> anyhow::Result<()> {
+async fn serve_stdio(service: Arc<ScopedService>, shutdown: CancellationToken) -> anyhow::Result<()> {
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP over stdio");
-    let served = McpServer::new(service).serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.clone()).await;
+    let served = McpServer::new(service, Caller::local())
+        .serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.clone())
+        .await;
     match served {
         Ok(running) => {
             let reason = running.waiting().await.context("MCP service")?;

@@ -11,12 +11,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{Agent, ContextOverrides, FullOutputs, RestoredState};
+use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
 use crate::llm::Usage;
 use crate::llm::registry::ProviderRegistry;
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
-use crate::tools::mcp::{self, McpFactory, McpServerConfig};
-use crate::tools::{ToolDefaults, ToolRequest, Workspace};
+use crate::tools::mcp::{self, McpFactory, McpServerConfig, McpServerSpec};
+use crate::tools::policy::AuditTag;
+use crate::tools::{Grants, Surface, ToolDefaults, ToolRequest, Workspace};
 
 /// Everything that decides how a session's agent behaves. Unset fields take the server's
 /// defaults.
@@ -98,6 +100,19 @@ impl AgentFactory {
         self
     }
 
+    /// Whether `server` is one of the config file's `[mcp_servers.NAME]`, exactly as configured.
+    fn is_configured(&self, server: &McpServerSpec) -> bool {
+        self.mcp_servers
+            .get(&server.name)
+            .and_then(|config| mcp::config::spec_of(&server.name, config).ok())
+            .is_some_and(|configured| configured == *server)
+    }
+
+    /// What `caller`, arriving on `surface`, may enable under this factory's config file.
+    pub fn grants(&self, caller: &Caller, surface: Surface) -> Grants {
+        self.tool_defaults.switches().grants(caller, surface)
+    }
+
     fn configured_window(&self, model_id: &str) -> Option<u64> {
         let provider = model_id.split(':').next().unwrap_or(model_id);
         self.context_windows.get(model_id).or_else(|| self.context_windows.get(provider)).copied()
@@ -110,7 +125,15 @@ impl AgentFactory {
 
     /// Resolves the model and tools. Fails with `INVALID_REQUEST` for a malformed request and
     /// `AGENT_ERROR` when the provider cannot be used (e.g. missing credentials).
-    pub async fn build_agent(&self, mut config: AgentBuildConfig) -> Result<Agent, SessionError> {
+    ///
+    /// `grants` are what the caller may enable (shell, inline MCP servers); `audit` names the
+    /// new session and its owner in the audit log.
+    pub async fn build_agent(
+        &self,
+        mut config: AgentBuildConfig,
+        grants: &Grants,
+        audit: &AuditTag,
+    ) -> Result<Agent, SessionError> {
         let model_id = config.model.or_else(|| self.default_model.clone()).ok_or_else(|| {
             SessionError::invalid(
                 "no model given: pass `model` (e.g. \"anthropic:claude-sonnet-4-5\") or start deputy with \
@@ -124,41 +147,41 @@ impl AgentFactory {
         if !cfg!(feature = "session-compaction") && config.context.asks_for_compaction() {
             return Err(SessionError::CompactionDisabled("compaction settings".into()));
         }
+        self.tool_defaults.check_tool_output_cap(config.context.tool_output_cap_bytes)?;
         let context =
             ContextSettings::resolve(&model_id, max_tokens, &config.context, self.configured_window(&model_id))?;
         let system_prompt = config.system_prompt.filter(|prompt| !prompt.is_empty());
-        self.tool_defaults.check_mcp_requests(&config.tools.mcp_servers)?;
+        self.tool_defaults.check_mcp_requests(&config.tools.mcp_servers, grants)?;
         let mcp_requests = std::mem::take(&mut config.tools.mcp_servers);
-        let mut tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref())?;
+        let mut tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref(), grants)?;
         tools.mcp_servers = mcp::resolve_servers(&mcp_requests, &self.mcp_servers)?;
-        self.assemble(AgentSpec {
-            model: model_id,
-            system_prompt,
-            max_tokens,
-            budget: config.budget,
-            context,
-            tools,
-        })
+        self.assemble(
+            AgentSpec { model: model_id, system_prompt, max_tokens, budget: config.budget, context, tools },
+            audit,
+        )
         .await
     }
 
-    /// Rebuilds the agent of a stored session from its resolved spec (not re-validated: it
-    /// was valid when the session was created), with its history and counters.
-    pub async fn restore_agent(&self, spec: AgentSpec, state: RestoredState) -> Result<Agent, SessionError> {
-        self.tool_defaults.check_resumed(&spec.tools, self.workspace.as_ref(), |server| {
-            self.mcp_servers
-                .get(&server.name)
-                .and_then(|config| mcp::config::spec_of(&server.name, config).ok())
-                .is_some_and(|configured| configured == *server)
-        })?;
-        let mut agent = self.assemble(spec).await?;
+    /// Rebuilds the agent of a stored session from its resolved spec, with its history and
+    /// counters. The spec was valid when the session was created; the operator's switches and
+    /// the resuming caller's `grants` are applied again (security review F18).
+    pub async fn restore_agent(
+        &self,
+        spec: AgentSpec,
+        state: RestoredState,
+        grants: &Grants,
+        audit: &AuditTag,
+    ) -> Result<Agent, SessionError> {
+        self.tool_defaults
+            .check_resumed(&spec.tools, self.workspace.as_ref(), grants, |server| self.is_configured(server))?;
+        let mut agent = self.assemble(spec, audit).await?;
         agent.restore(state);
         Ok(agent)
     }
 
     /// An agent for a fully resolved spec: provider and tools attached, empty history. A
     /// session's MCP servers that cannot be started fail the build (`AGENT_ERROR`).
-    async fn assemble(&self, spec: AgentSpec) -> Result<Agent, SessionError> {
+    async fn assemble(&self, spec: AgentSpec, audit: &AuditTag) -> Result<Agent, SessionError> {
         let AgentSpec {
             model: model_id,
             system_prompt,
@@ -170,9 +193,12 @@ impl AgentFactory {
         let (provider, model) = self.providers.resolve(&model_id)?;
         // A workspace that existed when the session was created may be gone when it resumes.
         let mut tools = tool_config
-            .scope(self.workspace.as_ref())
+            .scope(self.workspace.as_ref(), audit)
             .map_err(|err| SessionError::agent(None, ErrorKind::Tools, err.to_string()))?;
         if !tool_config.mcp_servers.is_empty() {
+            for inline in tool_config.mcp_servers.iter().filter(|server| !self.is_configured(server)) {
+                audit.inline_server(&inline.key().to_string());
+            }
             let mcp_tools = mcp::session_tools(&self.mcp, &tool_config.mcp_servers)
                 .await
                 .map_err(|err| SessionError::agent(None, ErrorKind::Tools, err.to_string()))?;
@@ -217,7 +243,11 @@ mod tests {
         let factory = AgentFactory::new(Arc::new(registry), None, None).with_default_max_tokens(1000);
         let factory = factory.with_context_windows(windows);
         let build = |model: &str| AgentBuildConfig { model: Some(model.into()), ..AgentBuildConfig::default() };
-        assert_eq!(factory.build_agent(build("local:small")).await.unwrap().spec().context.context_window, 9_000);
-        assert_eq!(factory.build_agent(build("local:big")).await.unwrap().spec().context.context_window, 64_000);
+        let (grants, audit) = (Grants::local(), AuditTag::local(crate::ids::SessionId::from_string("s")));
+        let window = async |model| {
+            factory.build_agent(build(model), &grants, &audit).await.unwrap().spec().context.context_window
+        };
+        assert_eq!(window("local:small").await, 9_000);
+        assert_eq!(window("local:big").await, 64_000);
     }
 }

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::frames::{Answer, ClientContext, Hello, MAX_FRAME_BYTES, PROTOCOL, Request, ServerStatus, encode};
 use super::location::{Location, check_private_dir};
 use super::os::current_uid;
+use crate::caller::Caller;
 use crate::config::{AppState, Environment, Settings, agent_factory, load_config_file};
 use crate::server::{cancel_on_signal, drain_and_stop, long_running_service};
 use crate::session::{LiveSessionService, ScopedService};
@@ -281,8 +282,8 @@ async fn attach(
         return;
     }
     tracing::info!(workspace = %workspace.display(), client_version = %version, "client attached");
-    let service = Arc::new(ScopedService::new(host.service.clone(), Arc::new(factory)));
-    let server = McpServer::new(service).interrupt_only_when_cancelled();
+    let service = Arc::new(ScopedService::local(host.service.clone(), Arc::new(factory)));
+    let server = McpServer::new(service, Caller::local()).interrupt_only_when_cancelled();
     match server.serve_with_ct((reader, write), host.shutdown.child_token()).await {
         Ok(running) => match running.waiting().await {
             Ok(reason) => tracing::info!(?reason, "client detached"),

@@ -139,8 +139,8 @@ pub struct ServeArgs {
     /// Serve HTTP on this address (e.g. 127.0.0.1:8787) instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
-    /// Bearer token required on every HTTP route but /healthz (needed to bind a non-loopback
-    /// address).
+    /// Bearer token required on every HTTP route but /healthz (this or [[auth.tokens]] is needed
+    /// to bind a non-loopback address). Its holder is the local user, with every scope.
     #[arg(long, env = "DEPUTY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Another accepted Host name (loopback names and the bind address always are).

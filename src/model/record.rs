@@ -26,6 +26,9 @@ pub struct SessionRecord {
     pub session_id: SessionId,
     pub agent: AgentSpec,
     pub title: String,
+    /// The subject that created the session; `local` for records written before owners were.
+    #[serde(default = "super::view::local_owner")]
+    pub owner: String,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
@@ -64,6 +67,7 @@ impl SessionRecord {
             session_id,
             agent,
             title,
+            owner: super::view::local_owner(),
             labels: BTreeMap::new(),
             host_mode: false,
             created_at: at,
@@ -105,6 +109,7 @@ impl SessionRecord {
                 status,
                 model: self.agent.model.clone(),
                 title: self.title.clone(),
+                owner: self.owner.clone(),
                 labels: self.labels.clone(),
                 host_mode: self.host_mode,
                 turns: self.turns,
@@ -148,6 +153,7 @@ impl SessionRecord {
             status,
             model: self.agent.model.clone(),
             title: self.title.clone(),
+            owner: self.owner.clone(),
             labels: self.labels.clone(),
             turns: self.turns,
             created_at: self.created_at,

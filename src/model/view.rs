@@ -38,6 +38,11 @@ pub struct SessionState {
     pub model: String,
     /// The start of the first prompt, to recognise the session in a list.
     pub title: String,
+    /// The subject of the caller that created the session (`local` for stdio and the command
+    /// line, and for sessions stored before owners were recorded); only it, and callers with
+    /// the scope `sessions:all`, see the session.
+    #[serde(default = "local_owner")]
+    pub owner: String,
     pub labels: BTreeMap<String, String>,
     /// Reserved for host mode, not built yet: as the session was created, no effect today.
     pub host_mode: bool,
@@ -107,10 +112,18 @@ pub struct SessionSummary {
     pub status: SessionStatus,
     pub model: String,
     pub title: String,
+    /// The subject that created the session.
+    #[serde(default = "local_owner")]
+    pub owner: String,
     pub labels: BTreeMap<String, String>,
     pub turns: u64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// The owner of sessions recorded before owners were: the local user's.
+pub fn local_owner() -> String {
+    crate::caller::LOCAL_SUBJECT.to_owned()
 }
 
 impl From<&SessionView> for SessionSummary {
@@ -121,6 +134,7 @@ impl From<&SessionView> for SessionSummary {
             status: state.status,
             model: state.model.clone(),
             title: state.title.clone(),
+            owner: state.owner.clone(),
             labels: state.labels.clone(),
             turns: state.turns,
             created_at: state.created_at,

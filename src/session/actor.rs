@@ -289,6 +289,11 @@ impl SessionHandle {
         SessionSummary::from(&*self.shared.view.borrow())
     }
 
+    /// The subject that owns the session (it never changes).
+    pub fn owner(&self) -> String {
+        self.shared.view.borrow().state.owner.clone()
+    }
+
     /// Waits until turn `turn` has finished (or the actor stopped), then returns the view.
     pub async fn view_after_turn(&self, turn: u64) -> SessionView {
         let mut updates = self.shared.view.subscribe();
@@ -403,7 +408,7 @@ async fn run(
     mut commands: mpsc::Receiver<Command>,
     shared: Arc<Shared>,
 ) {
-    let span = tracing::info_span!("session", session_id = %record.session_id);
+    let span = tracing::info_span!("session", session_id = %record.session_id, owner = %record.owner);
     while let Some(command) = commands.recv().await {
         match command {
             Command::RunTurn { input, cancel, events, reply } => {

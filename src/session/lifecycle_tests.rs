@@ -84,10 +84,16 @@ async fn a_panic_after_the_caller_stopped_waiting_still_releases_the_session() {
 async fn a_panicked_turn_closes_its_open_tool_calls() {
     use crate::agent::{AgentBuildConfig, EventSink, RestoredState, TurnEnd};
     use crate::llm::{ContentBlock, Message, Role};
+    use crate::tools::Grants;
+    use crate::tools::policy::AuditTag;
 
     let provider = ScriptedProvider::new([]);
     let service = scripted_service(provider, None, None);
-    let mut agent = service.factory.build_agent(AgentBuildConfig::default()).await.unwrap();
+    let mut agent = service
+        .factory
+        .build_agent(AgentBuildConfig::default(), &Grants::local(), &AuditTag::local(SessionId::new()))
+        .await
+        .unwrap();
     let tool_use =
         ContentBlock::ToolUse { id: "t1".into(), name: "read_file".into(), input: serde_json::json!({}) };
     agent.restore(RestoredState {

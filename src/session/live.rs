@@ -24,6 +24,7 @@ use super::actor::{SessionHandle, TurnReply, TurnTicket};
 use super::types::*;
 use crate::agent::pending::resolve;
 use crate::agent::{Agent, AgentFactory, EventSink, TurnInput};
+use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::model::SessionRecord;
@@ -32,6 +33,8 @@ use crate::model::{
     SessionSummary, SessionView, ToolOutputResult, TurnStatus,
 };
 use crate::store::{SaveRequest, SharedStore, StoredListQuery, persistence_disabled};
+use crate::tools::policy::AuditTag;
+use crate::tools::{Grants, Surface};
 
 /// How long `drain` waits for interrupted turns, then for the actors, to end.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
@@ -46,7 +49,9 @@ pub const MAX_LABEL_VALUE_BYTES: usize = 1024;
 const TITLE_CHARS: usize = 80;
 
 pub struct LiveSessionService {
-    factory: AgentFactory,
+    /// The agents of the service's own calls (the local caller); a [`super::ScopedService`]
+    /// brings its caller's.
+    factory: Arc<AgentFactory>,
     store: SharedStore,
     /// The lock is held for map lookups, never across an await.
     registry: RwLock<Registry>,
@@ -87,7 +92,7 @@ enum Lookup {
 impl LiveSessionService {
     pub fn new(factory: AgentFactory, store: SharedStore) -> Self {
         Self {
-            factory,
+            factory: Arc::new(factory),
             store,
             registry: RwLock::default(),
             actors: TaskTracker::new(),
@@ -126,6 +131,43 @@ impl LiveSessionService {
                 service.unload_idle(idle).await;
             }
         });
+    }
+
+    /// The factory the service was built with (the server's own configuration).
+    pub fn factory(&self) -> Arc<AgentFactory> {
+        self.factory.clone()
+    }
+
+    /// What the local caller may do: the service's own calls (the command line, tests).
+    fn local(&self) -> (Caller, Grants) {
+        let caller = Caller::local();
+        let grants = self.factory.grants(&caller, Surface::Local);
+        (caller, grants)
+    }
+
+    /// Whether `caller` may use session `id` (F8): its own sessions, or every one with
+    /// `sessions:all`. Another owner's session answers `SESSION_NOT_FOUND`, as an unknown id
+    /// does, so its existence is not revealed. An id that is nowhere passes: the operation
+    /// itself answers `SESSION_NOT_FOUND`.
+    ///
+    /// Errors: `NotFound`, `InvalidRequest` (a caller without the `sessions` scope), `Store`.
+    pub async fn check_access(&self, caller: &Caller, id: &SessionId) -> Result<(), SessionError> {
+        require_sessions_scope(caller)?;
+        if caller.sees_all() {
+            return Ok(());
+        }
+        let owner = match (self.live(id), &self.store) {
+            (Some(handle), _) => Some(handle.owner()),
+            (None, Some(store)) => store.record(id).await?.map(|record| record.owner),
+            (None, None) => None,
+        };
+        match owner {
+            Some(owner) if !caller.may_use(&owner) => {
+                tracing::info!(target: "deputy::audit", subject = %caller.subject(), session_id = %id, what = "policy_refusal", refused = "foreign_session", "refused: the session belongs to another subject");
+                Err(SessionError::not_found(id.clone()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// How many sessions are live (actors running), unloaded ones not counted.
@@ -244,7 +286,12 @@ impl LiveSessionService {
     }
 
     /// The live session, or the stored one brought back to life with `factory`'s agent.
-    async fn live_or_resumed(&self, factory: &AgentFactory, id: &SessionId) -> Result<SessionHandle, SessionError> {
+    async fn live_or_resumed(
+        &self,
+        factory: &AgentFactory,
+        grants: &Grants,
+        id: &SessionId,
+    ) -> Result<SessionHandle, SessionError> {
         let mut archives_seen = match self.lookup(id) {
             Lookup::Live(handle) => return Ok(handle),
             Lookup::Archiving => return Err(archived(id)),
@@ -270,7 +317,9 @@ impl LiveSessionService {
                 history.len()
             )));
         }
-        let agent = factory.restore_agent(record.agent.clone(), record.restored_state(history)).await?;
+        let audit = AuditTag { subject: record.owner.as_str().into(), session_id: id.clone() };
+        let agent =
+            factory.restore_agent(record.agent.clone(), record.restored_state(history), grants, &audit).await?;
         let handle = self.spawn(agent, record);
         loop {
             {
@@ -306,11 +355,12 @@ impl LiveSessionService {
     async fn with_handle<T>(
         &self,
         factory: &AgentFactory,
+        grants: &Grants,
         id: &SessionId,
         mut attempt: impl AsyncFnMut(&SessionHandle) -> Result<T, SessionError>,
     ) -> Result<T, SessionError> {
         loop {
-            let handle = self.live_or_resumed(factory, id).await?;
+            let handle = self.live_or_resumed(factory, grants, id).await?;
             match attempt(&handle).await {
                 Err(SessionError::Busy(_)) if handle.is_unloaded() => continue,
                 other => return other,
@@ -318,20 +368,26 @@ impl LiveSessionService {
         }
     }
 
-    /// `create_session` with the agent built by `factory` rather than the service's own: the
-    /// defaults and credentials of whoever asks (see [`super::ScopedService`]).
+    /// `create_session` on behalf of `caller` (the session's owner), with the agent built by
+    /// `factory` rather than the service's own: the defaults and credentials of whoever asks,
+    /// within `grants` (see [`super::ScopedService`]).
     pub async fn create_session_with(
         &self,
         factory: &AgentFactory,
+        caller: &Caller,
+        grants: &Grants,
         request: CreateSessionRequest,
     ) -> Result<RunResult, SessionError> {
+        require_sessions_scope(caller)?;
         require_prompt(&request.prompt)?;
         check_labels(&request.labels)?;
         self.check_room()?;
-        let agent = factory.build_agent(request.build).await?;
         let id = SessionId::new();
+        let audit = AuditTag { subject: caller.subject_arc(), session_id: id.clone() };
+        let agent = factory.build_agent(request.build, grants, &audit).await?;
+        let title = title_of(&request.prompt);
         let record =
-            SessionRecord::new(id.clone(), &agent, title_of(&request.prompt), request.labels, request.host_mode);
+            SessionRecord::new(id.clone(), &agent, title, request.labels, request.host_mode, caller.subject());
         // Saved before the first turn, so a crash during it leaves the session, empty.
         if let Some(store) = &self.store {
             let save = SaveRequest::new(record.clone(), 0, Vec::new());
@@ -348,9 +404,59 @@ impl LiveSessionService {
             }
             registry.sessions.insert(id.clone(), Slot::Live(handle.clone()));
         }
-        tracing::info!(session_id = %id, "session created");
+        tracing::info!(session_id = %id, subject = %caller.subject(), "session created");
         self.enforce_cap(&id).await;
         self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
+    }
+
+    /// `list` as `caller` sees it: its own sessions, or every one with `sessions:all`. The
+    /// owner filter applies before paging (live sessions here, stored ones in the store), so
+    /// pages, cursors and `total` count only what the caller may see.
+    ///
+    /// Errors: `PersistenceDisabled`, `InvalidRequest` (no `sessions` scope), `Store`.
+    pub async fn list_for(&self, caller: &Caller, query: ListQuery) -> Result<SessionList, SessionError> {
+        require_sessions_scope(caller)?;
+        if query.include_archived && self.store.is_none() {
+            return Err(persistence_disabled("listing archived sessions"));
+        }
+        let owner = (!caller.sees_all()).then(|| caller.subject().to_owned());
+        let live: Vec<SessionSummary> = self
+            .live_handles()
+            .iter()
+            .map(SessionHandle::summary)
+            .filter(|summary| owner.as_ref().is_none_or(|owner| summary.owner == *owner))
+            .collect();
+        let limit = query.limit.unwrap_or(DEFAULT_PAGE).min(MAX_PAGE);
+        // One more than the page, to know whether a next page exists.
+        let wanted = query.offset.saturating_add(limit).saturating_add(1);
+        let mut total = live.len();
+        let exclude = live.iter().map(|summary| summary.session_id.clone()).collect();
+        let after = query.after.as_ref();
+        let mut candidates: Vec<(ListPosition, SessionSummary)> = live
+            .into_iter()
+            .map(|summary| (summary.list_position(), summary))
+            .filter(|(position, _)| after.is_none_or(|after| after.is_before(position)))
+            .collect();
+        if let Some(store) = &self.store {
+            let stored = store
+                .list(StoredListQuery {
+                    first: wanted,
+                    after: query.after.clone(),
+                    include_archived: query.include_archived,
+                    exclude,
+                    owner,
+                })
+                .await?;
+            total += stored.total;
+            candidates.extend(stored.summaries.into_iter().map(|summary| (summary.list_position(), summary)));
+        }
+        // Newest first, then by id descending: the store's index order.
+        candidates.sort_by(|a, b| b.0.cmp(&a.0));
+        let more = candidates.len() > query.offset.saturating_add(limit);
+        let page: Vec<(ListPosition, SessionSummary)> =
+            candidates.into_iter().skip(query.offset).take(limit).collect();
+        let next_cursor = if more { page.last().map(|(position, _)| position.cursor()) } else { None };
+        Ok(SessionList { sessions: page.into_iter().map(|(_, summary)| summary).collect(), total, next_cursor })
     }
 
     /// Refuses early, before an agent is built, when the live set is already full.
@@ -381,6 +487,7 @@ impl LiveSessionService {
     pub async fn start_turn_with(
         &self,
         factory: &AgentFactory,
+        grants: &Grants,
         id: &SessionId,
         request: TurnRequest,
     ) -> Result<RunResult, SessionError> {
@@ -388,8 +495,9 @@ impl LiveSessionService {
         if !answers {
             require_prompt(&request.prompt)?;
         }
-        let (handle, ticket) =
-            self.with_handle(factory, id, async |handle| Ok((handle.clone(), handle.try_begin_turn()?))).await?;
+        let (handle, ticket) = self
+            .with_handle(factory, grants, id, async |handle| Ok((handle.clone(), handle.try_begin_turn()?)))
+            .await?;
         // Checked under the turn lock, against the view the last turn published: nobody can
         // answer the same calls in between. A refusal changes nothing.
         let waiting = handle.view().state.pending;
@@ -408,15 +516,16 @@ impl LiveSessionService {
     pub async fn compact_with(
         &self,
         factory: &AgentFactory,
+        grants: &Grants,
         id: &SessionId,
     ) -> Result<CompactResult, SessionError> {
         #[cfg(feature = "session-compaction")]
         {
-            self.with_handle(factory, id, async |handle| handle.compact().await).await
+            self.with_handle(factory, grants, id, async |handle| handle.compact().await).await
         }
         #[cfg(not(feature = "session-compaction"))]
         {
-            let _ = (factory, id);
+            let _ = (factory, grants, id);
             Err(SessionError::CompactionDisabled("session_compact".into()))
         }
     }
@@ -542,6 +651,18 @@ fn check_labels(labels: &std::collections::BTreeMap<String, String>) -> Result<(
     Ok(())
 }
 
+/// Every operation on sessions needs the scope `sessions` (or `sessions:all`).
+fn require_sessions_scope(caller: &Caller) -> Result<(), SessionError> {
+    if caller.uses_sessions() {
+        return Ok(());
+    }
+    tracing::info!(target: "deputy::audit", subject = %caller.subject(), what = "policy_refusal", refused = "sessions", "refused: no sessions scope");
+    Err(SessionError::invalid(format!(
+        "the caller {:?} may not use sessions: its token lacks the scope \"sessions\"",
+        caller.subject()
+    )))
+}
+
 fn require_prompt(prompt: &str) -> Result<(), SessionError> {
     if prompt.trim().is_empty() {
         return Err(SessionError::invalid("prompt must not be empty"));
@@ -551,11 +672,12 @@ fn require_prompt(prompt: &str) -> Result<(), SessionError> {
 
 impl SessionService for LiveSessionService {
     async fn create_session(&self, request: CreateSessionRequest) -> Result<RunResult, SessionError> {
-        self.create_session_with(&self.factory, request).await
+        let (caller, grants) = self.local();
+        self.create_session_with(&self.factory, &caller, &grants, request).await
     }
 
     async fn start_turn(&self, id: &SessionId, request: TurnRequest) -> Result<RunResult, SessionError> {
-        self.start_turn_with(&self.factory, id, request).await
+        self.start_turn_with(&self.factory, &self.local().1, id, request).await
     }
 
     async fn interrupt(&self, id: &SessionId) -> Result<InterruptResult, SessionError> {
@@ -588,40 +710,7 @@ impl SessionService for LiveSessionService {
     }
 
     async fn list(&self, query: ListQuery) -> Result<SessionList, SessionError> {
-        if query.include_archived && self.store.is_none() {
-            return Err(persistence_disabled("listing archived sessions"));
-        }
-        let live: Vec<SessionSummary> = self.live_handles().iter().map(SessionHandle::summary).collect();
-        let limit = query.limit.unwrap_or(DEFAULT_PAGE).min(MAX_PAGE);
-        // One more than the page, to know whether a next page exists.
-        let wanted = query.offset.saturating_add(limit).saturating_add(1);
-        let mut total = live.len();
-        let exclude = live.iter().map(|summary| summary.session_id.clone()).collect();
-        let after = query.after.as_ref();
-        let mut candidates: Vec<(ListPosition, SessionSummary)> = live
-            .into_iter()
-            .map(|summary| (summary.list_position(), summary))
-            .filter(|(position, _)| after.is_none_or(|after| after.is_before(position)))
-            .collect();
-        if let Some(store) = &self.store {
-            let stored = store
-                .list(StoredListQuery {
-                    first: wanted,
-                    after: query.after.clone(),
-                    include_archived: query.include_archived,
-                    exclude,
-                })
-                .await?;
-            total += stored.total;
-            candidates.extend(stored.summaries.into_iter().map(|summary| (summary.list_position(), summary)));
-        }
-        // Newest first, then by id descending: the store's index order.
-        candidates.sort_by(|a, b| b.0.cmp(&a.0));
-        let more = candidates.len() > query.offset.saturating_add(limit);
-        let page: Vec<(ListPosition, SessionSummary)> =
-            candidates.into_iter().skip(query.offset).take(limit).collect();
-        let next_cursor = if more { page.last().map(|(position, _)| position.cursor()) } else { None };
-        Ok(SessionList { sessions: page.into_iter().map(|(_, summary)| summary).collect(), total, next_cursor })
+        self.list_for(&Caller::local(), query).await
     }
 
     async fn archive(&self, id: &SessionId) -> Result<ArchiveResult, SessionError> {
@@ -675,7 +764,7 @@ impl SessionService for LiveSessionService {
     }
 
     async fn compact(&self, id: &SessionId) -> Result<CompactResult, SessionError> {
-        self.compact_with(&self.factory, id).await
+        self.compact_with(&self.factory, &self.local().1, id).await
     }
 
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {

@@ -8,9 +8,10 @@
 //! Implementations:
 //! - [`live::LiveSessionService`]: sessions in memory, one actor task each ([`actor`]), over an
 //!   optional [`SessionStore`](crate::store::SessionStore).
-//! - [`scoped::ScopedService`]: one caller's view of a shared live service, building agents
-//!   with that caller's [`AgentFactory`](crate::agent::AgentFactory) (the background server
-//!   gives one to each attached client).
+//! - [`scoped::ScopedService`]: one caller's view of a shared live service: its
+//!   [`Caller`](crate::caller::Caller) (which sessions it sees), its grants (shell, inline MCP
+//!   servers) and its [`AgentFactory`](crate::agent::AgentFactory). [`scoped::PerCaller`] makes
+//!   one per caller for the HTTP surface; the background server gives one to each client.
 
 pub mod actor;
 pub mod live;
@@ -22,7 +23,7 @@ use std::future::Future;
 use std::time::Duration;
 
 pub use live::LiveSessionService;
-pub use scoped::ScopedService;
+pub use scoped::{CallerServices, PerCaller, ScopedService};
 pub use types::*;
 
 pub use crate::model::{

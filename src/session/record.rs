@@ -24,8 +24,10 @@ impl SessionRecord {
         title: String,
         labels: BTreeMap<String, String>,
         host_mode: bool,
+        owner: &str,
     ) -> Self {
         let mut record = Self::empty(session_id, agent.spec(), title, Utc::now());
+        record.owner = owner.to_owned();
         record.labels = labels;
         record.host_mode = host_mode;
         record.absorb(agent);

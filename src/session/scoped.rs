@@ -1,16 +1,24 @@
-//! [`ScopedService`]: one caller's view of a shared [`LiveSessionService`].
+//! [`ScopedService`]: one caller's view of a shared [`LiveSessionService`], and
+//! [`CallerServices`], which makes one per caller.
 //!
-//! A background server serves many clients from one service (one store, one set of live
-//! sessions), but each client brings its own context: default model, workspace, config file
-//! and provider credentials. That context is an [`AgentFactory`]; the scoped service passes it
-//! wherever an agent is built (creating a session, resuming a stored one) and delegates
-//! everything else unchanged. The surfaces stay generic over [`SessionService`] and never learn
-//! about it.
+//! A shared service (one store, one set of live sessions) serves many callers, and each brings
+//! its own context:
+//!
+//! - **who** it is, a [`Caller`] (subject and scopes): it owns the sessions it creates and sees
+//!   only those unless it has `sessions:all` (security review F8). Every id-based operation
+//!   checks ownership first, and a foreign session answers `SESSION_NOT_FOUND`;
+//! - **what it may enable**, its [`Grants`] (shell, inline MCP servers: F3), computed once from
+//!   the config file's `[policy]`, the surface it arrived on and its scopes;
+//! - **how agents are built** for it, an [`AgentFactory`]: default model, workspace, config file
+//!   and provider credentials (a background server's clients each bring their own).
+//!
+//! The surfaces stay generic over [`SessionService`] and never decide any of this: stdio makes
+//! one view for the local user; HTTP asks [`CallerServices::for_caller`] for the view of the
+//! caller its guard identified, per request.
 //!
 //! A live session keeps the agent (and so the credentials) it was built with, whoever continues
-//! it; a stored session is rehydrated with the factory of the caller that touches it first.
-//! The seam is deliberately small and general: a later per-caller subject or scope check
-//! belongs here too.
+//! it; a stored session is rehydrated with the factory and grants of the caller that touches it
+//! first.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,54 +27,128 @@ use super::SessionService;
 use super::live::LiveSessionService;
 use super::types::{CreateSessionRequest, ListQuery, TurnRequest};
 use crate::agent::AgentFactory;
+use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
     ToolOutputResult,
 };
+use crate::tools::{Grants, Surface};
 
+/// Makes the view of one caller: what a surface serving many callers holds.
+pub trait CallerServices: Send + Sync + 'static {
+    type Service: SessionService;
+
+    /// The sessions as `caller` may use them.
+    fn for_caller(&self, caller: &Caller) -> Self::Service;
+}
+
+/// One caller's view of a shared live service. Cheap to make: a few `Arc` clones.
+#[derive(Clone)]
 pub struct ScopedService {
     inner: Arc<LiveSessionService>,
     factory: Arc<AgentFactory>,
+    caller: Caller,
+    grants: Grants,
 }
 
 impl ScopedService {
-    pub fn new(inner: Arc<LiveSessionService>, factory: Arc<AgentFactory>) -> Self {
-        Self { inner, factory }
+    /// The view of `caller`, arriving on `surface`, building agents with `factory`.
+    pub fn new(
+        inner: Arc<LiveSessionService>,
+        factory: Arc<AgentFactory>,
+        caller: Caller,
+        surface: Surface,
+    ) -> Self {
+        let grants = factory.grants(&caller, surface);
+        Self { inner, factory, caller, grants }
+    }
+
+    /// The local user's view (stdio, the background server's clients), with `factory`.
+    pub fn local(inner: Arc<LiveSessionService>, factory: Arc<AgentFactory>) -> Self {
+        Self::new(inner, factory, Caller::local(), Surface::Local)
+    }
+
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+}
+
+/// Every caller's view of one shared service, on one surface: what the HTTP surface holds.
+#[derive(Clone)]
+pub struct PerCaller {
+    inner: Arc<LiveSessionService>,
+    factory: Arc<AgentFactory>,
+    surface: Surface,
+}
+
+impl PerCaller {
+    /// Views of `inner` for callers arriving on `surface`, with the service's own factory.
+    pub fn new(inner: Arc<LiveSessionService>, surface: Surface) -> Self {
+        let factory = inner.factory();
+        Self { inner, factory, surface }
+    }
+}
+
+impl CallerServices for PerCaller {
+    type Service = ScopedService;
+
+    fn for_caller(&self, caller: &Caller) -> ScopedService {
+        ScopedService::new(self.inner.clone(), self.factory.clone(), caller.clone(), self.surface)
+    }
+}
+
+/// A view that is already one caller's serves that caller, whoever the surface says asks: the
+/// background server's per-client service, where the transport is the caller's own.
+impl CallerServices for ScopedService {
+    type Service = ScopedService;
+
+    fn for_caller(&self, _caller: &Caller) -> ScopedService {
+        self.clone()
     }
 }
 
 impl SessionService for ScopedService {
     async fn create_session(&self, request: CreateSessionRequest) -> Result<RunResult, SessionError> {
-        self.inner.create_session_with(&self.factory, request).await
+        self.inner.create_session_with(&self.factory, &self.caller, &self.grants, request).await
     }
 
     async fn start_turn(&self, id: &SessionId, request: TurnRequest) -> Result<RunResult, SessionError> {
-        self.inner.start_turn_with(&self.factory, id, request).await
+        self.inner.check_access(&self.caller, id).await?;
+        self.inner.start_turn_with(&self.factory, &self.grants, id, request).await
     }
 
     async fn interrupt(&self, id: &SessionId) -> Result<InterruptResult, SessionError> {
+        self.inner.check_access(&self.caller, id).await?;
         self.inner.interrupt(id).await
     }
 
     async fn read(&self, id: &SessionId, wait: Option<Duration>) -> Result<SessionView, SessionError> {
+        self.inner.check_access(&self.caller, id).await?;
         self.inner.read(id, wait).await
     }
 
     async fn list(&self, query: ListQuery) -> Result<SessionList, SessionError> {
-        self.inner.list(query).await
+        self.inner.list_for(&self.caller, query).await
     }
 
     async fn archive(&self, id: &SessionId) -> Result<ArchiveResult, SessionError> {
+        self.inner.check_access(&self.caller, id).await?;
         self.inner.archive(id).await
     }
 
     async fn compact(&self, id: &SessionId) -> Result<CompactResult, SessionError> {
-        self.inner.compact_with(&self.factory, id).await
+        self.inner.check_access(&self.caller, id).await?;
+        self.inner.compact_with(&self.factory, &self.grants, id).await
     }
 
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {
+        self.inner.check_access(&self.caller, id).await?;
         self.inner.tool_output(id, tool_use_id).await
     }
 
@@ -78,6 +160,7 @@ impl SessionService for ScopedService {
     }
 
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
+        self.inner.check_access(&self.caller, id).await?;
         self.inner.history(id).await
     }
 }

@@ -69,6 +69,9 @@ pub struct StoredListQuery {
     pub include_archived: bool,
     /// Sessions the caller lists from elsewhere (the live ones): skipped and not counted.
     pub exclude: Vec<SessionId>,
+    /// Only the sessions of this owner (a subject); `None`: every session. Filtered before
+    /// paging, so pages and `total` count only the owner's sessions.
+    pub owner: Option<String>,
 }
 
 /// Why the store failed.

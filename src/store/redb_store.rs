@@ -236,7 +236,61 @@ fn newest(
     Ok(out)
 }
 
+/// An index entry with its summary decoded: `(updated ms, id, summary)`.
+type OwnedEntry = (u64, String, SessionSummary);
+
+/// One owner's entries of an index, newest first: the first `n` after `after`, and how many it
+/// has in all (not counting `excluded`). One walk of the whole index, decoding every summary:
+/// the indexes are ordered by update, not by owner, so a tenant's page costs O(sessions).
+fn owned(
+    table: &redb::ReadOnlyTable<(u64, &'static str), &'static [u8]>,
+    owner: &str,
+    n: usize,
+    after: Option<&ListPosition>,
+    excluded: &HashSet<&str>,
+) -> Result<(Vec<OwnedEntry>, u64), StoreError> {
+    let mut out = Vec::new();
+    let mut total = 0;
+    for entry in table.iter().map_err(backend)?.rev() {
+        let (key, value) = entry.map_err(backend)?;
+        let (updated, id) = key.value();
+        if excluded.contains(id) {
+            continue;
+        }
+        let summary: SessionSummary = decode(value.value())?;
+        if summary.owner != owner {
+            continue;
+        }
+        total += 1;
+        let after_cursor = after.is_none_or(|after| (updated, id) < (after.updated_ms, after.session_id.as_str()));
+        if after_cursor && out.len() < n {
+            out.push((updated, id.to_owned(), summary));
+        }
+    }
+    Ok((out, total))
+}
+
+/// `list` for one owner ([`owned`]).
+fn list_owned(db: &Database, query: &StoredListQuery, owner: &str) -> Result<StoredPage, StoreError> {
+    let read = db.begin_read().map_err(backend)?;
+    let excluded: HashSet<&str> = query.exclude.iter().map(SessionId::as_str).collect();
+    let active = read.open_table(ACTIVE_INDEX).map_err(backend)?;
+    let (mut candidates, mut total) = owned(&active, owner, query.first, query.after.as_ref(), &excluded)?;
+    if query.include_archived {
+        let archived = read.open_table(ARCHIVED_INDEX).map_err(backend)?;
+        let (more, more_total) = owned(&archived, owner, query.first, query.after.as_ref(), &excluded)?;
+        candidates.extend(more);
+        total += more_total;
+        candidates.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
+    }
+    let summaries = candidates.into_iter().take(query.first).map(|(_, _, summary)| summary).collect();
+    Ok(StoredPage { summaries, total: usize::try_from(total).unwrap_or(usize::MAX) })
+}
+
 fn list(db: &Database, query: StoredListQuery) -> Result<StoredPage, StoreError> {
+    if let Some(owner) = &query.owner {
+        return list_owned(db, &query, owner);
+    }
     let read = db.begin_read().map_err(backend)?;
     let active = read.open_table(ACTIVE_INDEX).map_err(backend)?;
     let records = read.open_table(RECORDS).map_err(backend)?;

@@ -146,3 +146,41 @@ fn f9_a_new_store_and_the_directories_made_for_it_are_private() {
     assert_eq!(mode(&path), 0o644);
     assert!(super::private::is_shared(0o644) && !super::private::is_shared(0o600));
 }
+
+/// F8: one owner's list is filtered before paging: pages, the cursor and `total` see only that
+/// owner's sessions, live ones excluded, archived ones on request.
+#[tokio::test]
+async fn f8_an_owners_list_pages_over_its_own_sessions_only() {
+    let (_dir, store) = open();
+    let saves: Vec<SaveRequest> = (0..10)
+        .map(|n| {
+            let mut record = record(n, 1);
+            record.owner = if n % 2 == 0 { "alice" } else { "bob" }.to_owned();
+            SaveRequest::new(record, 0, vec![Message::user_text("hi")])
+        })
+        .collect();
+    store.save_batch(&saves).unwrap();
+    let alice = |first, after: Option<ListPosition>| StoredListQuery {
+        first,
+        after,
+        owner: Some("alice".into()),
+        ..StoredListQuery::default()
+    };
+    let ids =
+        |page: &StoredPage| page.summaries.iter().map(|s| s.session_id.as_str().to_owned()).collect::<Vec<_>>();
+
+    let first = store.list(alice(2, None)).await.unwrap();
+    assert_eq!((ids(&first), first.total), (vec!["session-00008".to_owned(), "session-00006".to_owned()], 5));
+    let next = store.list(alice(2, Some(first.summaries[1].list_position()))).await.unwrap();
+    assert_eq!((ids(&next), next.total), (vec!["session-00004".to_owned(), "session-00002".to_owned()], 5));
+
+    let exclude = vec![SessionId::from_string("session-00008")];
+    let page = store.list(StoredListQuery { exclude, ..alice(10, None) }).await.unwrap();
+    assert_eq!((page.summaries.len(), page.total), (4, 4));
+    store.archive(&SessionId::from_string("session-00000")).await.unwrap();
+    assert_eq!(store.list(alice(10, None)).await.unwrap().total, 4);
+    let with_archived = store.list(StoredListQuery { include_archived: true, ..alice(10, None) }).await.unwrap();
+    assert_eq!((with_archived.summaries[0].session_id.as_str(), with_archived.total), ("session-00000", 5));
+    let everyone = store.list(StoredListQuery { first: 10, ..StoredListQuery::default() }).await.unwrap();
+    assert_eq!(everyone.total, 9);
+}

@@ -1,4 +1,5 @@
-//! deputy as an MCP server (rmcp): the session tools over one [`SessionService`].
+//! deputy as an MCP server (rmcp): the session tools over the
+//! [`SessionService`](crate::session::SessionService) of each caller.
 //!
 //! Every tool call is: parse the arguments ([`wire`]) → one service call → render. Errors are
 //! tool results with `isError: true` and a text block `CODE: message`, so an LLM caller can
@@ -32,17 +33,23 @@ use super::mcp_logging::{self, CallLog, CallSummary};
 use super::operation::Operation;
 use super::progress::ProgressForwarder;
 use super::wire::{ERROR_META_KEY, ErrorBody};
-use crate::session::{SessionService, TurnOptions};
+use crate::caller::Caller;
+use crate::session::{CallerServices, TurnOptions};
 
 const INSTRUCTIONS: &str = "deputy runs LLM agent sessions for you. Start one with session_create (it runs the first \
 turn and returns the answer plus a session_id), continue it with session_turn, and inspect it with session_read. \
 Long turns answer status \"running\"; collect them with session_read and wait_ms. Errors carry stable codes such as \
 SESSION_BUSY or SESSION_NOT_FOUND.";
 
-/// The MCP face of a [`SessionService`]. Cheap to clone; [`McpServer::for_connection`] gives
-/// each MCP connection its own logging level.
-pub struct McpServer<S> {
-    service: Arc<S>,
+/// The MCP face of the session service, as each caller sees it ([`CallerServices`]). Cheap to
+/// clone; [`McpServer::for_connection`] gives each MCP connection its own logging level.
+///
+/// Who calls a tool: over HTTP, the [`Caller`] the guard put in the request's extensions (rmcp
+/// hands the request's `http::request::Parts` to the call); over stdio, where there are none,
+/// the server's `caller` (the local user). The surface only says who asks; the view decides.
+pub struct McpServer<P> {
+    services: Arc<P>,
+    caller: Caller,
     tools: Arc<Vec<Tool>>,
     log: CallLog,
     /// `Some` when only `notifications/cancelled` may interrupt a turn
@@ -53,10 +60,11 @@ pub struct McpServer<S> {
 /// Turn tokens by request id, cancelled by `notifications/cancelled` only.
 type ExplicitCancels = Arc<Mutex<HashMap<RequestId, CancellationToken>>>;
 
-impl<S> Clone for McpServer<S> {
+impl<P> Clone for McpServer<P> {
     fn clone(&self) -> Self {
         Self {
-            service: self.service.clone(),
+            services: self.services.clone(),
+            caller: self.caller.clone(),
             tools: self.tools.clone(),
             log: self.log.clone(),
             explicit_cancels: self.explicit_cancels.clone(),
@@ -64,8 +72,9 @@ impl<S> Clone for McpServer<S> {
     }
 }
 
-impl<S: SessionService> McpServer<S> {
-    pub fn new(service: Arc<S>) -> Self {
+impl<P: CallerServices> McpServer<P> {
+    /// Calls that carry no caller of their own (stdio) are `caller`'s.
+    pub fn new(services: Arc<P>, caller: Caller) -> Self {
         let tools = super::operation::tool_catalog()
             .into_iter()
             .map(|tool| {
@@ -74,13 +83,14 @@ impl<S: SessionService> McpServer<S> {
                     .with_annotations(ToolAnnotations::new().read_only(tool.read_only))
             })
             .collect();
-        Self { service, tools: Arc::new(tools), log: CallLog::default(), explicit_cancels: None }
+        Self { services, caller, tools: Arc::new(tools), log: CallLog::default(), explicit_cancels: None }
     }
 
     /// The same server for another connection: shared service and tools, its own log level.
     pub fn for_connection(&self) -> Self {
         Self {
-            service: self.service.clone(),
+            services: self.services.clone(),
+            caller: self.caller.clone(),
             tools: self.tools.clone(),
             log: CallLog::default(),
             explicit_cancels: self.explicit_cancels.as_ref().map(|_| ExplicitCancels::default()),
@@ -122,6 +132,15 @@ impl<S: SessionService> McpServer<S> {
         (TurnOptions { wait: Some(wait), events, cancel: Some(cancel) }, forwarder)
     }
 
+    /// Who makes this call: the HTTP request's caller, else the server's own.
+    fn caller_of<'a>(&'a self, context: &'a RequestContext<RoleServer>) -> &'a Caller {
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .unwrap_or(&self.caller)
+    }
+
     /// One session operation and what the log says about it; `None` for a name that is not one
     /// of deputy's tools.
     async fn dispatch(
@@ -132,7 +151,8 @@ impl<S: SessionService> McpServer<S> {
     ) -> Option<(CallToolResult, CallSummary)> {
         let operation = Operation::from_tool(name)?;
         let turn_options = |wait| self.turn_options(wait, context);
-        let outcome = operation.run(name, self.service.as_ref(), arguments, turn_options).await;
+        let service = self.services.for_caller(self.caller_of(context));
+        let outcome = operation.run(name, &service, arguments, turn_options).await;
         if let Some(cancels) = &self.explicit_cancels {
             cancels.lock().unwrap_or_else(PoisonError::into_inner).remove(&context.id);
         }
@@ -174,7 +194,7 @@ fn not_declared(method: &str) -> McpError {
     )
 }
 
-impl<S: SessionService> ServerHandler for McpServer<S> {
+impl<P: CallerServices> ServerHandler for McpServer<P> {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(mcp_logging::capabilities())
             .with_server_info(Implementation::new("deputy", env!("CARGO_PKG_VERSION")))
@@ -195,7 +215,9 @@ impl<S: SessionService> ServerHandler for McpServer<S> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let span = tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id);
+        let subject = self.caller_of(&context).subject();
+        let span =
+            tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id, subject = %subject);
         match self.dispatch(&request.name, arguments, &context).instrument(span).await {
             Some((result, summary)) => {
                 self.log.tool_finished(&context, &request.name, summary).await;

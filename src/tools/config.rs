@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use super::approval::ApprovalPolicy;
 use super::builtin::{self, OUTPUT_CAP_BYTES};
 use super::callback::CallbackTool;
-use super::mcp::{McpServerRequest, McpServerSpec};
+use super::mcp::{McpServerRequest, McpServerSpec, McpTransport};
+use super::policy::{AuditTag, Grants, Guarded, PolicySwitches};
 use super::shell::{Shell, ShellConfig};
 use super::{Tool, ToolScope, TypedTool, Workspace, WorkspaceError};
 use crate::error::SessionError;
@@ -129,7 +130,12 @@ impl ToolConfig {
     /// Opens the workspace and builds the builtin tools, the shell and the callback tools.
     /// `server_workspace` stands in for a missing `workspace`; without either, the session has
     /// only its callback tools. MCP tools are added by the `AgentFactory`, which owns the pool.
-    pub fn scope(&self, server_workspace: Option<&Workspace>) -> Result<ToolScope, ToolScopeError> {
+    /// `audit` names the session in the shell's audit lines.
+    pub fn scope(
+        &self,
+        server_workspace: Option<&Workspace>,
+        audit: &AuditTag,
+    ) -> Result<ToolScope, ToolScopeError> {
         let callbacks = ToolScope::default().with_callbacks(&self.callbacks);
         if self.builtins.is_empty() && self.shell.is_none() {
             return Ok(callbacks);
@@ -143,7 +149,7 @@ impl ToolConfig {
         };
         let mut tools: Vec<Arc<dyn Tool>> = self.builtins.iter().map(|tool| tool.build(&workspace)).collect();
         if let Some(shell) = self.shell {
-            tools.push(Arc::new(Shell::new(workspace, shell)));
+            tools.push(Arc::new(Shell::new(workspace, shell, audit.clone())));
         }
         Ok(ToolScope::new(tools).with_callbacks(&self.callbacks))
     }
@@ -192,12 +198,15 @@ pub struct ToolRequest {
 /// shell = false                                   # default: off
 /// shell_timeout_ms = 60000
 /// shell_max_output_bytes = 65536
-/// allow_shell = true                              # false: no caller may enable the shell
-/// allow_inline_mcp_servers = true                 # false: only [mcp_servers.NAME] servers
+/// max_tool_output_cap_bytes = 1048576            # ceiling of a session's tool_output_cap_bytes
 /// ```
 ///
-/// The two `allow_` switches are for a deputy shared by callers the operator would not give a
-/// shell: the shell and inline MCP server commands both run programs on the deputy host.
+/// `shell_timeout_ms`, `shell_max_output_bytes` and `max_tool_output_cap_bytes` are ceilings
+/// (security review F11): a session may ask for less, and asking for more is `INVALID_REQUEST`.
+///
+/// `allow_shell` and `allow_inline_mcp_servers` are deprecated aliases of `[policy] shell` and
+/// `[policy] inline_mcp_commands` + `inline_mcp_urls` (`false`: deny, `true`: allow); `[policy]`
+/// wins where both are set ([`super::policy`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDefaults {
@@ -206,14 +215,20 @@ pub struct ToolDefaults {
     pub shell: bool,
     pub shell_timeout_ms: Option<u64>,
     pub shell_max_output_bytes: Option<usize>,
-    /// Whether sessions may have the shell (default true).
+    /// Largest `context.tool_output_cap_bytes` a session may ask for; `None`: no ceiling.
+    pub max_tool_output_cap_bytes: Option<u64>,
+    /// Deprecated: `[policy] shell`.
     pub allow_shell: Option<bool>,
-    /// Whether sessions may name inline MCP servers (default true); named ones are always allowed.
+    /// Deprecated: `[policy] inline_mcp_commands` and `inline_mcp_urls`.
     pub allow_inline_mcp_servers: Option<bool>,
     /// Where a caller's `workspace` may be (the config file's `[policy] workspace_roots`);
     /// `None`: inside the server's own workspace only. Not part of `[tools]`: it is policy.
     #[serde(skip)]
     pub workspace_roots: Option<Vec<PathBuf>>,
+    /// The config file's `[policy]` switches (the deprecated `allow_*` above not folded in:
+    /// [`ToolDefaults::switches`] does that).
+    #[serde(skip)]
+    pub policy: PolicySwitches,
 }
 
 /// Directories no workspace may be in, whatever the roots: they expose the running system
@@ -227,6 +242,7 @@ impl ToolDefaults {
         &self,
         request: ToolRequest,
         server_workspace: Option<&Workspace>,
+        grants: &Grants,
     ) -> Result<ToolConfig, SessionError> {
         let workspace = match &request.workspace {
             Some(dir) => {
@@ -247,15 +263,13 @@ impl ToolDefaults {
             Some(ShellRequest::Limits(limits)) => Some(limits),
         };
         let shell = match limits {
-            Some(_) if self.allow_shell == Some(false) => {
-                return Err(SessionError::invalid(
-                    "shell: this deputy does not allow the shell (config file: [tools] allow_shell = false)",
-                ));
+            Some(limits) => {
+                grants.check(Guarded::Shell, "shell", false)?;
+                Some(self.shell_config(limits)?)
             }
-            Some(limits) => Some(self.shell_config(limits)?),
             None => None,
         };
-        self.check_mcp_requests(&request.mcp_servers)?;
+        self.check_mcp_requests(&request.mcp_servers, grants)?;
         validate_callbacks(&request.callbacks)?;
         if request.approval_timeout_ms == Some(0) {
             return Err(SessionError::invalid("approval_timeout_ms must be at least 1"));
@@ -306,18 +320,31 @@ impl ToolDefaults {
         )))
     }
 
-    /// Refuses inline MCP servers when the operator allows only the config file's (security
-    /// review F1: the check must see the list the servers are started from).
-    pub fn check_mcp_requests(&self, requests: &[McpServerRequest]) -> Result<(), SessionError> {
-        if self.allow_inline_mcp_servers == Some(false)
-            && requests.iter().any(|server| matches!(server, McpServerRequest::Inline(_)))
-        {
-            return Err(SessionError::invalid(
-                "mcp_servers: this deputy allows only the servers named in its config file \
-                 ([tools] allow_inline_mcp_servers = false)",
-            ));
+    /// The operator's switches: `[policy]`, else the deprecated `[tools] allow_*`.
+    pub fn switches(&self) -> PolicySwitches {
+        self.policy.with_legacy(self.allow_shell, self.allow_inline_mcp_servers)
+    }
+
+    /// Refuses inline MCP servers the caller may not bring (security review F1: the check must
+    /// see the list the servers are started from; F3: per caller). Named servers always pass.
+    pub fn check_mcp_requests(&self, requests: &[McpServerRequest], grants: &Grants) -> Result<(), SessionError> {
+        for request in requests {
+            let McpServerRequest::Inline(inline) = request else { continue };
+            let guarded = if inline.server.url.is_some() { Guarded::InlineUrl } else { Guarded::InlineCommand };
+            grants.check(guarded, &format!("mcp_servers: inline server {:?}", inline.name), false)?;
         }
         Ok(())
+    }
+
+    /// Refuses a `context.tool_output_cap_bytes` above `[tools] max_tool_output_cap_bytes` (F11).
+    pub fn check_tool_output_cap(&self, asked: Option<u64>) -> Result<(), SessionError> {
+        match (asked, self.max_tool_output_cap_bytes) {
+            (Some(asked), Some(ceiling)) if asked > ceiling => Err(SessionError::invalid(format!(
+                "context.tool_output_cap_bytes {asked} is above this deputy's ceiling of {ceiling} bytes \
+                 ([tools] max_tool_output_cap_bytes)"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Re-applies the operator's switches to a stored session's tools before it resumes
@@ -328,6 +355,7 @@ impl ToolDefaults {
         &self,
         tools: &ToolConfig,
         server_workspace: Option<&Workspace>,
+        grants: &Grants,
         is_configured: impl Fn(&McpServerSpec) -> bool,
     ) -> Result<(), SessionError> {
         // A session's own workspace, when it is not the server's, is checked like a new one.
@@ -336,25 +364,37 @@ impl ToolDefaults {
         {
             self.check_workspace(dir, server_workspace)?;
         }
-        if self.allow_shell == Some(false) && tools.shell.is_some() {
-            return Err(SessionError::invalid(
-                "this session uses the shell, which this deputy no longer allows ([tools] allow_shell = false); \
-                 start a new session",
-            ));
+        if tools.shell.is_some() {
+            grants.check(Guarded::Shell, "this session uses the shell", true)?;
         }
-        if self.allow_inline_mcp_servers == Some(false)
-            && let Some(inline) = tools.mcp_servers.iter().find(|server| !is_configured(server))
-        {
-            return Err(SessionError::invalid(format!(
-                "this session uses the MCP server {:?}, which is not in this deputy's config file, and inline \
-                 servers are no longer allowed ([tools] allow_inline_mcp_servers = false); start a new session",
-                inline.name
-            )));
+        for inline in tools.mcp_servers.iter().filter(|server| !is_configured(server)) {
+            let guarded = match inline.transport {
+                McpTransport::Stdio { .. } => Guarded::InlineCommand,
+                McpTransport::Http { .. } => Guarded::InlineUrl,
+            };
+            let detail = format!("this session uses the inline MCP server {:?}", inline.name);
+            grants.check(guarded, &detail, true)?;
         }
         Ok(())
     }
 
+    /// The session's shell limits: what it asks for, within the config file's ceilings (F11),
+    /// else the config file's values, else the defaults.
     fn shell_config(&self, limits: ShellLimits) -> Result<ShellConfig, SessionError> {
+        let above = |asked: Option<u64>, ceiling: Option<u64>, field: &str, key: &str| match (asked, ceiling) {
+            (Some(asked), Some(ceiling)) if asked > ceiling => Err(SessionError::invalid(format!(
+                "shell.{field} {asked} is above this deputy's ceiling of {ceiling} ([tools] {key})"
+            ))),
+            _ => Ok(()),
+        };
+        above(limits.timeout_ms, self.shell_timeout_ms, "timeout_ms", "shell_timeout_ms")?;
+        let as_u64 = |bytes: Option<usize>| bytes.map(|bytes| bytes as u64);
+        above(
+            as_u64(limits.max_output_bytes),
+            as_u64(self.shell_max_output_bytes),
+            "max_output_bytes",
+            "shell_max_output_bytes",
+        )?;
         let timeout_ms = limits.timeout_ms.or(self.shell_timeout_ms).unwrap_or(DEFAULT_SHELL_TIMEOUT_MS);
         let max_output_bytes = limits.max_output_bytes.or(self.shell_max_output_bytes).unwrap_or(OUTPUT_CAP_BYTES);
         if timeout_ms == 0 {
@@ -393,7 +433,9 @@ fn open_workspace(dir: &Path) -> Result<Workspace, SessionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::caller::Caller;
     use crate::error::ErrorCode;
+    use crate::tools::Surface;
 
     #[test]
     fn an_operator_can_forbid_the_shell_and_inline_mcp_servers() {
@@ -401,27 +443,62 @@ mod tests {
         let server = Workspace::new(dir.path()).unwrap();
         let inline: McpServerRequest =
             serde_json::from_value(serde_json::json!({"name": "x", "command": "true"})).unwrap();
+        let inline_url: McpServerRequest =
+            serde_json::from_value(serde_json::json!({"name": "u", "url": "http://127.0.0.1:9/mcp"})).unwrap();
         let named = McpServerRequest::Named("files".into());
         let with_shell = || ToolRequest { shell: Some(ShellRequest::Enabled(true)), ..ToolRequest::default() };
         let with =
             |server: &McpServerRequest| ToolRequest { mcp_servers: vec![server.clone()], ..ToolRequest::default() };
 
         let open = ToolDefaults::default();
-        assert!(open.resolve(with_shell(), Some(&server)).is_ok(), "allowed unless the operator says no");
-        assert!(open.resolve(with(&inline), Some(&server)).is_ok());
+        let local = open.switches().grants(&Caller::local(), Surface::Local);
+        assert!(open.resolve(with_shell(), Some(&server), &local).is_ok(), "allowed unless the operator says no");
+        assert!(open.resolve(with(&inline), Some(&server), &local).is_ok());
 
+        // The deprecated [tools] switches still deny.
         let locked = ToolDefaults {
             allow_shell: Some(false),
             allow_inline_mcp_servers: Some(false),
             ..ToolDefaults::default()
         };
-        let shell = locked.resolve(with_shell(), Some(&server)).unwrap_err();
+        let grants = locked.switches().grants(&Caller::local(), Surface::Local);
+        let shell = locked.resolve(with_shell(), Some(&server), &grants).unwrap_err();
         assert_eq!(shell.code(), ErrorCode::InvalidRequest);
-        assert!(shell.to_string().contains("allow_shell = false"));
-        let inline_refused = locked.resolve(with(&inline), Some(&server)).unwrap_err();
-        assert!(inline_refused.to_string().contains("allow_inline_mcp_servers = false"));
-        assert!(locked.resolve(with(&named), Some(&server)).is_ok(), "named servers stay available");
-        assert!(locked.resolve(ToolRequest::default(), Some(&server)).is_ok(), "no shell asked, none refused");
+        assert!(shell.to_string().contains("[policy] shell = \"deny\""), "{shell}");
+        let inline_refused = locked.resolve(with(&inline), Some(&server), &grants).unwrap_err();
+        assert!(inline_refused.to_string().contains("inline_mcp_commands"), "{inline_refused}");
+        let url_refused = locked.resolve(with(&inline_url), Some(&server), &grants).unwrap_err();
+        assert!(url_refused.to_string().contains("inline_mcp_urls"), "{url_refused}");
+        assert!(locked.resolve(with(&named), Some(&server), &grants).is_ok(), "named servers stay available");
+        assert!(
+            locked.resolve(ToolRequest::default(), Some(&server), &grants).is_ok(),
+            "no shell asked, none refused"
+        );
+    }
+
+    #[test]
+    fn f11_the_config_files_limits_are_ceilings() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Workspace::new(dir.path()).unwrap();
+        let capped = ToolDefaults {
+            shell_timeout_ms: Some(2000),
+            shell_max_output_bytes: Some(65536),
+            max_tool_output_cap_bytes: Some(4096),
+            ..ToolDefaults::default()
+        };
+        let shell = |timeout_ms, max_output_bytes| ToolRequest {
+            shell: Some(ShellRequest::Limits(ShellLimits { timeout_ms, max_output_bytes })),
+            ..ToolRequest::default()
+        };
+        let grants = Grants::local();
+        let longer = capped.resolve(shell(Some(10_000), None), Some(&server), &grants).unwrap_err();
+        assert!(longer.to_string().contains("ceiling of 2000 ([tools] shell_timeout_ms)"), "{longer}");
+        let more = capped.resolve(shell(None, Some(1 << 30)), Some(&server), &grants).unwrap_err();
+        assert!(more.to_string().contains("[tools] shell_max_output_bytes"), "{more}");
+        let less = capped.resolve(shell(Some(500), Some(100)), Some(&server), &grants).unwrap();
+        assert_eq!(less.shell, Some(ShellConfig { timeout_ms: 500, max_output_bytes: 100 }));
+        assert!(capped.check_tool_output_cap(Some(8192)).is_err());
+        assert!(capped.check_tool_output_cap(Some(4096)).is_ok() && capped.check_tool_output_cap(None).is_ok());
     }
 
     #[test]
@@ -430,7 +507,7 @@ mod tests {
         let server = Workspace::new(dir.path()).unwrap();
         let defaults = ToolDefaults::default();
 
-        let all = defaults.resolve(ToolRequest::default(), Some(&server)).unwrap();
+        let all = defaults.resolve(ToolRequest::default(), Some(&server), &Grants::local()).unwrap();
         assert_eq!(all.builtins, BuiltinTool::ALL.to_vec());
         assert_eq!((all.workspace.as_deref(), all.shell), (Some(server.root()), None));
 
@@ -439,7 +516,7 @@ mod tests {
             shell: Some(ShellRequest::Limits(ShellLimits { timeout_ms: Some(5), max_output_bytes: None })),
             ..ToolRequest::default()
         };
-        let some = defaults.resolve(request, Some(&server)).unwrap();
+        let some = defaults.resolve(request, Some(&server), &Grants::local()).unwrap();
         assert_eq!(some.builtins, [BuiltinTool::ReadFile, BuiltinTool::Search]);
         assert_eq!(some.shell, Some(ShellConfig { timeout_ms: 5, max_output_bytes: OUTPUT_CAP_BYTES }));
 
@@ -450,11 +527,11 @@ mod tests {
             shell_max_output_bytes: Some(10),
             ..ToolDefaults::default()
         };
-        let from_file = configured.resolve(ToolRequest::default(), Some(&server)).unwrap();
+        let from_file = configured.resolve(ToolRequest::default(), Some(&server), &Grants::local()).unwrap();
         assert_eq!(from_file.builtins, [BuiltinTool::ListDir]);
         assert_eq!(from_file.shell, Some(ShellConfig { timeout_ms: 1000, max_output_bytes: 10 }));
         let off = ToolRequest { shell: Some(ShellRequest::Enabled(false)), ..ToolRequest::default() };
-        assert_eq!(configured.resolve(off, Some(&server)).unwrap().shell, None);
+        assert_eq!(configured.resolve(off, Some(&server), &Grants::local()).unwrap().shell, None);
     }
 
     #[test]
@@ -465,16 +542,22 @@ mod tests {
         let defaults = ToolDefaults::default();
         for workspace in [dir.path().join("missing"), file] {
             let request = ToolRequest { workspace: Some(workspace), ..ToolRequest::default() };
-            assert_eq!(defaults.resolve(request, None).unwrap_err().code(), ErrorCode::InvalidRequest);
+            assert_eq!(
+                defaults.resolve(request, None, &Grants::local()).unwrap_err().code(),
+                ErrorCode::InvalidRequest
+            );
         }
         let zero = ShellRequest::Limits(ShellLimits { timeout_ms: Some(0), max_output_bytes: None });
         let request =
             ToolRequest { shell: Some(zero), workspace: Some(dir.path().into()), ..ToolRequest::default() };
-        assert_eq!(defaults.resolve(request, None).unwrap_err().code(), ErrorCode::InvalidRequest);
+        assert_eq!(
+            defaults.resolve(request, None, &Grants::local()).unwrap_err().code(),
+            ErrorCode::InvalidRequest
+        );
         // Without any workspace, asking for tools is an error; not asking gives none.
         let shell = ToolRequest { shell: Some(ShellRequest::Enabled(true)), ..ToolRequest::default() };
-        assert_eq!(defaults.resolve(shell, None).unwrap_err().code(), ErrorCode::InvalidRequest);
-        assert_eq!(defaults.resolve(ToolRequest::default(), None).unwrap(), ToolConfig::none());
+        assert_eq!(defaults.resolve(shell, None, &Grants::local()).unwrap_err().code(), ErrorCode::InvalidRequest);
+        assert_eq!(defaults.resolve(ToolRequest::default(), None, &Grants::local()).unwrap(), ToolConfig::none());
     }
 
     #[test]

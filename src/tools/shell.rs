@@ -15,6 +15,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
+use super::policy::AuditTag;
 use super::process_group::GroupGuard;
 use super::{ToolOutput, TypedTool, Workspace};
 
@@ -25,11 +26,13 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 pub struct Shell {
     workspace: Workspace,
     config: ShellConfig,
+    /// Every command is logged to `deputy::audit` with the session and its owner.
+    audit: AuditTag,
 }
 
 impl Shell {
-    pub fn new(workspace: Workspace, config: ShellConfig) -> Self {
-        Self { workspace, config }
+    pub fn new(workspace: Workspace, config: ShellConfig, audit: AuditTag) -> Self {
+        Self { workspace, config, audit }
     }
 }
 
@@ -64,6 +67,7 @@ impl TypedTool for Shell {
 
     async fn run(&self, args: ShellArgs, cancel: CancellationToken) -> ToolOutput {
         let timeout_ms = args.timeout_ms.unwrap_or(self.config.timeout_ms).clamp(1, self.config.timeout_ms);
+        self.audit.shell_command(&args.command);
         self.execute(&args.command, timeout_ms, cancel).await
     }
 }

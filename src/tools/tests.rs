@@ -8,6 +8,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::builtin::OUTPUT_CAP_BYTES;
+use super::policy::AuditTag;
 use super::process_group::group_exists;
 use super::{BuiltinTool, CallbackTool, ShellConfig, ToolConfig, ToolOutput, ToolScope};
 
@@ -18,7 +19,7 @@ fn scope(root: &Path, shell: Option<ShellConfig>) -> ToolScope {
         shell,
         ..ToolConfig::none()
     };
-    config.scope(None).unwrap()
+    config.scope(None, &AuditTag::local(crate::ids::SessionId::new())).unwrap()
 }
 
 async fn call(scope: &ToolScope, name: &str, input: serde_json::Value) -> ToolOutput {
@@ -359,7 +360,7 @@ fn tool_specs_are_pinned() {
         callbacks: vec![callback],
         ..ToolConfig::none()
     };
-    let scope = config.scope(None).unwrap();
+    let scope = config.scope(None, &AuditTag::local(crate::ids::SessionId::new())).unwrap();
     let sent: Vec<String> = scope.specs().iter().map(|spec| serde_json::to_string(spec).unwrap()).collect();
     let pinned: Vec<&str> = include_str!("testdata/tool_specs.jsonl").lines().collect();
     assert_eq!(sent, pinned);

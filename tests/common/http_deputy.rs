@@ -54,6 +54,44 @@ impl HttpDeputy {
         Self::spawn(mock, workspace, home, None, extra, env).await
     }
 
+    /// Like [`HttpDeputy::start_with_env`], with `config` as deputy's config file (the default
+    /// one, under the home it gets), e.g. `[policy]` switches or `[[auth.tokens]]`.
+    pub async fn start_with_config(config: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mock = MockLlm::start().await;
+        let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::create_dir_all(home.path().join("deputy")).unwrap();
+        std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
+        Self::spawn(mock, workspace, home, None, extra, env).await
+    }
+
+    /// One REST call with `token` as the bearer token (none: no header): the status and the
+    /// JSON body (`null` when there is none).
+    pub async fn rest(
+        &self,
+        token: Option<&str>,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let mut request = self.http.request(method, self.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
+    /// An rmcp client on `/mcp` presenting `token` (whatever [`HttpDeputy::token`] is).
+    pub async fn mcp_as(&self, token: &str) -> RunningService<RoleClient, RecordingClient> {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url("/mcp")).auth_header(token.to_owned());
+        let transport = StreamableHttpClientTransport::from_config(config);
+        RecordingClient::default().serve(transport).await.expect("MCP over HTTP")
+    }
+
     /// Stops this deputy with SIGTERM (a clean exit) and starts a new one on the same store,
     /// mock and workspace, with the same extra arguments, on a new port.
     pub async fn restart(mut self, extra: &[&str]) -> Self {
@@ -179,6 +217,11 @@ impl StderrLog {
             }
         });
         Self(lines_rx)
+    }
+
+    /// Every line logged so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.borrow().clone()
     }
 
     /// Resolves once a line containing `needle` has been logged; panics if the child exits

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["ids", "text"],
     &["error"],
+    &["caller"],
     &["llm"],
     &["tools"],
     &["model"],

@@ -1,6 +1,8 @@
 //! The operator's switches hold through the built binary, as a caller meets them: security
-//! review F1 (inline MCP servers refused before anything runs) and F18 (switches re-checked when
-//! a stored session resumes).
+//! review F1 (inline MCP servers refused before anything runs), F3 (per-surface defaults: HTTP
+//! denies the shell and inline servers unless the config allows them or the caller's token has
+//! the scope; stdio allows them unless the config denies them), F11 (the config file's limits
+//! are ceilings) and F18 (switches re-checked when a stored session resumes).
 
 use serde_json::json;
 
@@ -9,7 +11,26 @@ use crate::common::http_deputy::HttpDeputy;
 use crate::common::mcp_servers::bin;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
+/// The deprecated `[tools]` aliases of `[policy] shell`, `inline_mcp_commands` and `inline_mcp_urls`.
 const LOCKED: &str = "[tools]\nallow_shell = false\nallow_inline_mcp_servers = false\n";
+/// Every switch of `[policy]` set to `value`.
+fn policy(value: &str) -> String {
+    format!("[policy]\nshell = {value:?}\ninline_mcp_commands = {value:?}\ninline_mcp_urls = {value:?}\n")
+}
+
+/// An inline server whose command leaves `marker` behind if it ever runs.
+fn marking_server(marker: &std::path::Path) -> serde_json::Value {
+    json!({"name": "x", "command": "/bin/sh", "args": ["-c", format!("id > {}", marker.display())]})
+}
+
+/// The everything server as an inline `command` server: starts, and serves tools.
+fn inline_everything() -> serde_json::Value {
+    json!({"name": "everything", "command": bin("mcp-server-everything"), "args": ["stdio"]})
+}
+
+/// An inline `url` server nothing listens on: allowed, it fails to connect (`AGENT_ERROR`);
+/// refused, it is `INVALID_REQUEST` before any connection.
+const DEAD_URL: &str = "http://127.0.0.1:9/mcp";
 
 /// F1's reproduction: under a locked config, an inline `command` server is refused with
 /// `INVALID_REQUEST` and its program never runs; an inline `url` server is refused too.
@@ -21,10 +42,8 @@ async fn f1_an_inline_mcp_server_is_refused_and_never_runs_when_denied() {
     let marker = dir.path().join("PWNED");
     let deputy = HttpDeputy::start(&["--config", config.to_str().unwrap()]).await;
 
-    let inline_command =
-        json!({"name": "x", "command": "/bin/sh", "args": ["-c", format!("id > {}", marker.display())]});
-    let inline_url = json!({"name": "meta", "url": "http://127.0.0.1:9/mcp"});
-    for server in [inline_command, inline_url] {
+    let inline_url = json!({"name": "meta", "url": DEAD_URL});
+    for (server, key) in [(marking_server(&marker), "inline_mcp_commands"), (inline_url, "inline_mcp_urls")] {
         let response = deputy
             .http
             .post(deputy.url("/v1/sessions"))
@@ -35,7 +54,8 @@ async fn f1_an_inline_mcp_server_is_refused_and_never_runs_when_denied() {
         assert_eq!(response.status(), 400);
         let body: serde_json::Value = response.json().await.unwrap();
         assert_eq!(body["code"], "INVALID_REQUEST", "{body}");
-        assert!(body["message"].as_str().unwrap().contains("allow_inline_mcp_servers"), "{body}");
+        // The deprecated switch is a config `deny`, not only the HTTP default.
+        assert!(body["message"].as_str().unwrap().contains(&format!("[policy] {key} = \"deny\"")), "{body}");
     }
     assert!(!marker.exists(), "the refused server's command ran");
     assert!(deputy.mock.requests().is_empty(), "refused sessions reach no model");
@@ -55,27 +75,163 @@ async fn f1_servers_named_in_the_config_file_stay_allowed() {
     assert_eq!(created["text"], "Ready.");
 }
 
-/// F18: a session created with the shell before the operator set `allow_shell = false` does not
-/// get it back when it resumes after the restart: the turn is refused, nothing runs.
+/// F18: sessions created with the shell or an inline server before the operator denied them do
+/// not get them back when they resume after the restart: the turn is refused, nothing runs. Both
+/// the deprecated `[tools] allow_*` and the `[policy]` switches hold.
 #[cfg(feature = "session-store")]
 #[tokio::test]
 async fn f18_a_stored_session_is_rechecked_against_a_tightened_policy_on_resume() {
+    for tightened in [LOCKED.to_owned(), policy("deny")] {
+        let deputy = TestDeputy::start().await;
+        deputy.mock.push(MockResponse::sse(anthropic::text(&["Shell ready."])));
+        let created = deputy.ok("session_create", json!({"prompt": "hi", "shell": true})).await;
+        let with_shell = created["session_id"].as_str().unwrap().to_owned();
+        deputy.mock.push(MockResponse::sse(anthropic::text(&["Server ready."])));
+        let created =
+            deputy.ok("session_create", json!({"prompt": "hi", "mcp_servers": [inline_everything()]})).await;
+        let with_server = created["session_id"].as_str().unwrap().to_owned();
+
+        let stopped = deputy.stop().await;
+        std::fs::create_dir_all(stopped.home.path().join("deputy")).unwrap();
+        std::fs::write(stopped.home.path().join("deputy").join("config.toml"), &tightened).unwrap();
+        let deputy = TestDeputy::respawn_on(stopped.mock, stopped.workspace, stopped.home).await;
+        for (id, key) in [(&with_shell, "[policy] shell"), (&with_server, "[policy] inline_mcp_commands")] {
+            let (code, text) =
+                deputy.err("session_turn", json!({"session_id": id, "prompt": "run something"})).await;
+            assert_eq!(code, "INVALID_REQUEST", "{text}");
+            assert!(text.contains(key) && text.contains("start a new session"), "{text}");
+            // The session is still readable: only continuing it is refused.
+            let read = deputy.ok("session_read", json!({"session_id": id})).await;
+            assert_eq!(read["state"]["turns"], 1);
+        }
+        assert_eq!(deputy.mock.requests().len(), 2, "the refused turns reached no model");
+    }
+}
+
+/// F3's reproduction: over HTTP without a token (and so without scopes), the shell and inline
+/// servers of either kind are refused by default, and the refused `command` never runs. The
+/// anonymous caller still has its own sessions.
+#[tokio::test]
+async fn f3_over_http_the_shell_and_inline_servers_are_off_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("PWNED");
+    let deputy = HttpDeputy::start(&[]).await;
+    let refused = [
+        (json!({"prompt": "hi", "shell": true}), "[policy] shell"),
+        (json!({"prompt": "hi", "mcp_servers": [marking_server(&marker)]}), "[policy] inline_mcp_commands"),
+        (json!({"prompt": "hi", "mcp_servers": [{"name": "meta", "url": DEAD_URL}]}), "[policy] inline_mcp_urls"),
+    ];
+    for (body, key) in refused {
+        let (status, answer) = deputy.rest(None, reqwest::Method::POST, "/v1/sessions", Some(body)).await;
+        assert_eq!((status, answer["code"].as_str()), (400, Some("INVALID_REQUEST")), "{answer}");
+        let message = answer["message"].as_str().unwrap();
+        assert!(message.contains("off for HTTP callers") && message.contains(key), "{message}");
+    }
+    assert!(!marker.exists(), "the refused server's command ran");
+    assert!(deputy.mock.requests().is_empty(), "refused sessions reach no model");
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let id = deputy.create_session("hi").await;
+    let (status, list) = deputy.rest(None, reqwest::Method::GET, "/v1/sessions", None).await;
+    assert_eq!((status, list["total"].as_u64()), (200, Some(1)), "{list}");
+    assert_eq!(list["sessions"][0]["session_id"], id.as_str());
+    assert_eq!(list["sessions"][0]["owner"], "anonymous");
+}
+
+/// F3: over stdio (the user's own client) the shell and inline servers are allowed by default.
+#[tokio::test]
+async fn f3_over_stdio_the_shell_and_inline_servers_are_allowed_by_default() {
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["Shell ready."])));
     let created = deputy.ok("session_create", json!({"prompt": "hi", "shell": true})).await;
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(created["text"], "Shell ready.");
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Server ready."])));
+    let created = deputy.ok("session_create", json!({"prompt": "hi", "mcp_servers": [inline_everything()]})).await;
+    assert_eq!(created["text"], "Server ready.");
+    // Allowed: the url is connected to (and fails), not refused.
+    let (code, text) = deputy
+        .err("session_create", json!({"prompt": "hi", "mcp_servers": [{"name": "u", "url": DEAD_URL}]}))
+        .await;
+    assert_eq!(code, "AGENT_ERROR", "{text}");
+}
 
-    let stopped = deputy.stop().await;
-    std::fs::create_dir_all(stopped.home.path().join("deputy")).unwrap();
-    std::fs::write(stopped.home.path().join("deputy").join("config.toml"), LOCKED).unwrap();
-    let deputy = TestDeputy::respawn_on(stopped.mock, stopped.workspace, stopped.home).await;
-    let (code, text) = deputy.err("session_turn", json!({"session_id": id, "prompt": "run something"})).await;
+/// F3: `[policy] … = "allow"` opens them to every HTTP caller, token or not.
+#[tokio::test]
+async fn f3_a_config_allow_opens_them_over_http() {
+    let deputy = HttpDeputy::start_with_config(&policy("allow"), &[], &[]).await;
+    for body in
+        [json!({"prompt": "hi", "shell": true}), json!({"prompt": "hi", "mcp_servers": [inline_everything()]})]
+    {
+        deputy.mock.push(MockResponse::sse(anthropic::text(&["Ready."])));
+        let (status, answer) = deputy.rest(None, reqwest::Method::POST, "/v1/sessions", Some(body)).await;
+        assert_eq!((status, answer["text"].as_str()), (201, Some("Ready.")), "{answer}");
+    }
+    let url = json!({"prompt": "hi", "mcp_servers": [{"name": "u", "url": DEAD_URL}]});
+    let (_, answer) = deputy.rest(None, reqwest::Method::POST, "/v1/sessions", Some(url)).await;
+    assert_eq!(answer["code"], "AGENT_ERROR", "allowed, then it fails to connect: {answer}");
+}
+
+/// F3: `[policy] … = "deny"` refuses them even to the local user over stdio.
+#[tokio::test]
+async fn f3_a_config_deny_refuses_them_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("PWNED");
+    let deputy = TestDeputy::start_with_config(&policy("deny")).await;
+    let refused = [
+        (json!({"prompt": "hi", "shell": true}), "[policy] shell = \"deny\""),
+        (
+            json!({"prompt": "hi", "mcp_servers": [marking_server(&marker)]}),
+            "[policy] inline_mcp_commands = \"deny\"",
+        ),
+        (
+            json!({"prompt": "hi", "mcp_servers": [{"name": "u", "url": DEAD_URL}]}),
+            "[policy] inline_mcp_urls = \"deny\"",
+        ),
+    ];
+    for (arguments, key) in refused {
+        let (code, text) = deputy.err("session_create", arguments).await;
+        assert_eq!(code, "INVALID_REQUEST", "{text}");
+        assert!(text.contains(key), "{text}");
+    }
+    assert!(!marker.exists(), "the refused server's command ran");
+    assert!(deputy.mock.requests().is_empty());
+}
+
+/// F3: a refusal is an audit line (`deputy::audit`) naming the caller's subject, even when that
+/// is the only target logged.
+#[tokio::test]
+async fn f3_a_policy_refusal_is_audited() {
+    let deputy = HttpDeputy::start_with_env(&[], &[("RUST_LOG", "deputy::audit=info")]).await;
+    let body = json!({"prompt": "hi", "shell": true});
+    let (status, _) = deputy.rest(None, reqwest::Method::POST, "/v1/sessions", Some(body)).await;
+    assert_eq!(status, 400);
+    deputy.log.wait_for("policy_refusal").await;
+    let line = deputy.log.lines().into_iter().find(|line| line.contains("policy_refusal")).unwrap();
+    assert!(
+        line.contains("deputy::audit") && line.contains("subject=anonymous") && line.contains("shell"),
+        "{line}"
+    );
+}
+
+/// F11: the config file's shell limits are ceilings: a session may ask for less, not more.
+#[tokio::test]
+async fn f11_a_limit_above_the_config_ceiling_is_refused() {
+    let deputy = TestDeputy::start_with_config(
+        "[tools]\nshell_timeout_ms = 2000\nshell_max_output_bytes = 65536\nmax_tool_output_cap_bytes = 1048576\n",
+    )
+    .await;
+    for shell in [json!({"timeout_ms": 10000}), json!({"max_output_bytes": 1_000_000_000})] {
+        let (code, text) = deputy.err("session_create", json!({"prompt": "hi", "shell": shell})).await;
+        assert_eq!(code, "INVALID_REQUEST", "{text}");
+        assert!(text.contains("ceiling"), "{text}");
+    }
+    let (code, text) =
+        deputy.err("session_create", json!({"prompt": "hi", "context": {"tool_output_cap_bytes": 1 << 30}})).await;
     assert_eq!(code, "INVALID_REQUEST", "{text}");
-    assert!(text.contains("allow_shell"), "{text}");
-    assert_eq!(deputy.mock.requests().len(), 1, "the refused turn reached no model");
-    // The session is still readable: only continuing it is refused.
-    let read = deputy.ok("session_read", json!({"session_id": id})).await;
-    assert_eq!(read["state"]["turns"], 1);
+    assert!(text.contains("max_tool_output_cap_bytes"), "{text}");
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Within limits."])));
+    let created = deputy.ok("session_create", json!({"prompt": "hi", "shell": {"timeout_ms": 1000}})).await;
+    assert_eq!(created["text"], "Within limits.");
 }
 
 /// F2: by default a caller's workspace must be the server's workspace or inside it; `/`,

@@ -28,21 +28,22 @@ use std::sync::Arc;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::caller::Caller;
 use crate::error::SessionError;
-use crate::session::{SessionService, TurnOptions};
+use crate::session::{CallerServices, SessionService, TurnOptions};
 use crate::surfaces::operation::Operation;
 use crate::surfaces::wire::ErrorBody;
 
-pub fn router<S: SessionService>(_service: Arc<S>) -> Router<Arc<S>> {
-    Router::new().route("/rpc", post(handle::<S>))
+pub fn router<P: CallerServices>() -> Router<Arc<P>> {
+    Router::new().route("/rpc", post(handle::<P>))
 }
 
 /// Requests in one batch, at most: each entry may start a session or a turn, so a batch's cost
@@ -85,8 +86,9 @@ fn response(id: Value, outcome: Result<Value, RpcError>) -> Value {
     }
 }
 
-async fn handle<S: SessionService>(
-    State(service): State<Arc<S>>,
+async fn handle<P: CallerServices>(
+    State(services): State<Arc<P>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -122,7 +124,8 @@ async fn handle<S: SessionService>(
         }
         Value::Array(batch) => {
             // Boxed, so a batch of small calls does not reserve the largest call's state each.
-            let calls = batch.into_iter().map(|message| Box::pin(call(service.as_ref(), message)));
+            let service = services.for_caller(&caller);
+            let calls = batch.into_iter().map(|message| Box::pin(call(&service, message)));
             let answers: Vec<Option<Value>> = futures::StreamExt::collect(futures::StreamExt::buffered(
                 futures::stream::iter(calls),
                 BATCH_CONCURRENCY,
@@ -131,7 +134,7 @@ async fn handle<S: SessionService>(
             let answers: Vec<Value> = answers.into_iter().flatten().collect();
             if answers.is_empty() { StatusCode::NO_CONTENT.into_response() } else { Json(answers).into_response() }
         }
-        message => match call(service.as_ref(), message).await {
+        message => match call(&services.for_caller(&caller), message).await {
             Some(answer) => Json(answer).into_response(),
             None => StatusCode::NO_CONTENT.into_response(),
         },

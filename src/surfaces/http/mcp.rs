@@ -38,8 +38,9 @@ use tokio_util::sync::CancellationToken;
 use super::HttpConfig;
 use super::api_error::ApiError;
 use super::mcp_sessions::CappedSessionManager;
+use crate::caller::Caller;
 use crate::error::TransportCode;
-use crate::session::SessionService;
+use crate::session::CallerServices;
 use crate::surfaces::mcp::McpServer;
 
 /// The first protocol version whose clients expect the SSE priming event.
@@ -49,8 +50,10 @@ const PRIMING_SINCE: &str = "2025-11-25";
 const NO_HEADER_VERSION: &str = "2025-03-26";
 
 /// The `/mcp` route: rmcp's streamable HTTP service behind [`hygiene`].
-pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
-    let server = McpServer::new(service);
+pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
+    // Every call's caller comes from its request, put there by the guard; a request without
+    // one (which the guard never lets through) could do nothing.
+    let server = McpServer::new(services, Caller::new("unidentified", []));
     // MCP transport sessions of legacy clients: capped, and reaped after an idle time.
     let sessions = Arc::new(CappedSessionManager::new(config.max_mcp_sessions));
     let http = StreamableHttpServerConfig::default()

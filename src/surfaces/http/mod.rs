@@ -24,21 +24,26 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Extension, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
 use self::api_error::ApiError;
+use crate::caller::Caller;
+use crate::config::AccessToken;
 use crate::error::TransportCode;
-use crate::session::SessionService;
+use crate::session::{CallerServices, SessionService};
 
 /// How the HTTP surfaces are exposed.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
     pub bind: SocketAddr,
-    /// Required as `Authorization: Bearer …` on every route but `/healthz`, when set.
+    /// `--token`: accepted as `Authorization: Bearer …` for the local user, with every scope.
     pub token: Option<String>,
+    /// The config file's `[[auth.tokens]]`: one subject and its scopes each. With any token
+    /// (this or `token`), every route but `/healthz` requires one.
+    pub tokens: Vec<AccessToken>,
     /// Accepted `Host` header names (without port). Default: loopback names.
     pub allowed_hosts: Vec<String>,
     /// Accepted `Origin` values (`scheme://host[:port]`, `*` as a port wildcard). A request
@@ -59,6 +64,7 @@ impl HttpConfig {
         Self {
             bind,
             token: None,
+            tokens: Vec::new(),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()],
             allowed_origins: vec![
                 "http://localhost:*".into(),
@@ -76,10 +82,11 @@ impl HttpConfig {
 
     /// Refuses what would expose sessions to the network unprotected.
     pub fn validate(&self) -> anyhow::Result<()> {
-        if !self.bind.ip().is_loopback() && self.token.is_none() {
+        if !self.bind.ip().is_loopback() && self.token.is_none() && self.tokens.is_empty() {
             anyhow::bail!(
                 "refusing to listen on {} without a token: anyone on the network could run agents. Set --token \
-                 (or DEPUTY_TOKEN), or bind a loopback address such as 127.0.0.1",
+                 (or DEPUTY_TOKEN) or [[auth.tokens]] in the config file, or bind a loopback address such as \
+                 127.0.0.1",
                 self.bind
             );
         }
@@ -91,16 +98,17 @@ impl HttpConfig {
     }
 }
 
-/// The whole HTTP surface as one router.
-pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
+/// The whole HTTP surface as one router. Each request is served by the view of the caller the
+/// guard identified ([`CallerServices::for_caller`]).
+pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown: CancellationToken) -> Router {
     let guarded = Router::new()
-        .nest_service("/mcp", mcp::router(service.clone(), config, shutdown))
-        .merge(rest::router(service.clone()))
-        .merge(jsonrpc::router(service.clone()))
-        .route("/readyz", get(readyz::<S>))
+        .nest_service("/mcp", mcp::router(services.clone(), config, shutdown))
+        .merge(rest::router())
+        .merge(jsonrpc::router())
+        .route("/readyz", get(readyz::<P>))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
-        .with_state(service)
+        .with_state(services)
         .layer(axum::middleware::from_fn_with_state(Arc::new(security::Guard::new(config)), security::guard));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -109,14 +117,16 @@ pub fn router<S: SessionService>(service: Arc<S>, config: &HttpConfig, shutdown:
         .layer(axum::middleware::from_fn(request_span))
 }
 
-/// One span per request (request id, method, path), so every log line of a request, down to
-/// the session actor's, can be told apart; the outcome is logged at debug level.
+/// One span per request (request id, method, path, and the caller's subject once the guard
+/// knows it), so every log line of a request can be told apart and attributed; the outcome is
+/// logged at debug level.
 async fn request_span(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
     let span = tracing::info_span!(
         "http",
         request_id = %uuid::Uuid::new_v4(),
         method = %request.method(),
-        path = %request.uri().path()
+        path = %request.uri().path(),
+        subject = tracing::field::Empty
     );
     let started = std::time::Instant::now();
     let response = tracing::Instrument::instrument(next.run(request), span.clone()).await;
@@ -144,8 +154,11 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiEr
 
 /// Ready when the service is: O(1), one read transaction of the store when there is one (never
 /// a walk of the sessions).
-async fn readyz<S: SessionService>(State(service): State<Arc<S>>) -> (StatusCode, &'static str) {
-    match service.ready().await {
+async fn readyz<P: CallerServices>(
+    State(services): State<Arc<P>>,
+    Extension(caller): Extension<Caller>,
+) -> (StatusCode, &'static str) {
+    match services.for_caller(&caller).ready().await {
         Ok(_) => (StatusCode::OK, "ready"),
         Err(error) => {
             tracing::warn!(code = %error.code(), "not ready");
@@ -156,8 +169,8 @@ async fn readyz<S: SessionService>(State(service): State<Arc<S>>) -> (StatusCode
 
 /// Serves until `shutdown` fires, then stops accepting and lets the requests in flight finish.
 /// Draining the running turns is the caller's part of shutdown ([`crate::server`]).
-pub async fn serve<S: SessionService>(
-    service: Arc<S>,
+pub async fn serve<P: CallerServices>(
+    services: Arc<P>,
     config: HttpConfig,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -166,8 +179,16 @@ pub async fn serve<S: SessionService>(
         .await
         .with_context(|| format!("listening on {}", config.bind))?;
     let address = listener.local_addr()?;
-    tracing::info!(%address, auth = config.token.is_some(), "serving HTTP: /mcp, /v1, /rpc, /healthz, /readyz");
-    let app = router(service, &config, shutdown.child_token());
+    let tokens = usize::from(config.token.is_some()) + config.tokens.len();
+    tracing::info!(%address, tokens, "serving HTTP: /mcp, /v1, /rpc, /healthz, /readyz");
+    if tokens == 0 {
+        tracing::warn!(
+            %address,
+            "no token configured: every local account can reach this listener; callers get their own sessions \
+             only, without shell or inline MCP servers (set --token or [[auth.tokens]])"
+        );
+    }
+    let app = router(services, &config, shutdown.child_token());
     listener::serve_connections(listener, app, config.limits, shutdown).await;
     tracing::info!("HTTP server stopped accepting");
     Ok(())

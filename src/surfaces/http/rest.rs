@@ -16,7 +16,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::Router;
 use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
@@ -27,43 +27,56 @@ use super::api_error::ApiError;
 use super::openapi;
 use super::routes::{self, Action, Method, QueryParams, ROUTES, Route};
 use super::streaming::StreamedTurn;
+use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::ids::SessionId;
-use crate::session::{SessionService, TurnOptions};
+use crate::session::{CallerServices, SessionService, TurnOptions};
 use crate::surfaces::operation::Operation;
 use crate::surfaces::wire::{self, SessionCreateParams, SessionListParams, SessionTurnParams};
 
-pub fn router<S: SessionService>(_service: Arc<S>) -> Router<Arc<S>> {
+pub fn router<P: CallerServices>() -> Router<Arc<P>> {
     // Routes on one path (GET and DELETE of a session) merge into one method router.
-    ROUTES.iter().fold(Router::new(), |router, route| router.route(route.path, handler::<S>(route)))
+    ROUTES.iter().fold(Router::new(), |router, route| router.route(route.path, handler::<P>(route)))
 }
 
 type Answer = Result<Response, ApiError>;
 
 /// The handler of one route of the table.
-fn handler<S: SessionService>(route: &'static Route) -> MethodRouter<Arc<S>> {
+fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
     let method = match route.method {
         Method::Get => MethodFilter::GET,
         Method::Post => MethodFilter::POST,
         Method::Delete => MethodFilter::DELETE,
     };
     match route.action {
-        Action::Create => on(method, move |service: State<Arc<S>>, body: Result<Json<Value>, JsonRejection>| {
-            create(route, service, body)
-        }),
+        Action::Create => on(
+            method,
+            move |services: State<Arc<P>>, caller: Extension<Caller>, body: Result<Json<Value>, JsonRejection>| {
+                create(route, services.for_caller(&caller), body)
+            },
+        ),
         Action::Turn => on(
             method,
-            move |service: State<Arc<S>>,
+            move |services: State<Arc<P>>,
+                  caller: Extension<Caller>,
                   id: Result<Path<String>, PathRejection>,
-                  body: Result<Json<Value>, JsonRejection>| turn(route, service, id, body),
+                  body: Result<Json<Value>, JsonRejection>| {
+                turn(route, services.for_caller(&caller), id, body)
+            },
         ),
         Action::Call(operation) => on(
             method,
-            move |service: State<Arc<S>>, ids: Result<Path<Vec<(String, String)>>, PathRejection>, uri: Uri| {
-                call(route, operation, service, ids, uri)
+            move |services: State<Arc<P>>,
+                  caller: Extension<Caller>,
+                  ids: Result<Path<Vec<(String, String)>>, PathRejection>,
+                  uri: Uri| { call(route, operation, services.for_caller(&caller), ids, uri) },
+        ),
+        Action::History => on(
+            method,
+            |services: State<Arc<P>>, caller: Extension<Caller>, id: Result<Path<String>, PathRejection>| {
+                history(services.for_caller(&caller), id)
             },
         ),
-        Action::History => on(method, history::<S>),
         Action::Document => on(method, openapi_document),
     }
 }
@@ -90,7 +103,7 @@ async fn openapi_document() -> Json<Value> {
 
 async fn create<S: SessionService>(
     route: &'static Route,
-    State(service): State<Arc<S>>,
+    service: S,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Answer {
     let Json(mut body) = body?;
@@ -100,7 +113,7 @@ async fn create<S: SessionService>(
         let call = tokio::spawn(async move { service.create_session(params.into_request(options)).await });
         return Ok(streamed.respond(call).await);
     }
-    let result = Operation::Create.run(&route.name(), service.as_ref(), body, waiting).await?;
+    let result = Operation::Create.run(&route.name(), &service, body, waiting).await?;
     // A `RunResult` always names its session.
     let location = format!("/v1/sessions/{}", result["session_id"].as_str().unwrap_or_default());
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(result)).into_response())
@@ -108,7 +121,7 @@ async fn create<S: SessionService>(
 
 async fn turn<S: SessionService>(
     route: &'static Route,
-    State(service): State<Arc<S>>,
+    service: S,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Answer {
@@ -128,14 +141,14 @@ async fn turn<S: SessionService>(
         let call = tokio::spawn(async move { service.start_turn(&id, request).await });
         return Ok(streamed.respond(call).await);
     }
-    Ok(Json(Operation::Turn.run(&route.name(), service.as_ref(), body, waiting).await?).into_response())
+    Ok(Json(Operation::Turn.run(&route.name(), &service, body, waiting).await?).into_response())
 }
 
 /// Any other operation: the query and the path's ids become its JSON arguments.
 async fn call<S: SessionService>(
     route: &'static Route,
     operation: Operation,
-    State(service): State<Arc<S>>,
+    service: S,
     ids: Result<Path<Vec<(String, String)>>, PathRejection>,
     uri: Uri,
 ) -> Answer {
@@ -149,15 +162,12 @@ async fn call<S: SessionService>(
         let argument = routes::path_parameter(&name).map_or(name, |parameter| parameter.argument.to_owned());
         arguments.insert(argument, Value::String(value));
     }
-    let result = operation.run(&route.name(), service.as_ref(), Value::Object(arguments), waiting).await?;
+    let result = operation.run(&route.name(), &service, Value::Object(arguments), waiting).await?;
     Ok(Json(result).into_response())
 }
 
 /// The conversation: the one REST route that no MCP tool or JSON-RPC method shares.
-async fn history<S: SessionService>(
-    State(service): State<Arc<S>>,
-    id: Result<Path<String>, PathRejection>,
-) -> Answer {
+async fn history<S: SessionService>(service: S, id: Result<Path<String>, PathRejection>) -> Answer {
     let Path(id) = id?;
     Ok(Json(service.history(&SessionId::from_string(id)).await?).into_response())
 }

@@ -4,8 +4,14 @@
 //!   127.0.0.1 sends its own name as Host and is refused (DNS rebinding).
 //! - **Origin**, when present (browsers always send it on cross-origin requests), must match
 //!   an allowed origin; `null` never does.
-//! - **Bearer token**, when configured, on every request (the scheme name in any case, as RFC
-//!   7235 says); compared in time that depends only on the configured token.
+//! - **Bearer token**, when any is configured (`--token`, `[[auth.tokens]]`), on every request
+//!   (the scheme name in any case, as RFC 7235 says); compared in time that depends only on the
+//!   configured tokens. The token names the [`Caller`]: `--token` is the local user with every
+//!   scope, an `[[auth.tokens]]` entry its subject and scopes. With no token configured
+//!   (loopback only), every request is [`Caller::anonymous`]: its own sessions, nothing more.
+//!
+//! The caller goes into the request's extensions (the handlers hand it to the session layer)
+//! and its subject into the request's span.
 //!
 //! Parsing is strict (security review F17): two Host headers, a Host that is not visible ASCII,
 //! or a port that is not a number are refused rather than guessed at, and only a request without
@@ -22,14 +28,19 @@ use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use sha2::{Digest, Sha256};
+
 use super::HttpConfig;
 use super::api_error::ApiError;
+use crate::caller::Caller;
+use crate::config::TokenSecret;
 use crate::error::TransportCode;
 
 /// What the guard accepts, prepared once.
 #[derive(Debug)]
 pub struct Guard {
-    token: Option<String>,
+    /// Every accepted token and its caller; empty: no authentication (anonymous callers).
+    tokens: Vec<(TokenSecret, Caller)>,
     hosts: Vec<String>,
     origins: Vec<OriginPattern>,
 }
@@ -149,14 +160,20 @@ impl Guard {
         if config.bind.is_ipv6() {
             hosts.push(format!("[{}]", config.bind.ip()));
         }
+        let mut tokens: Vec<(TokenSecret, Caller)> =
+            config.token.iter().map(|token| (TokenSecret::Plain(token.clone()), Caller::local())).collect();
+        tokens.extend(config.tokens.iter().map(|token| {
+            (token.secret.clone(), Caller::new(token.subject.as_str(), token.scopes.iter().copied()))
+        }));
         Self {
-            token: config.token.clone(),
+            tokens,
             hosts,
             origins: config.allowed_origins.iter().filter_map(|origin| OriginPattern::parse(origin)).collect(),
         }
     }
 
-    pub fn check(&self, headers: &HeaderMap, authority: Option<&str>) -> Result<(), Refusal> {
+    /// The caller of an acceptable request.
+    pub fn check(&self, headers: &HeaderMap, authority: Option<&str>) -> Result<Caller, Refusal> {
         let mut host_headers = headers.get_all(header::HOST).iter();
         let host = match (host_headers.next(), host_headers.next()) {
             (Some(_), Some(_)) => return Err(Refusal::Forbidden("more than one Host header")),
@@ -180,23 +197,30 @@ impl Guard {
                 return Err(Refusal::Forbidden("Origin is not allowed (add it with --allowed-origin)"));
             }
         }
-        if let Some(token) = &self.token {
-            let presented = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.split_once(' '))
-                .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then_some(token));
-            match presented {
-                None => {
-                    return Err(Refusal::Unauthorized("a bearer token is required: Authorization: Bearer <token>"));
-                }
-                Some(presented) if !constant_time_eq(presented.trim().as_bytes(), token.as_bytes()) => {
-                    return Err(Refusal::Unauthorized("the bearer token is wrong"));
-                }
-                Some(_) => {}
+        if self.tokens.is_empty() {
+            return Ok(Caller::anonymous());
+        }
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.split_once(' '))
+            .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then_some(token));
+        let Some(presented) = presented.map(str::trim) else {
+            return Err(Refusal::Unauthorized("a bearer token is required: Authorization: Bearer <token>"));
+        };
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        // Every token is compared, so the time taken does not say which one matched.
+        let mut found = None;
+        for (secret, caller) in &self.tokens {
+            let matches = match secret {
+                TokenSecret::Plain(token) => constant_time_eq(presented.as_bytes(), token.as_bytes()),
+                TokenSecret::Sha256(expected) => constant_time_eq(&digest, expected),
+            };
+            if matches && found.is_none() {
+                found = Some(caller.clone());
             }
         }
-        Ok(())
+        found.ok_or(Refusal::Unauthorized("the bearer token is wrong"))
     }
 }
 
@@ -204,7 +228,12 @@ impl Guard {
 pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     let authority = request.uri().authority().map(|authority| authority.as_str().to_owned());
     match guard.check(request.headers(), authority.as_deref()) {
-        Ok(()) => next.run(request).await,
+        Ok(caller) => {
+            tracing::Span::current().record("subject", tracing::field::display(caller.subject()));
+            let mut request = request;
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
         Err(refusal) => {
             tracing::info!(path = %request.uri().path(), "refused by the HTTP guard");
             refusal.into_response()
@@ -254,6 +283,36 @@ mod tests {
         assert!(matches!(guard.check(&headers(&wrong), None), Err(Refusal::Unauthorized(_))));
         let right = [host, ("authorization", "Bearer 0123456789abcdef")];
         assert!(guard.check(&headers(&right), None).is_ok());
+    }
+
+    #[test]
+    fn f8_each_token_names_its_caller_and_no_token_is_anonymous() {
+        use crate::caller::Scope;
+        use crate::config::{AccessToken, TokenSecret};
+        let host = ("host", "127.0.0.1");
+        assert_eq!(guard(None).check(&headers(&[host]), None).ok(), Some(Caller::anonymous()));
+
+        let mut config = HttpConfig::new("127.0.0.1:8787".parse().unwrap());
+        config.token = Some("0123456789abcdef".into());
+        let digest: [u8; 32] = Sha256::digest(b"bob-token-0123456789").into();
+        config.tokens = vec![
+            AccessToken {
+                subject: "alice".into(),
+                secret: TokenSecret::Plain("alice-token-0123456789".into()),
+                scopes: vec![Scope::Sessions],
+            },
+            AccessToken { subject: "bob".into(), secret: TokenSecret::Sha256(digest), scopes: vec![Scope::Shell] },
+        ];
+        let guard = Guard::new(&config);
+        let caller = |token: &str| {
+            let value = format!("Bearer {token}");
+            guard.check(&headers(&[host, ("authorization", &value)]), None).ok()
+        };
+        assert_eq!(caller("0123456789abcdef"), Some(Caller::local()), "--token: the local user");
+        assert_eq!(caller("alice-token-0123456789"), Some(Caller::new("alice", [Scope::Sessions])));
+        assert_eq!(caller("bob-token-0123456789"), Some(Caller::new("bob", [Scope::Shell])));
+        assert_eq!(caller("carol-token-0123456789"), None);
+        assert!(matches!(guard.check(&headers(&[host]), None), Err(Refusal::Unauthorized(_))));
     }
 
     #[test]

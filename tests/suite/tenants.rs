@@ -1,0 +1,208 @@
+//! Tenants over HTTP (security review F8), through the built binary: `[[auth.tokens]]` name
+//! subjects with scopes; every session records its owner; a caller sees only its own sessions
+//! (a foreign id answers `SESSION_NOT_FOUND` on every operation) unless it has `sessions:all`;
+//! the shell and inline servers need the scope over HTTP; `--token` keeps every scope.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::deputy::{call_tool, error_of, ok_tool};
+use crate::common::http_deputy::HttpDeputy;
+use crate::common::mcp_servers::bin;
+use crate::common::mock_llm::{MockResponse, anthropic};
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+const OPS: &str = "ops-token-0123456789abcdef";
+
+/// Three subjects by digest (so a restart needs no environment): two tenants with `sessions`
+/// only, and an operator who sees every session.
+const TENANTS: &str = r#"
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "965b04f03a8200d4bff70f6df635c1d4d3e9c9a1d164d415efc95b9304bfbaf2"
+scopes = ["sessions"]
+[[auth.tokens]]
+subject = "bob"
+token_sha256 = "9325ca38e6e02cdf7833de47c7f56eb91c36bb6447dfb8987c05cd0b700e48a7"
+scopes = ["sessions"]
+[[auth.tokens]]
+subject = "ops"
+token_sha256 = "198def7fb65832faba77a1f062df8860ee0ed05b79c6f5be881860ee7c9da86e"
+scopes = ["sessions:all"]
+"#;
+
+/// `token` creates a session over REST; its id.
+async fn create(deputy: &HttpDeputy, token: &str, prompt: &str) -> String {
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let (status, created) =
+        deputy.rest(Some(token), Method::POST, "/v1/sessions", Some(json!({"prompt": prompt}))).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["text"], "Hello.");
+    created["session_id"].as_str().unwrap().to_owned()
+}
+
+/// The ids `token` lists, and the total it is told.
+async fn listed(deputy: &HttpDeputy, token: &str) -> (Vec<String>, u64) {
+    let (status, list) = deputy.rest(Some(token), Method::GET, "/v1/sessions", None).await;
+    assert_eq!(status, 200, "{list}");
+    let ids = list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap().to_owned());
+    (ids.collect(), list["total"].as_u64().unwrap())
+}
+
+/// Every REST operation on session `id`, as `token`: each must answer 404 `SESSION_NOT_FOUND`.
+async fn assert_foreign_over_rest(deputy: &HttpDeputy, token: &str, id: &str) {
+    let calls: [(Method, String, Option<Value>); 8] = [
+        (Method::GET, format!("/v1/sessions/{id}"), None),
+        (Method::GET, format!("/v1/sessions/{id}?wait_ms=10"), None),
+        (Method::POST, format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "mine now"}))),
+        (Method::POST, format!("/v1/sessions/{id}/interrupt"), None),
+        (Method::POST, format!("/v1/sessions/{id}/compact"), None),
+        (Method::GET, format!("/v1/sessions/{id}/tool-outputs/toolu_1"), None),
+        (Method::GET, format!("/v1/sessions/{id}/messages"), None),
+        (Method::DELETE, format!("/v1/sessions/{id}"), None),
+    ];
+    for (method, path, body) in calls {
+        let (status, answer) = deputy.rest(Some(token), method.clone(), &path, body).await;
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (404, Some("SESSION_NOT_FOUND")),
+            "{method} {path}: {answer}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn f8_tenants_see_only_their_own_sessions_over_rest_and_json_rpc() {
+    let deputy = HttpDeputy::start_with_config(TENANTS, &[], &[]).await;
+    let a = create(&deputy, ALICE, "alice's private task").await;
+    let b = create(&deputy, BOB, "bob's private task").await;
+
+    assert_eq!(listed(&deputy, ALICE).await, (vec![a.clone()], 1));
+    assert_eq!(listed(&deputy, BOB).await, (vec![b.clone()], 1));
+    assert_foreign_over_rest(&deputy, ALICE, &b).await;
+    assert_foreign_over_rest(&deputy, BOB, &a).await;
+    assert_eq!(deputy.mock.requests().len(), 2, "no foreign turn reached the model");
+
+    // JSON-RPC goes through the same per-caller service.
+    let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "session/read", "params": {"session_id": b}});
+    let answer: Value = deputy
+        .http
+        .post(deputy.url("/rpc"))
+        .bearer_auth(ALICE)
+        .json(&rpc)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["error"]["data"]["code"], "SESSION_NOT_FOUND", "{answer}");
+
+    // sessions:all sees both, and their owners; each session is intact.
+    let (mut all, total) = listed(&deputy, OPS).await;
+    all.sort();
+    let mut both = vec![a.clone(), b.clone()];
+    both.sort();
+    assert_eq!((all, total), (both, 2));
+    let (status, read) = deputy.rest(Some(OPS), Method::GET, &format!("/v1/sessions/{b}"), None).await;
+    assert_eq!(
+        (status, read["state"]["owner"].as_str(), read["state"]["turns"].as_u64()),
+        (200, Some("bob"), Some(1))
+    );
+
+    // A wrong token or none is refused before any of this.
+    assert_eq!(deputy.rest(None, Method::GET, "/v1/sessions", None).await.0, 401);
+    assert_eq!(deputy.rest(Some("not-a-token-0123456789"), Method::GET, "/v1/sessions", None).await.0, 401);
+
+    // Owners are stored: after a restart, the stored sessions are filtered the same way.
+    #[cfg(feature = "session-store")]
+    {
+        let deputy = deputy.restart(&[]).await;
+        assert_eq!(listed(&deputy, ALICE).await, (vec![a.clone()], 1));
+        assert_eq!(listed(&deputy, BOB).await, (vec![b.clone()], 1));
+        assert_foreign_over_rest(&deputy, ALICE, &b).await;
+        assert_eq!(listed(&deputy, OPS).await.1, 2);
+    }
+}
+
+#[tokio::test]
+async fn f8_tenants_see_only_their_own_sessions_over_mcp_http() {
+    let deputy = HttpDeputy::start_with_config(TENANTS, &[], &[]).await;
+    let (alice, bob, ops) = (deputy.mcp_as(ALICE).await, deputy.mcp_as(BOB).await, deputy.mcp_as(OPS).await);
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let a = ok_tool(&alice, "session_create", json!({"prompt": "alice"})).await["session_id"].clone();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let b = ok_tool(&bob, "session_create", json!({"prompt": "bob"})).await["session_id"].clone();
+
+    let list = ok_tool(&alice, "session_list", json!({})).await;
+    assert_eq!((list["total"].as_u64(), &list["sessions"][0]["session_id"]), (Some(1), &a), "{list}");
+    for (tool, arguments) in [
+        ("session_read", json!({"session_id": b})),
+        ("session_turn", json!({"session_id": b, "prompt": "mine now"})),
+        ("session_interrupt", json!({"session_id": b})),
+        ("session_compact", json!({"session_id": b})),
+        ("session_tool_output", json!({"session_id": b, "tool_use_id": "toolu_1"})),
+        ("session_archive", json!({"session_id": b})),
+    ] {
+        let (code, text) = error_of(&call_tool(&alice, tool, arguments).await);
+        assert_eq!(code, "SESSION_NOT_FOUND", "{tool}: {text}");
+    }
+    let list = ok_tool(&ops, "session_list", json!({})).await;
+    assert_eq!(list["total"], 2, "{list}");
+    assert_eq!(ok_tool(&ops, "session_read", json!({"session_id": b})).await["state"]["turns"], 1);
+    for client in [alice, bob, ops] {
+        client.cancel().await.unwrap();
+    }
+}
+
+/// Over HTTP the shell and inline servers need the token's scope (or a config `allow`); a
+/// `sessions`-only token cannot enable them, and the refused command never runs. What the
+/// scoped caller's shell runs is audited with its subject.
+#[tokio::test]
+async fn f8_only_a_scoped_token_enables_the_shell_and_inline_servers() {
+    let config = format!(
+        "{TENANTS}[[auth.tokens]]\nsubject = \"ci\"\ntoken_env = \"CI_TOKEN\"\nscopes = [\"sessions\", \"shell\", \"mcp:inline\"]\n"
+    );
+    let ci = "ci-token-0123456789abcdef";
+    let deputy = HttpDeputy::start_with_config(&config, &[], &[("CI_TOKEN", ci)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("PWNED");
+    let marking = json!({"name": "x", "command": "/bin/sh", "args": ["-c", format!("id > {}", marker.display())]});
+    for body in [json!({"prompt": "hi", "shell": true}), json!({"prompt": "hi", "mcp_servers": [marking]})] {
+        let (status, answer) = deputy.rest(Some(ALICE), Method::POST, "/v1/sessions", Some(body)).await;
+        assert_eq!((status, answer["code"].as_str()), (400, Some("INVALID_REQUEST")), "{answer}");
+    }
+    assert!(!marker.exists(), "the refused server's command ran");
+
+    let calls = [("toolu_1", "shell", json!({"command": "echo audited-command"}))];
+    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(None, &calls)));
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Ran it."])));
+    let (status, answer) =
+        deputy.rest(Some(ci), Method::POST, "/v1/sessions", Some(json!({"prompt": "hi", "shell": true}))).await;
+    assert_eq!((status, answer["text"].as_str()), (201, Some("Ran it.")), "{answer}");
+    deputy.log.wait_for("audited-command").await;
+    let line = deputy.log.lines().into_iter().find(|line| line.contains("audited-command")).unwrap();
+    assert!(line.contains("deputy::audit") && line.contains("subject=ci"), "{line}");
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Server ready."])));
+    let everything = json!({"name": "everything", "command": bin("mcp-server-everything"), "args": ["stdio"]});
+    let body = json!({"prompt": "hi", "mcp_servers": [everything]});
+    let (status, answer) = deputy.rest(Some(ci), Method::POST, "/v1/sessions", Some(body)).await;
+    assert_eq!((status, answer["text"].as_str()), (201, Some("Server ready.")), "{answer}");
+    deputy.log.wait_for("inline_mcp_server").await;
+}
+
+/// `--token` (`DEPUTY_TOKEN`) is the local user with every scope: today's deployments keep
+/// their shell and inline servers, and see every session.
+#[tokio::test]
+async fn f8_the_single_token_keeps_every_scope() {
+    let token = "legacy-token-0123456789";
+    let deputy = HttpDeputy::start_with_token(Some(token), &[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Shell ready."])));
+    let body = json!({"prompt": "hi", "shell": true});
+    let (status, answer) = deputy.rest(Some(token), Method::POST, "/v1/sessions", Some(body)).await;
+    assert_eq!((status, answer["text"].as_str()), (201, Some("Shell ready.")), "{answer}");
+    let (_, list) = deputy.rest(Some(token), Method::GET, "/v1/sessions", None).await;
+    assert_eq!(list["sessions"][0]["owner"], "local", "{list}");
+}

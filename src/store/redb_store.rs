@@ -12,7 +12,10 @@ use futures::future::BoxFuture;
 use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
 
 use super::codec::{decode, encode};
-use super::tables::{ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, MESSAGES, RECORDS, TOOL_OUTPUTS, index_key};
+use super::tables::{
+    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, MESSAGES, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS,
+    TOOL_OUTPUTS, index_key,
+};
 use super::{SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
 use crate::ids::SessionId;
 use crate::llm::Message;
@@ -110,8 +113,10 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
         && exists(read.open_table(ARCHIVED_INDEX).map(drop))?
         && exists(read.open_table(TOOL_OUTPUTS).map(drop))?
         && exists(read.open_table(DISCARDED).map(drop))?;
+    let owner_indexes_exist = exists(read.open_table(OWNER_ACTIVE_INDEX).map(drop))?
+        && exists(read.open_table(OWNER_ARCHIVED_INDEX).map(drop))?;
     drop(read);
-    if all_exist {
+    if all_exist && owner_indexes_exist {
         return Ok(());
     }
     let write = db.begin_write().map_err(backend)?;
@@ -121,7 +126,84 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
     write.open_table(ARCHIVED_INDEX).map_err(backend)?;
     write.open_table(TOOL_OUTPUTS).map_err(backend)?;
     write.open_table(DISCARDED).map_err(backend)?;
+    if !owner_indexes_exist {
+        // A store from before tenants: every summary of the update-ordered indexes, by owner.
+        backfill_owner_index(&write, ACTIVE_INDEX, OWNER_ACTIVE_INDEX)?;
+        backfill_owner_index(&write, ARCHIVED_INDEX, OWNER_ARCHIVED_INDEX)?;
+    }
     write.commit().map_err(backend)
+}
+
+fn backfill_owner_index(
+    write: &redb::WriteTransaction,
+    from: redb::TableDefinition<(u64, &str), &[u8]>,
+    to: redb::TableDefinition<(&str, u64, &str), &[u8]>,
+) -> Result<(), StoreError> {
+    let from = write.open_table(from).map_err(backend)?;
+    let mut to = write.open_table(to).map_err(backend)?;
+    for entry in from.iter().map_err(backend)? {
+        let (key, value) = entry.map_err(backend)?;
+        let (updated, id) = key.value();
+        let summary: SessionSummary = decode(value.value())?;
+        to.insert((summary.owner.as_str(), updated, id), value.value()).map_err(backend)?;
+    }
+    Ok(())
+}
+
+/// The list indexes of a write transaction, kept in step: by update (every session) and by
+/// owner then update (one tenant's sessions), each split into active and archived.
+struct Indexes<'txn> {
+    active: redb::Table<'txn, (u64, &'static str), &'static [u8]>,
+    archived: redb::Table<'txn, (u64, &'static str), &'static [u8]>,
+    owner_active: redb::Table<'txn, (&'static str, u64, &'static str), &'static [u8]>,
+    owner_archived: redb::Table<'txn, (&'static str, u64, &'static str), &'static [u8]>,
+}
+
+impl<'txn> Indexes<'txn> {
+    fn open(write: &'txn redb::WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            active: write.open_table(ACTIVE_INDEX).map_err(backend)?,
+            archived: write.open_table(ARCHIVED_INDEX).map_err(backend)?,
+            owner_active: write.open_table(OWNER_ACTIVE_INDEX).map_err(backend)?,
+            owner_archived: write.open_table(OWNER_ARCHIVED_INDEX).map_err(backend)?,
+        })
+    }
+
+    /// Removes the entries of `record` as it was stored.
+    fn remove(&mut self, record: &SessionRecord) -> Result<(), StoreError> {
+        let (updated, id, owner) =
+            (index_key(record.updated_at), record.session_id.as_str(), record.owner.as_str());
+        let (by_update, by_owner) = self.pick(record.archived);
+        by_update.remove((updated, id)).map_err(backend)?;
+        by_owner.remove((owner, updated, id)).map_err(backend)?;
+        Ok(())
+    }
+
+    /// Inserts the entries of `record` with its summary.
+    fn insert(&mut self, record: &SessionRecord) -> Result<(), StoreError> {
+        let (updated, id, owner) =
+            (index_key(record.updated_at), record.session_id.as_str(), record.owner.as_str());
+        let summary = encode(&record.summary(record.resting_status()))?;
+        let (by_update, by_owner) = self.pick(record.archived);
+        by_update.insert((updated, id), summary.as_slice()).map_err(backend)?;
+        by_owner.insert((owner, updated, id), summary.as_slice()).map_err(backend)?;
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn pick(
+        &mut self,
+        archived: bool,
+    ) -> (
+        &mut redb::Table<'txn, (u64, &'static str), &'static [u8]>,
+        &mut redb::Table<'txn, (&'static str, u64, &'static str), &'static [u8]>,
+    ) {
+        if archived {
+            (&mut self.archived, &mut self.owner_archived)
+        } else {
+            (&mut self.active, &mut self.owner_active)
+        }
+    }
 }
 
 /// Writes one save inside an open write transaction.
@@ -177,15 +259,11 @@ fn save_in(write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), Sto
             }
         }
 
-        let mut active = write.open_table(ACTIVE_INDEX).map_err(backend)?;
-        let mut archived = write.open_table(ARCHIVED_INDEX).map_err(backend)?;
+        let mut indexes = Indexes::open(write)?;
         if let Some(previous) = &previous {
-            let index = if previous.archived { &mut archived } else { &mut active };
-            index.remove((index_key(previous.updated_at), id)).map_err(backend)?;
+            indexes.remove(previous)?;
         }
-        let summary = encode(&record.summary(record.resting_status()))?;
-        let index = if record.archived { &mut archived } else { &mut active };
-        index.insert((index_key(record.updated_at), id), summary.as_slice()).map_err(backend)?;
+        indexes.insert(record)?;
         records.insert(id, encode(record)?.as_slice()).map_err(backend)?;
     }
     Ok(())
@@ -236,35 +314,41 @@ fn newest(
     Ok(out)
 }
 
-/// An index entry with its summary decoded: `(updated ms, id, summary)`.
-type OwnedEntry = (u64, String, SessionSummary);
+/// An owner index entry: `(updated ms, id, encoded summary)`.
+type OwnedEntry = (u64, String, Vec<u8>);
 
-/// One owner's entries of an index, newest first: the first `n` after `after`, and how many it
-/// has in all (not counting `excluded`). One walk of the whole index, decoding every summary:
-/// the indexes are ordered by update, not by owner, so a tenant's page costs O(sessions).
+/// One owner's entries of an owner index, newest first: the first `n` after `after` that are
+/// not `excluded` (a range read, like [`newest`]), and how many it holds in all, not counting
+/// `excluded` (a walk of the owner's keys only).
 fn owned(
-    table: &redb::ReadOnlyTable<(u64, &'static str), &'static [u8]>,
+    table: &redb::ReadOnlyTable<(&'static str, u64, &'static str), &'static [u8]>,
     owner: &str,
     n: usize,
     after: Option<&ListPosition>,
     excluded: &HashSet<&str>,
 ) -> Result<(Vec<OwnedEntry>, u64), StoreError> {
-    let mut out = Vec::new();
+    let all = (owner, 0u64, "")..=(owner, u64::MAX, "\u{10FFFF}");
     let mut total = 0;
-    for entry in table.iter().map_err(backend)?.rev() {
+    for entry in table.range(all.clone()).map_err(backend)? {
+        let (key, _) = entry.map_err(backend)?;
+        if !excluded.contains(key.value().2) {
+            total += 1;
+        }
+    }
+    let page = match after {
+        Some(after) => table.range((owner, 0u64, "")..(owner, after.updated_ms, after.session_id.as_str())),
+        None => table.range(all),
+    }
+    .map_err(backend)?;
+    let mut out = Vec::with_capacity(n.min(1024));
+    for entry in page.rev() {
+        if out.len() == n {
+            break;
+        }
         let (key, value) = entry.map_err(backend)?;
-        let (updated, id) = key.value();
-        if excluded.contains(id) {
-            continue;
-        }
-        let summary: SessionSummary = decode(value.value())?;
-        if summary.owner != owner {
-            continue;
-        }
-        total += 1;
-        let after_cursor = after.is_none_or(|after| (updated, id) < (after.updated_ms, after.session_id.as_str()));
-        if after_cursor && out.len() < n {
-            out.push((updated, id.to_owned(), summary));
+        let (_, updated, id) = key.value();
+        if !excluded.contains(id) {
+            out.push((updated, id.to_owned(), value.value().to_vec()));
         }
     }
     Ok((out, total))
@@ -274,16 +358,20 @@ fn owned(
 fn list_owned(db: &Database, query: &StoredListQuery, owner: &str) -> Result<StoredPage, StoreError> {
     let read = db.begin_read().map_err(backend)?;
     let excluded: HashSet<&str> = query.exclude.iter().map(SessionId::as_str).collect();
-    let active = read.open_table(ACTIVE_INDEX).map_err(backend)?;
+    let active = read.open_table(OWNER_ACTIVE_INDEX).map_err(backend)?;
     let (mut candidates, mut total) = owned(&active, owner, query.first, query.after.as_ref(), &excluded)?;
     if query.include_archived {
-        let archived = read.open_table(ARCHIVED_INDEX).map_err(backend)?;
+        let archived = read.open_table(OWNER_ARCHIVED_INDEX).map_err(backend)?;
         let (more, more_total) = owned(&archived, owner, query.first, query.after.as_ref(), &excluded)?;
         candidates.extend(more);
         total += more_total;
         candidates.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
     }
-    let summaries = candidates.into_iter().take(query.first).map(|(_, _, summary)| summary).collect();
+    let summaries = candidates
+        .into_iter()
+        .take(query.first)
+        .map(|(_, _, bytes)| decode::<SessionSummary>(&bytes))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(StoredPage { summaries, total: usize::try_from(total).unwrap_or(usize::MAX) })
 }
 
@@ -352,13 +440,11 @@ fn archive(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError>
         if stored.archived {
             return Ok(Some(stored));
         }
-        let previous_key = index_key(stored.updated_at);
+        let mut indexes = Indexes::open(&write)?;
+        indexes.remove(&stored)?;
         stored.archived = true;
         stored.updated_at = Utc::now();
-        write.open_table(ACTIVE_INDEX).map_err(backend)?.remove((previous_key, id)).map_err(backend)?;
-        let summary = encode(&stored.summary(stored.resting_status()))?;
-        let mut archived = write.open_table(ARCHIVED_INDEX).map_err(backend)?;
-        archived.insert((index_key(stored.updated_at), id), summary.as_slice()).map_err(backend)?;
+        indexes.insert(&stored)?;
         records.insert(id, encode(&stored)?.as_slice()).map_err(backend)?;
         stored
     };

@@ -184,3 +184,34 @@ async fn f8_an_owners_list_pages_over_its_own_sessions_only() {
     let everyone = store.list(StoredListQuery { first: 10, ..StoredListQuery::default() }).await.unwrap();
     assert_eq!(everyone.total, 9);
 }
+
+/// A store written before the owner indexes existed gets them built from its summaries when it
+/// is opened, so its tenants' lists are complete at once.
+#[tokio::test]
+async fn a_store_without_owner_indexes_gets_them_backfilled_on_open() {
+    let (dir, store) = open();
+    let saves: Vec<SaveRequest> = (0..6)
+        .map(|n| {
+            let mut record = record(n, 1);
+            record.owner = if n < 4 { "alice" } else { "bob" }.to_owned();
+            SaveRequest::new(record, 0, vec![Message::user_text("hi")])
+        })
+        .collect();
+    store.save_batch(&saves).unwrap();
+    store.archive(&SessionId::from_string("session-00000")).await.unwrap();
+    let path = store.path().to_path_buf();
+    {
+        let write = store.db.begin_write().unwrap();
+        write.delete_table(OWNER_ACTIVE_INDEX).unwrap();
+        write.delete_table(OWNER_ARCHIVED_INDEX).unwrap();
+        write.commit().unwrap();
+    }
+    drop(store);
+    let store = RedbStore::open(&path).unwrap();
+    let alice = StoredListQuery { first: 10, owner: Some("alice".into()), ..StoredListQuery::default() };
+    let page = store.list(alice.clone()).await.unwrap();
+    assert_eq!((page.summaries.len(), page.total), (3, 3));
+    let page = store.list(StoredListQuery { include_archived: true, ..alice }).await.unwrap();
+    assert_eq!(page.total, 4);
+    drop(dir);
+}

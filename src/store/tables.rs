@@ -18,6 +18,15 @@ pub const ACTIVE_INDEX: TableDefinition<(u64, &str), &[u8]> = TableDefinition::n
 /// The same for archived sessions, which `list` shows only on request.
 pub const ARCHIVED_INDEX: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("index_archived");
 
+/// `(owner, updated_at in ms, session id) → SessionSummary` of sessions not archived: one
+/// tenant's sessions are a range of it, so a tenant's page costs what an unfiltered one does.
+pub const OWNER_ACTIVE_INDEX: TableDefinition<(&str, u64, &str), &[u8]> =
+    TableDefinition::new("index_owner_active");
+
+/// The same for archived sessions.
+pub const OWNER_ARCHIVED_INDEX: TableDefinition<(&str, u64, &str), &[u8]> =
+    TableDefinition::new("index_owner_archived");
+
 /// `(session id, tool_use id) → full output` of tool results that entered the history capped.
 pub const TOOL_OUTPUTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("tool_outputs");
 

@@ -106,7 +106,7 @@ impl LiveServer {
                     let name = reqwest::header::HeaderName::try_from(name.as_str()).map_err(|source| {
                         McpServerError::HeaderName { server: server.clone(), name: name.clone(), source }
                     })?;
-                    let value = reqwest::header::HeaderValue::try_from(value.as_str()).map_err(|source| {
+                    let value = reqwest::header::HeaderValue::try_from(value.expose()).map_err(|source| {
                         McpServerError::HeaderValue { server: server.clone(), name: name.clone(), source }
                     })?;
                     custom.insert(name, value);

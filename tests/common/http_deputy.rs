@@ -54,6 +54,13 @@ impl HttpDeputy {
         Self::spawn(mock, workspace, home, None, extra, env).await
     }
 
+    /// With a token and extra environment variables (e.g. `RUST_LOG`).
+    pub async fn start_with_token_and_env(token: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mock = MockLlm::start().await;
+        let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        Self::spawn(mock, workspace, home, token, extra, env).await
+    }
+
     /// Stops this deputy with SIGTERM (a clean exit) and starts a new one on the same store,
     /// mock and workspace, with the same extra arguments, on a new port.
     pub async fn restart(mut self, extra: &[&str]) -> Self {
@@ -179,6 +186,11 @@ impl StderrLog {
             }
         });
         Self(lines_rx)
+    }
+
+    /// Every line logged so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.borrow().clone()
     }
 
     /// Resolves once a line containing `needle` has been logged; panics if the child exits

@@ -412,3 +412,93 @@ async fn f7_file_tools_refuse_fifos_at_once_and_keep_working() {
     let read = call(&scope, "read_file", json!({"path": "plain.txt"})).await;
     assert_eq!(read.content, "plain needle\n");
 }
+
+/// Runs `flip` over and over on a thread until the returned guard is dropped (or 5 s pass):
+/// the concurrent writer of security review F13.
+fn flipping(mut flip: impl FnMut() + Send + 'static) -> impl Drop {
+    struct Stop(std::sync::Arc<std::sync::atomic::AtomicBool>, Option<std::thread::JoinHandle<usize>>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Some(thread) = self.1.take() {
+                let flips = thread.join().unwrap();
+                assert!(flips > 10, "the path flipped only {flips} times");
+            }
+        }
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut flips = 0;
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < deadline {
+            flip();
+            flips += 1;
+        }
+        flips
+    });
+    Stop(stop, Some(thread))
+}
+
+/// Security review F13: `read_file` checked the canonical path, then reopened it by name, so a
+/// file swapped for a symlink to outside in between was read (2 of 2,000 reads). Now the open
+/// is beneath the workspace's directory handle: the swapped-in symlink fails to open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f13_a_symlink_swapped_mid_call_does_not_escape_reads() {
+    let fx = fixture();
+    let secret = fx.outside.path().join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET-OUTSIDE").unwrap();
+    let root = fx.workspace.path().to_path_buf();
+    let flipper = flipping(move || {
+        // Atomic replacements of `flip`: a regular file inside, then a symlink out.
+        std::fs::write(root.join("flip.file"), "inside").unwrap();
+        std::fs::rename(root.join("flip.file"), root.join("flip")).unwrap();
+        let _ = std::fs::remove_file(root.join("flip.link"));
+        std::os::unix::fs::symlink(&secret, root.join("flip.link")).unwrap();
+        std::fs::rename(root.join("flip.link"), root.join("flip")).unwrap();
+    });
+    let (mut inside, started) = (0, Instant::now());
+    for _ in 0..2_000 {
+        for tool in ["read_file", "edit_file"] {
+            let input = json!({"path": "flip", "old_text": "TOP", "new_text": "pwned"});
+            let input = if tool == "read_file" { json!({"path": "flip"}) } else { input };
+            let output = call(&fx.scope, tool, input).await;
+            assert!(!output.content.contains("TOP-SECRET"), "{tool} escaped: {output:?}");
+            inside += usize::from(output.content == "inside");
+        }
+        if started.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    drop(flipper);
+    assert!(inside > 0, "no read ever saw the inside file: the race was not exercised");
+    assert_eq!(std::fs::read_to_string(fx.outside.path().join("secret.txt")).unwrap(), "TOP-SECRET-OUTSIDE");
+}
+
+/// The write side of F13: `dir` flips between a directory and a symlink to a directory outside
+/// while `write_file("dir/…")` runs; the review saw 88 files created outside. None may be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f13_a_directory_swapped_for_a_symlink_mid_call_does_not_escape_writes() {
+    let fx = fixture();
+    let (root, outside) = (fx.workspace.path().to_path_buf(), fx.outside.path().to_path_buf());
+    let flipper = flipping(move || {
+        let target = root.join("dir");
+        let _ = std::fs::remove_file(&target).or_else(|_| std::fs::remove_dir_all(&target));
+        let _ = std::fs::create_dir(&target);
+        std::thread::yield_now();
+        let _ = std::fs::remove_file(&target).or_else(|_| std::fs::remove_dir_all(&target));
+        let _ = std::os::unix::fs::symlink(&outside, &target);
+    });
+    let started = Instant::now();
+    let mut written = 0;
+    for n in 0..1_500 {
+        let output =
+            call(&fx.scope, "write_file", json!({"path": format!("dir/pwn{n}.txt"), "content": "x"})).await;
+        written += usize::from(!output.is_error);
+        if started.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    drop(flipper);
+    assert_eq!(outside_entries(&fx), ["secret.txt"], "{written} writes reported success");
+}

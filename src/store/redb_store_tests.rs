@@ -239,7 +239,7 @@ async fn f9_a_store_from_before_sealing_stays_readable_and_gets_a_key() {
         write
             .open_table(RECORDS)
             .unwrap()
-            .insert(record.session_id.as_str(), super::super::codec::encode(&json).unwrap().as_slice())
+            .insert(record.session_id.as_str(), crate::store::codec::encode(&json).unwrap().as_slice())
             .unwrap();
         write.commit().unwrap();
     }

@@ -48,7 +48,7 @@ fn spec(command: &str, tag: usize) -> McpServerSpec {
             command: command.into(),
             args: vec!["stdio".into()],
             // A distinct env per tag is a distinct key: a fresh server.
-            env: BTreeMap::from([("DEPUTY_BENCH_TAG".to_owned(), tag.to_string())]),
+            env: BTreeMap::from([("DEPUTY_BENCH_TAG".to_owned(), tag.to_string().into())]),
         },
         idle_timeout_secs: None,
         call_timeout_secs: None,

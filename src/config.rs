@@ -598,7 +598,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.mcp_servers["files"].args, ["/srv"]);
-        assert_eq!(config.mcp_servers["web"].headers["Authorization"], "Bearer t");
+        assert_eq!(config.mcp_servers["web"].headers["Authorization"].expose(), "Bearer t");
         let pool = crate::tools::mcp::McpPoolConfig::from(config.mcp_pool);
         assert_eq!((pool.idle_timeout.as_secs(), pool.max_idle), (30, 2));
         assert!(toml::from_str::<ConfigFile>("[mcp_servers.x]\ncommand = \"a\"\nurl2 = \"b\"").is_err());

@@ -3,10 +3,13 @@
 //! JSON keeps stored sessions readable with standard tools and lets records gain optional
 //! fields without a migration; the version byte leaves room for a different encoding later.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::StoreError;
+use crate::tools::secret::{SecretSealer, with_sealer};
 
 const VERSION: u8 = 1;
 
@@ -22,4 +25,14 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
         Some((version, _)) => Err(StoreError::Corrupt(format!("unknown encoding version {version}"))),
         None => Err(StoreError::Corrupt("empty value".into())),
     }
+}
+
+/// [`encode`] with `sealer` sealing every [`crate::tools::Secret`] inside `value`.
+pub fn encode_sealed<T: Serialize>(sealer: &Arc<dyn SecretSealer>, value: &T) -> Result<Vec<u8>, StoreError> {
+    with_sealer(sealer.clone(), || encode(value))
+}
+
+/// [`decode`] with `sealer` opening every sealed [`crate::tools::Secret`] inside.
+pub fn decode_sealed<T: DeserializeOwned>(sealer: &Arc<dyn SecretSealer>, bytes: &[u8]) -> Result<T, StoreError> {
+    with_sealer(sealer.clone(), || decode(bytes))
 }

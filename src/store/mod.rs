@@ -7,6 +7,9 @@
 //! writes, in one transaction, the messages the turn added and the new record; its cost follows
 //! what the turn added, never the size of the session.
 //!
+//! Secret values of a record (MCP servers' `env` and `headers`) are sealed with a key kept
+//! beside the store ([`sealer`]); everything else is stored as JSON.
+//!
 //! Implementations:
 //! - `RedbStore` (feature `session-store`): a redb file, opened once per process.
 
@@ -14,6 +17,8 @@
 mod codec;
 #[cfg(feature = "session-store")]
 mod redb_store;
+#[cfg(feature = "session-store")]
+pub mod sealer;
 #[cfg(feature = "session-store")]
 pub mod tables;
 
@@ -84,6 +89,9 @@ pub enum StoreError {
     Locked(PathBuf),
     #[error("stored data could not be read: {0}")]
     Corrupt(String),
+    /// The key file that seals the store's secrets is missing, unsafe or not the store's.
+    #[error("the session store's key file {}: {message}", path.display())]
+    Key { path: PathBuf, message: String },
     /// A save of a session that was archived meanwhile; archiving is final, so it is refused.
     #[error("session {0} is archived: its history can be read, but it takes no more turns")]
     Archived(String),

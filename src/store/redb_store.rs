@@ -11,9 +11,13 @@ use chrono::Utc;
 use futures::future::BoxFuture;
 use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
 
-use super::codec::{decode, encode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::codec::{decode, decode_sealed, encode_sealed};
+use super::sealer::{CHECK_PLAINTEXT, KeySealer, key_path};
 use super::tables::{
-    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, MESSAGES, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS,
+    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, MESSAGES, META, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS,
     TOOL_OUTPUTS, index_key,
 };
 use super::{SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
@@ -21,11 +25,36 @@ use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::{ListPosition, SessionSummary};
+use crate::tools::secret::SecretSealer;
 
 #[derive(Debug, Clone)]
 pub struct RedbStore {
-    db: Arc<Database>,
+    inner: Arc<Inner>,
     path: PathBuf,
+}
+
+/// The open database and the sealer of its secrets: what every operation works with.
+struct Inner {
+    db: Database,
+    sealer: Arc<dyn SecretSealer>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner").field("db", &self.db).finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    /// Every value goes through the sealer, so no code path can store a secret redacted
+    /// (what a `Secret` serializes to without one) or in plaintext.
+    fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, StoreError> {
+        encode_sealed(&self.sealer, value)
+    }
+
+    fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, StoreError> {
+        decode_sealed(&self.sealer, bytes)
+    }
 }
 
 /// Folds every redb error into the store's one backend variant.
@@ -57,7 +86,8 @@ impl RedbStore {
             Err(err) => return Err(StoreError::Backend(format!("opening {}: {err}", path.display()))),
         };
         create_tables_once(&db)?;
-        Ok(Self { db: Arc::new(db), path })
+        let sealer = open_sealer(&db, &path)?;
+        Ok(Self { inner: Arc::new(Inner { db, sealer }), path })
     }
 
     pub fn path(&self) -> &Path {
@@ -67,7 +97,7 @@ impl RedbStore {
     /// How many messages of a session were replaced by compaction and kept in `discarded`.
     #[cfg(test)]
     pub fn discarded_len(&self, id: &SessionId) -> Result<usize, StoreError> {
-        let read = self.db.begin_read().map_err(backend)?;
+        let read = self.inner.db.begin_read().map_err(backend)?;
         let table = read.open_table(DISCARDED).map_err(backend)?;
         let range = table.range((id.as_str(), 0u64, 0u64)..=(id.as_str(), u64::MAX, u64::MAX)).map_err(backend)?;
         Ok(range.count())
@@ -76,9 +106,9 @@ impl RedbStore {
     /// Writes many saves in one transaction (bulk import; benchmarks and tests that need
     /// thousands of sessions). Blocking: call it off the async workers.
     pub fn save_batch(&self, saves: &[SaveRequest]) -> Result<(), StoreError> {
-        let write = self.db.begin_write().map_err(backend)?;
+        let write = self.inner.db.begin_write().map_err(backend)?;
         for save in saves {
-            save_in(&write, save)?;
+            save_in(&self.inner, &write, save)?;
         }
         write.commit().map_err(backend)
     }
@@ -87,11 +117,11 @@ impl RedbStore {
     fn blocking<T, F>(&self, work: F) -> BoxFuture<'_, Result<T, StoreError>>
     where
         T: Send + 'static,
-        F: FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&Inner) -> Result<T, StoreError> + Send + 'static,
     {
-        let db = self.db.clone();
+        let inner = self.inner.clone();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || work(&db))
+            tokio::task::spawn_blocking(move || work(&inner))
                 .await
                 .map_err(|err| StoreError::Backend(format!("store task failed: {err}")))?
         })
@@ -112,7 +142,8 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
         && exists(read.open_table(ACTIVE_INDEX).map(drop))?
         && exists(read.open_table(ARCHIVED_INDEX).map(drop))?
         && exists(read.open_table(TOOL_OUTPUTS).map(drop))?
-        && exists(read.open_table(DISCARDED).map(drop))?;
+        && exists(read.open_table(DISCARDED).map(drop))?
+        && exists(read.open_table(META).map(drop))?;
     let owner_indexes_exist = exists(read.open_table(OWNER_ACTIVE_INDEX).map(drop))?
         && exists(read.open_table(OWNER_ARCHIVED_INDEX).map(drop))?;
     drop(read);
@@ -126,6 +157,7 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
     write.open_table(ARCHIVED_INDEX).map_err(backend)?;
     write.open_table(TOOL_OUTPUTS).map_err(backend)?;
     write.open_table(DISCARDED).map_err(backend)?;
+    write.open_table(META).map_err(backend)?;
     if !owner_indexes_exist {
         // A store from before tenants: every summary of the update-ordered indexes, by owner.
         backfill_owner_index(&write, ACTIVE_INDEX, OWNER_ACTIVE_INDEX)?;
@@ -180,10 +212,10 @@ impl<'txn> Indexes<'txn> {
     }
 
     /// Inserts the entries of `record` with its summary.
-    fn insert(&mut self, record: &SessionRecord) -> Result<(), StoreError> {
+    fn insert(&mut self, store: &Inner, record: &SessionRecord) -> Result<(), StoreError> {
         let (updated, id, owner) =
             (index_key(record.updated_at), record.session_id.as_str(), record.owner.as_str());
-        let summary = encode(&record.summary(record.resting_status()))?;
+        let summary = store.encode(&record.summary(record.resting_status()))?;
         let (by_update, by_owner) = self.pick(record.archived);
         by_update.insert((updated, id), summary.as_slice()).map_err(backend)?;
         by_owner.insert((owner, updated, id), summary.as_slice()).map_err(backend)?;
@@ -206,15 +238,59 @@ impl<'txn> Indexes<'txn> {
     }
 }
 
+/// The sealer of the store at `path`, from its key file; see `sealer` for the rules. Runs
+/// after the database is open, so this process holds the store's lock: two deputies cannot
+/// both create a key for it.
+fn open_sealer(db: &Database, path: &Path) -> Result<Arc<dyn SecretSealer>, StoreError> {
+    let key_file = key_path(path);
+    let check: Option<String> = {
+        let read = db.begin_read().map_err(backend)?;
+        let meta = read.open_table(META).map_err(backend)?;
+        let value = meta.get("key_check").map_err(backend)?;
+        value.map(|bytes| String::from_utf8_lossy(bytes.value()).into_owned())
+    };
+    let sealer = match (KeySealer::load(&key_file)?, &check) {
+        (Some(sealer), _) => sealer,
+        (None, None) => KeySealer::create(&key_file)?,
+        (None, Some(_)) => {
+            return Err(StoreError::Key {
+                path: key_file,
+                message:
+                    "it is missing, and this store holds values sealed with it; restore the key file (or move \
+                          the store aside to start afresh)"
+                        .into(),
+            });
+        }
+    };
+    match check {
+        Some(check) => {
+            if sealer.open(&check).ok().as_deref() != Some(CHECK_PLAINTEXT) {
+                return Err(StoreError::Key {
+                    path: key_file,
+                    message: "it is not the key this store was sealed with; restore the store's own key file"
+                        .into(),
+                });
+            }
+        }
+        None => {
+            let check = sealer.seal(CHECK_PLAINTEXT).map_err(StoreError::Backend)?;
+            let write = db.begin_write().map_err(backend)?;
+            write.open_table(META).map_err(backend)?.insert("key_check", check.as_bytes()).map_err(backend)?;
+            write.commit().map_err(backend)?;
+        }
+    }
+    Ok(Arc::new(sealer))
+}
+
 /// Writes one save inside an open write transaction.
-fn save_in(write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
+fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
     let SaveRequest { record, replace_from, messages, tool_outputs } = save;
     let replace_from = *replace_from;
     let id = record.session_id.as_str();
     {
         let mut records = write.open_table(RECORDS).map_err(backend)?;
         let previous: Option<SessionRecord> = match records.get(id).map_err(backend)? {
-            Some(bytes) => Some(decode(bytes.value())?),
+            Some(bytes) => Some(store.decode(bytes.value())?),
             None => None,
         };
 
@@ -250,7 +326,7 @@ fn save_in(write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), Sto
             history.remove((id, seq)).map_err(backend)?;
         }
         for (seq, message) in (replace_from..).zip(messages) {
-            history.insert((id, seq), encode(message)?.as_slice()).map_err(backend)?;
+            history.insert((id, seq), store.encode(message)?.as_slice()).map_err(backend)?;
         }
         if !tool_outputs.is_empty() {
             let mut outputs = write.open_table(TOOL_OUTPUTS).map_err(backend)?;
@@ -263,32 +339,32 @@ fn save_in(write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), Sto
         if let Some(previous) = &previous {
             indexes.remove(previous)?;
         }
-        indexes.insert(record)?;
-        records.insert(id, encode(record)?.as_slice()).map_err(backend)?;
+        indexes.insert(store, record)?;
+        records.insert(id, store.encode(record)?.as_slice()).map_err(backend)?;
     }
     Ok(())
 }
 
-fn save(db: &Database, save: SaveRequest) -> Result<(), StoreError> {
-    let write = db.begin_write().map_err(backend)?;
-    save_in(&write, &save)?;
+fn save(store: &Inner, save: SaveRequest) -> Result<(), StoreError> {
+    let write = store.db.begin_write().map_err(backend)?;
+    save_in(store, &write, &save)?;
     write.commit().map_err(backend)
 }
 
-fn record(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-    let read = db.begin_read().map_err(backend)?;
+fn record(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
     let records = read.open_table(RECORDS).map_err(backend)?;
     let bytes = records.get(id).map_err(backend)?;
-    bytes.map(|bytes| decode(bytes.value())).transpose()
+    bytes.map(|bytes| store.decode(bytes.value())).transpose()
 }
 
-fn history(db: &Database, id: &str) -> Result<Vec<Message>, StoreError> {
-    let read = db.begin_read().map_err(backend)?;
+fn history(store: &Inner, id: &str) -> Result<Vec<Message>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
     let table = read.open_table(MESSAGES).map_err(backend)?;
     let mut messages = Vec::new();
     for entry in table.range((id, 0u64)..=(id, u64::MAX)).map_err(backend)? {
         let (_, bytes) = entry.map_err(backend)?;
-        messages.push(decode(bytes.value())?);
+        messages.push(store.decode(bytes.value())?);
     }
     Ok(messages)
 }
@@ -355,8 +431,8 @@ fn owned(
 }
 
 /// `list` for one owner ([`owned`]).
-fn list_owned(db: &Database, query: &StoredListQuery, owner: &str) -> Result<StoredPage, StoreError> {
-    let read = db.begin_read().map_err(backend)?;
+fn list_owned(store: &Inner, query: &StoredListQuery, owner: &str) -> Result<StoredPage, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
     let excluded: HashSet<&str> = query.exclude.iter().map(SessionId::as_str).collect();
     let active = read.open_table(OWNER_ACTIVE_INDEX).map_err(backend)?;
     let (mut candidates, mut total) = owned(&active, owner, query.first, query.after.as_ref(), &excluded)?;
@@ -370,16 +446,16 @@ fn list_owned(db: &Database, query: &StoredListQuery, owner: &str) -> Result<Sto
     let summaries = candidates
         .into_iter()
         .take(query.first)
-        .map(|(_, _, bytes)| decode::<SessionSummary>(&bytes))
+        .map(|(_, _, bytes)| store.decode::<SessionSummary>(&bytes))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(StoredPage { summaries, total: usize::try_from(total).unwrap_or(usize::MAX) })
 }
 
-fn list(db: &Database, query: StoredListQuery) -> Result<StoredPage, StoreError> {
+fn list(store: &Inner, query: StoredListQuery) -> Result<StoredPage, StoreError> {
     if let Some(owner) = &query.owner {
-        return list_owned(db, &query, owner);
+        return list_owned(store, &query, owner);
     }
-    let read = db.begin_read().map_err(backend)?;
+    let read = store.db.begin_read().map_err(backend)?;
     let active = read.open_table(ACTIVE_INDEX).map_err(backend)?;
     let records = read.open_table(RECORDS).map_err(backend)?;
 
@@ -388,7 +464,7 @@ fn list(db: &Database, query: StoredListQuery) -> Result<StoredPage, StoreError>
     let mut excluded_here = 0;
     for id in &excluded {
         if let Some(bytes) = records.get(*id).map_err(backend)? {
-            let record: SessionRecord = decode(bytes.value())?;
+            let record: SessionRecord = store.decode(bytes.value())?;
             if query.include_archived || !record.archived {
                 excluded_here += 1;
             }
@@ -410,14 +486,14 @@ fn list(db: &Database, query: StoredListQuery) -> Result<StoredPage, StoreError>
         .into_iter()
         .filter(|(_, id, _)| !excluded.contains(id.as_str()))
         .take(query.first)
-        .map(|(_, _, bytes)| decode::<SessionSummary>(&bytes))
+        .map(|(_, _, bytes)| store.decode::<SessionSummary>(&bytes))
         .collect::<Result<Vec<_>, _>>()?;
     let total = usize::try_from(total).unwrap_or(usize::MAX).saturating_sub(excluded_here);
     Ok(StoredPage { summaries, total })
 }
 
-fn tool_output(db: &Database, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {
-    let read = db.begin_read().map_err(backend)?;
+fn tool_output(store: &Inner, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
     let outputs = read.open_table(TOOL_OUTPUTS).map_err(backend)?;
     let bytes = outputs.get((id, tool_use_id)).map_err(backend)?;
     bytes
@@ -428,12 +504,12 @@ fn tool_output(db: &Database, id: &str, tool_use_id: &str) -> Result<Option<Stri
 /// Read-modify-write in one write transaction: redb serialises writers, so a save committing
 /// at the same time lands either wholly before (its counters and index entry are archived with
 /// it) or after (and [`save_in`] refuses to make the record active again).
-fn archive(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-    let write = db.begin_write().map_err(backend)?;
+fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    let write = store.db.begin_write().map_err(backend)?;
     let archived = {
         let mut records = write.open_table(RECORDS).map_err(backend)?;
         let stored: Option<SessionRecord> = match records.get(id).map_err(backend)? {
-            Some(bytes) => Some(decode(bytes.value())?),
+            Some(bytes) => Some(store.decode(bytes.value())?),
             None => None,
         };
         let Some(mut stored) = stored else { return Ok(None) };
@@ -444,8 +520,8 @@ fn archive(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError>
         indexes.remove(&stored)?;
         stored.archived = true;
         stored.updated_at = Utc::now();
-        indexes.insert(&stored)?;
-        records.insert(id, encode(&stored)?.as_slice()).map_err(backend)?;
+        indexes.insert(store, &stored)?;
+        records.insert(id, store.encode(&stored)?.as_slice()).map_err(backend)?;
         stored
     };
     write.commit().map_err(backend)?;
@@ -454,35 +530,35 @@ fn archive(db: &Database, id: &str) -> Result<Option<SessionRecord>, StoreError>
 
 impl SessionStore for RedbStore {
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.blocking(|db| db.begin_read().map(drop).map_err(backend))
+        self.blocking(|store| store.db.begin_read().map(drop).map_err(backend))
     }
 
     fn save(&self, request: SaveRequest) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.blocking(move |db| save(db, request))
+        self.blocking(move |store| save(store, request))
     }
 
     fn record(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {
         let id = id.clone();
-        self.blocking(move |db| record(db, id.as_str()))
+        self.blocking(move |store| record(store, id.as_str()))
     }
 
     fn history(&self, id: &SessionId) -> BoxFuture<'_, Result<Vec<Message>, StoreError>> {
         let id = id.clone();
-        self.blocking(move |db| history(db, id.as_str()))
+        self.blocking(move |store| history(store, id.as_str()))
     }
 
     fn list(&self, query: StoredListQuery) -> BoxFuture<'_, Result<StoredPage, StoreError>> {
-        self.blocking(move |db| list(db, query))
+        self.blocking(move |store| list(store, query))
     }
 
     fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> BoxFuture<'_, Result<Option<String>, StoreError>> {
         let (id, tool_use_id) = (id.clone(), tool_use_id.to_owned());
-        self.blocking(move |db| tool_output(db, id.as_str(), &tool_use_id))
+        self.blocking(move |store| tool_output(store, id.as_str(), &tool_use_id))
     }
 
     fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {
         let id = id.clone();
-        self.blocking(move |db| archive(db, id.as_str()))
+        self.blocking(move |store| archive(store, id.as_str()))
     }
 }
 

@@ -201,7 +201,7 @@ async fn a_store_without_owner_indexes_gets_them_backfilled_on_open() {
     store.archive(&SessionId::from_string("session-00000")).await.unwrap();
     let path = store.path().to_path_buf();
     {
-        let write = store.db.begin_write().unwrap();
+        let write = store.inner.db.begin_write().unwrap();
         write.delete_table(OWNER_ACTIVE_INDEX).unwrap();
         write.delete_table(OWNER_ARCHIVED_INDEX).unwrap();
         write.commit().unwrap();
@@ -214,4 +214,105 @@ async fn a_store_without_owner_indexes_gets_them_backfilled_on_open() {
     let page = store.list(StoredListQuery { include_archived: true, ..alice }).await.unwrap();
     assert_eq!(page.total, 4);
     drop(dir);
+}
+
+/// A record whose session has an inline stdio server with `env` and an HTTP one with `headers`.
+fn record_with_secrets(n: u64, env_value: &str, header_value: &str) -> SessionRecord {
+    use crate::tools::mcp::{McpServerSpec, McpTransport};
+    let mut record = record(n, 0);
+    let server = |name: &str, transport| McpServerSpec {
+        name: name.into(),
+        transport,
+        idle_timeout_secs: None,
+        call_timeout_secs: None,
+    };
+    record.agent.tools.mcp_servers = vec![
+        server(
+            "local",
+            McpTransport::Stdio {
+                command: "srv".into(),
+                args: vec![],
+                env: [("API_SECRET".to_owned(), env_value.into())].into(),
+            },
+        ),
+        server(
+            "web",
+            McpTransport::Http {
+                url: "http://127.0.0.1:9/mcp".into(),
+                headers: [("Authorization".to_owned(), header_value.into())].into(),
+            },
+        ),
+    ];
+    record
+}
+
+#[tokio::test]
+async fn f9_secrets_are_sealed_in_the_store_file_and_come_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.redb");
+    let key_file = dir.path().join("sessions.redb.key");
+    let record = record_with_secrets(1, "s3cr3t-env-value-f9", "Bearer s3cr3t-header-f9");
+    let id = record.session_id.clone();
+    {
+        let store = RedbStore::open(&path).unwrap();
+        store.save(SaveRequest::new(record.clone(), 0, vec![])).await.unwrap();
+        assert_eq!(store.record(&id).await.unwrap().unwrap(), record, "secrets come back whole");
+        store.archive(&id).await.unwrap().unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    for secret in ["s3cr3t-env-value-f9", "s3cr3t-header-f9", "[redacted]"] {
+        assert!(!bytes.windows(secret.len()).any(|window| window == secret.as_bytes()), "{secret} is in the file");
+    }
+    // The names stay readable.
+    assert!(bytes.windows(10).any(|window| window == b"API_SECRET"));
+
+    // Reopened with its key: the archived record still holds the real values.
+    let store = RedbStore::open(&path).unwrap();
+    let stored = store.record(&id).await.unwrap().unwrap();
+    assert_eq!(stored.agent.tools.mcp_servers, record.agent.tools.mcp_servers);
+    drop(store);
+
+    // Without its key file, or with another key, the store is refused, naming the key file.
+    let key = std::fs::read(&key_file).unwrap();
+    std::fs::remove_file(&key_file).unwrap();
+    let missing = RedbStore::open(&path).unwrap_err();
+    assert!(matches!(missing, StoreError::Key { .. }), "{missing:?}");
+    assert!(missing.to_string().contains("sessions.redb.key") && missing.to_string().contains("missing"));
+    assert!(!key_file.exists(), "no new key is made for a sealed store");
+    crate::store::sealer::KeySealer::create(&key_file).unwrap();
+    let other = RedbStore::open(&path).unwrap_err().to_string();
+    assert!(other.contains("sessions.redb.key") && other.contains("not the key"), "{other}");
+    std::fs::remove_file(&key_file).unwrap();
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&key_file).unwrap();
+        file.write_all(&key).unwrap();
+    }
+    assert!(RedbStore::open(&path).is_ok(), "its own key opens it again");
+}
+
+#[tokio::test]
+async fn f9_a_store_from_before_sealing_stays_readable_and_gets_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.redb");
+    let record = record_with_secrets(1, "plain-old-env", "plain-old-header");
+    {
+        // What an older deputy wrote: no meta table, secret values as plain strings.
+        let db = redb::Database::create(&path).unwrap();
+        let mut json = serde_json::to_value(&record).unwrap();
+        json["agent"]["tools"]["mcp_servers"][0]["env"]["API_SECRET"] = "plain-old-env".into();
+        json["agent"]["tools"]["mcp_servers"][1]["headers"]["Authorization"] = "plain-old-header".into();
+        let write = db.begin_write().unwrap();
+        write
+            .open_table(RECORDS)
+            .unwrap()
+            .insert(record.session_id.as_str(), crate::store::codec::encode(&json).unwrap().as_slice())
+            .unwrap();
+        write.commit().unwrap();
+    }
+    let store = RedbStore::open(&path).unwrap();
+    assert!(dir.path().join("old.redb.key").exists());
+    assert_eq!(store.record(&record.session_id).await.unwrap().unwrap(), record);
 }

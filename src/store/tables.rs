@@ -34,6 +34,10 @@ pub const TOOL_OUTPUTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::
 /// later use (memory indexing, audits) but never sent to the model again.
 pub const DISCARDED: TableDefinition<(&str, u64, u64), &[u8]> = TableDefinition::new("discarded");
 
+/// `name → value`: facts about the store itself. `key_check` holds a value sealed with the
+/// store's key (see `sealer`), so a missing or different key file is noticed at open.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
 /// The index key of a record: when it was last updated, then its id (unique).
 pub fn index_key(updated_at: chrono::DateTime<chrono::Utc>) -> u64 {
     crate::model::view::updated_ms(updated_at)

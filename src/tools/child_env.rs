@@ -7,6 +7,8 @@
 
 use std::ffi::OsString;
 
+use super::secret::Secret;
+
 /// What a child inherits from deputy, if set.
 pub const INHERITED: &[&str] =
     &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ"];
@@ -14,19 +16,19 @@ pub const INHERITED: &[&str] =
 /// The environment of a child: the allowed part of `parent`, then `named` (which wins).
 pub fn child_env<'a>(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
-    named: impl IntoIterator<Item = (&'a String, &'a String)>,
+    named: impl IntoIterator<Item = (&'a String, &'a Secret)>,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> =
         parent.into_iter().filter(|(name, _)| INHERITED.iter().any(|allowed| name == *allowed)).collect();
     for (name, value) in named {
         env.retain(|(existing, _)| existing != name.as_str());
-        env.push((name.into(), value.into()));
+        env.push((name.into(), value.expose().into()));
     }
     env
 }
 
 /// Gives `command` the environment of a child of this process (see the module doc).
-pub fn clean<'a>(command: &mut tokio::process::Command, named: impl IntoIterator<Item = (&'a String, &'a String)>) {
+pub fn clean<'a>(command: &mut tokio::process::Command, named: impl IntoIterator<Item = (&'a String, &'a Secret)>) {
     command.env_clear().envs(child_env(std::env::vars_os(), named));
 }
 
@@ -48,12 +50,12 @@ mod tests {
             ("LANG", "C.UTF-8"),
         ]
         .map(|(name, value)| (OsString::from(name), OsString::from(value)));
-        let named = BTreeMap::from([("API_TOKEN".to_owned(), "for-this-server".to_owned())]);
+        let named = BTreeMap::from([("API_TOKEN".to_owned(), Secret::from("for-this-server"))]);
         let env: BTreeMap<OsString, OsString> = child_env(parent, &named).into_iter().collect();
         let names: Vec<&str> = env.keys().filter_map(|name| name.to_str()).collect();
         assert_eq!(names, ["API_TOKEN", "HOME", "LANG", "PATH"]);
         // What the configuration names wins over what deputy has.
-        let home = BTreeMap::from([("HOME".to_owned(), "/srv/mcp".to_owned())]);
+        let home = BTreeMap::from([("HOME".to_owned(), Secret::from("/srv/mcp"))]);
         let env = child_env([(OsString::from("HOME"), OsString::from("/home/me"))], &home);
         assert_eq!(env, [(OsString::from("HOME"), OsString::from("/srv/mcp"))]);
     }

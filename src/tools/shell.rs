@@ -90,26 +90,26 @@ impl Shell {
             Ok(child) => child,
             Err(err) => return ToolOutput::error(format!("could not start sh: {err}")),
         };
-        let group = GroupGuard::new(child.id());
+        let mut group = GroupGuard::new(child.id());
         let finished = CancellationToken::new();
         let cap = self.config.max_output_bytes;
         let stdout = read_capped(child.stdout.take(), cap, finished.clone());
         let stderr = read_capped(child.stderr.take(), cap, finished.clone());
         let wait = async {
+            // The shell's exit is noticed without reaping it, so its group id cannot have been
+            // reused when the group is killed (security review F18).
             let ending = tokio::select! {
-                status = child.wait() => Ending::Exited(status),
-                () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => Ending::TimedOut(timeout_ms),
-                () = cancel.cancelled() => Ending::Interrupted,
+                () = group.leader_exited() => None,
+                () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => Some(Ending::TimedOut(timeout_ms)),
+                () = cancel.cancelled() => Some(Ending::Interrupted),
             };
             // Also after a normal exit: whatever the command left running in the background
-            // dies with it.
+            // dies with it. Once, and before the shell is reaped.
             group.kill();
-            if !matches!(ending, Ending::Exited(_)) {
-                // Reap the shell; the group's other processes are reparented and reaped by init.
-                let _ = child.wait().await;
-            }
+            // Reap the shell; the group's other processes are reparented and reaped by init.
+            let status = child.wait().await;
             finished.cancel();
-            ending
+            ending.unwrap_or(Ending::Exited(status))
         };
         let (ending, (stdout, stdout_total), (stderr, stderr_total)) = tokio::join!(wait, stdout, stderr);
         let (header, is_error) = match ending {

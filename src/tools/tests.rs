@@ -413,3 +413,117 @@ async fn f7_file_tools_refuse_fifos_at_once_and_keep_working() {
     let read = call(&scope, "read_file", json!({"path": "plain.txt"})).await;
     assert_eq!(read.content, "plain needle\n");
 }
+
+/// The concurrent writer of security review F13: a thread running `flip` over and over until
+/// dropped (or 10 s pass).
+struct Flipper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    flips: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Flipper {
+    /// Starts flipping; returns once the first flip is done, so the path exists.
+    fn start(mut flip: impl FnMut() + Send + 'static) -> Self {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flips = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (stopped, count) = (stop.clone(), flips.clone());
+        let thread = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !stopped.load(Relaxed) && Instant::now() < deadline {
+                flip();
+                count.fetch_add(1, Relaxed);
+            }
+        });
+        let started = Instant::now();
+        while flips.load(Relaxed) == 0 && started.elapsed() < Duration::from_secs(10) {
+            std::thread::yield_now();
+        }
+        Self { stop, flips, thread: Some(thread) }
+    }
+
+    fn flips(&self) -> usize {
+        self.flips.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the race has run long enough: `calls` tool calls made against at least as many
+    /// flips (up to 2,000), or 3 s (a loaded machine).
+    fn enough(&self, calls: usize, started: Instant) -> bool {
+        (calls >= 2_000 && self.flips() >= 2_000.min(calls)) || started.elapsed() > Duration::from_secs(3)
+    }
+}
+
+impl Drop for Flipper {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+}
+
+/// Security review F13: `read_file` checked the canonical path, then reopened it by name, so a
+/// file swapped for a symlink to outside in between was read (2 of 2,000 reads). Now the open
+/// is beneath the workspace's directory handle: the swapped-in symlink fails to open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f13_a_symlink_swapped_mid_call_does_not_escape_reads() {
+    let fx = fixture();
+    let secret = fx.outside.path().join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET-OUTSIDE").unwrap();
+    let root = fx.workspace.path().to_path_buf();
+    let flipper = Flipper::start(move || {
+        // Atomic replacements of `flip`: a regular file inside, then a symlink out.
+        std::fs::write(root.join("flip.file"), "inside").unwrap();
+        std::fs::rename(root.join("flip.file"), root.join("flip")).unwrap();
+        let _ = std::fs::remove_file(root.join("flip.link"));
+        std::os::unix::fs::symlink(&secret, root.join("flip.link")).unwrap();
+        std::fs::rename(root.join("flip.link"), root.join("flip")).unwrap();
+    });
+    let (mut inside, started) = (0, Instant::now());
+    for calls in 0.. {
+        if flipper.enough(calls, started) {
+            break;
+        }
+        for tool in ["read_file", "edit_file"] {
+            let input = json!({"path": "flip", "old_text": "TOP", "new_text": "pwned"});
+            let input = if tool == "read_file" { json!({"path": "flip"}) } else { input };
+            let output = call(&fx.scope, tool, input).await;
+            assert!(!output.content.contains("TOP-SECRET"), "{tool} escaped: {output:?}");
+            inside += usize::from(output.content == "inside");
+        }
+    }
+    assert!(flipper.flips() > 1, "the path never flipped: the race was not exercised");
+    drop(flipper);
+    assert!(inside > 0, "no read ever saw the inside file: the race was not exercised");
+    assert_eq!(std::fs::read_to_string(fx.outside.path().join("secret.txt")).unwrap(), "TOP-SECRET-OUTSIDE");
+}
+
+/// The write side of F13: `dir` flips between a directory and a symlink to a directory outside
+/// while `write_file("dir/…")` runs; the review saw 88 files created outside. None may be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f13_a_directory_swapped_for_a_symlink_mid_call_does_not_escape_writes() {
+    let fx = fixture();
+    let (root, outside) = (fx.workspace.path().to_path_buf(), fx.outside.path().to_path_buf());
+    let flipper = Flipper::start(move || {
+        let target = root.join("dir");
+        let _ = std::fs::remove_file(&target).or_else(|_| std::fs::remove_dir_all(&target));
+        let _ = std::fs::create_dir(&target);
+        std::thread::yield_now();
+        let _ = std::fs::remove_file(&target).or_else(|_| std::fs::remove_dir_all(&target));
+        let _ = std::os::unix::fs::symlink(&outside, &target);
+    });
+    let started = Instant::now();
+    let mut written = 0;
+    for n in 0.. {
+        if flipper.enough(n, started) {
+            break;
+        }
+        let output =
+            call(&fx.scope, "write_file", json!({"path": format!("dir/pwn{n}.txt"), "content": "x"})).await;
+        written += usize::from(!output.is_error);
+    }
+    assert!(flipper.flips() > 1, "the directory never flipped: the race was not exercised");
+    drop(flipper);
+    assert_eq!(outside_entries(&fx), ["secret.txt"], "{written} writes reported success");
+}

@@ -1,10 +1,20 @@
 //! The directory a session's file tools are confined to.
 //!
-//! Confinement is decided on canonical paths: `..`, absolute paths and symlinks are all
-//! resolved first, and only then compared with the canonical root. A path that resolves
-//! outside the root is refused, whatever way it was spelled.
+//! Confinement has two steps. The *check* is decided on canonical paths: `..`, absolute paths
+//! and symlinks are all resolved first, and only then compared with the canonical root, so a
+//! path that resolves outside the root is refused with a clear error, whatever way it was
+//! spelled. The *use* never reopens that checked path by name: the file tools open it relative
+//! to a directory handle of the root ([`Workspace::dir`], a `cap_std::fs::Dir` opened once),
+//! and cap-std resolves every component beneath that handle (`openat2` with `RESOLVE_BENEATH`
+//! on Linux, a checked component walk elsewhere). A symlink or directory another process swaps
+//! in between the check and the use (security review F13) therefore cannot lead the open
+//! outside the workspace: it fails instead.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
 
 /// Why a workspace could not be opened or a path in it resolved. The model reads the texts of
 /// the path errors (a tool answers them), so each names the path as the model gave it.
@@ -37,6 +47,8 @@ pub enum WorkspaceError {
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    /// The root, opened once: every file tool opens beneath it.
+    dir: Arc<Dir>,
 }
 
 impl Workspace {
@@ -46,11 +58,28 @@ impl Workspace {
         if !root.is_dir() {
             return Err(WorkspaceError::NotADirectory);
         }
-        Ok(Self { root })
+        let dir = Dir::open_ambient_dir(&root, ambient_authority()).map_err(WorkspaceError::Open)?;
+        Ok(Self { root, dir: Arc::new(dir) })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The handle of the root that file tools open paths beneath (see the module doc).
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// A path returned by [`Self::resolve_existing`] or [`Self::resolve_for_write`], relative
+    /// to the root, to open beneath [`Self::dir`]; `.` for the root itself.
+    pub fn beneath<'a>(&self, resolved: &'a Path) -> &'a Path {
+        match resolved.strip_prefix(&self.root) {
+            Ok(relative) if relative.as_os_str().is_empty() => Path::new("."),
+            Ok(relative) => relative,
+            // Not from the resolvers: left absolute, which cap-std refuses to open.
+            Err(_) => resolved,
+        }
     }
 
     /// Resolves an existing path given by the model (relative to the root, or absolute) and

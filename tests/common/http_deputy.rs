@@ -92,6 +92,13 @@ impl HttpDeputy {
         RecordingClient::default().serve(transport).await.expect("MCP over HTTP")
     }
 
+    /// With a token and extra environment variables (e.g. `RUST_LOG`).
+    pub async fn start_with_token_and_env(token: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mock = MockLlm::start().await;
+        let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        Self::spawn(mock, workspace, home, token, extra, env).await
+    }
+
     /// Stops this deputy with SIGTERM (a clean exit) and starts a new one on the same store,
     /// mock and workspace, with the same extra arguments, on a new port.
     pub async fn restart(mut self, extra: &[&str]) -> Self {

@@ -51,7 +51,7 @@ pub fn everything(name: &str, marker: &str, env: &[(&str, &str)]) -> McpServerSp
         transport: McpTransport::Stdio {
             command: bin("mcp-server-everything"),
             args: vec!["stdio".into(), format!("--deputy-test={marker}")],
-            env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<BTreeMap<_, _>>(),
+            env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect::<BTreeMap<_, _>>(),
         },
         idle_timeout_secs: None,
         call_timeout_secs: None,
@@ -65,7 +65,7 @@ pub fn cancel_probe(log: &std::path::Path) -> McpServerSpec {
         transport: McpTransport::Stdio {
             command: "node".into(),
             args: vec![servers_dir().join("cancel-probe.mjs").to_string_lossy().into_owned()],
-            env: BTreeMap::from([("PROBE_LOG".to_owned(), log.to_string_lossy().into_owned())]),
+            env: BTreeMap::from([("PROBE_LOG".to_owned(), log.to_string_lossy().into_owned().into())]),
         },
         idle_timeout_secs: None,
         call_timeout_secs: None,

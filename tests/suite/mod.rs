@@ -18,6 +18,7 @@ mod provider_anthropic;
 mod provider_contract;
 mod provider_openai;
 mod schemas;
+mod secrets;
 mod stdio_frames;
 mod tenants;
 mod tools;

@@ -9,14 +9,20 @@
 //! `FS_THREADS` threads are ever stuck in file tools and the store always has the rest.
 //! FIFOs, devices and sockets are refused before they are opened, and opened with
 //! `O_NONBLOCK`, so one swapped in between is refused too instead of blocking the open.
+//!
+//! Every open here is relative to a directory handle ([`Workspace::dir`], or a directory
+//! opened beneath it), never by absolute name: a path swapped for a symlink out of the
+//! workspace after it was checked fails to open (security review F13).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use tokio::sync::Semaphore;
+
+use crate::tools::Workspace;
 
 /// Blocking threads the file tools may use at once.
 pub const FS_THREADS: usize = 16;
@@ -74,38 +80,71 @@ fn regular(file: File) -> io::Result<File> {
     if file.metadata()?.is_file() { Ok(file) } else { Err(not_regular()) }
 }
 
-/// Opens an existing regular file for reading.
-pub fn open_for_read(path: &Path) -> io::Result<File> {
-    if !std::fs::metadata(path)?.is_file() {
+/// Opens an existing regular file for reading, `path` relative to `dir`.
+pub fn open_in(dir: &Dir, path: &Path) -> io::Result<File> {
+    if !dir.metadata(path)?.is_file() {
         return Err(not_regular());
     }
-    regular(OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?)
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(libc::O_NONBLOCK);
+    regular(dir.open_with(path, &options)?.into_std())
 }
 
-/// Opens a regular file for writing, creating it if missing; its content is left as is
-/// (truncate after the check, with `File::set_len`).
-pub fn open_for_write(path: &Path) -> io::Result<File> {
-    if std::fs::symlink_metadata(path).is_ok_and(|meta| !meta.is_file()) {
+/// Opens an existing regular file of the workspace for reading; `path` comes from
+/// [`Workspace::resolve_existing`].
+pub fn open_for_read(workspace: &Workspace, path: &Path) -> io::Result<File> {
+    open_in(workspace.dir(), workspace.beneath(path))
+}
+
+/// Opens a regular file of the workspace for writing, creating it if missing; its content is
+/// left as is (truncate after the check, with `File::set_len`). `path` comes from
+/// [`Workspace::resolve_for_write`].
+pub fn open_for_write(workspace: &Workspace, path: &Path) -> io::Result<File> {
+    let (dir, path) = (workspace.dir(), workspace.beneath(path));
+    if dir.symlink_metadata(path).is_ok_and(|meta| !meta.is_file()) {
         return Err(not_regular());
     }
     // A FIFO without a reader fails at once (ENXIO) instead of blocking the open.
-    regular(OpenOptions::new().write(true).create(true).truncate(false).custom_flags(libc::O_NONBLOCK).open(path)?)
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(false).custom_flags(libc::O_NONBLOCK);
+    regular(dir.open_with(path, &options)?.into_std())
+}
+
+/// Creates the missing directories of `path` (from [`Workspace::resolve_for_write`]), beneath
+/// the workspace's handle.
+pub fn create_dirs(workspace: &Workspace, path: &Path) -> io::Result<()> {
+    match workspace.beneath(path).parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        Some(parent) => workspace.dir().create_dir_all(parent),
+        None => Ok(()),
+    }
 }
 
 /// Replaces the whole content of a regular file (created if missing).
-pub fn write_whole(path: &Path, content: &[u8]) -> io::Result<()> {
+pub fn write_whole(workspace: &Workspace, path: &Path, content: &[u8]) -> io::Result<()> {
     use std::io::Write;
-    let mut file = open_for_write(path)?;
+    let mut file = open_for_write(workspace, path)?;
     file.set_len(0)?;
     file.write_all(content)
 }
 
 /// The whole content of an existing regular file.
-pub fn read_whole(path: &Path) -> io::Result<Vec<u8>> {
+pub fn read_whole(workspace: &Workspace, path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    open_for_read(path)?.read_to_end(&mut bytes)?;
+    open_for_read(workspace, path)?.read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// The entries of a directory of the workspace (`path` from [`Workspace::resolve_existing`]):
+/// `(name, is a directory)`, read through a handle opened beneath the root.
+pub fn list_in(workspace: &Workspace, path: &Path) -> io::Result<Vec<(String, bool)>> {
+    let mut names = Vec::new();
+    for entry in workspace.dir().read_dir(workspace.beneath(path))? {
+        let entry = entry?;
+        let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+        names.push((entry.file_name().to_string_lossy().into_owned(), is_dir));
+    }
+    Ok(names)
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ impl TypedTool for EditFile {
         let shown = args.path.clone();
         let read = run_fs(move || {
             let path = workspace.resolve_existing(&shown).map_err(|err| err.to_string())?;
-            let bytes = read_whole(&path).map_err(|err| format!("{shown}: {err}"))?;
+            let bytes = read_whole(&workspace, &path).map_err(|err| format!("{shown}: {err}"))?;
             let text = String::from_utf8(bytes).map_err(|_| format!("{shown}: not a UTF-8 text file"))?;
             Ok::<_, String>((path, text))
         });
@@ -78,8 +78,8 @@ impl TypedTool for EditFile {
             ));
         }
         let edited = text.replace(&args.old_text, &args.new_text);
-        let target = path.clone();
-        match run_fs(move || write_whole(&target, edited.as_bytes())).await {
+        let (workspace, target) = (self.workspace.clone(), path.clone());
+        match run_fs(move || write_whole(&workspace, &target, edited.as_bytes())).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => return ToolOutput::error(format!("{}: {err}", args.path)),
             Err(err) => return ToolOutput::error(format!("{}: {err}", args.path)),

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::blocking::run_fs;
+use super::blocking::{list_in, run_fs};
 use super::{OUTPUT_CAP_BYTES, cap_output};
 use crate::tools::{ToolOutput, TypedTool, Workspace};
 
@@ -41,15 +41,9 @@ impl TypedTool for ListDir {
         let path = shown.clone();
         let listed = run_fs(move || {
             let dir = workspace.resolve_existing(&path).map_err(|err| err.to_string())?;
-            let mut names = Vec::new();
-            for entry in std::fs::read_dir(&dir).map_err(|err| format!("{path}: {err}"))? {
-                let entry = entry.map_err(|err| format!("{path}: {err}"))?;
-                let mut name = entry.file_name().to_string_lossy().into_owned();
-                if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-                    name.push('/');
-                }
-                names.push(name);
-            }
+            let entries = list_in(&workspace, &dir).map_err(|err| format!("{path}: {err}"))?;
+            let names: Vec<String> =
+                entries.into_iter().map(|(name, is_dir)| if is_dir { name + "/" } else { name }).collect();
             Ok::<_, String>((dir, names))
         });
         let (dir, mut names) = match listed.await {

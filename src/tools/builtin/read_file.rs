@@ -49,7 +49,7 @@ impl TypedTool for ReadFile {
         let shown = args.path.clone();
         let read = run_fs(move || {
             let path = workspace.resolve_existing(&shown).map_err(|err| err.to_string())?;
-            read_lines(&path, start, end, OUTPUT_CAP_BYTES).map_err(|err| format!("{shown}: {err}"))
+            read_lines(&workspace, &path, start, end, OUTPUT_CAP_BYTES).map_err(|err| format!("{shown}: {err}"))
         });
         match read.await {
             Ok(Ok(text)) => ToolOutput::ok(text),
@@ -71,8 +71,14 @@ enum ReadError {
 /// Lines `start..end` (0-based, `end` exclusive or to the end of the file), at most `cap`
 /// bytes of them. The file is streamed, so a huge file costs no more memory than the cap.
 /// Blocking: runs on the file tools' pool.
-fn read_lines(path: &Path, start: usize, end: Option<usize>, cap: usize) -> Result<String, ReadError> {
-    let file = open_for_read(path)?;
+fn read_lines(
+    workspace: &Workspace,
+    path: &Path,
+    start: usize,
+    end: Option<usize>,
+    cap: usize,
+) -> Result<String, ReadError> {
+    let file = open_for_read(workspace, path)?;
     let mut reader = std::io::BufReader::new(file);
     let mut line = 0usize;
     let mut out = Vec::new();

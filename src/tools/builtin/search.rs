@@ -3,18 +3,22 @@
 //! The walk is bounded (entries visited, file size, results) so one call costs little whatever
 //! the workspace holds: every file and directory the walk looks at counts, whether or not it
 //! matches the glob (security review F16), and the walk stops as soon as the turn is
-//! interrupted. It runs on the file tools' bounded pool ([`super::blocking`]). It does not follow symlinks (so it cannot leave the workspace), skips
-//! hidden directories such as `.git`, and skips binary files (a NUL byte in the first 8 KiB,
-//! or not UTF-8).
+//! interrupted. It runs on the file tools' bounded pool ([`super::blocking`]). It does not
+//! follow symlinks, skips hidden directories such as `.git`, and skips binary files (a NUL
+//! byte in the first 8 KiB, or not UTF-8). It walks directory handles, each opened beneath the
+//! one before it and the first beneath the workspace's, so nothing it opens can be outside the
+//! workspace, even if the tree changes under it (security review F13).
 
 use std::path::{Path, PathBuf};
+
+use cap_std::fs::Dir;
 
 use regex::Regex;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::blocking::{open_for_read, run_fs};
+use super::blocking::{open_in, run_fs};
 use super::{OUTPUT_CAP_BYTES, cap_output};
 use crate::text::truncate_at_char_boundary;
 use crate::tools::{ToolOutput, TypedTool, Workspace};
@@ -77,12 +81,12 @@ impl TypedTool for Search {
         // reason (the pool's timeout): dropping the guard cancels it.
         let stop = cancel.child_token();
         let _stop_walk = stop.clone().drop_guard();
-        let query = Query { pattern, glob, max_results, root: self.workspace.root().to_path_buf(), stop };
+        let query = Query { pattern, glob, max_results, stop };
         let workspace = self.workspace.clone();
         let path = args.path.unwrap_or_else(|| ".".into());
         let found = run_fs(move || {
             let start = workspace.resolve_existing(&path).map_err(|err| err.to_string())?;
-            Ok::<_, String>(query.run(&start))
+            Ok::<_, String>(query.run(workspace.dir(), workspace.beneath(&start)))
         });
         match found.await {
             Ok(Ok(found)) => ToolOutput::ok(cap_output(found, OUTPUT_CAP_BYTES)),
@@ -96,7 +100,6 @@ struct Query {
     pattern: Regex,
     glob: Option<(Regex, bool)>,
     max_results: usize,
-    root: PathBuf,
     /// Fired by an interrupt of the turn, or when the call gave up.
     stop: CancellationToken,
 }
@@ -113,9 +116,12 @@ struct Walk {
 }
 
 impl Query {
-    fn run(&self, start: &Path) -> String {
+    /// Searches `start` (a file or directory beneath `root`, relative to it).
+    fn run(&self, root: &Dir, start: &Path) -> String {
         let mut walk = Walk::default();
-        self.visit(start, &mut walk);
+        // Paths are shown relative to the root: `.` is the empty path.
+        let shown = if start == Path::new(".") { PathBuf::new() } else { start.to_path_buf() };
+        self.visit(root, start, shown, &mut walk);
         let mut out = if walk.lines.is_empty() {
             format!("no matches ({} files searched)", walk.files)
         } else {
@@ -127,7 +133,8 @@ impl Query {
         out
     }
 
-    fn visit(&self, path: &Path, walk: &mut Walk) {
+    /// Visits `name` (relative to `parent`), shown as `shown`.
+    fn visit(&self, parent: &Dir, name: &Path, shown: PathBuf, walk: &mut Walk) {
         if walk.stopped.is_some() {
             return;
         }
@@ -140,25 +147,27 @@ impl Query {
             return;
         }
         walk.visited += 1;
-        let Ok(meta) = path.symlink_metadata() else { return };
+        let Ok(meta) = parent.symlink_metadata(name) else { return };
         if meta.is_dir() {
-            let Ok(entries) = std::fs::read_dir(path) else { return };
-            let mut children: Vec<PathBuf> = entries
+            // A handle beneath `parent`: a symlink swapped in since cannot lead out of it.
+            let Ok(dir) = parent.open_dir(name) else { return };
+            let Ok(entries) = dir.entries() else { return };
+            let mut children: Vec<String> = entries
                 .filter_map(Result::ok)
-                .filter(|entry| !(entry.file_name().to_string_lossy().starts_with('.')))
-                .map(|entry| entry.path())
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .filter(|name| !name.starts_with('.'))
                 .collect();
             children.sort();
             for child in children {
-                self.visit(&child, walk);
+                let shown = shown.join(&child);
+                self.visit(&dir, Path::new(&child), shown, walk);
             }
         } else if meta.is_file() {
-            self.search_file(path, meta.len(), walk);
+            self.search_file(parent, name, &shown, meta.len(), walk);
         }
     }
 
-    fn search_file(&self, path: &Path, len: u64, walk: &mut Walk) {
-        let relative = path.strip_prefix(&self.root).unwrap_or(path);
+    fn search_file(&self, parent: &Dir, name: &Path, relative: &Path, len: u64, walk: &mut Walk) {
         if let Some((glob, whole_path)) = &self.glob {
             let subject = if *whole_path { relative.as_os_str() } else { relative.file_name().unwrap_or_default() };
             if !glob.is_match(&subject.to_string_lossy()) {
@@ -170,7 +179,7 @@ impl Query {
         }
         walk.files += 1;
         let mut bytes = Vec::new();
-        let Ok(mut file) = open_for_read(path) else { return };
+        let Ok(mut file) = open_in(parent, name) else { return };
         if std::io::Read::read_to_end(&mut file, &mut bytes).is_err() {
             return;
         }
@@ -242,14 +251,17 @@ mod tests {
 mod walk_tests {
     use super::*;
 
-    fn query(root: &Path, glob: Option<&str>, stop: CancellationToken) -> Query {
+    fn query(glob: Option<&str>, stop: CancellationToken) -> Query {
         Query {
             pattern: Regex::new("needle").unwrap(),
             glob: glob.map(|glob| glob_to_regex(glob).unwrap()),
             max_results: 10,
-            root: root.to_path_buf(),
             stop,
         }
+    }
+
+    fn root(dir: &Path) -> Dir {
+        Dir::open_ambient_dir(dir, cap_std::ambient_authority()).unwrap()
     }
 
     /// Security review F16: a glob matching nothing walked the whole tree, since only files
@@ -264,7 +276,7 @@ mod walk_tests {
                 std::fs::write(sub.join(format!("f{f:03}.txt")), "hay").unwrap();
             }
         }
-        let found = query(dir.path(), Some("*.nomatch"), CancellationToken::new()).run(dir.path());
+        let found = query(Some("*.nomatch"), CancellationToken::new()).run(&root(dir.path()), Path::new("."));
         assert!(found.contains(&format!("looked at {MAX_ENTRIES} entries")), "{found}");
         assert!(found.starts_with("no matches (0 files searched)"), "{found}");
     }
@@ -275,7 +287,7 @@ mod walk_tests {
         std::fs::write(dir.path().join("a.txt"), "needle").unwrap();
         let stop = CancellationToken::new();
         stop.cancel();
-        let found = query(dir.path(), None, stop).run(dir.path());
+        let found = query(None, stop).run(&root(dir.path()), Path::new("."));
         assert!(found.contains("[search stopped: the turn was interrupted]"), "{found}");
     }
 }

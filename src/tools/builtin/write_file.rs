@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::blocking::{run_fs, write_whole};
+use super::blocking::{create_dirs, run_fs, write_whole};
 use crate::tools::{ToolOutput, TypedTool, Workspace};
 
 pub struct WriteFile {
@@ -42,11 +42,9 @@ impl TypedTool for WriteFile {
         let len = content.len();
         let written = run_fs(move || {
             let path = workspace.resolve_for_write(&shown).map_err(|err| err.to_string())?;
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|err| format!("{shown}: creating its directory: {err}"))?;
-            }
-            let existed = std::fs::symlink_metadata(&path).is_ok();
-            write_whole(&path, content.as_bytes()).map_err(|err| format!("{shown}: {err}"))?;
+            create_dirs(&workspace, &path).map_err(|err| format!("{shown}: creating its directory: {err}"))?;
+            let existed = workspace.dir().symlink_metadata(workspace.beneath(&path)).is_ok();
+            write_whole(&workspace, &path, content.as_bytes()).map_err(|err| format!("{shown}: {err}"))?;
             Ok::<_, String>((path, existed))
         });
         match written.await {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::{McpServerSpec, McpTransport};
 use crate::error::SessionError;
+use crate::tools::secret::Secret;
 
 /// One server in the config file, or inline in `session_create`: exactly one of `command`
 /// (stdio child) and `url` (streamable HTTP).
@@ -33,15 +34,17 @@ pub struct McpServerConfig {
     pub command: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment of the stdio server.
+    /// Extra environment of the stdio server. Values are never shown (redacted) and are
+    /// sealed in the session store.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, Secret>,
     /// Endpoint of a streamable HTTP server.
     #[serde(default)]
     pub url: Option<String>,
-    /// Extra HTTP headers sent to it (e.g. `Authorization`).
+    /// Extra HTTP headers sent to it (e.g. `Authorization`). Values are never shown
+    /// (redacted) and are sealed in the session store.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, Secret>,
     /// Seconds the server stays warm after its last session lets go (default: `[mcp_pool]`).
     #[serde(default)]
     pub idle_timeout_secs: Option<u64>,
@@ -199,11 +202,15 @@ mod tests {
         .unwrap();
         let specs = resolve_servers(&requests, &named).unwrap();
         assert_eq!(specs[0].idle_timeout_secs, Some(7));
-        assert!(matches!(&specs[1].transport, McpTransport::Http { headers, .. } if headers["X-Key"] == "k"));
-        assert!(matches!(&specs[2].transport, McpTransport::Stdio { env, .. } if env["TOKEN"] == "t"));
-        // Persisted form round-trips.
-        let stored = serde_json::to_value(&specs).unwrap();
-        assert_eq!(serde_json::from_value::<Vec<McpServerSpec>>(stored).unwrap(), specs);
+        assert!(
+            matches!(&specs[1].transport, McpTransport::Http { headers, .. } if headers["X-Key"].expose() == "k")
+        );
+        assert!(matches!(&specs[2].transport, McpTransport::Stdio { env, .. } if env["TOKEN"].expose() == "t"));
+        // Shown anywhere (a log, an error, a rendered spec), values are redacted and names stay.
+        let shown = serde_json::to_value(&specs).unwrap();
+        assert_eq!(shown[1]["headers"], serde_json::json!({"X-Key": "[redacted]"}));
+        assert_eq!(shown[2]["env"], serde_json::json!({"TOKEN": "[redacted]"}));
+        assert!(!format!("{specs:?}").contains("\"t\""), "{specs:?}");
 
         for bad in [
             serde_json::json!(["nope"]),

@@ -164,8 +164,8 @@ impl McpFactory {
     pub async fn acquire(&self, spec: &McpServerSpec) -> Result<Arc<McpConnection>, McpServerError> {
         self.start_reaper();
         let key = spec.key();
-        let gate = lock(&self.shared.gates).entry(key.clone()).or_default().clone();
-        let _gate = gate.lock().await;
+        let gate = Gate::enter(&self.shared.gates, &key);
+        let _held = gate.lock.lock().await;
         if let Some(connection) = lock(&self.shared.active).get(&key).and_then(Weak::upgrade) {
             self.shared.shared.fetch_add(1, Ordering::Relaxed);
             return Ok(connection);
@@ -184,7 +184,7 @@ impl McpFactory {
             server: tokio::sync::Mutex::new(Some(server)),
             shared: self.shared.clone(),
         });
-        lock(&self.shared.active).insert(key, Arc::downgrade(&connection));
+        lock(&self.shared.active).insert(key.clone(), Arc::downgrade(&connection));
         Ok(connection)
     }
 
@@ -241,6 +241,35 @@ impl Drop for McpFactory {
     }
 }
 
+/// A caller's use of the per-key gate: the entry is created on first use and removed by the
+/// last user to let go (even one whose `acquire` was dropped mid-way), so the map holds only
+/// keys being acquired right now (security review F18: it used to grow by one entry per key
+/// ever seen).
+struct Gate<'a> {
+    gates: &'a Mutex<HashMap<McpServerKey, Arc<tokio::sync::Mutex<()>>>>,
+    key: &'a McpServerKey,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl<'a> Gate<'a> {
+    fn enter(gates: &'a Mutex<HashMap<McpServerKey, Arc<tokio::sync::Mutex<()>>>>, key: &'a McpServerKey) -> Self {
+        let lock = lock(gates).entry(key.clone()).or_default().clone();
+        Self { gates, key, lock }
+    }
+}
+
+impl Drop for Gate<'_> {
+    fn drop(&mut self) {
+        let mut gates = lock(self.gates);
+        // Under the map's lock nobody can take a new clone: two counts are the map's and ours.
+        if gates.get(self.key).is_some_and(|entry| Arc::ptr_eq(entry, &self.lock))
+            && Arc::strong_count(&self.lock) == 2
+        {
+            gates.remove(self.key);
+        }
+    }
+}
+
 /// A session's handle on one server. Shared by every session with the same key; when the last
 /// one drops it, the server moves to the idle pool.
 pub struct McpConnection {
@@ -291,5 +320,43 @@ impl Drop for McpConnection {
         if let Some(server) = self.server.get_mut().take() {
             self.shared.park(self.key.clone(), server, self.idle_timeout);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::mcp::McpTransport;
+
+    /// Security review F18: the per-key gates map gained an entry per distinct key and never
+    /// shrank. Whatever the outcome, and with callers racing on one key, it ends empty.
+    #[tokio::test]
+    async fn f18_the_gate_map_is_empty_once_no_acquire_runs() {
+        let factory = McpFactory::default();
+        let spec = |tag: usize| McpServerSpec {
+            name: format!("gone{tag}"),
+            transport: McpTransport::Stdio {
+                command: "/nonexistent/mcp-server".into(),
+                args: vec![],
+                env: Default::default(),
+            },
+            idle_timeout_secs: None,
+            call_timeout_secs: None,
+        };
+        let specs: Vec<McpServerSpec> = (0..20).map(|tag| spec(tag % 4)).collect();
+        let results = futures::future::join_all(specs.iter().map(|spec| factory.acquire(spec))).await;
+        assert!(results.iter().all(Result::is_err));
+        assert!(lock(&factory.shared.gates).is_empty(), "{} gates left", lock(&factory.shared.gates).len());
+
+        // An acquire dropped while it waits at the gate leaves nothing behind either.
+        let key = spec(0).key();
+        let held = Gate::enter(&factory.shared.gates, &key);
+        let guard = held.lock.clone().lock_owned().await;
+        let spec0 = spec(0);
+        let waiting = factory.acquire(&spec0);
+        assert!(tokio::time::timeout(Duration::from_millis(20), waiting).await.is_err(), "it waited");
+        drop(guard);
+        drop(held);
+        assert!(lock(&factory.shared.gates).is_empty());
     }
 }

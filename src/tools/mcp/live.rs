@@ -20,7 +20,7 @@ use super::error::McpServerError;
 use super::spec::{McpServerKey, McpTransport};
 use crate::tools::process_group::GroupGuard;
 #[cfg(target_os = "linux")]
-use crate::tools::process_group::{DeathWatch, die_with_deputy};
+use crate::tools::process_group::die_with_deputy;
 
 /// Longest wait for a server to start and answer `initialize` and `tools/list`.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,10 +32,9 @@ pub struct LiveServer {
     // Field order matters: the session closes (stdin EOF) before the group is killed.
     service: RunningService<RoleClient, ClientConfig>,
     tools: Vec<McpToolInfo>,
+    /// Holds the group's death watch, which kills the group if deputy dies without running
+    /// its guards (SIGKILL).
     group: GroupGuard,
-    /// Kills the group if deputy dies without running its guards (SIGKILL).
-    #[cfg(target_os = "linux")]
-    _death_watch: Option<DeathWatch>,
 }
 
 fn client_config() -> ClientConfig {
@@ -58,8 +57,6 @@ impl LiveServer {
     async fn connect(key: &McpServerKey) -> Result<Self, McpServerError> {
         let server = key.to_string();
         let handshake = |err| McpServerError::Handshake { server: server.clone(), source: Box::new(err) };
-        #[cfg(target_os = "linux")]
-        let mut death_watch = None;
         let (service, group) = match &key.transport {
             McpTransport::Stdio { command, args, env } => {
                 let mut cmd = tokio::process::Command::new(command);
@@ -70,23 +67,23 @@ impl LiveServer {
                 #[cfg(unix)]
                 cmd.process_group(0);
                 #[cfg(target_os = "linux")]
-                {
-                    death_watch = Some(die_with_deputy(&mut cmd).map_err(|source| McpServerError::Spawn {
-                        server: server.clone(),
-                        command: command.clone(),
-                        source,
-                    })?);
-                }
+                let mut death_watch = die_with_deputy(&mut cmd).map_err(|source| McpServerError::Spawn {
+                    server: server.clone(),
+                    command: command.clone(),
+                    source,
+                })?;
                 // stderr is a pipe read into deputy's log, never deputy's own stdout/stderr
                 // (deputy's stdout is an MCP transport itself).
                 let (transport, stderr) =
                     TokioChildProcess::builder(cmd).stderr(Stdio::piped()).spawn().map_err(|source| {
                         McpServerError::Spawn { server: server.clone(), command: command.clone(), source }
                     })?;
-                let group = GroupGuard::new(transport.id());
+                #[allow(unused_mut, reason = "only Linux gives the guard a death watch")]
+                let mut group = GroupGuard::new(transport.id());
                 #[cfg(target_os = "linux")]
-                if let Some(watch) = death_watch.as_mut() {
-                    watch.spawned();
+                {
+                    death_watch.spawned();
+                    group.hold(death_watch);
                 }
                 if let Some(stderr) = stderr {
                     let name = key.name.clone();
@@ -106,7 +103,7 @@ impl LiveServer {
                     let name = reqwest::header::HeaderName::try_from(name.as_str()).map_err(|source| {
                         McpServerError::HeaderName { server: server.clone(), name: name.clone(), source }
                     })?;
-                    let value = reqwest::header::HeaderValue::try_from(value.as_str()).map_err(|source| {
+                    let value = reqwest::header::HeaderValue::try_from(value.expose()).map_err(|source| {
                         McpServerError::HeaderValue { server: server.clone(), name: name.clone(), source }
                     })?;
                     custom.insert(name, value);
@@ -122,14 +119,7 @@ impl LiveServer {
             .await
             .map_err(|source| McpServerError::ListTools { server: server.clone(), source })?;
         tracing::info!(server = %key, tools = tools.len(), pid = ?group.pgid(), "MCP server started");
-        Ok(Self {
-            name: server,
-            service,
-            tools,
-            group,
-            #[cfg(target_os = "linux")]
-            _death_watch: death_watch,
-        })
+        Ok(Self { name: server, service, tools, group })
     }
 
     /// The tools the server listed when it started.

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::tools::secret::Secret;
+
 /// How deputy reaches a server.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "transport", rename_all = "snake_case")]
@@ -16,16 +18,17 @@ pub enum McpTransport {
         command: String,
         #[serde(default)]
         args: Vec<String>,
-        /// Added to deputy's environment. Part of the key: two tenants with different tokens
-        /// get two processes.
+        /// Added to the child's environment. Part of the key: two tenants with different
+        /// tokens get two processes. Values are [`Secret`]s: redacted when shown, sealed at rest.
         #[serde(default)]
-        env: BTreeMap<String, String>,
+        env: BTreeMap<String, Secret>,
     },
     /// A streamable HTTP endpoint.
     Http {
         url: String,
+        /// Sent with every request. Values are [`Secret`]s, like `env`'s.
         #[serde(default)]
-        headers: BTreeMap<String, String>,
+        headers: BTreeMap<String, Secret>,
     },
 }
 

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use deputy::tools::ToolScope;
-use deputy::tools::mcp::{McpFactory, McpServerSpec, McpTransport, session_tools};
+use deputy::tools::mcp::{McpFactory, McpServerSpec, McpTransport, Reach, session_tools};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ServiceExt, object};
@@ -84,7 +84,7 @@ async fn main() {
 
     // Warm path.
     let factory = McpFactory::default();
-    let scope = ToolScope::new(session_tools(&factory, &[spec(&command, 0)]).await.unwrap());
+    let scope = ToolScope::new(session_tools(&factory, &[spec(&command, 0)], |_| Reach::Any).await.unwrap());
     let config = ClientConfig::new(ClientCapabilities::default(), Implementation::new("bench", "0"))
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
     let (transport, _stderr) = TokioChildProcess::builder(tokio::process::Command::new(&command))

@@ -145,6 +145,7 @@ pub struct ConfigFile {
 /// shell = "allow"                   # "allow" | "deny"
 /// inline_mcp_commands = "deny"      # inline MCP servers with a `command` (programs on this host)
 /// inline_mcp_urls = "deny"          # inline MCP servers with a `url` (requests from this host)
+/// inline_mcp_private_urls = "deny"  # may those reach loopback/private/link-local addresses?
 /// ```
 ///
 /// An unset switch takes the surface's default: stdio and the background server's clients
@@ -159,6 +160,7 @@ pub struct PolicyConfig {
     pub shell: Option<Switch>,
     pub inline_mcp_commands: Option<Switch>,
     pub inline_mcp_urls: Option<Switch>,
+    pub inline_mcp_private_urls: Option<Switch>,
 }
 
 impl PolicyConfig {
@@ -167,6 +169,7 @@ impl PolicyConfig {
             shell: self.shell,
             inline_mcp_commands: self.inline_mcp_commands,
             inline_mcp_urls: self.inline_mcp_urls,
+            inline_mcp_private_urls: self.inline_mcp_private_urls,
         }
     }
 }

@@ -199,7 +199,15 @@ impl AgentFactory {
             for inline in tool_config.mcp_servers.iter().filter(|server| !self.is_configured(server)) {
                 audit.inline_server(&inline.key().to_string());
             }
-            let mcp_tools = mcp::session_tools(&self.mcp, &tool_config.mcp_servers)
+            // Inline `url` servers reach public addresses only, unless the operator allows more.
+            let inline_reach = match self.tool_defaults.policy.inline_mcp_private_urls {
+                Some(crate::tools::Switch::Allow) => mcp::Reach::Any,
+                _ => mcp::Reach::Public,
+            };
+            let reach_of = |server: &McpServerSpec| {
+                if self.is_configured(server) { mcp::Reach::Any } else { inline_reach }
+            };
+            let mcp_tools = mcp::session_tools(&self.mcp, &tool_config.mcp_servers, reach_of)
                 .await
                 .map_err(|err| SessionError::agent(None, ErrorKind::Tools, err.to_string()))?;
             tools.extend(mcp_tools);

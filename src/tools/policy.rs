@@ -78,6 +78,9 @@ pub struct PolicySwitches {
     pub shell: Option<Switch>,
     pub inline_mcp_commands: Option<Switch>,
     pub inline_mcp_urls: Option<Switch>,
+    /// Whether inline `url` servers may reach loopback, private and link-local addresses
+    /// (security review F6). Not a caller's grant: no scope gives it; unset means deny.
+    pub inline_mcp_private_urls: Option<Switch>,
 }
 
 /// What one caller may enable, computed once per caller ([`PolicySwitches::grants`]).
@@ -158,6 +161,7 @@ impl PolicySwitches {
             shell: self.shell.or(legacy(allow_shell)),
             inline_mcp_commands: self.inline_mcp_commands.or(legacy(allow_inline)),
             inline_mcp_urls: self.inline_mcp_urls.or(legacy(allow_inline)),
+            inline_mcp_private_urls: self.inline_mcp_private_urls,
         }
     }
 

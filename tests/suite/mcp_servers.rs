@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deputy::tools::ToolScope;
-use deputy::tools::mcp::{McpFactory, McpPoolConfig, session_tools};
+use deputy::tools::mcp::{McpFactory, McpPoolConfig, Reach, session_tools};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -29,7 +29,7 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 #[tokio::test]
 async fn tools_are_discovered_namespaced_and_called() {
     let factory = McpFactory::default();
-    let tools = session_tools(&factory, &[everything("everything", &marker(), &[])]).await.unwrap();
+    let tools = session_tools(&factory, &[everything("everything", &marker(), &[])], |_| Reach::Any).await.unwrap();
     let scope = ToolScope::new(tools);
     let names: Vec<String> = scope.specs().into_iter().map(|spec| spec.name).collect();
     for expected in ["everything__echo", "everything__get-sum", "everything__get-tiny-image"] {
@@ -72,8 +72,8 @@ async fn the_same_key_shares_one_process_and_another_env_gets_its_own() {
         let scope = ToolScope::new(tools);
         scope.call("everything__get-env", json!({}), CancellationToken::new()).await.content
     };
-    let a = env_of(session_tools(&factory, &[tenant_a]).await.unwrap()).await;
-    let b = env_of(session_tools(&factory, &[tenant_b]).await.unwrap()).await;
+    let a = env_of(session_tools(&factory, &[tenant_a], |_| Reach::Any).await.unwrap()).await;
+    let b = env_of(session_tools(&factory, &[tenant_b], |_| Reach::Any).await.unwrap()).await;
     assert!(a.contains(r#""TENANT_TOKEN": "a""#) && b.contains(r#""TENANT_TOKEN": "b""#));
     assert_eq!(factory.stats().spawned, 2, "tool sessions reused the running servers");
 }
@@ -131,7 +131,7 @@ async fn a_killed_server_is_respawned_on_next_use() {
     let factory = McpFactory::default();
     let mark = marker();
     let spec = everything("everything", &mark, &[]);
-    let scope = ToolScope::new(session_tools(&factory, std::slice::from_ref(&spec)).await.unwrap());
+    let scope = ToolScope::new(session_tools(&factory, std::slice::from_ref(&spec), |_| Reach::Any).await.unwrap());
     let connection = factory.acquire(&spec).await.unwrap();
     let pid = connection.pid().await.unwrap().unwrap();
     assert!(deputy::tools::process_group::kill_group(pid));
@@ -154,7 +154,7 @@ async fn an_interrupted_call_is_cancelled_on_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("probe.log");
     let factory = McpFactory::default();
-    let scope = ToolScope::new(session_tools(&factory, &[cancel_probe(&log)]).await.unwrap());
+    let scope = ToolScope::new(session_tools(&factory, &[cancel_probe(&log)], |_| Reach::Any).await.unwrap());
     let read = || std::fs::read_to_string(&log).unwrap_or_default();
 
     let cancel = CancellationToken::new();

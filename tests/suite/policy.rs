@@ -2,7 +2,8 @@
 //! review F1 (inline MCP servers refused before anything runs), F3 (per-surface defaults: HTTP
 //! denies the shell and inline servers unless the config allows them or the caller's token has
 //! the scope; stdio allows them unless the config denies them), F11 (the config file's limits
-//! are ceilings) and F18 (switches re-checked when a stored session resumes).
+//! are ceilings), F6 (inline `url` servers reach public addresses only and never quote what a
+//! URL answered) and F18 (switches re-checked when a stored session resumes).
 
 use serde_json::json;
 
@@ -264,4 +265,40 @@ async fn f2_a_workspace_outside_the_roots_is_refused() {
     assert_eq!(created["text"], "Elsewhere.");
     let (code, _) = deputy.err("session_create", json!({"prompt": "hi", "workspace": "/proc/self"})).await;
     assert_eq!(code, "INVALID_REQUEST", "/proc is never a workspace");
+}
+
+/// F6's reproduction: an inline `url` server pointed at an internal service on loopback is
+/// refused before any request reaches it, naming the switch that would allow it; where the
+/// operator allows private addresses, a non-MCP answer fails the handshake without its body
+/// reaching the caller.
+#[tokio::test]
+async fn f6_inline_url_servers_reach_only_public_addresses_and_never_quote_the_answer() {
+    const SECRET: &str = "METADATA-CREDENTIAL-abc123";
+    let internal = crate::common::mock_llm::MockLlm::start().await;
+    let server = json!({"name": "meta", "url": internal.base_url() + "/latest/meta-data/iam",
+                        "headers": {"X-Internal": "1"}});
+    let body = json!({"prompt": "hi", "mcp_servers": [server]});
+
+    // The default: refused, and the internal service never hears of it.
+    let token = "f6-token-with-every-scope";
+    let deputy = HttpDeputy::start_with_token(Some(token), &[]).await;
+    let (status, answer) =
+        deputy.rest(Some(token), reqwest::Method::POST, "/v1/sessions", Some(body.clone())).await;
+    assert_eq!((status, answer["code"].as_str()), (500, Some("AGENT_ERROR")), "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(
+        message.contains("127.0.0.1 is not a public address") && message.contains("inline_mcp_private_urls"),
+        "{message}"
+    );
+    assert!(internal.requests().is_empty(), "the internal service was reached");
+
+    // Allowed by the operator: reached, but its answer is not quoted back.
+    internal.push(MockResponse::json(200, json!({"internal_secret": SECRET})));
+    let config = "[policy]\ninline_mcp_urls = \"allow\"\ninline_mcp_private_urls = \"allow\"\n";
+    let deputy = HttpDeputy::start_with_config(config, &[], &[]).await;
+    let (status, answer) = deputy.rest(None, reqwest::Method::POST, "/v1/sessions", Some(body)).await;
+    assert_eq!(answer["code"], "AGENT_ERROR", "{status}: {answer}");
+    assert!(!answer.to_string().contains(SECRET), "the internal answer was echoed: {answer}");
+    assert!(answer["message"].as_str().unwrap().contains("did not answer as an MCP server"), "{answer}");
+    assert_eq!(internal.requests()[0].path, "/latest/meta-data/iam");
 }

@@ -29,7 +29,14 @@ fn env_dumping_server(name: &str, dump: &std::path::Path, env: Value) -> Value {
 
 #[tokio::test]
 async fn f9_inline_mcp_secrets_reach_the_server_and_no_view_log_error_or_store_byte() {
-    let deputy = HttpDeputy::start_with_token_and_env(Some(TOKEN), &[], &[("RUST_LOG", "debug")]).await;
+    // The inline HTTP server is the mock on loopback, which inline servers may reach only when
+    // the operator allows private addresses (security review F6).
+    let deputy = HttpDeputy::start_with_config(
+        "[policy]\ninline_mcp_private_urls = \"allow\"\n",
+        &[],
+        &[("RUST_LOG", "debug"), ("DEPUTY_TOKEN", TOKEN)],
+    )
+    .await;
     let scratch = tempfile::tempdir().unwrap();
     let dump = scratch.path().join("child_env.txt");
 

@@ -41,6 +41,20 @@ pub enum McpServerError {
         #[source]
         source: Box<ClientInitializeError>,
     },
+    /// An HTTP server's `initialize` handshake failed. Unlike [`Self::Handshake`], the
+    /// answer is not quoted: whatever the URL returned (an internal service's body, security
+    /// review F6) stays in deputy's debug log.
+    #[error(
+        "MCP server {server}: handshake failed: it did not answer as an MCP server (details in deputy's debug log)"
+    )]
+    HttpHandshake { server: String },
+    /// An HTTP server's URL may not be reached (security review F6).
+    #[error("MCP server {server}: refused: {source}")]
+    Unreachable {
+        server: String,
+        #[source]
+        source: super::reach::Unreachable,
+    },
     /// The server answered `initialize` but not `tools/list`.
     #[error("MCP server {server}: tools/list failed: {source}")]
     ListTools {

@@ -20,6 +20,7 @@ use rmcp::model::{CallToolResult, JsonObject, Tool as McpToolInfo};
 use super::config::McpPoolConfig;
 use super::error::McpServerError;
 use super::live::LiveServer;
+use super::reach::Reach;
 use super::spec::{McpServerKey, McpServerSpec};
 
 /// Counters of the pool, for tests, benchmarks and logs.
@@ -162,8 +163,17 @@ impl McpFactory {
     /// A connection to the server of `spec`: the one in use under the same key, else the idle
     /// one, else a new one.
     pub async fn acquire(&self, spec: &McpServerSpec) -> Result<Arc<McpConnection>, McpServerError> {
+        self.acquire_reaching(spec, Reach::Any).await
+    }
+
+    /// [`Self::acquire`] for a server whose HTTP connection may go only where `reach` allows.
+    pub async fn acquire_reaching(
+        &self,
+        spec: &McpServerSpec,
+        reach: Reach,
+    ) -> Result<Arc<McpConnection>, McpServerError> {
         self.start_reaper();
-        let key = spec.key();
+        let key = spec.key_reaching(reach);
         let gate = Gate::enter(&self.shared.gates, &key);
         let _held = gate.lock.lock().await;
         if let Some(connection) = lock(&self.shared.active).get(&key).and_then(Weak::upgrade) {

@@ -98,6 +98,9 @@ impl LiveServer {
                 (service, group)
             }
             McpTransport::Http { url, headers } => {
+                super::reach::check(url, key.reach)
+                    .await
+                    .map_err(|source| McpServerError::Unreachable { server: server.clone(), source })?;
                 let mut custom = HashMap::new();
                 for (name, value) in headers {
                     let name = reqwest::header::HeaderName::try_from(name.as_str()).map_err(|source| {
@@ -109,8 +112,13 @@ impl LiveServer {
                     custom.insert(name, value);
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                let service = client_config().serve(transport).await.map_err(handshake)?;
+                let transport = StreamableHttpClientTransport::with_client(super::reach::client(key.reach), config);
+                let service = client_config().serve(transport).await.map_err(|err| {
+                    // What the URL answered may be an internal service's data (security
+                    // review F6): the log has it, the caller gets no quote of it.
+                    tracing::debug!(server = %server, "MCP handshake over HTTP failed: {err}");
+                    McpServerError::HttpHandshake { server: server.clone() }
+                })?;
                 (service, GroupGuard::new(None))
             }
         };

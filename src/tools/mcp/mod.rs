@@ -12,11 +12,13 @@ pub mod config;
 pub mod error;
 pub mod factory;
 pub mod live;
+pub mod reach;
 pub mod spec;
 pub mod tool;
 
 pub use config::{McpPoolConfig, McpPoolSettings, McpServerConfig, McpServerRequest, resolve_servers};
 pub use error::McpServerError;
 pub use factory::{McpConnection, McpFactory, McpStats};
+pub use reach::Reach;
 pub use spec::{McpServerKey, McpServerSpec, McpTransport};
 pub use tool::{McpTool, session_tools};

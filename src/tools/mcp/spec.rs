@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::reach::Reach;
 use crate::tools::secret::Secret;
 
 /// How deputy reaches a server.
@@ -55,7 +56,17 @@ impl McpServerSpec {
     /// The sharing key: everything that makes two processes behave differently. Timeouts are
     /// deputy-side policy and do not split the pool.
     pub fn key(&self) -> McpServerKey {
-        McpServerKey { name: self.name.clone(), transport: self.transport.clone() }
+        self.key_reaching(Reach::Any)
+    }
+
+    /// The key of a connection limited to `reach` (an HTTP server's; a stdio server reaches no
+    /// address). A limited and an unlimited connection to one URL are never shared.
+    pub fn key_reaching(&self, reach: Reach) -> McpServerKey {
+        let reach = match self.transport {
+            McpTransport::Stdio { .. } => Reach::Any,
+            McpTransport::Http { .. } => reach,
+        };
+        McpServerKey { name: self.name.clone(), transport: self.transport.clone(), reach }
     }
 
     pub fn call_timeout(&self) -> Duration {
@@ -73,6 +84,8 @@ impl McpServerSpec {
 pub struct McpServerKey {
     pub name: String,
     pub transport: McpTransport,
+    /// Where an HTTP server's connection may go (security review F6).
+    pub reach: Reach,
 }
 
 impl std::fmt::Display for McpServerKey {

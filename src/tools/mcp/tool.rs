@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::McpServerError;
 use super::factory::{McpConnection, McpFactory};
+use super::reach::Reach;
 use super::spec::McpServerSpec;
 use crate::llm::ToolSpec;
 use crate::text::truncate_at_char_boundary;
@@ -45,10 +46,11 @@ impl McpTool {
 pub async fn session_tools(
     factory: &McpFactory,
     servers: &[McpServerSpec],
+    reach_of: impl Fn(&McpServerSpec) -> Reach,
 ) -> Result<Vec<Arc<dyn Tool>>, McpServerError> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     for server in servers {
-        let connection = factory.acquire(server).await?;
+        let connection = factory.acquire_reaching(server, reach_of(server)).await?;
         for info in connection.tools().await? {
             let input_schema = serde_json::Value::Object((*info.input_schema).clone());
             tools.push(Arc::new(McpTool {

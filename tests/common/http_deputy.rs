@@ -143,7 +143,10 @@ impl HttpDeputy {
         with_store(&mut command, home.path());
         let mut child = command.spawn().unwrap();
         let log = StderrLog::follow(child.stderr.take().unwrap());
-        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        // Idle connections are dropped before deputy's own idle timeout (30 s) closes them, so a
+        // request is never sent on a connection the server is closing at that moment.
+        let http =
+            reqwest::Client::builder().no_proxy().pool_idle_timeout(Duration::from_secs(10)).build().unwrap();
         let deputy = Self { child, http, port, mock, token: token.map(str::to_owned), workspace, home, log };
         deputy.wait_ready().await;
         deputy

@@ -52,12 +52,11 @@ async fn hibernation() {
     // Create: each session's first turn is a 25 KB prompt answered by 25 KB.
     let answer = "a".repeat(HALF_HISTORY);
     let filler = "p".repeat(HALF_HISTORY);
-    for _ in 0..SESSIONS {
-        deputy.mock.push(MockResponse::sse(anthropic::text(&[&answer])));
-    }
     let ids: Vec<String> = futures::stream::iter(0..SESSIONS)
         .map(|n| {
             let (deputy, prompt) = (deputy.clone(), format!("session {n}: {filler}"));
+            // Queued as it is needed (the answers are all alike), not 500 MB up front.
+            deputy.mock.push(MockResponse::sse(anthropic::text(&[&answer])));
             async move {
                 let (status, body) = post(&deputy, "/v1/sessions", json!({"prompt": prompt})).await;
                 assert_eq!((status, body["status"].as_str()), (201, Some("completed")), "{body}");
@@ -76,13 +75,11 @@ async fn hibernation() {
     // Touch: a turn on every session, in a random order, so nearly all are rehydrated.
     let mut order: Vec<usize> = (0..SESSIONS).collect();
     fastrand::Rng::with_seed(seed).shuffle(&mut order);
-    for _ in 0..SESSIONS {
-        deputy.mock.push(MockResponse::sse(anthropic::text(&["still here"])));
-    }
     let touch_started = Instant::now();
     futures::stream::iter(order)
         .map(|n| {
             let (deputy, id) = (deputy.clone(), ids[n].clone());
+            deputy.mock.push(MockResponse::sse(anthropic::text(&["still here"])));
             async move {
                 let path = format!("/v1/sessions/{id}/turns");
                 let (status, body) = post(&deputy, &path, json!({"prompt": format!("touch {n}")})).await;

@@ -315,6 +315,7 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
             input_schema: json!({"type":"object"}),
         }],
         max_tokens: 100,
+        output: None,
     };
     let body = request_body(&request);
     assert_eq!(

@@ -77,6 +77,7 @@ pub fn simple_request(text: &str) -> ModelRequest {
         messages: vec![deputy::llm::Message::user_text(text)],
         tools: vec![],
         max_tokens: 256,
+        output: None,
     }
 }
 

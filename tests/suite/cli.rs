@@ -76,3 +76,52 @@ async fn an_exhausted_budget_exits_2() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
 }
+
+/// `--output-schema` reaches the model (the forced final tool) and stdout gets the validated
+/// value alone; an answer that never validates exits 1 with the errors on stderr.
+#[tokio::test]
+async fn run_with_an_output_schema_prints_the_validated_json() {
+    use deputy::llm::FINAL_ANSWER_TOOL;
+    use serde_json::json;
+
+    let mock = MockLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let schema_file = home.path().join("schema.json");
+    let schema = json!({"type": "object", "required": ["answer"], "properties": {"answer": {"type": "integer"}}});
+    std::fs::write(&schema_file, schema.to_string()).unwrap();
+    let run = |retries: &str| {
+        let mut command = tokio::process::Command::from(deputy(home.path()));
+        command
+            .args(["run", "--model", "anthropic:claude-test", "--output-schema"])
+            .arg(&schema_file)
+            .args(["--structured-output-retries", retries, "six times seven?"])
+            .env("ANTHROPIC_API_KEY", "k")
+            .env("ANTHROPIC_BASE_URL", mock.base_url());
+        command
+    };
+
+    let wrong = [("toolu_1", FINAL_ANSWER_TOOL, json!({"answer": "forty-two"}))];
+    mock.push(MockResponse::sse(anthropic::tool_calls(Some("Thinking aloud."), &wrong)));
+    let right = [("toolu_2", FINAL_ANSWER_TOOL, json!({"answer": 42}))];
+    mock.push(MockResponse::sse(anthropic::tool_calls(None, &right)));
+    let output = run("1").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "{\"answer\":42}\n", "no narration, no rejected answer");
+    let request = &mock.requests()[0];
+    assert_eq!(request.body["tool_choice"], json!({"type": "any"}));
+    assert_eq!(request.body["tools"].as_array().unwrap().last().unwrap()["input_schema"], schema);
+
+    mock.push(MockResponse::sse(anthropic::tool_calls(None, &wrong)));
+    let output = run("0").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert!(stderr.contains("structured output invalid") && stderr.contains("/answer: "), "{stderr}");
+
+    std::fs::write(&schema_file, "{not json").unwrap();
+    let output = run("0").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("INVALID_REQUEST: ") && stderr.contains("not JSON"), "{stderr}");
+    assert_eq!(mock.requests().len(), 3, "a bad schema file reaches no model");
+}

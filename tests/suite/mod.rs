@@ -19,6 +19,7 @@ mod provider_contract;
 mod provider_openai;
 mod schemas;
 mod stdio_frames;
+mod structured_output;
 mod tenants;
 mod tools;
 

@@ -3,8 +3,6 @@
 //! retries within the limit and the budget, and leaves a history valid for the next turn.
 //! The wires' request shapes are tested against the mock HTTP server (`tests/suite`).
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
 use super::test_support::*;
@@ -256,7 +254,7 @@ async fn a_callback_with_the_final_answer_tools_name_is_refused() {
 async fn the_sessions_schema_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let store: crate::store::SharedStore =
-        Some(Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap()));
+        Some(std::sync::Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap()));
     let before_restart =
         scripted_service(ScriptedProvider::new([final_answer("f1", valid())]), None, store.clone());
     let id = before_restart.create_session(structured("go", Some(0))).await.unwrap().session_id;

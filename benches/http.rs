@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use deputy::agent::AgentFactory;
+use deputy::agent::{AgentFactory, OutputContract};
 use deputy::caller::Caller;
 use deputy::ids::SessionId;
 use deputy::llm::FINAL_ANSWER_TOOL;
@@ -252,6 +252,29 @@ async fn structured(turns: usize) {
             format!("{:+.0} µs", (mean.as_secs_f64() - plain.as_secs_f64()) * 1e6)
         );
     }
+    // The validation work alone, without the loop around it.
+    let schema = forecast_schema();
+    let each = |runs: u32, work: &mut dyn FnMut()| {
+        let started = Instant::now();
+        for _ in 0..runs {
+            work();
+        }
+        started.elapsed() / runs
+    };
+    let compile = each(2_000, &mut || {
+        std::hint::black_box(OutputContract::compile(schema.clone(), None).unwrap());
+    });
+    let contract = OutputContract::compile(schema.clone(), None).unwrap();
+    let parse_and_check = each(20_000, &mut || {
+        let value = contract.parse_text(&answer).unwrap();
+        contract.check(&value).unwrap();
+        std::hint::black_box(value);
+    });
+    println!(
+        "alone: compiling the schema {:.1} µs, parsing + validating the answer {:.1} µs",
+        compile.as_secs_f64() * 1e6,
+        parse_and_check.as_secs_f64() * 1e6
+    );
 }
 
 async fn structured_case(service: &LiveSessionService, case: Case, turns: usize) -> Vec<Duration> {

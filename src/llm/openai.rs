@@ -649,6 +649,33 @@ mod tests {
     }
 
     #[test]
+    fn structured_output_is_a_response_format_or_an_instruction_after_the_system_prompt() {
+        let request = |schema: Value| ModelRequest {
+            model: "m".into(),
+            system: Some("sys".into()),
+            messages: vec![Message::user_text("hi")],
+            tools: vec![],
+            max_tokens: 64,
+            output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
+        };
+        let closed = json!({"type": "object", "additionalProperties": false, "required": ["a"],
+                            "properties": {"a": {"type": "integer"}}});
+        let body = request_body(&request(closed.clone()), "max_tokens");
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "deputy_final_answer", "schema": closed, "strict": true}})
+        );
+        assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
+
+        let list = json!({"type": "array", "items": {"type": "integer"}});
+        let body = request_body(&request(list.clone()), "max_tokens");
+        assert!(body.get("response_format").is_none());
+        let system = body["messages"][0]["content"].as_str().unwrap();
+        assert!(system.starts_with("sys\n\nYour final answer must be only a JSON value"), "{system}");
+        assert!(system.ends_with(&list.to_string()), "{system}");
+    }
+
+    #[test]
     fn official_host_uses_max_completion_tokens() {
         let config =
             |url: &str| OpenAiConfig { base_url: url.into(), api_key: None, timeouts: HttpTimeouts::default() };

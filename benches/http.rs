@@ -13,7 +13,7 @@
 //!
 //! Run with `cargo bench --bench http`. `DEPUTY_BENCH_TURNS` (sequential turns per surface and
 //! per structured-output case, default 500) and `DEPUTY_BENCH_SECONDS` (throughput window per
-//! surface, default 3).
+//! surface, default 3); `DEPUTY_BENCH_ONLY=structured` runs the structured-output part alone.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,14 +24,15 @@ use std::time::{Duration, Instant};
 use deputy::agent::{AgentFactory, OutputContract};
 use deputy::caller::Caller;
 use deputy::ids::SessionId;
-use deputy::llm::FINAL_ANSWER_TOOL;
 use deputy::llm::registry::ProviderRegistry;
 use deputy::llm::scripted::{ScriptedProvider, ScriptedResponse};
+use deputy::llm::{EventStream, FINAL_ANSWER_TOOL, LlmError, ModelRequest, Provider};
 use deputy::session::{
     CallerServices, CreateSessionRequest, LiveSessionService, PerCaller, SessionService, TurnRequest,
 };
 
 use deputy::surfaces::http::{HttpConfig, router};
+use futures::future::BoxFuture;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -99,6 +100,9 @@ fn main() {
 }
 
 async fn run(turns: usize, seconds: u64) {
+    if std::env::var("DEPUTY_BENCH_ONLY").as_deref() == Ok("structured") {
+        return structured(turns).await;
+    }
     let provider = ScriptedProvider::responding(|_| ScriptedResponse::text(&["ok"]));
     let mut registry = ProviderRegistry::new();
     registry.insert("bench", provider);
@@ -218,23 +222,41 @@ enum Case {
     TextSchemaPerTurn,
 }
 
+/// Answers every request at once and keeps nothing (the scripted provider records every
+/// request, whose growing memory would be counted in the turns).
+struct Answering(Box<dyn Fn() -> ScriptedResponse + Send + Sync>);
+
+impl std::fmt::Debug for Answering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Answering")
+    }
+}
+
+impl Provider for Answering {
+    fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        let response = (self.0)();
+        Box::pin(async move { ScriptedProvider::new([response]).stream(request).await })
+    }
+}
+
 /// Plain vs structured turns in memory: the service called directly, a zero-latency provider.
-/// Sessions of 25 turns, so the history (cloned into every request) stays small and alike.
+/// Sessions of 25 turns (`DEPUTY_BENCH_SESSION_TURNS`), so the history (cloned into every
+/// request) stays small.
 async fn structured(turns: usize) {
     let answer = forecast().to_string();
     let mut registry = ProviderRegistry::new();
     let text = answer.clone();
-    registry.insert("text", ScriptedProvider::responding(move |_| ScriptedResponse::text(&[&text])));
-    registry.insert(
-        "tool",
-        ScriptedProvider::responding(|_| ScriptedResponse::tool_calls(&[("f", FINAL_ANSWER_TOOL, forecast())])),
-    );
+    registry.insert("text", Arc::new(Answering(Box::new(move || ScriptedResponse::text(&[&text])))));
+    let input = forecast();
+    let call = move || ScriptedResponse::tool_calls(&[("f", FINAL_ANSWER_TOOL, input.clone())]);
+    registry.insert("tool", Arc::new(Answering(Box::new(call))));
     let factory = AgentFactory::new(Arc::new(registry), None, None);
     let service = LiveSessionService::new(factory, None);
     println!();
     println!(
-        "In memory, plain vs structured turn ({turns} turns per case after 50 warm-up, sessions of 25 turns, \
+        "In memory, plain vs structured turn ({turns} turns per case after 50 warm-up, sessions of {} turns, \
          answer {} bytes of JSON):",
+        session_turns(),
         answer.len()
     );
     println!("{:<22} {:>10} {:>10} {:>10} {:>12}", "case", "p50", "p99", "mean", "mean - plain");
@@ -282,7 +304,11 @@ async fn structured_case(service: &LiveSessionService, case: Case, turns: usize)
     let mut times = Vec::with_capacity(turns);
     let mut session = None;
     for n in 0..turns + 50 {
-        if n % 25 == 0 {
+        if n % session_turns() == 0 {
+            // Without a store the live set is bounded: the finished session goes.
+            if let Some(done) = session.take() {
+                service.archive(&done).await.unwrap();
+            }
             let mut request = CreateSessionRequest { prompt: "start".into(), ..CreateSessionRequest::default() };
             request.build.model = Some(if case == Case::Tool { "tool:m" } else { "text:m" }.into());
             request.build.output_schema = session_schema.clone();
@@ -304,6 +330,10 @@ async fn structured_case(service: &LiveSessionService, case: Case, turns: usize)
     }
     times.sort();
     times
+}
+
+fn session_turns() -> usize {
+    std::env::var("DEPUTY_BENCH_SESSION_TURNS").ok().and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or(25)
 }
 
 fn cores() -> usize {

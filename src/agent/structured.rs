@@ -158,16 +158,18 @@ impl Agent {
             None if calls.is_empty() => contract.parse_text(text),
             None => return Verdict::RunTools(calls),
         };
+        // `text` is the answer as JSON text: a tool call's input, or (below) the parsed text
+        // once it validated; a text answer that did not stays as the model wrote it.
         if let (Some(_), Ok(value)) = (final_call, &answer) {
             totals.text = value.to_string();
         }
         let checked = answer.and_then(|value| contract.check(&value).map(|()| value));
         match checked {
             Ok(value) => {
-                if let Some(index) = final_call {
-                    self.answer_final_call(&calls, index, "accepted".to_owned(), false);
+                match final_call {
+                    Some(index) => self.answer_final_call(&calls, index, "accepted".to_owned(), false),
+                    None => totals.text = value.to_string(),
                 }
-                totals.text = value.to_string();
                 totals.structured_output = Some(value);
                 totals.structured_output_errors.clear();
                 Verdict::End(TurnEnd::Completed { stop_reason: StopReason::EndTurn })

@@ -56,7 +56,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run one prompt in a new session, streaming the answer to stdout.
     ///
-    /// The session id goes to stderr. Exit status: 0 done, 1 error, 2 budget exhausted.
+    /// The session id goes to stderr. Exit status: 0 done, 1 error (or, with --output-schema, an
+    /// answer that never validated), 2 budget exhausted.
     Run(RunArgs),
     /// Continue a stored session with one more turn, streaming the answer to stdout.
     Turn {

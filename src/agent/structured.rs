@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::Agent;
 use super::turn::{TurnEnd, TurnTotals};
+use super::{Agent, AgentEvent, EventSink};
 use crate::error::SessionError;
 use crate::llm::structured::final_answer_value;
 use crate::llm::{ContentBlock, FINAL_ANSWER_TOOL, Message, OutputFormat, Role};
@@ -151,6 +151,7 @@ impl Agent {
         text: &str,
         totals: &mut TurnTotals,
         rejected: &mut u32,
+        events: &EventSink,
     ) -> Verdict {
         let final_call = calls.iter().position(|(_, name, _)| name == FINAL_ANSWER_TOOL);
         let answer = match final_call {
@@ -177,6 +178,7 @@ impl Agent {
             Err(errors) => {
                 *rejected += 1;
                 tracing::debug!(attempt = *rejected, errors = errors.len(), "structured output rejected");
+                events.emit(AgentEvent::StructuredOutputRejected { attempt: *rejected, errors: errors.clone() });
                 let feedback = feedback(&errors, final_call.is_some());
                 totals.structured_output_errors = errors;
                 match final_call {

@@ -398,7 +398,7 @@ impl Agent {
             let calls = match self.turn_output.clone() {
                 // Structured output: a final answer (tool call or text) is judged, anything
                 // else is a step like any other.
-                Some(contract) => match self.judge_answer(&contract, calls, &text, totals, &mut rejected) {
+                Some(contract) => match self.judge_answer(&contract, calls, &text, totals, &mut rejected, events) {
                     Verdict::RunTools(calls) => calls,
                     Verdict::End(end) => return Ok(end),
                     Verdict::Retry => continue,

@@ -97,8 +97,18 @@ async fn an_invalid_answer_goes_back_with_its_errors_and_the_retry_validates() {
     let wrong = json!({"city": "Oslo", "days": [{"day": "mon", "high": "cold"}]});
     let provider = ScriptedProvider::new([final_answer("f1", wrong), final_answer("f2", valid())]);
     let service = scripted_service(provider.clone(), None, None);
-    let result = service.create_session(structured("weather?", None)).await.unwrap();
+    let (events, mut receiver) = crate::agent::event_channel();
+    let mut request = structured("weather?", None);
+    request.turn.events = Some(events);
+    let result = service.create_session(request).await.unwrap();
     assert_eq!(result.structured_output, Some(valid()));
+    let rejections: Vec<_> = std::iter::from_fn(|| receiver.try_recv())
+        .filter_map(|event| match event {
+            crate::agent::AgentEvent::StructuredOutputRejected { attempt, errors } => Some((attempt, errors.len())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rejections, [(1, 1)], "one rejected answer, one error in it");
     // Both calls were charged: 15 tokens each.
     assert_eq!(result.usage.total_tokens(), 30);
     let sent = results_sent(&provider, 1);

@@ -99,6 +99,7 @@ fn record(id: &SessionId, epoch: u64, message_count: usize) -> SessionRecord {
         context: ContextSettings::resolve("anthropic:claude-sonnet-4-5", 8192, &ContextOverrides::default(), None)
             .unwrap(),
         tools: deputy::tools::ToolConfig::legacy(),
+        structured_output: None,
     };
     let mut record = SessionRecord::empty(id.clone(), agent, "compaction bench".into(), Utc::now());
     record.message_count = message_count as u64;

@@ -6,8 +6,14 @@
 //! HTTP parsing, MCP/JSON-RPC framing, the session actor, the agent loop, the reply. The clients
 //! are the rmcp client (`/mcp`) and reqwest (REST, JSON-RPC). Figures are printed, never asserted.
 //!
-//! Run with `cargo bench --bench http`. `DEPUTY_BENCH_TURNS` (sequential turns per surface,
-//! default 500) and `DEPUTY_BENCH_SECONDS` (throughput window per surface, default 3).
+//! Then, in memory (no HTTP): what structured output adds to a turn. The same JSON answer comes
+//! back plain, as validated text (OpenAI's way), as a final-answer tool call (Anthropic's way),
+//! and with the schema given (and so compiled) by each turn; the difference to plain is the
+//! parsing, validation, final-tool bookkeeping and compiling, the model excluded.
+//!
+//! Run with `cargo bench --bench http`. `DEPUTY_BENCH_TURNS` (sequential turns per surface and
+//! per structured-output case, default 500) and `DEPUTY_BENCH_SECONDS` (throughput window per
+//! surface, default 3); `DEPUTY_BENCH_ONLY=structured` runs the structured-output part alone.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,14 +21,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use deputy::agent::AgentFactory;
+use deputy::agent::{AgentFactory, OutputContract};
 use deputy::caller::Caller;
 use deputy::ids::SessionId;
 use deputy::llm::registry::ProviderRegistry;
 use deputy::llm::scripted::{ScriptedProvider, ScriptedResponse};
-use deputy::session::{CallerServices, CreateSessionRequest, LiveSessionService, PerCaller, SessionService};
+use deputy::llm::{EventStream, FINAL_ANSWER_TOOL, LlmError, ModelRequest, Provider};
+use deputy::session::{
+    CallerServices, CreateSessionRequest, LiveSessionService, PerCaller, SessionService, TurnRequest,
+};
 
 use deputy::surfaces::http::{HttpConfig, router};
+use futures::future::BoxFuture;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -90,6 +100,9 @@ fn main() {
 }
 
 async fn run(turns: usize, seconds: u64) {
+    if std::env::var("DEPUTY_BENCH_ONLY").as_deref() == Ok("structured") {
+        return structured(turns).await;
+    }
     let provider = ScriptedProvider::responding(|_| ScriptedResponse::text(&["ok"]));
     let mut registry = ProviderRegistry::new();
     registry.insert("bench", provider);
@@ -167,6 +180,160 @@ async fn run(turns: usize, seconds: u64) {
         println!("  {:<8} {:>8.0} turns/s ({total} turns)", format!("{surface:?}"), total as f64 / seconds as f64);
     }
     shutdown.cancel();
+    structured(turns).await;
+}
+
+/// A forecast: nested objects and arrays, the shape of a typical extraction schema.
+fn forecast_schema() -> serde_json::Value {
+    json!({
+        "type": "object", "additionalProperties": false, "required": ["city", "days"],
+        "properties": {
+            "city": {"type": "string", "minLength": 1},
+            "days": {"type": "array", "minItems": 1, "items": {
+                "type": "object", "additionalProperties": false, "required": ["day", "high", "low", "tags"],
+                "properties": {
+                    "day": {"type": "string", "enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]},
+                    "high": {"type": "number"}, "low": {"type": "number"},
+                    "tags": {"type": "array", "items": {"type": "string"}}
+                }
+            }}
+        }
+    })
+}
+
+fn forecast() -> serde_json::Value {
+    let days: Vec<_> = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+        .iter()
+        .enumerate()
+        .map(|(n, day)| json!({"day": day, "high": 3.5 + n as f64, "low": -2, "tags": ["wind", "rain"]}))
+        .collect();
+    json!({"city": "Oslo", "days": days})
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Case {
+    /// No schema; the same JSON comes back as plain text.
+    Plain,
+    /// The session's schema; the answer is text, parsed and validated.
+    Text,
+    /// The session's schema; the answer is a final-answer tool call, validated and answered.
+    Tool,
+    /// Like `Text`, with the schema given by every turn (compiled per turn).
+    TextSchemaPerTurn,
+}
+
+/// Answers every request at once and keeps nothing (the scripted provider records every
+/// request, whose growing memory would be counted in the turns).
+struct Answering(Box<dyn Fn() -> ScriptedResponse + Send + Sync>);
+
+impl std::fmt::Debug for Answering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Answering")
+    }
+}
+
+impl Provider for Answering {
+    fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        let response = (self.0)();
+        Box::pin(async move { ScriptedProvider::new([response]).stream(request).await })
+    }
+}
+
+/// Plain vs structured turns in memory: the service called directly, a zero-latency provider.
+/// Sessions of 25 turns (`DEPUTY_BENCH_SESSION_TURNS`), so the history (cloned into every
+/// request) stays small.
+async fn structured(turns: usize) {
+    let answer = forecast().to_string();
+    let mut registry = ProviderRegistry::new();
+    let text = answer.clone();
+    registry.insert("text", Arc::new(Answering(Box::new(move || ScriptedResponse::text(&[&text])))));
+    let input = forecast();
+    let call = move || ScriptedResponse::tool_calls(&[("f", FINAL_ANSWER_TOOL, input.clone())]);
+    registry.insert("tool", Arc::new(Answering(Box::new(call))));
+    let factory = AgentFactory::new(Arc::new(registry), None, None);
+    let service = LiveSessionService::new(factory, None);
+    println!();
+    println!(
+        "In memory, plain vs structured turn ({turns} turns per case after 50 warm-up, sessions of {} turns, \
+         answer {} bytes of JSON):",
+        session_turns(),
+        answer.len()
+    );
+    println!("{:<22} {:>10} {:>10} {:>10} {:>12}", "case", "p50", "p99", "mean", "mean - plain");
+    let mut plain_mean = None;
+    for case in [Case::Plain, Case::Text, Case::Tool, Case::TextSchemaPerTurn] {
+        let times = structured_case(&service, case, turns).await;
+        let mean = times.iter().sum::<Duration>() / times.len() as u32;
+        let plain = *plain_mean.get_or_insert(mean);
+        println!(
+            "{:<22} {:>10} {:>10} {:>10} {:>12}",
+            format!("{case:?}"),
+            us(percentile(&times, 0.5)),
+            us(percentile(&times, 0.99)),
+            us(mean),
+            format!("{:+.0} µs", (mean.as_secs_f64() - plain.as_secs_f64()) * 1e6)
+        );
+    }
+    // The validation work alone, without the loop around it.
+    let schema = forecast_schema();
+    let each = |runs: u32, work: &mut dyn FnMut()| {
+        let started = Instant::now();
+        for _ in 0..runs {
+            work();
+        }
+        started.elapsed() / runs
+    };
+    let compile = each(2_000, &mut || {
+        std::hint::black_box(OutputContract::compile(schema.clone(), None).unwrap());
+    });
+    let contract = OutputContract::compile(schema.clone(), None).unwrap();
+    let parse_and_check = each(20_000, &mut || {
+        let value = contract.parse_text(&answer).unwrap();
+        contract.check(&value).unwrap();
+        std::hint::black_box(value);
+    });
+    println!(
+        "alone: compiling the schema {:.1} µs, parsing + validating the answer {:.1} µs",
+        compile.as_secs_f64() * 1e6,
+        parse_and_check.as_secs_f64() * 1e6
+    );
+}
+
+async fn structured_case(service: &LiveSessionService, case: Case, turns: usize) -> Vec<Duration> {
+    let session_schema = matches!(case, Case::Text | Case::Tool).then(forecast_schema);
+    let mut times = Vec::with_capacity(turns);
+    let mut session = None;
+    for n in 0..turns + 50 {
+        if n % session_turns() == 0 {
+            // Without a store the live set is bounded: the finished session goes.
+            if let Some(done) = session.take() {
+                service.archive(&done).await.unwrap();
+            }
+            let mut request = CreateSessionRequest { prompt: "start".into(), ..CreateSessionRequest::default() };
+            request.build.model = Some(if case == Case::Tool { "tool:m" } else { "text:m" }.into());
+            request.build.output_schema = session_schema.clone();
+            session = Some(service.create_session(request).await.unwrap().session_id);
+        }
+        let id = session.as_ref().unwrap();
+        let request = TurnRequest {
+            prompt: "go".into(),
+            output_schema: (case == Case::TextSchemaPerTurn).then(forecast_schema),
+            ..TurnRequest::default()
+        };
+        let started = Instant::now();
+        let result = service.start_turn(id, request).await.unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!(result.structured_output.is_some(), case != Case::Plain, "{case:?}: {result:?}");
+        if n >= 50 {
+            times.push(elapsed);
+        }
+    }
+    times.sort();
+    times
+}
+
+fn session_turns() -> usize {
+    std::env::var("DEPUTY_BENCH_SESSION_TURNS").ok().and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or(25)
 }
 
 fn cores() -> usize {

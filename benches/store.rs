@@ -301,6 +301,7 @@ fn record(session_id: SessionId, at: DateTime<Utc>) -> SessionRecord {
         context: ContextSettings::resolve("anthropic:claude-sonnet-4-5", 8192, &ContextOverrides::default(), None)
             .expect("default context settings"),
         tools: deputy::tools::ToolConfig::legacy(),
+        structured_output: None,
     };
     let mut record = SessionRecord::empty(session_id, agent, "Benchmark session".to_owned(), at);
     record.labels = BTreeMap::from([("bench".to_owned(), "store".to_owned())]);
@@ -319,6 +320,8 @@ fn run_result(record: &SessionRecord, turn: &[Message]) -> RunResult {
         error: None,
         error_kind: None,
         pending: Vec::new(),
+        structured_output: None,
+        structured_output_errors: Vec::new(),
     }
 }
 

@@ -44,6 +44,13 @@ pub enum AgentEvent {
         content: String,
         is_error: bool,
     },
+    /// The final answer did not validate against the turn's output schema (structured
+    /// output). `errors` went back to the model, which answers again unless `attempt` was the
+    /// last; the text streamed for the rejected answer is not the result.
+    StructuredOutputRejected {
+        attempt: u32,
+        errors: Vec<String>,
+    },
     /// Usage of one model response.
     Usage {
         usage: Usage,

@@ -10,11 +10,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Agent, ContextOverrides, FullOutputs, RestoredState};
+use super::{Agent, ContextOverrides, FullOutputs, OutputContract, RestoredState};
 use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
-use crate::llm::Usage;
 use crate::llm::registry::ProviderRegistry;
+use crate::llm::{FINAL_ANSWER_TOOL, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
 use crate::tools::mcp::{self, McpFactory, McpServerConfig, McpServerSpec};
 use crate::tools::policy::AuditTag;
@@ -33,6 +33,10 @@ pub struct AgentBuildConfig {
     pub context: ContextOverrides,
     /// Workspace, builtin tools, shell and MCP servers of the session.
     pub tools: ToolRequest,
+    /// The session's default output schema (structured output), not compiled yet.
+    pub output_schema: Option<serde_json::Value>,
+    /// Retries of an answer that does not validate (default 2); only with `output_schema`.
+    pub structured_output_retries: Option<u32>,
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -150,13 +154,28 @@ impl AgentFactory {
         self.tool_defaults.check_tool_output_cap(config.context.tool_output_cap_bytes)?;
         let context =
             ContextSettings::resolve(&model_id, max_tokens, &config.context, self.configured_window(&model_id))?;
+        let structured = output_contract(config.output_schema, config.structured_output_retries)?;
+        if config.tools.callbacks.iter().any(|callback| callback.name == FINAL_ANSWER_TOOL) {
+            return Err(SessionError::invalid(format!(
+                "the tool name {FINAL_ANSWER_TOOL} is reserved for structured output; name the callback otherwise"
+            )));
+        }
         let system_prompt = config.system_prompt.filter(|prompt| !prompt.is_empty());
         self.tool_defaults.check_mcp_requests(&config.tools.mcp_servers, grants)?;
         let mcp_requests = std::mem::take(&mut config.tools.mcp_servers);
         let mut tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref(), grants)?;
         tools.mcp_servers = mcp::resolve_servers(&mcp_requests, &self.mcp_servers)?;
         self.assemble(
-            AgentSpec { model: model_id, system_prompt, max_tokens, budget: config.budget, context, tools },
+            AgentSpec {
+                model: model_id,
+                system_prompt,
+                max_tokens,
+                budget: config.budget,
+                context,
+                tools,
+                structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
+            },
+            structured,
             audit,
         )
         .await
@@ -174,14 +193,27 @@ impl AgentFactory {
     ) -> Result<Agent, SessionError> {
         self.tool_defaults
             .check_resumed(&spec.tools, self.workspace.as_ref(), grants, |server| self.is_configured(server))?;
-        let mut agent = self.assemble(spec, audit).await?;
+        // Compiled when it was given; a stored one that no longer compiles is deputy's fault.
+        let structured = spec
+            .structured_output
+            .clone()
+            .map(OutputContract::from_spec)
+            .transpose()
+            .map_err(|err| SessionError::agent(None, ErrorKind::Internal, err.to_string()))?;
+        let mut agent = self.assemble(spec, structured, audit).await?;
         agent.restore(state);
         Ok(agent)
     }
 
-    /// An agent for a fully resolved spec: provider and tools attached, empty history. A
+    /// An agent for a fully resolved spec (its output schema compiled: `structured`): provider
+    /// and tools attached, empty history. A
     /// session's MCP servers that cannot be started fail the build (`AGENT_ERROR`).
-    async fn assemble(&self, spec: AgentSpec, audit: &AuditTag) -> Result<Agent, SessionError> {
+    async fn assemble(
+        &self,
+        spec: AgentSpec,
+        structured: Option<OutputContract>,
+        audit: &AuditTag,
+    ) -> Result<Agent, SessionError> {
         let AgentSpec {
             model: model_id,
             system_prompt,
@@ -189,6 +221,7 @@ impl AgentFactory {
             budget,
             context: context_settings,
             tools: tool_config,
+            structured_output: _,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         // A workspace that existed when the session was created may be gone when it resumes.
@@ -234,7 +267,23 @@ impl AgentFactory {
             turn_running: false,
             turn_prompt_index: 0,
             pending: None,
+            structured,
+            turn_output: None,
         })
+    }
+}
+
+/// Compiles an output schema given with its retries; retries alone are `INVALID_REQUEST`.
+pub fn output_contract(
+    schema: Option<serde_json::Value>,
+    retries: Option<u32>,
+) -> Result<Option<OutputContract>, SessionError> {
+    match (schema, retries) {
+        (Some(schema), retries) => OutputContract::compile(schema, retries).map(Some),
+        (None, Some(_)) => {
+            Err(SessionError::invalid("structured_output_retries needs an output_schema in the same call"))
+        }
+        (None, None) => Ok(None),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod events;
 pub mod factory;
 pub mod pending;
 mod step;
+pub mod structured;
 pub mod turn;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub use context::ContextOverrides;
 pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channel};
 pub use factory::{AgentBuildConfig, AgentFactory};
+pub use structured::OutputContract;
 pub use turn::{TurnEnd, TurnInput, TurnReport};
 
 use crate::llm::{Message, Provider, Usage};
@@ -65,6 +67,11 @@ pub struct Agent {
     turn_prompt_index: usize,
     /// A step whose tool calls wait for the caller; the history ends with its `tool_use`.
     pending: Option<PendingStep>,
+    /// The session's output schema: every turn's answer must validate against it, unless the
+    /// turn brings its own.
+    structured: Option<OutputContract>,
+    /// The output schema of the running turn, if any.
+    turn_output: Option<OutputContract>,
 }
 
 /// Full tool outputs not saved yet, by tool_use id; written only at the end of a step and
@@ -119,6 +126,7 @@ impl Agent {
             budget: self.budget,
             context: self.context_settings,
             tools: self.tool_config.clone(),
+            structured_output: self.structured.as_ref().map(|contract| contract.spec().clone()),
         }
     }
 

@@ -16,7 +16,8 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::pending::Resolution;
-use super::{Agent, AgentEvent, EventSink};
+use super::structured::Verdict;
+use super::{Agent, AgentEvent, EventSink, OutputContract};
 use crate::llm::{
     self as llm, ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StreamEvent, Usage,
 };
@@ -54,6 +55,10 @@ pub struct TurnReport {
     pub end: TurnEnd,
     /// The calls waiting for the caller when the turn ended `PendingToolCalls`.
     pub pending: Vec<PendingCall>,
+    /// With an output schema: the final answer, valid against it.
+    pub structured_output: Option<serde_json::Value>,
+    /// With an output schema: why the last answer was not valid (empty once one was).
+    pub structured_output_errors: Vec<String>,
 }
 
 impl TurnReport {
@@ -153,11 +158,13 @@ pub struct TurnInput {
     pub prompt: Option<String>,
     /// Settles every waiting call of the held step (see [`super::pending::resolve`]).
     pub resolution: Resolution,
+    /// This turn's output schema, instead of the session's (structured output).
+    pub output: Option<OutputContract>,
 }
 
 impl From<String> for TurnInput {
     fn from(prompt: String) -> Self {
-        Self { prompt: Some(prompt), resolution: Resolution::default() }
+        Self { prompt: Some(prompt), ..Self::default() }
     }
 }
 
@@ -174,7 +181,9 @@ pub(super) enum StepOutcome {
 pub(super) struct TurnTotals {
     usage: Usage,
     pub(super) tool_calls: u64,
-    text: String,
+    pub(super) text: String,
+    pub(super) structured_output: Option<serde_json::Value>,
+    pub(super) structured_output_errors: Vec<String>,
 }
 
 impl Agent {
@@ -191,6 +200,7 @@ impl Agent {
         let turn = self.turns;
         events.emit(AgentEvent::TurnStarted { turn });
         self.turn_running = true;
+        self.turn_output = input.output.clone().or_else(|| self.structured.clone());
 
         // The time budget is one more reason to cancel the steps; a child token lets the
         // steps clean up the same way as for an interrupt.
@@ -214,6 +224,7 @@ impl Agent {
             deadline.abort();
         }
         self.turn_running = false;
+        self.turn_output = None;
         self.used.active += started.elapsed();
 
         let report = TurnReport {
@@ -223,6 +234,8 @@ impl Agent {
             tool_calls: totals.tool_calls,
             end,
             pending: self.pending_calls(),
+            structured_output: totals.structured_output,
+            structured_output_errors: totals.structured_output_errors,
         };
         events.emit(match &report.end {
             TurnEnd::Cancelled => AgentEvent::TurnCancelled { turn },
@@ -241,6 +254,7 @@ impl Agent {
     pub fn end_panicked_turn(&mut self, turn: u64, message: String, events: &EventSink) -> TurnReport {
         self.turns = self.turns.max(turn);
         self.turn_running = false;
+        self.turn_output = None;
         // A held step legitimately ends the history with its tool_use; anything else open is
         // a step the panic cut short.
         if self.pending.is_none()
@@ -271,6 +285,8 @@ impl Agent {
             tool_calls: 0,
             end: TurnEnd::Panicked(message),
             pending: self.pending_calls(),
+            structured_output: None,
+            structured_output_errors: Vec::new(),
         }
     }
 
@@ -330,6 +346,8 @@ impl Agent {
         totals: &mut TurnTotals,
     ) -> Result<TurnEnd, Interruption> {
         let mut overflow_compacted = false;
+        // Answers that did not validate against the turn's output schema so far.
+        let mut rejected = 0;
         loop {
             if let Some(exhausted) = self.budget.exhausted(&self.used) {
                 return Ok(TurnEnd::BudgetExhausted(exhausted));
@@ -352,7 +370,7 @@ impl Agent {
             }
             let text = response.text();
             if !text.is_empty() {
-                totals.text = text;
+                totals.text.clone_from(&text);
             }
 
             let stop_reason = match outcome {
@@ -377,6 +395,16 @@ impl Agent {
             if response.usage != Usage::default() {
                 self.context.measured(&response.usage, self.history.len());
             }
+            let calls = match self.turn_output.clone() {
+                // Structured output: a final answer (tool call or text) is judged, anything
+                // else is a step like any other.
+                Some(contract) => match self.judge_answer(&contract, calls, &text, totals, &mut rejected, events) {
+                    Verdict::RunTools(calls) => calls,
+                    Verdict::End(end) => return Ok(end),
+                    Verdict::Retry => continue,
+                },
+                None => calls,
+            };
             if calls.is_empty() {
                 return Ok(TurnEnd::Completed { stop_reason: stop_reason.into() });
             }
@@ -401,6 +429,7 @@ impl Agent {
             messages: self.history.clone(),
             tools: self.tools.specs(),
             max_tokens: self.max_tokens,
+            output: self.turn_output.as_ref().map(|contract| contract.format().clone()),
         }
     }
 

@@ -56,7 +56,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run one prompt in a new session, streaming the answer to stdout.
     ///
-    /// The session id goes to stderr. Exit status: 0 done, 1 error, 2 budget exhausted.
+    /// The session id goes to stderr. Exit status: 0 done, 1 error (or, with --output-schema, an
+    /// answer that never validated), 2 budget exhausted.
     Run(RunArgs),
     /// Continue a stored session with one more turn, streaming the answer to stdout.
     Turn {
@@ -64,6 +65,8 @@ pub enum Command {
         session_id: String,
         /// The next message for the agent.
         prompt: String,
+        #[command(flatten)]
+        structured: StructuredArgs,
     },
     /// Inspect and manage stored sessions.
     #[command(subcommand)]
@@ -132,6 +135,22 @@ pub struct RunArgs {
     /// Stop after this many tool calls.
     #[arg(long)]
     pub budget_tool_calls: Option<u64>,
+    #[command(flatten)]
+    pub structured: StructuredArgs,
+}
+
+/// Structured output from the command line: the answer must be JSON valid against a schema.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct StructuredArgs {
+    /// A JSON Schema file (2020-12) the answer must be valid against. stdout then gets the
+    /// validated JSON value alone, on one line (not the streamed text). With `deputy run` it
+    /// becomes the session's schema for its later turns too; with `deputy turn` it applies to
+    /// that turn. An answer that never validates exits 1 with the validation errors on stderr.
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
+    /// How many times an answer that does not validate is sent back to the model (default 2).
+    #[arg(long, value_name = "N", requires = "output_schema")]
+    pub structured_output_retries: Option<u32>,
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::args::{BackgroundCommand, BackgroundServerArgs, RunArgs, ServeArgs, SessionsCommand};
+use super::args::{BackgroundCommand, BackgroundServerArgs, RunArgs, ServeArgs, SessionsCommand, StructuredArgs};
 use super::exit_with;
 use crate::agent::{AgentBuildConfig, AgentEvent, ContextOverrides};
 use crate::background::{self, HostExit, HostOptions, StartOptions};
@@ -142,6 +142,11 @@ pub async fn background_server(settings: &Settings, args: BackgroundServerArgs) 
 
 /// `deputy run`: one prompt in a new session whose agent the flags describe, streamed.
 pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCode {
+    let output_schema = match read_output_schema(&flags.structured) {
+        Ok(schema) => schema,
+        Err(error) => return exit_with(&error),
+    };
+    let structured = output_schema.is_some();
     let build = AgentBuildConfig {
         model: None,
         system_prompt: flags.system,
@@ -153,9 +158,11 @@ pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCod
         },
         context: ContextOverrides::default(),
         tools: ToolRequest::default(),
+        output_schema,
+        structured_output_retries: flags.structured.structured_output_retries,
     };
     let prompt = flags.prompt;
-    stream_turn(|turn| async move {
+    stream_turn(structured, |turn| async move {
         let request = CreateSessionRequest { build, prompt, turn, ..CreateSessionRequest::default() };
         service.create_session(request).await
     })
@@ -163,17 +170,52 @@ pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCod
 }
 
 /// `deputy turn`: one more turn of a stored session, streamed.
-pub async fn turn(service: &LiveSessionService, session_id: String, prompt: String) -> ExitCode {
-    stream_turn(|options| async move {
+pub async fn turn(
+    service: &LiveSessionService,
+    session_id: String,
+    prompt: String,
+    structured: StructuredArgs,
+) -> ExitCode {
+    let output_schema = match read_output_schema(&structured) {
+        Ok(schema) => schema,
+        Err(error) => return exit_with(&error),
+    };
+    // Without the flag, a session created with a schema still validates its answers against
+    // it, and the text streams as for any session; the flag prints the validated value alone.
+    stream_turn(output_schema.is_some(), |options| async move {
         let id = SessionId::from_string(session_id);
-        service.start_turn(&id, TurnRequest { prompt, options, ..TurnRequest::default() }).await
+        let request = TurnRequest {
+            prompt,
+            output_schema,
+            structured_output_retries: structured.structured_output_retries,
+            options,
+            ..TurnRequest::default()
+        };
+        service.start_turn(&id, request).await
     })
     .await
 }
 
+/// The schema file of `--output-schema`, parsed; a file that cannot be read or is not JSON is
+/// `INVALID_REQUEST` (the service checks that it is a schema).
+fn read_output_schema(flags: &StructuredArgs) -> Result<Option<serde_json::Value>, SessionError> {
+    let Some(path) = &flags.output_schema else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| SessionError::invalid(format!("--output-schema {}: {err}", path.display())))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|err| SessionError::invalid(format!("--output-schema {}: not JSON: {err}", path.display())))
+}
+
 /// Runs one turn with its text streamed to stdout as it arrives; Ctrl-C interrupts it.
 /// Exit 0 done, 1 error or interrupted, 2 budget exhausted; the session id goes to stderr.
-async fn stream_turn<F, Fut>(start: F) -> ExitCode
+///
+/// With `structured` (`--output-schema`), stdout gets only the validated JSON value (one line),
+/// so it can go straight to `jq`; the streamed text (narration, rejected answers) is dropped.
+/// An answer that never validated exits 1 with the errors on stderr.
+async fn stream_turn<F, Fut>(structured: bool, start: F) -> ExitCode
 where
     F: FnOnce(TurnOptions) -> Fut,
     Fut: std::future::Future<Output = Result<RunResult, SessionError>>,
@@ -184,6 +226,9 @@ where
         let mut wrote_text = false;
         while let Some(event) = receiver.recv().await {
             if let AgentEvent::TextDelta { text } = event {
+                if structured {
+                    continue;
+                }
                 wrote_text |= !text.is_empty();
                 let _ = stdout.write_all(text.as_bytes());
                 let _ = stdout.flush();
@@ -199,7 +244,19 @@ where
     let _ = printer.await;
     match result {
         Ok(result) => {
+            let mut stdout = std::io::stdout();
+            if structured && let Some(value) = &result.structured_output {
+                let _ = stdout.write_all(format!("{value}\n").as_bytes());
+                let _ = stdout.flush();
+            }
             eprintln!("session {}", result.session_id);
+            if result.stop_reason == Some(StopReason::StructuredOutputInvalid) {
+                eprintln!("structured output invalid: the answer never validated against the schema:");
+                for error in &result.structured_output_errors {
+                    eprintln!("  {error}");
+                }
+                return ExitCode::FAILURE;
+            }
             match result.status {
                 TurnStatus::Completed if result.stop_reason == Some(StopReason::BudgetExhausted) => {
                     eprintln!("stopped: budget exhausted");

@@ -35,9 +35,9 @@ pub async fn run(cli: Cli) -> ExitCode {
             Ok(service) => return commands::run_prompt(&service, args).await,
             Err(err) => Err(err),
         },
-        Command::Turn { session_id, prompt } => {
+        Command::Turn { session_id, prompt, structured } => {
             match server::stored_service(&settings, "resuming a session from the command line") {
-                Ok(service) => return commands::turn(&service, session_id, prompt).await,
+                Ok(service) => return commands::turn(&service, session_id, prompt, structured).await,
                 Err(err) => Err(err),
             }
         }

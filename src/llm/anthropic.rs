@@ -3,7 +3,7 @@
 //! Request: our [`Message`]s map one to one onto Anthropic messages with content blocks.
 //! Response: the SSE event flow of `message_start` → blocks (`content_block_start` / `_delta` /
 //! `_stop`, keyed by `index`) → `message_delta` → `message_stop`, normalized into
-//! [`StreamEvent`]s. Each event is read into a typed value (`Event`) whose fields are lenient:
+//! [`StreamEvent`]s. Structured output is a forced final tool ([`super::structured`]). Each event is read into a typed value (`Event`) whose fields are lenient:
 //! a missing or odd field the decoder can do without never fails a stream. Failures are only
 //! classified here; waiting and retrying happen in [`super::retry`].
 
@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::http::{self, ErrorResponse, HttpTimeouts, WireDecoder};
 use super::sse::SseEvent;
+use super::structured::{self, FINAL_ANSWER_TOOL};
 use super::{
     ContentBlock, EventStream, LlmError, LlmErrorKind, Message, ModelRequest, Provider, Role, StopReason,
     StreamEvent, Usage,
@@ -110,12 +111,22 @@ pub(crate) fn request_body(request: &ModelRequest) -> Value {
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         body["system"] = json!(system);
     }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-            .collect();
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+        .collect();
+    // Structured output: a forced final tool whose input is the answer (see `structured`).
+    if let Some(format) = &request.output {
+        tools.push(json!({
+            "name": FINAL_ANSWER_TOOL,
+            "description": structured::final_answer_description(),
+            "input_schema": structured::final_answer_input_schema(format),
+        }));
+        body["tool_choice"] = json!({"type": "any"});
+    }
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
     }
     body
 }

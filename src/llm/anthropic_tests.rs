@@ -315,6 +315,7 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
             input_schema: json!({"type":"object"}),
         }],
         max_tokens: 100,
+        output: None,
     };
     let body = request_body(&request);
     assert_eq!(
@@ -332,6 +333,35 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
             ]
         })
     );
+}
+
+#[test]
+fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_call() {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    let request = ModelRequest {
+        model: "m".into(),
+        system: None,
+        messages: vec![Message::user_text("hi")],
+        tools: vec![ToolSpec {
+            name: "ls".into(),
+            description: "list".into(),
+            input_schema: json!({"type":"object"}),
+        }],
+        max_tokens: 100,
+        output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema.clone()))),
+    };
+    let body = request_body(&request);
+    assert_eq!(body["tool_choice"], json!({"type": "any"}));
+    assert_eq!(
+        body["tools"],
+        json!([
+            {"name": "ls", "description": "list", "input_schema": {"type": "object"}},
+            {"name": "deputy_final_answer", "description": crate::llm::structured::final_answer_description(),
+             "input_schema": schema}
+        ])
+    );
+    let plain = request_body(&ModelRequest { output: None, tools: Vec::new(), ..request });
+    assert!(plain.get("tool_choice").is_none() && plain.get("tools").is_none(), "{plain}");
 }
 
 #[test]

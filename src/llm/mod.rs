@@ -16,6 +16,7 @@ pub mod retry;
 #[cfg(any(test, feature = "test-support"))]
 pub mod scripted;
 pub mod sse;
+pub mod structured;
 
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use http::HttpTimeouts;
 pub use message::{ContentBlock, Message, Role, ToolSpec};
+pub use structured::{FINAL_ANSWER_TOOL, OutputFormat};
 
 /// One call to the model.
 #[derive(Debug, Clone)]
@@ -37,6 +39,9 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
     /// Upper bound on the tokens of this one response.
     pub max_tokens: u32,
+    /// The final answer must be JSON valid against this schema (structured output); each
+    /// adapter asks for it its own way ([`structured`]).
+    pub output: Option<OutputFormat>,
 }
 
 /// Normalized streaming events, the same for every wire format.

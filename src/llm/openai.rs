@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::http::{self, ErrorResponse, HttpTimeouts, WireDecoder};
 use super::sse::SseEvent;
+use super::structured::{self, FINAL_ANSWER_TOOL};
 use super::{
     ContentBlock, EventStream, LlmError, LlmErrorKind, Message, ModelRequest, Provider, Role, StopReason,
     StreamEvent, Usage,
@@ -108,7 +109,16 @@ impl Provider for OpenAiProvider {
 /// its reasoning models reject it, while several compatible servers ignore the newer name.
 pub(crate) fn request_body(request: &ModelRequest, max_tokens_field: &str) -> Value {
     let mut messages = Vec::new();
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+    // Structured output: `response_format` for an object root; any other root cannot go there,
+    // so the system prompt asks for it and the agent parses the text (see `structured`).
+    let instruction =
+        request.output.as_ref().filter(|format| !format.is_object_root()).map(structured::instruction);
+    let system = match (request.system.as_deref().filter(|s| !s.is_empty()), instruction) {
+        (Some(system), Some(instruction)) => Some(format!("{system}\n\n{instruction}")),
+        (Some(system), None) => Some(system.to_owned()),
+        (None, instruction) => instruction,
+    };
+    if let Some(system) = system {
         messages.push(json!({"role": "system", "content": system}));
     }
     for message in &request.messages {
@@ -121,6 +131,13 @@ pub(crate) fn request_body(request: &ModelRequest, max_tokens_field: &str) -> Va
         "stream_options": {"include_usage": true},
     });
     body[max_tokens_field] = json!(request.max_tokens);
+    if let Some(format) = request.output.as_ref().filter(|format| format.is_object_root()) {
+        body["response_format"] = json!({"type": "json_schema", "json_schema": {
+            "name": FINAL_ANSWER_TOOL,
+            "schema": format.schema.as_ref(),
+            "strict": structured::fits_openai_strict(&format.schema),
+        }});
+    }
     if !request.tools.is_empty() {
         body["tools"] = request
             .tools
@@ -609,6 +626,7 @@ mod tests {
                 input_schema: json!({"type":"object"}),
             }],
             max_tokens: 64,
+            output: None,
         };
         let body = request_body(&request, "max_tokens");
         assert_eq!(
@@ -628,6 +646,33 @@ mod tests {
                 ]
             })
         );
+    }
+
+    #[test]
+    fn structured_output_is_a_response_format_or_an_instruction_after_the_system_prompt() {
+        let request = |schema: Value| ModelRequest {
+            model: "m".into(),
+            system: Some("sys".into()),
+            messages: vec![Message::user_text("hi")],
+            tools: vec![],
+            max_tokens: 64,
+            output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
+        };
+        let closed = json!({"type": "object", "additionalProperties": false, "required": ["a"],
+                            "properties": {"a": {"type": "integer"}}});
+        let body = request_body(&request(closed.clone()), "max_tokens");
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "deputy_final_answer", "schema": closed, "strict": true}})
+        );
+        assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
+
+        let list = json!({"type": "array", "items": {"type": "integer"}});
+        let body = request_body(&request(list.clone()), "max_tokens");
+        assert!(body.get("response_format").is_none());
+        let system = body["messages"][0]["content"].as_str().unwrap();
+        assert!(system.starts_with("sys\n\nYour final answer must be only a JSON value"), "{system}");
+        assert!(system.ends_with(&list.to_string()), "{system}");
     }
 
     #[test]

@@ -276,7 +276,14 @@ mod tests {
     }
 
     fn request() -> ModelRequest {
-        ModelRequest { model: "m".into(), system: None, messages: vec![], tools: vec![], max_tokens: 10 }
+        ModelRequest {
+            model: "m".into(),
+            system: None,
+            messages: vec![],
+            tools: vec![],
+            max_tokens: 10,
+            output: None,
+        }
     }
 
     fn err(kind: LlmErrorKind) -> LlmError {

@@ -24,7 +24,7 @@ pub use record::SessionRecord;
 pub use result::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, ToolOutputResult, TurnStatus,
 };
-pub use spec::AgentSpec;
+pub use spec::{AgentSpec, StructuredOutput};
 pub use stop_reason::StopReason;
 pub use view::{
     Billing, BudgetRemaining, ContextView, ListPosition, SessionList, SessionState, SessionStatus, SessionSummary,

@@ -174,6 +174,7 @@ impl SessionRecord {
             budget: super::budget::Budget::default(),
             context: super::context::ContextSettings::default(),
             tools: crate::tools::ToolConfig::legacy(),
+            structured_output: None,
         };
         let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
         record.message_count = message_count;

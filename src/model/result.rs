@@ -56,6 +56,14 @@ pub struct RunResult {
     /// The tool calls waiting for the caller, when `status` is `pending_tool_calls`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingCall>,
+    /// With an `output_schema`: the final answer, parsed and valid against the schema (`text`
+    /// then holds the same value as JSON text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<serde_json::Value>,
+    /// With an `output_schema` and `stop_reason: "structured_output_invalid"` (or a budget that
+    /// ran out during the retries): the validation errors of the last answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub structured_output_errors: Vec<String>,
 }
 
 impl RunResult {
@@ -71,6 +79,8 @@ impl RunResult {
             error: None,
             error_kind: None,
             pending: Vec::new(),
+            structured_output: None,
+            structured_output_errors: Vec::new(),
         }
     }
 }

@@ -20,6 +20,26 @@ pub struct AgentSpec {
     /// Records from before per-session tools load as what those sessions had.
     #[serde(default = "ToolConfig::legacy")]
     pub tools: ToolConfig,
+    /// The session's default output schema (structured output): every turn's final answer must
+    /// validate against it, unless the turn gives its own. Older records have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<StructuredOutput>,
+}
+
+/// An output schema and how often a final answer that does not validate is sent back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StructuredOutput {
+    /// A JSON Schema (2020-12 unless its `$schema` says otherwise) that compiled when it was given.
+    pub schema: serde_json::Value,
+    /// Model calls after the first answer that did not validate (each one counts in the budget).
+    pub retries: u32,
+}
+
+impl StructuredOutput {
+    /// Retries when the caller names none.
+    pub const DEFAULT_RETRIES: u32 = 2;
+    /// The most retries a caller may ask for.
+    pub const MAX_RETRIES: u32 = 10;
 }
 
 #[cfg(test)]
@@ -36,5 +56,6 @@ mod tests {
         assert_eq!(old.tools.builtins, [BuiltinTool::ReadFile, BuiltinTool::ListDir]);
         assert_eq!((old.tools.workspace, old.tools.shell), (None, None));
         assert_eq!(old.context, ContextSettings::default());
+        assert_eq!(old.structured_output, None);
     }
 }

@@ -1,7 +1,7 @@
 //! [`StopReason`]: why a turn stopped, as callers read it in `stop_reason`.
 //!
 //! The model's own reasons (`end_turn`, `max_tokens`, …) and deputy's (`budget_exhausted`,
-//! `cancelled`, `error`, `pending_tool_calls`) in one enum, so code branches on a variant and
+//! `cancelled`, `error`, `pending_tool_calls`, `structured_output_invalid`) in one enum, so code branches on a variant and
 //! never on a string. On the wire it is the same snake_case string as always; a reason this
 //! build does not know (a provider's new value, or a newer record) travels as
 //! [`StopReason::Other`] unchanged.
@@ -31,6 +31,9 @@ pub enum StopReason {
     Error,
     /// Tool calls wait for the caller's answers.
     PendingToolCalls,
+    /// The final answer never validated against the turn's output schema, retries included;
+    /// `structured_output_errors` says why. The session stays usable.
+    StructuredOutputInvalid,
     /// A reason this build does not know, kept as sent.
     Other(String),
 }
@@ -47,6 +50,7 @@ impl StopReason {
             Self::Cancelled => "cancelled",
             Self::Error => "error",
             Self::PendingToolCalls => "pending_tool_calls",
+            Self::StructuredOutputInvalid => "structured_output_invalid",
             Self::Other(other) => other,
         }
     }
@@ -63,6 +67,7 @@ impl StopReason {
             "cancelled" => Self::Cancelled,
             "error" => Self::Error,
             "pending_tool_calls" => Self::PendingToolCalls,
+            "structured_output_invalid" => Self::StructuredOutputInvalid,
             other => Self::Other(other.to_owned()),
         }
     }
@@ -132,6 +137,7 @@ mod tests {
             StopReason::Cancelled,
             StopReason::Error,
             StopReason::PendingToolCalls,
+            StopReason::StructuredOutputInvalid,
             StopReason::Other("pause_turn".into()),
         ];
         for reason in all {

@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use super::SessionService;
 use super::actor::{SessionHandle, TurnReply, TurnTicket};
 use super::types::*;
+use crate::agent::factory::output_contract;
 use crate::agent::pending::resolve;
 use crate::agent::{Agent, AgentFactory, EventSink, TurnInput};
 use crate::caller::Caller;
@@ -495,6 +496,8 @@ impl LiveSessionService {
         if !answers {
             require_prompt(&request.prompt)?;
         }
+        // Compiled once, before the turn is even locked: a bad schema changes nothing.
+        let output = output_contract(request.output_schema, request.structured_output_retries)?;
         let (handle, ticket) = self
             .with_handle(factory, grants, id, async |handle| Ok((handle.clone(), handle.try_begin_turn()?)))
             .await?;
@@ -508,7 +511,7 @@ impl LiveSessionService {
                 return Err(error);
             }
         };
-        let input = TurnInput { prompt: Some(request.prompt), resolution };
+        let input = TurnInput { prompt: Some(request.prompt), resolution, output };
         self.drive_turn(&handle, ticket, input, request.options).await
     }
 
@@ -857,6 +860,10 @@ mod hibernation_tests;
 #[cfg(test)]
 #[path = "pending_tests.rs"]
 mod pending_tests;
+
+#[cfg(test)]
+#[path = "structured_tests.rs"]
+mod structured_tests;
 
 #[cfg(test)]
 #[cfg(feature = "session-compaction")]

@@ -82,6 +82,8 @@ impl RunResult {
             error,
             error_kind,
             pending: report.pending.clone(),
+            structured_output: report.structured_output.clone(),
+            structured_output_errors: report.structured_output_errors.clone(),
         }
     }
 }

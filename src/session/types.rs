@@ -61,6 +61,10 @@ pub struct TurnRequest {
     pub tool_results: Vec<ToolResultAnswer>,
     /// Decisions on the pending approvals.
     pub approvals: Vec<ApprovalAnswer>,
+    /// This turn's output schema, instead of the session's (structured output).
+    pub output_schema: Option<serde_json::Value>,
+    /// Retries of an answer that does not validate (default 2); only with `output_schema`.
+    pub structured_output_retries: Option<u32>,
     pub options: TurnOptions,
 }
 

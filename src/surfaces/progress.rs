@@ -39,7 +39,7 @@ impl ProgressState {
                 }
             }
             // The text streamed so far is void: the answer starts again.
-            AgentEvent::ResponseRestarted { .. } => self.text.clear(),
+            AgentEvent::ResponseRestarted { .. } | AgentEvent::StructuredOutputRejected { .. } => self.text.clear(),
             AgentEvent::ToolCallRequested { name, .. } => self.running_tool = Some(name.clone()),
             AgentEvent::ToolResult { .. } => self.running_tool = None,
             AgentEvent::CompactionStarted { .. } => self.compacting = true,

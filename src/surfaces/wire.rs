@@ -85,6 +85,18 @@ pub struct SessionCreateParams {
     /// Free-form key/value labels to find the session again in `session_list`.
     #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
+    /// Structured output: a JSON Schema (2020-12) the final answer of every turn of this
+    /// session must be valid against (a session_turn may give its own for that turn). The
+    /// agent works as usual, tools included; its answer is then in `structured_output`, parsed
+    /// (and in `text` as JSON text). An answer that does not validate is sent back to the
+    /// model with the errors; if it never validates, the turn ends with
+    /// `stop_reason: "structured_output_invalid"` and `structured_output_errors`.
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Value>,
+    /// How many times an answer that does not validate is sent back (default 2, max 10); each
+    /// retry is a model call that counts in the budget. Only with `output_schema`.
+    #[serde(default)]
+    pub structured_output_retries: Option<u32>,
     /// How long to wait for the turn, in ms (default 30000, max 600000). If the turn is not done
     /// by then, the answer is `status: "running"`; collect the result with `session_read`.
     #[serde(default)]
@@ -107,6 +119,14 @@ pub struct SessionTurnParams {
     /// Decisions on the pending approvals: `{tool_use_id, decision: "allow" | "deny"}`.
     #[serde(default)]
     pub approvals: Option<Vec<ApprovalAnswer>>,
+    /// This turn's output schema (JSON Schema 2020-12), instead of the session's; see
+    /// `session_create`.
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Value>,
+    /// Retries of an answer that does not validate (default 2, max 10); only with
+    /// `output_schema`.
+    #[serde(default)]
+    pub structured_output_retries: Option<u32>,
     /// How long to wait for the turn, in ms (default 30000, max 600000); see `session_create`.
     #[serde(default)]
     pub wait_ms: Option<u64>,
@@ -225,6 +245,8 @@ impl SessionCreateParams {
                     approval_timeout_ms: self.approval_timeout_ms,
                     mcp_servers: self.mcp_servers.unwrap_or_default(),
                 },
+                output_schema: self.output_schema,
+                structured_output_retries: self.structured_output_retries,
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),
@@ -240,6 +262,8 @@ impl SessionTurnParams {
             prompt: self.prompt.unwrap_or_default(),
             tool_results: self.tool_results.unwrap_or_default(),
             approvals: self.approvals.unwrap_or_default(),
+            output_schema: self.output_schema,
+            structured_output_retries: self.structured_output_retries,
             options,
         };
         (self.session_id, request)

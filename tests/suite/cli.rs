@@ -76,3 +76,89 @@ async fn an_exhausted_budget_exits_2() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
 }
+
+/// `--output-schema` reaches the model (the forced final tool) and stdout gets the validated
+/// value alone; an answer that never validates exits 1 with the errors on stderr.
+#[tokio::test]
+async fn run_with_an_output_schema_prints_the_validated_json() {
+    use deputy::llm::FINAL_ANSWER_TOOL;
+    use serde_json::json;
+
+    let mock = MockLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let schema_file = home.path().join("schema.json");
+    let schema = json!({"type": "object", "required": ["answer"], "properties": {"answer": {"type": "integer"}}});
+    std::fs::write(&schema_file, schema.to_string()).unwrap();
+    let run = |retries: &str| {
+        let mut command = tokio::process::Command::from(deputy(home.path()));
+        command
+            .args(["run", "--model", "anthropic:claude-test", "--output-schema"])
+            .arg(&schema_file)
+            .args(["--structured-output-retries", retries, "six times seven?"])
+            .env("ANTHROPIC_API_KEY", "k")
+            .env("ANTHROPIC_BASE_URL", mock.base_url());
+        command
+    };
+
+    let wrong = [("toolu_1", FINAL_ANSWER_TOOL, json!({"answer": "forty-two"}))];
+    mock.push(MockResponse::sse(anthropic::tool_calls(Some("Thinking aloud."), &wrong)));
+    let right = [("toolu_2", FINAL_ANSWER_TOOL, json!({"answer": 42}))];
+    mock.push(MockResponse::sse(anthropic::tool_calls(None, &right)));
+    let output = run("1").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "{\"answer\":42}\n", "no narration, no rejected answer");
+    let request = &mock.requests()[0];
+    assert_eq!(request.body["tool_choice"], json!({"type": "any"}));
+    assert_eq!(request.body["tools"].as_array().unwrap().last().unwrap()["input_schema"], schema);
+
+    mock.push(MockResponse::sse(anthropic::tool_calls(None, &wrong)));
+    let output = run("0").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert!(stderr.contains("structured output invalid") && stderr.contains("/answer: "), "{stderr}");
+
+    std::fs::write(&schema_file, "{not json").unwrap();
+    let output = run("0").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("INVALID_REQUEST: ") && stderr.contains("not JSON"), "{stderr}");
+    assert_eq!(mock.requests().len(), 3, "a bad schema file reaches no model");
+}
+
+/// `deputy turn --output-schema` gives one turn of a stored session its schema (OpenAI's
+/// `response_format` here), and prints the validated value alone.
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn turn_with_an_output_schema_gives_that_turn_its_schema() {
+    use crate::common::mock_llm::openai;
+
+    let mock = MockLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let env = |command: &mut tokio::process::Command| {
+        command.env("OPENAI_API_KEY", "k").env("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()));
+    };
+    mock.push(MockResponse::sse(openai::text(&["Noted."])));
+    let mut run = tokio::process::Command::from(deputy(home.path()));
+    run.args(["run", "--model", "openai:gpt-test", "remember 42"]);
+    env(&mut run);
+    let output = run.output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let id = stderr.lines().find_map(|line| line.strip_prefix("session ")).unwrap().to_owned();
+
+    let schema_file = home.path().join("schema.json");
+    std::fs::write(&schema_file, r#"{"type": "array", "items": {"type": "integer"}}"#).unwrap();
+    mock.push(MockResponse::sse(openai::text(&["[42]"])));
+    let mut turn = tokio::process::Command::from(deputy(home.path()));
+    turn.args(["turn", &id, "the number, as a list"]).arg("--output-schema").arg(&schema_file);
+    env(&mut turn);
+    let output = turn.output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "[42]\n");
+    let request = &mock.requests()[1];
+    let system = request.body["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("only a JSON value"), "{system}");
+    assert_eq!(mock.requests()[0].body.get("response_format"), None);
+    assert_eq!(mock.requests().len(), 2);
+}

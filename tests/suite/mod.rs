@@ -20,6 +20,7 @@ mod provider_openai;
 mod schemas;
 mod secrets;
 mod stdio_frames;
+mod structured_output;
 mod tenants;
 mod tools;
 
@@ -78,6 +79,7 @@ pub fn simple_request(text: &str) -> ModelRequest {
         messages: vec![deputy::llm::Message::user_text(text)],
         tools: vec![],
         max_tokens: 256,
+        output: None,
     }
 }
 

@@ -64,6 +64,7 @@ async fn sends_the_documented_request() {
             input_schema: json!({"type": "object", "properties": {"dir": {"type": "string"}}}),
         }],
         max_tokens: 1024,
+        output: None,
     };
     let (_, err) = run(&provider, request).await;
     assert_eq!(err, None);

@@ -46,6 +46,7 @@ async fn sends_the_documented_request() {
             input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
         }],
         max_tokens: 512,
+        output: None,
     };
     let (_, err) = run(&provider(&mock), request).await;
     assert_eq!(err, None);

@@ -72,6 +72,8 @@ impl Agent {
         // Stage 2: summarize.
         let mut request = self.model_request();
         request.tools.clear();
+        // The summary is prose, whatever the turn's answer must be.
+        request.output = None;
         request.max_tokens = settings.max_summary_tokens;
         let prompt = ContentBlock::Text { text: COMPACTION_PROMPT.to_owned() };
         match request.messages.last_mut() {

@@ -219,3 +219,51 @@ async fn interrupt<S: SessionService>(service: &S, id: &SessionId) -> TaskExit {
     let _ = service.read(id, Some(MAX_WAIT)).await;
     TaskExit::Cancelled
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::PendingCall;
+    use crate::model::PendingKind;
+
+    #[tokio::test]
+    async fn a_task_is_unknown_to_everyone_but_its_creator() {
+        let registry = TaskRegistry::default();
+        let task = registry.manager.spawn(TaskOptions::new(), |_| {
+            Box::pin(async { Ok(CallToolResult::structured(serde_json::json!({}))) })
+        });
+        registry.remember(task.task_id.clone(), Owned { owner: "alice".into(), meta: MetaObject::new() });
+        assert!(registry.get(&task.task_id, "alice").is_ok());
+        for refused in [
+            registry.get(&task.task_id, "bob").map(drop),
+            registry.cancel(&task.task_id, "bob"),
+            registry.update(&task.task_id, "bob", InputResponses::new()),
+        ] {
+            let error = refused.unwrap_err();
+            assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+            assert!(error.message.contains("unknown task"), "{error:?}");
+        }
+        assert!(registry.get("never-made", "alice").is_err());
+    }
+
+    #[test]
+    fn running_turns_and_steps_of_approvals_become_tasks_and_nothing_else() {
+        let mut run = RunResult::running(SessionId::from_string("s"), 1);
+        assert!(needs_task(&run));
+        run.status = TurnStatus::PendingToolCalls;
+        let call = |kind| PendingCall {
+            tool_use_id: "t".into(),
+            name: "write_file".into(),
+            arguments: serde_json::json!({}),
+            kind,
+            expires_at: None,
+        };
+        run.pending = vec![call(PendingKind::Approval)];
+        assert!(needs_task(&run));
+        run.pending.push(call(PendingKind::Callback));
+        assert!(!needs_task(&run), "a callback's result cannot be asked for");
+        run.status = TurnStatus::Completed;
+        run.pending.clear();
+        assert!(!needs_task(&run));
+    }
+}

@@ -219,7 +219,10 @@ async fn tasks(address: &str, id: &SessionId, gate: &Gate, turns: usize) {
     times.sort();
     let mean = times.iter().sum::<Duration>() / times.len() as u32;
     println!();
-    println!("MCP Tasks: tools/call answered with a task after {} (the 2 s grace)", us(answered));
+    println!(
+        "MCP Tasks: tools/call answered with a task after {:.0} ms (the 2 s grace)",
+        answered.as_secs_f64() * 1e3
+    );
     println!(
         "tasks/get on a finished task ({turns} sequential after 50 warm-up): p50 {}  p99 {}  mean {}",
         us(percentile(&times, 0.5)),

@@ -220,7 +220,10 @@ impl<P: CallerServices> McpServer<P> {
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .unwrap_or(crate::session::DEFAULT_WAIT);
-                    elicit_approvals(&service, run, context, wait).await
+                    // As for the call's own turn: with explicit cancels, only `notifications/cancelled`
+                    // (which no longer reaches this call's token once it is answered) interrupts.
+                    let cancel = self.explicit_cancels.is_none().then(|| context.ct.clone());
+                    elicit_approvals(&service, run, context, wait, cancel).await
                 }
                 _ => Ok(value),
             },
@@ -300,6 +303,7 @@ async fn elicit_approvals<S: SessionService>(
     mut run: RunResult,
     context: &RequestContext<RoleServer>,
     wait: Duration,
+    cancel: Option<CancellationToken>,
 ) -> Result<serde_json::Value, crate::error::SessionError> {
     for _ in 0..ELICITATION_ROUNDS {
         if !(run.status == TurnStatus::PendingToolCalls && approvals::approvals_only(&run.pending)) {
@@ -320,7 +324,7 @@ async fn elicit_approvals<S: SessionService>(
         let Some(answers) = approvals::answers(&run.pending, &results) else { break };
         let request = TurnRequest {
             approvals: answers,
-            options: TurnOptions { wait: Some(wait), events: None, cancel: Some(context.ct.clone()) },
+            options: TurnOptions { wait: Some(wait), events: None, cancel: cancel.clone() },
             ..TurnRequest::default()
         };
         run = service.start_turn(&run.session_id.clone(), request).await?;

@@ -16,7 +16,8 @@ use rmcp::model::{
     SubscribeRequestParams, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::Notify;
@@ -95,14 +96,18 @@ struct Deputy {
     handler: Client,
     mock: MockLlm,
     workspace: TempDir,
-    _home: TempDir,
-    _child: tokio::process::Child,
+    home: TempDir,
+    child: tokio::process::Child,
 }
 
 async fn start(handler: Client) -> Deputy {
-    use std::process::Stdio;
     let mock = MockLlm::start().await;
     let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    spawn(handler, mock, workspace, home).await
+}
+
+async fn spawn(handler: Client, mock: MockLlm, workspace: TempDir, home: TempDir) -> Deputy {
+    use std::process::Stdio;
     let mut child = deputy_serve(&mock, workspace.path(), home.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -112,7 +117,7 @@ async fn start(handler: Client) -> Deputy {
         .expect("spawn deputy");
     let transport = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
     let client = handler.clone().serve(transport).await.expect("MCP handshake");
-    Deputy { client, handler, mock, workspace, _home: home, _child: child }
+    Deputy { client, handler, mock, workspace, home, child }
 }
 
 fn params(tool: &str, arguments: Value) -> CallToolRequestParams {
@@ -121,6 +126,16 @@ fn params(tool: &str, arguments: Value) -> CallToolRequestParams {
 }
 
 impl Deputy {
+    /// Stops deputy as a client does (closing stdin; running turns finish and are saved) and
+    /// starts another on the same store.
+    #[cfg(feature = "session-store")]
+    async fn restart(self) -> Deputy {
+        let Deputy { client, handler, mock, workspace, home, mut child } = self;
+        client.cancel().await.unwrap();
+        assert!(child.wait().await.unwrap().success());
+        spawn(handler, mock, workspace, home).await
+    }
+
     async fn task(&self, tool: &str, arguments: Value) -> CreateTaskResult {
         match self.client.call_tool_once(params(tool, arguments)).await.expect("tools/call") {
             CallToolResponse::Task(task) => task,
@@ -195,6 +210,74 @@ async fn a_slow_turn_is_a_task_that_ends_with_the_tools_own_result() {
     // Unknown task ids are invalid params.
     let unknown = deputy.client.get_task(GetTaskParams::new("no-such-task".to_owned())).await.unwrap_err();
     assert!(unknown.to_string().contains("unknown task"), "{unknown}");
+}
+
+/// Tasks live in memory: after a restart `tasks/get` does not know the task, and its `_meta`
+/// leads to `session_read`, which has the turn.
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn after_a_restart_the_task_is_unknown_and_session_read_has_the_turn() {
+    let deputy = start(Client::new(true, None)).await;
+    let gate = Gate::new();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["kept", " anyway"])).pause_before_chunk(3, gate.clone()));
+    let created = deputy.task("session_create", json!({"prompt": "long job"})).await;
+    let id = created.meta.as_ref().unwrap()["deputy/session_id"].as_str().unwrap().to_owned();
+    gate.open(); // the restart lets the running turn finish and saves it
+    let deputy = deputy.restart().await;
+    let gone = deputy.client.get_task(GetTaskParams::new(created.task.task_id.clone())).await.unwrap_err();
+    assert!(gone.to_string().contains("unknown task"), "{gone}");
+    let read = ok_tool_any(&deputy.client, "session_read", json!({"session_id": id, "wait_ms": 10000})).await;
+    assert_eq!(read["state"]["last_turn"]["text"], "kept anyway");
+}
+
+/// Over HTTP, 2026-07-28 clients are stateless: every request reaches a new handler, and the
+/// task must still be found (one registry for all of them).
+#[tokio::test]
+async fn over_stateless_http_a_task_is_followed_across_requests_and_cancelled() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let transport = StreamableHttpClientTransport::from_uri(deputy.url("/mcp"));
+    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let client = Client::new(true, None).serve_with_lifecycle(transport, modern).await.expect("2026-07-28 client");
+    let gate = Gate::new();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["over", " http"])).pause_before_chunk(3, gate.clone()));
+    let CallToolResponse::Task(created) =
+        client.call_tool_once(params("session_create", json!({"prompt": "long job"}))).await.unwrap()
+    else {
+        panic!("expected a task")
+    };
+    let get = || client.get_task(GetTaskParams::new(created.task.task_id.clone()));
+    assert_eq!(get().await.unwrap().task.task.status, TaskStatus::Working);
+    gate.open();
+    let mut done = get().await.unwrap();
+    for _ in 0..400 {
+        if done.task.task.status == TaskStatus::Completed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        done = get().await.unwrap();
+    }
+    assert_eq!(completed(&done)["text"], "over http");
+
+    let never = Gate::new();
+    let id = completed(&done)["session_id"].as_str().unwrap().to_owned();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["never"])).pause_before_chunk(3, never));
+    let CallToolResponse::Task(second) = client
+        .call_tool_once(params("session_turn", json!({"session_id": id, "prompt": "forever"})))
+        .await
+        .unwrap()
+    else {
+        panic!("expected a task")
+    };
+    client.cancel_task(CancelTaskParams::new(second.task.task_id.clone())).await.unwrap();
+    let mut ended = client.get_task(GetTaskParams::new(second.task.task_id.clone())).await.unwrap();
+    for _ in 0..400 {
+        if ended.task.task.status.is_terminal() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        ended = client.get_task(GetTaskParams::new(second.task.task_id.clone())).await.unwrap();
+    }
+    assert_eq!(ended.task.task.status, TaskStatus::Cancelled);
 }
 
 #[tokio::test]

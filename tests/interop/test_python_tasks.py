@@ -210,6 +210,7 @@ async def test_approvals_are_elicited_from_a_2025_client(server, workspace, acti
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")  # legacy mode subscribes on purpose
 async def test_sessions_are_resources(server, workspace, mode):
     (workspace / "big.txt").write_text("".join(f"line {n}\n" for n in range(5000)))
     updated = []

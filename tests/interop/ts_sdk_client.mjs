@@ -1,6 +1,7 @@
 // deputy driven by the official TypeScript SDK client (npm `@modelcontextprotocol/sdk`, v1),
 // over stdio and streamable HTTP: every tool succeeds, and SESSION_NOT_FOUND, SESSION_BUSY and
-// INVALID_REQUEST come back as error results the caller can read. Since 1.24 the client checks
+// INVALID_REQUEST come back as error results the caller can read, and sessions are resources it
+// can list, read (state, transcript, tool output) and subscribe to. Since 1.24 the client checks
 // `structuredContent` against the tool's `outputSchema` on every result, errors included, and
 // compiles the schemas with Ajv, which warns about every format it does not know.
 //

@@ -96,7 +96,11 @@ struct Deputy {
     handler: Client,
     mock: MockLlm,
     workspace: TempDir,
+    /// Held for the test's length (the config home and store; the process, killed on drop);
+    /// read again only by a restart, which needs a store.
+    #[cfg_attr(not(feature = "session-store"), allow(dead_code))]
     home: TempDir,
+    #[cfg_attr(not(feature = "session-store"), allow(dead_code))]
     child: tokio::process::Child,
 }
 

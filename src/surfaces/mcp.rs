@@ -45,6 +45,7 @@ use super::operation::Operation;
 use super::progress::ProgressForwarder;
 use super::resources::{self, SessionResource};
 use super::wire::{ERROR_META_KEY, ErrorBody};
+use crate::agent::event_channel;
 use crate::caller::Caller;
 use crate::model::{RunResult, TurnStatus};
 use crate::session::{CallerServices, SessionService, TurnOptions, TurnRequest};
@@ -198,9 +199,18 @@ impl<P: CallerServices> McpServer<P> {
         let runs_turn = matches!(operation, Operation::Create | Operation::Turn);
         let as_task = as_task && runs_turn;
         let waited = Mutex::new(None);
+        // A task's turn reports through its status message instead of progress notifications.
+        let task_events = Mutex::new(None);
         let turn_options = |wait| {
             *waited.lock().unwrap_or_else(PoisonError::into_inner) = Some(wait);
-            self.turn_options(if as_task { TASK_GRACE } else { wait }, context)
+            if !as_task {
+                return self.turn_options(wait, context);
+            }
+            let (mut options, forwarder) = self.turn_options(TASK_GRACE, context);
+            let (events, receiver) = event_channel();
+            options.events = Some(events);
+            *task_events.lock().unwrap_or_else(PoisonError::into_inner) = Some(receiver);
+            (options, forwarder)
         };
         let caller = self.caller_of(context);
         let service = self.services.for_caller(caller);
@@ -212,7 +222,8 @@ impl<P: CallerServices> McpServer<P> {
             Ok(value) if runs_turn => match serde_json::from_value::<RunResult>(value.clone()) {
                 Ok(run) if as_task && mcp_tasks::needs_task(&run) => {
                     let summary = CallSummary::success(&value);
-                    let task = self.tasks.follow(Arc::new(service), run, caller.subject());
+                    let events = task_events.lock().unwrap_or_else(PoisonError::into_inner).take();
+                    let task = self.tasks.follow(Arc::new(service), run, caller.subject(), events);
                     return Some((CallToolResponse::Task(task), summary));
                 }
                 Ok(run) if !as_task && asks_approvals(&run, context) => {

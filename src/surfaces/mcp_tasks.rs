@@ -24,7 +24,9 @@ use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use serde_json::Value;
 
 use super::approvals;
+use super::progress::{PROGRESS_INTERVAL, ProgressState};
 use super::wire::ErrorBody;
+use crate::agent::EventReceiver;
 use crate::ids::SessionId;
 use crate::model::{RunResult, TurnStatus};
 use crate::session::{MAX_WAIT, SessionService, TurnOptions, TurnRequest, turn_outcome};
@@ -57,8 +59,16 @@ struct Owned {
 }
 
 impl TaskRegistry {
-    /// A task following `run` (a turn still running, or held on approvals) for `owner`.
-    pub fn follow<S: SessionService>(&self, service: Arc<S>, run: RunResult, owner: &str) -> CreateTaskResult {
+    /// A task following `run` (a turn still running, or held on approvals) for `owner`. The
+    /// turn's `events`, when given, become the task's status message (what progress
+    /// notifications would say; they cannot be routed from a task on 2026-07-28).
+    pub fn follow<S: SessionService>(
+        &self,
+        service: Arc<S>,
+        run: RunResult,
+        owner: &str,
+        events: Option<EventReceiver>,
+    ) -> CreateTaskResult {
         let options = TaskOptions::new()
             .with_ttl_ms(TASK_TTL.as_millis() as u64)
             .with_poll_interval_ms(TASK_POLL_INTERVAL.as_millis() as u64)
@@ -66,7 +76,13 @@ impl TaskRegistry {
         let mut meta = MetaObject::new();
         meta.insert(SESSION_META_KEY.to_owned(), Value::String(run.session_id.to_string()));
         meta.insert(TURN_META_KEY.to_owned(), Value::from(run.turn));
-        let task = self.manager.spawn(options, move |context| Box::pin(follow_turn(service, run, context)));
+        let prefix = format!("session {}: turn {}", run.session_id, run.turn);
+        let task = self.manager.spawn(options, move |context| {
+            if let Some(events) = events {
+                tokio::spawn(status_messages(events, context.clone(), prefix));
+            }
+            Box::pin(follow_turn(service, run, context))
+        });
         self.remember(task.task_id.clone(), Owned { owner: owner.to_owned(), meta: meta.clone() });
         CreateTaskResult::new(task).with_meta(meta)
     }
@@ -210,6 +226,30 @@ async fn ask_approvals(
         results.push(Some(reply?));
     }
     Ok(approvals::answers(&run.pending, &results))
+}
+
+/// The turn's events as the task's status message, at most one change per
+/// [`PROGRESS_INTERVAL`], until the turn ends (its sender is dropped).
+async fn status_messages(mut events: EventReceiver, context: TaskContext, prefix: String) {
+    let mut state = ProgressState::default();
+    let mut last: Option<tokio::time::Instant> = None;
+    let mut pending = false;
+    loop {
+        let next = last.map(|at| at + PROGRESS_INTERVAL);
+        tokio::select! {
+            event = events.recv() => {
+                let Some(event) = event else { break };
+                state.apply(&event);
+                pending = true;
+            }
+            () = tokio::time::sleep_until(next.unwrap_or_else(tokio::time::Instant::now)), if pending => {}
+        }
+        if pending && next.is_none_or(|at| tokio::time::Instant::now() >= at) {
+            context.set_status_message(format!("{prefix}: {}", state.message()));
+            last = Some(tokio::time::Instant::now());
+            pending = false;
+        }
+    }
 }
 
 /// `tasks/cancel`: interrupts the turn and lets it end (and be saved) before the task ends.

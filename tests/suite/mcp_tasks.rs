@@ -194,6 +194,16 @@ async fn a_slow_turn_is_a_task_that_ends_with_the_tools_own_result() {
     let working = deputy.get(&created.task.task_id).await;
     assert_eq!(working.task.task.status, TaskStatus::Working);
     assert_eq!(working.meta.as_ref().unwrap()["deputy/session_id"], id.as_str());
+    // What progress would say is the task's status message (the text streamed so far).
+    let mut message = String::new();
+    for _ in 0..200 {
+        message = deputy.get(&created.task.task_id).await.task.task.status_message.unwrap_or_default();
+        if message.contains("finally") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(message, format!("session {id}: turn 1: …finally"));
     gate.open();
     let done = deputy.poll_until(&created.task.task_id, &[TaskStatus::Completed]).await;
     let result = completed(&done);

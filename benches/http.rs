@@ -1,5 +1,6 @@
 //! HTTP benchmark: what deputy adds to a `session_turn` round trip over `/mcp`, REST and
-//! JSON-RPC, and how many turns per second it serves with 64 sessions at once.
+//! JSON-RPC, how many turns per second it serves with 64 sessions at once, and what a
+//! `tasks/get` on a finished MCP task costs (a client of the tasks extension polling).
 //!
 //! The server runs in this process on a loopback port (the same router `deputy serve --http`
 //! builds) over a zero-latency scripted provider, so every microsecond measured is deputy's:
@@ -24,8 +25,9 @@ use std::time::{Duration, Instant};
 use deputy::agent::{AgentFactory, OutputContract};
 use deputy::caller::Caller;
 use deputy::ids::SessionId;
+use deputy::llm::ContentBlock;
 use deputy::llm::registry::ProviderRegistry;
-use deputy::llm::scripted::{ScriptedProvider, ScriptedResponse};
+use deputy::llm::scripted::{Gate, ScriptedProvider, ScriptedResponse};
 use deputy::llm::{EventStream, FINAL_ANSWER_TOOL, LlmError, ModelRequest, Provider};
 use deputy::session::{
     CallerServices, CreateSessionRequest, LiveSessionService, PerCaller, SessionService, TurnRequest,
@@ -33,7 +35,10 @@ use deputy::session::{
 
 use deputy::surfaces::http::{HttpConfig, router};
 use futures::future::BoxFuture;
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams, Implementation,
+    ProtocolVersion, TaskStatus,
+};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
@@ -103,7 +108,19 @@ async fn run(turns: usize, seconds: u64) {
     if std::env::var("DEPUTY_BENCH_ONLY").as_deref() == Ok("structured") {
         return structured(turns).await;
     }
-    let provider = ScriptedProvider::responding(|_| ScriptedResponse::text(&["ok"]));
+    // The prompt "slow" waits for `gate`: the one turn that outlives the tasks grace.
+    let gate = Gate::new();
+    let held = gate.clone();
+    let provider = ScriptedProvider::responding(move |request| {
+        let slow = request.messages.last().is_some_and(|message| {
+            message.content.iter().any(|block| matches!(block, ContentBlock::Text { text } if text == "slow"))
+        });
+        if slow {
+            ScriptedResponse::text(&["done"]).pause_before(0, &held)
+        } else {
+            ScriptedResponse::text(&["ok"])
+        }
+    });
     let mut registry = ProviderRegistry::new();
     registry.insert("bench", provider);
     let factory = AgentFactory::new(Arc::new(registry), Some("bench:zero-latency".into()), None);
@@ -179,6 +196,7 @@ async fn run(turns: usize, seconds: u64) {
         let total = done.load(Ordering::Relaxed);
         println!("  {:<8} {:>8.0} turns/s ({total} turns)", format!("{surface:?}"), total as f64 / seconds as f64);
     }
+    tasks(&address.to_string(), &sessions[0], &gate, turns).await;
     shutdown.cancel();
     structured(turns).await;
 }
@@ -334,6 +352,50 @@ async fn structured_case(service: &LiveSessionService, case: Case, turns: usize)
 
 fn session_turns() -> usize {
     std::env::var("DEPUTY_BENCH_SESSION_TURNS").ok().and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or(25)
+}
+
+/// A client of the tasks extension: one turn held past the grace becomes a task; once it has
+/// finished, `turns` sequential `tasks/get` on it (after 50 warm-up).
+async fn tasks(address: &str, id: &SessionId, gate: &Gate, turns: usize) {
+    let config =
+        ClientConfig::new(ClientCapabilities::builder().enable_tasks().build(), Implementation::new("bench", "0"))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+    let client =
+        config.serve(StreamableHttpClientTransport::from_uri(format!("http://{address}/mcp"))).await.unwrap();
+    let arguments = json!({"session_id": id, "prompt": "slow"}).as_object().unwrap().clone();
+    let started = Instant::now();
+    let response =
+        client.call_tool_once(CallToolRequestParams::new("session_turn").with_arguments(arguments)).await.unwrap();
+    let CallToolResponse::Task(created) = response else { panic!("expected a task: {response:?}") };
+    let answered = started.elapsed();
+    gate.open();
+    let get = || client.get_task(GetTaskParams::new(created.task.task_id.clone()));
+    while get().await.unwrap().task.task.status != TaskStatus::Completed {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for _ in 0..50 {
+        get().await.unwrap();
+    }
+    let mut times = Vec::with_capacity(turns);
+    for _ in 0..turns {
+        let started = Instant::now();
+        let got = get().await.unwrap();
+        times.push(started.elapsed());
+        assert_eq!(got.task.task.status, TaskStatus::Completed);
+    }
+    times.sort();
+    let mean = times.iter().sum::<Duration>() / times.len() as u32;
+    println!();
+    println!(
+        "MCP Tasks: tools/call answered with a task after {:.0} ms (the 2 s grace)",
+        answered.as_secs_f64() * 1e3
+    );
+    println!(
+        "tasks/get on a finished task ({turns} sequential after 50 warm-up): p50 {}  p99 {}  mean {}",
+        us(percentile(&times, 0.5)),
+        us(percentile(&times, 0.99)),
+        us(mean)
+    );
 }
 
 fn cores() -> usize {

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::Utc;
 use futures::FutureExt;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -87,6 +87,9 @@ struct Shared {
     /// unloaded: the handle takes no more turns, and a caller that holds it goes back to the
     /// registry, which resumes the session from the store.
     unloaded: AtomicBool,
+    /// Where the session says its view changed (a turn or a compaction ended): the service's
+    /// feed of [`SessionService::changes`](super::SessionService::changes).
+    changes: broadcast::Sender<SessionId>,
 }
 
 #[derive(Clone)]
@@ -111,7 +114,14 @@ pub struct TurnTicket {
 impl SessionHandle {
     /// Starts the actor for an agent and its record (new, or rehydrated from the store), on
     /// `tasks`, so shutdown can wait for it to exit.
-    pub fn spawn(agent: Agent, record: SessionRecord, store: SharedStore, tasks: &TaskTracker) -> Self {
+    /// Each finished turn or compaction is announced on `changes`.
+    pub fn spawn(
+        agent: Agent,
+        record: SessionRecord,
+        store: SharedStore,
+        tasks: &TaskTracker,
+        changes: broadcast::Sender<SessionId>,
+    ) -> Self {
         let id = record.session_id.clone();
         let shared = Arc::new(Shared {
             turn_running: AtomicBool::new(false),
@@ -123,6 +133,7 @@ impl SessionHandle {
             last_used: Mutex::new(Instant::now()),
             unsaved: AtomicBool::new(false),
             unloaded: AtomicBool::new(false),
+            changes,
         });
         let (commands, receiver) = mpsc::channel(4);
         let actor = run(agent, record, store, receiver, shared.clone());
@@ -501,6 +512,8 @@ async fn finish(
     shared.view.send_replace(record.view(SessionStatus::Idle, None));
     shared.touch();
     shared.end_turn();
+    // Nobody listening is the usual case, not an error.
+    let _ = shared.changes.send(record.session_id.clone());
     saved
 }
 

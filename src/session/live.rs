@@ -15,7 +15,7 @@ use std::collections::hash_map::Entry;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -61,7 +61,13 @@ pub struct LiveSessionService {
     limits: SessionLimits,
     /// Cancelled by `drain`: stops the idle reaper.
     stopping: CancellationToken,
+    /// Every finished turn or compaction, by session ([`SessionService::changes`]).
+    changes: broadcast::Sender<SessionId>,
 }
+
+/// Announcements a slow listener of [`SessionService::changes`] may fall behind by before it
+/// misses some (it is told it lagged).
+const CHANGES_BUFFER: usize = 256;
 
 /// The live sessions, and what keeps a resume from racing an archive.
 #[derive(Default)]
@@ -99,6 +105,7 @@ impl LiveSessionService {
             actors: TaskTracker::new(),
             limits: SessionLimits::default(),
             stopping: CancellationToken::new(),
+            changes: broadcast::Sender::new(CHANGES_BUFFER),
         }
     }
 
@@ -249,7 +256,7 @@ impl LiveSessionService {
     }
 
     fn spawn(&self, agent: Agent, record: SessionRecord) -> SessionHandle {
-        SessionHandle::spawn(agent, record, self.store.clone(), &self.actors)
+        SessionHandle::spawn(agent, record, self.store.clone(), &self.actors, self.changes.clone())
     }
 
     fn lookup(&self, id: &SessionId) -> Lookup {
@@ -543,20 +550,27 @@ impl LiveSessionService {
     ) -> Result<RunResult, SessionError> {
         let reply = handle.run_turn(&ticket, input, EventSink::new(options.events)).await?;
         let finished = wait_for_turn(handle, &ticket, reply, options.wait, options.cancel).await?;
-        match finished.status {
-            TurnStatus::Failed => Err(SessionError::agent(
-                Some(handle.id().clone()),
-                finished.error_kind.unwrap_or(ErrorKind::Internal),
-                format!(
-                    "turn {} of session {} failed: {}",
-                    finished.turn,
-                    handle.id(),
-                    finished.error.as_deref().unwrap_or("unknown error")
-                ),
-            )),
-            TurnStatus::Completed | TurnStatus::Running | TurnStatus::Cancelled | TurnStatus::PendingToolCalls => {
-                Ok(finished)
-            }
+        turn_outcome(finished)
+    }
+}
+
+/// What a caller of `create_session` / `start_turn` gets for a turn that has ended (or still
+/// runs): the result, except that a failed turn is an `Agent` error. Also for surfaces that
+/// collect a turn later (an MCP task), so they answer exactly what the call would have.
+pub fn turn_outcome(finished: RunResult) -> Result<RunResult, SessionError> {
+    match finished.status {
+        TurnStatus::Failed => Err(SessionError::agent(
+            Some(finished.session_id.clone()),
+            finished.error_kind.unwrap_or(ErrorKind::Internal),
+            format!(
+                "turn {} of session {} failed: {}",
+                finished.turn,
+                finished.session_id,
+                finished.error.as_deref().unwrap_or("unknown error")
+            ),
+        )),
+        TurnStatus::Completed | TurnStatus::Running | TurnStatus::Cancelled | TurnStatus::PendingToolCalls => {
+            Ok(finished)
         }
     }
 }
@@ -813,6 +827,10 @@ impl SessionService for LiveSessionService {
             Some(store) => Ok(store.ping().await?),
             None => Ok(()),
         }
+    }
+
+    fn changes(&self) -> broadcast::Receiver<SessionId> {
+        self.changes.subscribe()
     }
 
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {

@@ -22,7 +22,7 @@ pub mod types;
 use std::future::Future;
 use std::time::Duration;
 
-pub use live::LiveSessionService;
+pub use live::{LiveSessionService, turn_outcome};
 pub use scoped::{CallerServices, PerCaller, ScopedService};
 pub use types::*;
 
@@ -114,4 +114,10 @@ pub trait SessionService: Send + Sync + 'static {
     ///
     /// Errors: `NotFound`, `Store`.
     fn history(&self, id: &SessionId) -> impl Future<Output = Result<SessionHistory, SessionError>> + Send;
+
+    /// The ids of sessions whose view just changed: a turn (or a compaction) ended and was
+    /// saved, so a `read` now shows it. Live announcements only, nothing is replayed; a
+    /// listener that falls behind is told it lagged. Ids carry no content, so this is not
+    /// scoped to a caller: whoever passes one on must `read` it through its own view first.
+    fn changes(&self) -> tokio::sync::broadcast::Receiver<SessionId>;
 }

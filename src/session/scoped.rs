@@ -163,4 +163,10 @@ impl SessionService for ScopedService {
         self.inner.check_access(&self.caller, id).await?;
         self.inner.history(id).await
     }
+
+    /// Every session's, not only this caller's: ids only, and a listener reads (so checks
+    /// access) before it tells anyone about one.
+    fn changes(&self) -> tokio::sync::broadcast::Receiver<SessionId> {
+        self.inner.changes()
+    }
 }

@@ -9,37 +9,58 @@
 //! otherwise turn every error into a schema failure. Only an unknown tool name is a protocol
 //! error. rmcp negotiates the protocol version (2026-07-28 and 2025-11-25).
 //!
-//! deputy declares only `tools` and `logging`, so the methods of capabilities it does not have
-//! (`prompts/*`, `resources/*`, `completion/complete`) answer `-32601` instead of rmcp's
-//! default empty lists: a client must not be told a capability is absent and then find it
-//! answered.
+//! deputy declares `tools`, `logging`, `resources` (with `subscribe` and `listChanged`: its
+//! sessions, [`super::resources`]) and the tasks extension ([`super::mcp_tasks`]). The methods
+//! of capabilities it does not have (`prompts/*`, `completion/complete`) answer `-32601`
+//! instead of rmcp's default empty lists: a client must not be told a capability is absent and
+//! then find it answered.
+//!
+//! A turn that stops on approvals alone is asked about: clients of the tasks extension get a
+//! task that turns `input_required`; 2025-11-25 clients that declared `elicitation` get one
+//! `elicitation/create` per approval while their call waits ([`super::approvals`]). Either way
+//! a missing answer leaves the approvals pending, as for any other client.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam, CompleteRequestParams,
-    CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, RequestId, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CancelledNotificationParam,
+    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, GetTaskParams,
+    GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    RequestId, ResourceUpdatedNotificationParam, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use tokio_util::sync::CancellationToken;
+use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
+use super::approvals;
 use super::mcp_logging::{self, CallLog, CallSummary};
+use super::mcp_tasks::{self, TASK_GRACE, TaskRegistry};
 use super::operation::Operation;
 use super::progress::ProgressForwarder;
+use super::resources::{self, SessionResource};
 use super::wire::{ERROR_META_KEY, ErrorBody};
+use crate::agent::event_channel;
 use crate::caller::Caller;
-use crate::session::{CallerServices, TurnOptions};
+use crate::model::{RunResult, TurnStatus};
+use crate::session::{CallerServices, SessionService, TurnOptions, TurnRequest};
+
+/// How long one approval question (`elicitation/create`) waits for its answer; past it the
+/// approvals stay pending and the call answers `pending_tool_calls`.
+pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(120);
+/// Held steps asked about within one call at most (each answer may lead to another).
+const ELICITATION_ROUNDS: usize = 8;
 
 const INSTRUCTIONS: &str = "deputy runs LLM agent sessions for you. Start one with session_create (it runs the first \
 turn and returns the answer plus a session_id), continue it with session_turn, and inspect it with session_read. \
-Long turns answer status \"running\"; collect them with session_read and wait_ms. Errors carry stable codes such as \
-SESSION_BUSY or SESSION_NOT_FOUND.";
+Long turns answer status \"running\"; collect them with session_read and wait_ms (clients of the MCP tasks extension \
+get a task instead). Each session is also a resource, deputy://sessions/{id} (and /transcript). Errors carry stable \
+codes such as SESSION_BUSY or SESSION_NOT_FOUND.";
 
 /// The MCP face of the session service, as each caller sees it ([`CallerServices`]). Cheap to
 /// clone; [`McpServer::for_connection`] gives each MCP connection its own logging level.
@@ -55,6 +76,17 @@ pub struct McpServer<P> {
     /// `Some` when only `notifications/cancelled` may interrupt a turn
     /// ([`McpServer::interrupt_only_when_cancelled`]): the turn tokens of the calls in flight.
     explicit_cancels: Option<ExplicitCancels>,
+    /// Every connection's tasks: one registry shared by all.
+    tasks: TaskRegistry,
+    /// This connection's `resources/subscribe` URIs (2025-11-25 clients), and the watcher
+    /// that tells it about them (stopped when the connection's server is dropped).
+    subscriptions: Arc<Mutex<Subscriptions>>,
+}
+
+#[derive(Default)]
+struct Subscriptions {
+    uris: BTreeSet<String>,
+    watcher: Option<DropGuard>,
 }
 
 /// Turn tokens by request id, cancelled by `notifications/cancelled` only.
@@ -68,6 +100,8 @@ impl<P> Clone for McpServer<P> {
             tools: self.tools.clone(),
             log: self.log.clone(),
             explicit_cancels: self.explicit_cancels.clone(),
+            tasks: self.tasks.clone(),
+            subscriptions: self.subscriptions.clone(),
         }
     }
 }
@@ -83,7 +117,15 @@ impl<P: CallerServices> McpServer<P> {
                     .with_annotations(ToolAnnotations::new().read_only(tool.read_only))
             })
             .collect();
-        Self { services, caller, tools: Arc::new(tools), log: CallLog::default(), explicit_cancels: None }
+        Self {
+            services,
+            caller,
+            tools: Arc::new(tools),
+            log: CallLog::default(),
+            explicit_cancels: None,
+            tasks: TaskRegistry::default(),
+            subscriptions: Arc::default(),
+        }
     }
 
     /// The same server for another connection: shared service and tools, its own log level.
@@ -94,6 +136,8 @@ impl<P: CallerServices> McpServer<P> {
             tools: self.tools.clone(),
             log: CallLog::default(),
             explicit_cancels: self.explicit_cancels.as_ref().map(|_| ExplicitCancels::default()),
+            tasks: self.tasks.clone(),
+            subscriptions: Arc::default(),
         }
     }
 
@@ -142,37 +186,172 @@ impl<P: CallerServices> McpServer<P> {
     }
 
     /// One session operation and what the log says about it; `None` for a name that is not one
-    /// of deputy's tools.
+    /// of deputy's tools. `as_task`: the caller declared the tasks extension, so a turn that
+    /// outlives [`TASK_GRACE`] (or holds approvals) is answered with a task.
     async fn dispatch(
         &self,
         name: &str,
         arguments: serde_json::Value,
         context: &RequestContext<RoleServer>,
-    ) -> Option<(CallToolResult, CallSummary)> {
+        as_task: bool,
+    ) -> Option<(CallToolResponse, CallSummary)> {
         let operation = Operation::from_tool(name)?;
-        let turn_options = |wait| self.turn_options(wait, context);
-        let service = self.services.for_caller(self.caller_of(context));
+        let runs_turn = matches!(operation, Operation::Create | Operation::Turn);
+        let as_task = as_task && runs_turn;
+        let waited = Mutex::new(None);
+        // A task's turn reports through its status message instead of progress notifications.
+        let task_events = Mutex::new(None);
+        let turn_options = |wait| {
+            *waited.lock().unwrap_or_else(PoisonError::into_inner) = Some(wait);
+            if !as_task {
+                return self.turn_options(wait, context);
+            }
+            let (mut options, forwarder) = self.turn_options(TASK_GRACE, context);
+            let (events, receiver) = event_channel();
+            options.events = Some(events);
+            *task_events.lock().unwrap_or_else(PoisonError::into_inner) = Some(receiver);
+            (options, forwarder)
+        };
+        let caller = self.caller_of(context);
+        let service = self.services.for_caller(caller);
         let outcome = operation.run(name, &service, arguments, turn_options).await;
         if let Some(cancels) = &self.explicit_cancels {
             cancels.lock().unwrap_or_else(PoisonError::into_inner).remove(&context.id);
         }
+        let outcome = match outcome {
+            Ok(value) if runs_turn => match serde_json::from_value::<RunResult>(value.clone()) {
+                Ok(run) if as_task && mcp_tasks::needs_task(&run) => {
+                    let summary = CallSummary::success(&value);
+                    let events = task_events.lock().unwrap_or_else(PoisonError::into_inner).take();
+                    let task = self.tasks.follow(Arc::new(service), run, caller.subject(), events);
+                    return Some((CallToolResponse::Task(task), summary));
+                }
+                Ok(run) if !as_task && asks_approvals(&run, context) => {
+                    let wait = waited
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .unwrap_or(crate::session::DEFAULT_WAIT);
+                    // As for the call's own turn: with explicit cancels, only `notifications/cancelled`
+                    // (which no longer reaches this call's token once it is answered) interrupts.
+                    let cancel = self.explicit_cancels.is_none().then(|| context.ct.clone());
+                    elicit_approvals(&service, run, context, wait, cancel).await
+                }
+                _ => Ok(value),
+            },
+            other => other,
+        };
         Some(match outcome {
             Ok(value) => {
                 let summary = CallSummary::success(&value);
-                (CallToolResult::structured(value), summary)
+                (CallToolResponse::Complete(CallToolResult::structured(value)), summary)
             }
             Err(error) => {
                 let body = ErrorBody::from(&error);
                 let summary = CallSummary::failure(&body);
-                (render_error(&body), summary)
+                (CallToolResponse::Complete(render_error(&body)), summary)
             }
         })
     }
+
+    /// Starts telling this connection about changes to its subscribed resources, once.
+    fn watch_subscriptions(&self, peer: Peer<RoleServer>, service: <P as CallerServices>::Service) {
+        let mut subscriptions = self.subscriptions.lock().unwrap_or_else(PoisonError::into_inner);
+        if subscriptions.watcher.is_some() {
+            return;
+        }
+        let stop = CancellationToken::new();
+        subscriptions.watcher = Some(stop.clone().drop_guard());
+        let watched = Arc::downgrade(&self.subscriptions);
+        let mut changes = service.changes();
+        tokio::spawn(async move {
+            loop {
+                let changed = tokio::select! {
+                    changed = changes.recv() => changed,
+                    () = stop.cancelled() => return,
+                };
+                let id = match changed {
+                    Ok(id) => id,
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return,
+                };
+                let Some(watched) = watched.upgrade() else { return };
+                let uris: Vec<String> = {
+                    let subscriptions = watched.lock().unwrap_or_else(PoisonError::into_inner);
+                    subscriptions
+                        .uris
+                        .iter()
+                        .filter(|uri| {
+                            SessionResource::parse(uri).is_some_and(|resource| *resource.session_id() == id)
+                        })
+                        .cloned()
+                        .collect()
+                };
+                for uri in uris {
+                    if peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await.is_err() {
+                        return; // the client went away
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Whether a turn's answer should be asked about through `elicitation/create`: it holds
+/// approvals alone and the caller declared form elicitation (on 2026-07-28, where servers may
+/// not send requests, rmcp refuses the request and the approvals stay pending).
+fn asks_approvals(run: &RunResult, context: &RequestContext<RoleServer>) -> bool {
+    run.status == TurnStatus::PendingToolCalls
+        && approvals::approvals_only(&run.pending)
+        && context.peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
+}
+
+/// Asks the caller about each held approval and, when every one is answered, answers the
+/// step with a `session_turn` (waiting `wait` as the call did): the turn's new result. Any
+/// other outcome (declined, cancelled, no answer within [`ELICITATION_TIMEOUT`], a client
+/// error) is the held result, pending as before.
+async fn elicit_approvals<S: SessionService>(
+    service: &S,
+    mut run: RunResult,
+    context: &RequestContext<RoleServer>,
+    wait: Duration,
+    cancel: Option<CancellationToken>,
+) -> Result<serde_json::Value, crate::error::SessionError> {
+    for _ in 0..ELICITATION_ROUNDS {
+        if !(run.status == TurnStatus::PendingToolCalls && approvals::approvals_only(&run.pending)) {
+            break;
+        }
+        let mut results = Vec::with_capacity(run.pending.len());
+        for call in &run.pending {
+            let Ok(params) = approvals::elicitation(call) else { break };
+            let reply = context.peer.create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT)).await;
+            match reply {
+                Ok(result) => results.push(serde_json::to_value(result).ok()),
+                Err(error) => {
+                    tracing::info!(session_id = %run.session_id, "approval not elicited: {error}");
+                    break;
+                }
+            }
+        }
+        let Some(answers) = approvals::answers(&run.pending, &results) else { break };
+        let request = TurnRequest {
+            approvals: answers,
+            options: TurnOptions { wait: Some(wait), events: None, cancel: cancel.clone() },
+            ..TurnRequest::default()
+        };
+        run = service.start_turn(&run.session_id.clone(), request).await?;
+    }
+    serde_json::to_value(&run).map_err(|error| {
+        crate::error::SessionError::agent(
+            Some(run.session_id.clone()),
+            crate::error::ErrorKind::Internal,
+            format!("could not encode the result: {error}"),
+        )
+    })
 }
 
 /// An error as a tool result: `isError`, the text `CODE: message` for an LLM, and the whole
 /// [`ErrorBody`] (whatever fields it has) in `_meta["deputy/error"]` for programs.
-fn render_error(body: &ErrorBody) -> CallToolResult {
+pub(super) fn render_error(body: &ErrorBody) -> CallToolResult {
     let text = format!("{}: {}", body.code, body.message);
     let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
     // `ErrorBody` is plain strings, so encoding cannot fail; if it ever did, the text still
@@ -185,11 +364,21 @@ fn render_error(body: &ErrorBody) -> CallToolResult {
     result
 }
 
+/// One of deputy's resources, or `resource_not_found` for any other URI.
+fn parse_resource(uri: &str) -> Result<SessionResource, McpError> {
+    SessionResource::parse(uri).ok_or_else(|| {
+        McpError::resource_not_found(
+            format!("{uri} is not a deputy resource (deputy://sessions/...)"),
+            Some(serde_json::json!({ "uri": uri })),
+        )
+    })
+}
+
 /// The answer to a method of a capability deputy does not declare.
 fn not_declared(method: &str) -> McpError {
     McpError::new(
         rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-        format!("Method not found: {method} (deputy declares only the tools and logging capabilities)"),
+        format!("Method not found: {method} (deputy declares the tools, logging and resources capabilities)"),
         None,
     )
 }
@@ -218,10 +407,11 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         let subject = self.caller_of(&context).subject();
         let span =
             tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id, subject = %subject);
-        match self.dispatch(&request.name, arguments, &context).instrument(span).await {
-            Some((result, summary)) => {
+        let tasks = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
+        match self.dispatch(&request.name, arguments, &context, tasks).instrument(span).await {
+            Some((response, summary)) => {
                 self.log.tool_finished(&context, &request.name, summary).await;
-                Ok(CallToolResponse::Complete(result))
+                Ok(response)
             }
             None => Err(McpError::invalid_params(format!("unknown tool {:?}", request.name), None)),
         }
@@ -249,7 +439,7 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         mcp_logging::accept_level(&self.log, request.level)
     }
 
-    // No prompts, resources or completions: rmcp's defaults would answer empty lists.
+    // No prompts or completions: rmcp's defaults would answer empty lists.
 
     async fn list_prompts(
         &self,
@@ -269,10 +459,11 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Err(not_declared("resources/list"))
+        let service = self.services.for_caller(self.caller_of(&context));
+        resources::list(&service, request.and_then(|request| request.cursor)).await
     }
 
     async fn list_resource_templates(
@@ -280,15 +471,127 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Err(not_declared("resources/templates/list"))
+        Ok(ListResourceTemplatesResult::with_all_items(resources::templates()))
     }
 
     async fn read_resource(
         &self,
-        _request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        Err(not_declared("resources/read"))
+        let resource = parse_resource(&request.uri)?;
+        let service = self.services.for_caller(self.caller_of(&context));
+        Ok(resources::read(&service, &resource).await?.into())
+    }
+
+    #[allow(deprecated)] // resources/subscribe: 2025-11-25 clients; 2026-07-28 ones `listen`
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let resource = parse_resource(&request.uri)?;
+        let service = self.services.for_caller(self.caller_of(&context));
+        // Only what the caller may read: another tenant's session is not found here either.
+        service
+            .read(resource.session_id(), None)
+            .await
+            .map_err(|error| resources::to_mcp(&error, Some(&request.uri)))?;
+        self.subscriptions.lock().unwrap_or_else(PoisonError::into_inner).uris.insert(request.uri);
+        self.watch_subscriptions(context.peer.clone(), service);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions.lock().unwrap_or_else(PoisonError::into_inner).uris.remove(&request.uri);
+        Ok(())
+    }
+
+    /// `subscriptions/listen` (2026-07-28): deputy's resource URIs and the list.
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let uris: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| SessionResource::parse(uri).is_some())
+            .cloned()
+            .collect();
+        let mut accepted = SubscriptionFilter::builder();
+        if !uris.is_empty() {
+            accepted = accepted.resource_subscriptions(uris);
+        }
+        if requested.resources_list_changed == Some(true) {
+            accepted = accepted.resources_list_changed();
+        }
+        Some(accepted.build())
+    }
+
+    /// Tells the listener when a turn of one of its sessions ends (`resources/updated` for its
+    /// URIs of that session, `resources/list_changed` if it asked), for sessions it may read.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let service = self.services.for_caller(self.caller_of(context.request_context()));
+        let accepted = context.accepted().clone();
+        let mut uris = Vec::new();
+        for uri in accepted.resource_subscriptions.iter().flatten() {
+            if let Some(resource) = SessionResource::parse(uri)
+                && service.read(resource.session_id(), None).await.is_ok()
+            {
+                uris.push((resource.session_id().clone(), uri.clone()));
+            }
+        }
+        let list_changed = accepted.resources_list_changed == Some(true);
+        let mut changes = service.changes();
+        loop {
+            let changed = tokio::select! {
+                changed = changes.recv() => changed,
+                () = context.cancelled() => return Ok(()),
+            };
+            let id = match changed {
+                Ok(id) => id,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return Ok(()),
+            };
+            for (_, uri) in uris.iter().filter(|(session, _)| *session == id) {
+                if context.sink().notify_resource_updated(uri.clone()).await.is_err() {
+                    return Ok(());
+                }
+            }
+            if list_changed
+                && service.read(&id, None).await.is_ok()
+                && context.sink().notify_resource_list_changed().await.is_err()
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.tasks.get(&request.task_id, self.caller_of(&context).subject())
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.update(&request.task_id, self.caller_of(&context).subject(), request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel(&request.task_id, self.caller_of(&context).subject())
     }
 
     async fn complete(

@@ -16,9 +16,18 @@ use super::wire::ErrorBody;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
-/// Tools plus logging.
+/// Tools plus logging, resources (sessions, with subscriptions and list changes) and the
+/// tasks extension: everything deputy's MCP server declares, built here where the
+/// deprecated logging builder is allowed.
 pub fn capabilities() -> ServerCapabilities {
-    ServerCapabilities::builder().enable_tools().enable_logging().build()
+    ServerCapabilities::builder()
+        .enable_tools()
+        .enable_logging()
+        .enable_resources()
+        .enable_resources_subscribe()
+        .enable_resources_list_changed()
+        .enable_tasks()
+        .build()
 }
 
 fn severity(level: LoggingLevel) -> u8 {

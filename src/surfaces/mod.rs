@@ -9,14 +9,19 @@
 //! - [`http`]: MCP streamable HTTP, REST and JSON-RPC on one axum listener.
 //! - [`portable`]: the transform that keeps every generated schema portable.
 //! - [`progress`]: turns agent events into throttled MCP progress notifications.
+//! - [`resources`]: sessions as MCP resources; [`mcp_tasks`]: MCP Tasks for long turns;
+//!   [`approvals`]: held approvals as elicitations.
 //! - [`render`]: the command line's human-readable text (the CLI itself is [`crate::cli`]).
 
+pub mod approvals;
 pub mod http;
 pub mod mcp;
 pub mod mcp_logging;
+pub mod mcp_tasks;
 pub mod operation;
 pub mod portable;
 pub mod progress;
 pub mod render;
+pub mod resources;
 pub mod schemas;
 pub mod wire;

@@ -138,7 +138,8 @@ impl Operation {
                 "Start a new agent session and run its first turn. The agent works on `prompt` with its model and \
                  tools and answers in `text`. Keep `session_id` to continue the conversation with session_turn. If \
                  the turn takes longer than `wait_ms`, the answer is `status: \"running\"`: the agent keeps working, \
-                 and session_read with `wait_ms` collects the result.",
+                 and session_read with `wait_ms` collects the result (clients of the MCP tasks extension get a \
+                 task after 2 s instead).",
             ),
             Self::Turn => descriptor::<wire::SessionTurnParams, RunResult>(
                 self.tool(),

@@ -87,4 +87,4 @@ INSPECTOR_DIR="$cache/inspector-$INSPECTOR_VERSION" timeout 300 node "$here/insp
 
 echo "== interop: the Python MCP client $MCP_VERSION over streamable HTTP and stdio"
 cd "$here"
-timeout 600 "$cache/venv-$MCP_VERSION/bin/pytest" -q -p no:cacheprovider test_python_client.py
+timeout 900 "$cache/venv-$MCP_VERSION/bin/pytest" -q -p no:cacheprovider test_python_client.py test_python_tasks.py

@@ -16,6 +16,8 @@ from mcp.client.stdio import StdioServerParameters
 import mock_llm
 
 DEPUTY = os.environ["DEPUTY_BIN"]
+# The workspace (and config home) of each HTTP deputy, by its /mcp URL.
+WORKSPACES = {}
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +68,7 @@ def http_url(llm):
             break
         except OSError:
             time.sleep(0.05)
+    WORKSPACES[f"http://127.0.0.1:{port}/mcp"] = home
     yield f"http://127.0.0.1:{port}/mcp"
     process.terminate()
     assert process.wait(timeout=30) == 0

@@ -1,6 +1,7 @@
 // deputy driven by the official TypeScript SDK client (npm `@modelcontextprotocol/sdk`, v1),
 // over stdio and streamable HTTP: every tool succeeds, and SESSION_NOT_FOUND, SESSION_BUSY and
-// INVALID_REQUEST come back as error results the caller can read. Since 1.24 the client checks
+// INVALID_REQUEST come back as error results the caller can read, and sessions are resources it
+// can list, read (state, transcript, tool output) and subscribe to. Since 1.24 the client checks
 // `structuredContent` against the tool's `outputSchema` on every result, errors included, and
 // compiles the schemas with Ajv, which warns about every format it does not know.
 //
@@ -16,6 +17,7 @@ const load = (file) => import(pathToFileURL(join(sdk, file)).href);
 const { Client } = await load("index.js");
 const { StdioClientTransport } = await load("stdio.js");
 const { StreamableHTTPClientTransport } = await load("streamableHttp.js");
+const { ResourceUpdatedNotificationSchema } = await load("../types.js");
 
 // Everything the SDK prints (Ajv's "unknown format" warnings among it).
 const printed = [];
@@ -57,6 +59,8 @@ async function ok(client, name, args) {
 async function drive(transportName, client) {
   const at = (label) => `${transportName}: ${label}`;
   let id;
+  let bigSession;
+  let bigToolUseId;
   await report.check(at("tools/list shows 8 tools with output schemas"), async () => {
     const { tools } = await client.listTools();
     assert(tools.length === 8, `${tools.length} tools`);
@@ -90,6 +94,32 @@ async function drive(transportName, client) {
     const toolUseId = mock.toolUseIds[before];
     const output = await ok(client, "session_tool_output", { session_id: created.session_id, tool_use_id: toolUseId });
     assert(output.content.includes("0123456789abcdef") && output.bytes > 30000, `${output.bytes} bytes`);
+    [bigSession, bigToolUseId] = [created.session_id, toolUseId];
+  });
+  await report.check(at("sessions as resources: list, read each kind, templates"), async () => {
+    const { resources } = await client.listResources();
+    const uris = resources.map((resource) => resource.uri);
+    for (const uri of [`deputy://sessions/${id}`, `deputy://sessions/${id}/transcript`]) {
+      assert(uris.includes(uri), `${uri} listed among ${uris}`);
+    }
+    const { resourceTemplates } = await client.listResourceTemplates();
+    assert(resourceTemplates.length === 3, JSON.stringify(resourceTemplates));
+    const state = JSON.parse((await client.readResource({ uri: `deputy://sessions/${id}` })).contents[0].text);
+    assert(state.session_id === id && state.state.turns === 2, JSON.stringify(state.state));
+    const transcript = (await client.readResource({ uri: `deputy://sessions/${id}/transcript` })).contents[0];
+    assert(transcript.mimeType === "text/markdown" && transcript.text.includes("## User\n\nagain"), transcript.text);
+    const output = await client.readResource({ uri: `deputy://sessions/${bigSession}/tool-outputs/${bigToolUseId}` });
+    assert(output.contents[0].text.includes("0123456789abcdef") && output.contents[0].text.length > 30000, "whole output");
+  });
+  await report.check(at("resources/subscribe, then resources/updated after a turn"), async () => {
+    const uri = `deputy://sessions/${id}`;
+    const updated = new Promise((resolve) => {
+      client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => resolve(notification.params.uri));
+    });
+    await client.subscribeResource({ uri });
+    await ok(client, "session_turn", { session_id: id, prompt: "once more" });
+    const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error("no resources/updated in 10 s")), 10_000));
+    assert((await Promise.race([updated, timeout])) === uri, "the subscribed URI was updated");
   });
   await report.check(at("SESSION_BUSY while a turn runs, then session_interrupt"), async () => {
     const running = await ok(client, "session_turn", { session_id: id, prompt: "slow", wait_ms: 300 });

@@ -196,8 +196,8 @@ async fn unknown_routes_and_wrong_methods_answer_json() {
     assert_eq!(foreign.status().as_u16(), 403, "unknown paths are guarded too");
 }
 
-/// deputy declares tools and logging only, so prompts, resources and completion are "method not
-/// found" in both eras instead of rmcp's empty answers.
+/// deputy declares no prompts and no completions, so those are "method not found" in both eras
+/// instead of rmcp's empty answers; resources (its sessions) it declares and answers.
 #[tokio::test]
 async fn undeclared_capabilities_are_method_not_found() {
     let deputy = HttpDeputy::start(&[]).await;
@@ -205,11 +205,8 @@ async fn undeclared_capabilities_are_method_not_found() {
     for lifecycle in [ClientLifecycleMode::Initialize, modern] {
         let client = deputy.mcp(lifecycle).await;
         let capabilities = client.peer_info().unwrap().capabilities.clone();
-        assert!(
-            capabilities.prompts.is_none()
-                && capabilities.resources.is_none()
-                && capabilities.completions.is_none()
-        );
+        assert!(capabilities.prompts.is_none() && capabilities.completions.is_none());
+        assert!(capabilities.resources.is_some());
         let not_found = |what: &str, result: Result<(), ServiceError>| match result {
             Err(ServiceError::McpError(error)) => {
                 assert_eq!(error.code, ErrorCode::METHOD_NOT_FOUND, "{what}: {error:?}");
@@ -218,8 +215,8 @@ async fn undeclared_capabilities_are_method_not_found() {
             other => panic!("{what}: {other:?}"),
         };
         not_found("prompts/list", client.list_prompts(None).await.map(drop));
-        not_found("resources/list", client.list_resources(None).await.map(drop));
-        not_found("resources/templates/list", client.list_resource_templates(None).await.map(drop));
+        assert!(client.list_resources(None).await.unwrap().resources.is_empty(), "no sessions yet");
+        assert_eq!(client.list_resource_templates(None).await.unwrap().resource_templates.len(), 3);
         not_found("completion/complete", client.complete_prompt_simple("p", "a", "v").await.map(drop));
         assert_eq!(client.list_all_tools().await.unwrap().len(), 8, "tools still answer");
         client.cancel().await.unwrap();

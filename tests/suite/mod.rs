@@ -11,6 +11,7 @@ mod limits;
 mod mcp_http;
 mod mcp_servers;
 mod mcp_stdio;
+mod mcp_tasks;
 #[cfg(feature = "session-store")]
 mod persistence;
 mod policy;

@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{RoleClient, ServiceError, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
 use super::error::McpServerError;
@@ -35,6 +35,9 @@ pub struct LiveServer {
     /// Holds the group's death watch, which kills the group if deputy dies without running
     /// its guards (SIGKILL).
     group: GroupGuard,
+    /// A call failed on the transport itself (a broken pipe, a closed connection): the server
+    /// is gone even if rmcp has not noticed yet, so the next use starts a new one.
+    broken: std::sync::atomic::AtomicBool,
 }
 
 fn client_config() -> ClientConfig {
@@ -127,7 +130,7 @@ impl LiveServer {
             .await
             .map_err(|source| McpServerError::ListTools { server: server.clone(), source })?;
         tracing::info!(server = %key, tools = tools.len(), pid = ?group.pgid(), "MCP server started");
-        Ok(Self { name: server, service, tools, group })
+        Ok(Self { name: server, service, tools, group, broken: std::sync::atomic::AtomicBool::new(false) })
     }
 
     /// The tools the server listed when it started.
@@ -142,7 +145,9 @@ impl LiveServer {
 
     /// Whether the server has gone (crashed, killed, closed the connection).
     pub fn is_closed(&self) -> bool {
-        self.service.is_closed() || self.service.is_transport_closed()
+        self.service.is_closed()
+            || self.service.is_transport_closed()
+            || self.broken.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Calls a tool. Dropping the future before it completes sends `notifications/cancelled`
@@ -155,6 +160,9 @@ impl LiveServer {
             params = params.with_arguments(arguments);
         }
         self.service.call_tool(params).await.map_err(|source| {
+            if matches!(source, ServiceError::TransportSend(_) | ServiceError::TransportClosed) {
+                self.broken.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             if self.is_closed() {
                 McpServerError::Closed { server: self.name.clone(), source }
             } else {

@@ -9,7 +9,6 @@ use super::test_support::*;
 use super::*;
 use crate::error::ErrorCode;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
-use crate::llm::{ContentBlock, Role};
 use crate::model::{ApprovalAnswer, Decision, PendingKind, ToolResultAnswer};
 use crate::model::{SessionStatus, StopReason};
 use crate::store::SharedStore;
@@ -51,22 +50,6 @@ fn answer(results: Vec<ToolResultAnswer>, approvals: Vec<ApprovalAnswer>) -> Tur
 
 fn decide(id: &str, decision: Decision) -> ApprovalAnswer {
     ApprovalAnswer { tool_use_id: id.into(), decision }
-}
-
-/// The tool results of the last message of the model request `index`.
-fn results_sent(provider: &ScriptedProvider, index: usize) -> Vec<(String, String, bool)> {
-    let request = &provider.requests()[index];
-    let last = request.messages.last().unwrap();
-    assert_eq!(last.role, Role::User);
-    last.content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::ToolResult { tool_use_id, content, is_error } => {
-                Some((tool_use_id.clone(), content.clone(), *is_error))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -42,22 +42,6 @@ fn final_answer(id: &str, input: Value) -> ScriptedResponse {
     ScriptedResponse::tool_calls(&[(id, FINAL_ANSWER_TOOL, input)])
 }
 
-/// The tool results of the last message of the model request `index`.
-fn results_sent(provider: &ScriptedProvider, index: usize) -> Vec<(String, String, bool)> {
-    let request = &provider.requests()[index];
-    let last = request.messages.last().unwrap();
-    assert_eq!(last.role, Role::User);
-    last.content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::ToolResult { tool_use_id, content, is_error } => {
-                Some((tool_use_id.clone(), content.clone(), *is_error))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_valid_final_answer_call_is_the_structured_output_and_text_holds_it_as_json() {
     let provider = ScriptedProvider::new([final_answer("f1", valid()), ScriptedResponse::text(&["plain"])]);

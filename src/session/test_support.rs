@@ -28,3 +28,20 @@ pub(crate) fn create(prompt: &str) -> CreateSessionRequest {
 pub(crate) fn turn(prompt: &str) -> TurnRequest {
     TurnRequest { prompt: prompt.into(), ..TurnRequest::default() }
 }
+
+/// The tool results the `index`th model request carried: its last message, a user message of
+/// `(tool_use_id, content, is_error)`.
+pub fn results_sent(provider: &ScriptedProvider, index: usize) -> Vec<(String, String, bool)> {
+    let request = &provider.requests()[index];
+    let last = request.messages.last().unwrap();
+    assert_eq!(last.role, crate::llm::Role::User);
+    last.content
+        .iter()
+        .filter_map(|block| match block {
+            crate::llm::ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+                Some((tool_use_id.clone(), content.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .collect()
+}

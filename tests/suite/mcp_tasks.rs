@@ -414,19 +414,9 @@ async fn sessions_are_resources_listed_read_and_notified_after_each_turn() {
 
 #[tokio::test]
 async fn another_tenants_session_is_no_resource_over_http() {
-    const TENANTS: &str = r#"
-[[auth.tokens]]
-subject = "alice"
-token_sha256 = "965b04f03a8200d4bff70f6df635c1d4d3e9c9a1d164d415efc95b9304bfbaf2"
-scopes = ["sessions"]
-[[auth.tokens]]
-subject = "bob"
-token_sha256 = "9325ca38e6e02cdf7833de47c7f56eb91c36bb6447dfb8987c05cd0b700e48a7"
-scopes = ["sessions"]
-"#;
+    use super::tenants::{ALICE, BOB, TENANTS};
     let deputy = HttpDeputy::start_with_config(TENANTS, &[], &[]).await;
-    let (alice, bob) =
-        (deputy.mcp_as("alice-token-0123456789").await, deputy.mcp_as("bob-token-0123456789ab").await);
+    let (alice, bob) = (deputy.mcp_as(ALICE).await, deputy.mcp_as(BOB).await);
     deputy.mock.push(MockResponse::sse(anthropic::text(&["mine"])));
     let id = ok_tool(&alice, "session_create", json!({"prompt": "alice's"})).await["session_id"]
         .as_str()

@@ -11,13 +11,13 @@ use crate::common::http_deputy::HttpDeputy;
 use crate::common::mcp_servers::bin;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-0123456789ab";
+pub const ALICE: &str = "alice-token-0123456789";
+pub const BOB: &str = "bob-token-0123456789ab";
 const OPS: &str = "ops-token-0123456789abcdef";
 
 /// Three subjects by digest (so a restart needs no environment): two tenants with `sessions`
 /// only, and an operator who sees every session.
-const TENANTS: &str = r#"
+pub const TENANTS: &str = r#"
 [[auth.tokens]]
 subject = "alice"
 token_sha256 = "965b04f03a8200d4bff70f6df635c1d4d3e9c9a1d164d415efc95b9304bfbaf2"

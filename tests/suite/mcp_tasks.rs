@@ -17,7 +17,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::Notify;
@@ -111,16 +111,8 @@ async fn start(handler: Client) -> Deputy {
 }
 
 async fn spawn(handler: Client, mock: MockLlm, workspace: TempDir, home: TempDir) -> Deputy {
-    use std::process::Stdio;
-    let mut child = deputy_serve(&mock, workspace.path(), home.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn deputy");
-    let transport = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-    let client = handler.clone().serve(transport).await.expect("MCP handshake");
+    let command = deputy_serve(&mock, workspace.path(), home.path());
+    let (client, child) = crate::common::deputy::connect(&handler, command, ClientLifecycleMode::Initialize).await;
     Deputy { client, handler, mock, workspace, home, child }
 }
 

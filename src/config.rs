@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use serde::Deserialize;
 
-use crate::agent::AgentFactory;
+use crate::agent::{AgentFactory, InboxLimits};
 use crate::caller::Scope;
 use crate::llm::anthropic::{AnthropicConfig, AnthropicProvider};
 use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
@@ -22,6 +22,7 @@ use crate::llm::{HttpTimeouts, Provider};
 use crate::session::SessionLimits;
 use crate::store::SharedStore;
 use crate::tools::mcp::{self, McpFactory, McpPoolSettings, McpServerConfig};
+use crate::tools::peers::{PeerServerConfig, RemotePeers};
 use crate::tools::{PolicySwitches, Switch, ToolDefaults, Workspace};
 
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -135,6 +136,35 @@ pub struct ConfigFile {
     /// Who may call over HTTP, as whom.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// Bounds of every session's inbox (comms).
+    #[serde(default)]
+    pub inbox: InboxConfig,
+    /// Other deputy servers this one's sessions may message (`send_message {to: "NAME:…"}`).
+    #[serde(default)]
+    pub peers: BTreeMap<String, PeerServerConfig>,
+}
+
+/// The `[inbox]` section.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct InboxConfig {
+    /// Waiting messages per session at most (default 256).
+    pub capacity: Option<usize>,
+    /// Hops after which a message is parked instead of delivered (default 8).
+    pub max_hops: Option<u32>,
+    /// Turns a host-mode session starts by itself between two caller turns (default 50).
+    pub max_auto_turns: Option<u32>,
+}
+
+impl InboxConfig {
+    pub fn limits(&self) -> InboxLimits {
+        let default = InboxLimits::default();
+        InboxLimits {
+            capacity: self.capacity.unwrap_or(default.capacity),
+            max_hops: self.max_hops.unwrap_or(default.max_hops),
+            max_auto_turns: self.max_auto_turns.unwrap_or(default.max_auto_turns),
+        }
+    }
 }
 
 /// The `[policy]` section: limits the operator sets for every caller.
@@ -353,6 +383,10 @@ pub struct AppState {
     pub limits: SessionLimits,
     /// The config file's `[[auth.tokens]]`, secrets read (used by `serve --http`).
     pub tokens: Vec<AccessToken>,
+    /// The config file's `[inbox]`.
+    pub inbox: InboxLimits,
+    /// The config file's `[peers.NAME]`, tokens read.
+    pub remote: RemotePeers,
 }
 
 /// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
@@ -400,7 +434,9 @@ impl AppState {
         let store = open_store(settings, env)?;
         let limits = settings.session_limits(&config.sessions);
         let tokens = config.auth.resolve(env)?;
-        Ok(Self { factory, store, mcp, limits, tokens })
+        let remote = RemotePeers::new(&config.peers, mcp.clone(), |variable| env.get(variable).map(str::to_owned))
+            .map_err(anyhow::Error::msg)?;
+        Ok(Self { factory, store, mcp, limits, tokens, inbox: config.inbox.limits(), remote })
     }
 }
 

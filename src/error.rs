@@ -50,6 +50,10 @@ pub enum SessionError {
     /// The request itself is malformed: missing or wrong-typed arguments, bad values.
     #[error("{0}")]
     InvalidRequest(String),
+    /// The session's inbox holds as many waiting messages as it may; the sender may retry once
+    /// the session has read some (its next turn takes them all).
+    #[error("the inbox of session {session_id} is full ({capacity} messages wait); retry after its next turn")]
+    InboxFull { session_id: SessionId, capacity: usize },
 }
 
 impl SessionError {
@@ -77,6 +81,7 @@ impl SessionError {
             | Self::CompactionDisabled(_)
             | Self::NotRunning(_)
             | Self::Store { .. }
+            | Self::InboxFull { .. }
             | Self::InvalidRequest(_) => None,
         }
     }
@@ -96,15 +101,17 @@ impl SessionError {
             Self::Store { .. } => ErrorCode::SessionStoreError,
             Self::Agent { .. } => ErrorCode::AgentError,
             Self::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            Self::InboxFull { .. } => ErrorCode::SessionInboxFull,
         }
     }
 
     /// The session the error is about, when there is one (surfaces echo it to the caller).
     pub fn session_id(&self) -> Option<&SessionId> {
         match self {
-            Self::NotFound { session_id, .. } | Self::Busy(session_id) | Self::NotRunning(session_id) => {
-                Some(session_id)
-            }
+            Self::NotFound { session_id, .. }
+            | Self::Busy(session_id)
+            | Self::NotRunning(session_id)
+            | Self::InboxFull { session_id, .. } => Some(session_id),
             Self::Agent { session_id, .. } => session_id.as_ref(),
             Self::PersistenceDisabled(_)
             | Self::CompactionDisabled(_)
@@ -166,11 +173,12 @@ pub enum ErrorCode {
     SessionStoreError,
     AgentError,
     InvalidRequest,
+    SessionInboxFull,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation that must cover the whole table.
-    pub const ALL: [ErrorCode; 8] = [
+    pub const ALL: [ErrorCode; 9] = [
         Self::SessionNotFound,
         Self::SessionBusy,
         Self::SessionPersistenceDisabled,
@@ -179,6 +187,7 @@ impl ErrorCode {
         Self::SessionStoreError,
         Self::AgentError,
         Self::InvalidRequest,
+        Self::SessionInboxFull,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -191,6 +200,7 @@ impl ErrorCode {
             Self::SessionStoreError => "SESSION_STORE_ERROR",
             Self::AgentError => "AGENT_ERROR",
             Self::InvalidRequest => "INVALID_REQUEST",
+            Self::SessionInboxFull => "SESSION_INBOX_FULL",
         }
     }
 
@@ -202,6 +212,7 @@ impl ErrorCode {
             Self::SessionPersistenceDisabled => -32003,
             Self::SessionCompactionDisabled => -32004,
             Self::SessionNotRunning => -32005,
+            Self::SessionInboxFull => -32006,
             Self::SessionStoreError | Self::AgentError => -32000,
             Self::InvalidRequest => -32602,
         }
@@ -215,6 +226,7 @@ impl ErrorCode {
             Self::SessionPersistenceDisabled | Self::SessionCompactionDisabled => 501,
             Self::SessionStoreError | Self::AgentError => 500,
             Self::InvalidRequest => 400,
+            Self::SessionInboxFull => 429,
         }
     }
 
@@ -229,7 +241,8 @@ impl ErrorCode {
             | Self::SessionNotRunning
             | Self::SessionStoreError
             | Self::AgentError
-            | Self::InvalidRequest => 1,
+            | Self::InvalidRequest
+            | Self::SessionInboxFull => 1,
         }
     }
 }
@@ -319,6 +332,7 @@ mod tests {
                 ErrorCode::SessionStoreError => ("SESSION_STORE_ERROR", -32000, 500, 1),
                 ErrorCode::AgentError => ("AGENT_ERROR", -32000, 500, 1),
                 ErrorCode::InvalidRequest => ("INVALID_REQUEST", -32602, 400, 1),
+                ErrorCode::SessionInboxFull => ("SESSION_INBOX_FULL", -32006, 429, 1),
             };
             assert_eq!((code.as_str(), code.jsonrpc_code(), code.http_status(), code.exit_code()), row);
         }

@@ -65,7 +65,11 @@ pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duratio
 /// live set bounded by the state's session limits, with the idle reaper running. Also the MCP
 /// server pool, which [`drain_and_stop`] stops at the end.
 pub fn long_running_service(state: AppState) -> (Arc<LiveSessionService>, Arc<McpFactory>) {
-    let service = Arc::new(LiveSessionService::new(state.factory, state.store).with_limits(state.limits));
+    let service = LiveSessionService::new(state.factory, state.store)
+        .with_limits(state.limits)
+        .with_inbox_limits(state.inbox)
+        .with_remote_peers(state.remote)
+        .into_shared();
     service.start_idle_reaper();
     (service, state.mcp)
 }
@@ -83,7 +87,10 @@ pub async fn drain_and_stop(service: &LiveSessionService, mcp_servers: &McpFacto
 /// have a store, in memory otherwise.
 pub fn live_service(settings: &Settings) -> anyhow::Result<Arc<LiveSessionService>> {
     let state = load(settings)?;
-    Ok(Arc::new(LiveSessionService::new(state.factory, state.store)))
+    Ok(LiveSessionService::new(state.factory, state.store)
+        .with_inbox_limits(state.inbox)
+        .with_remote_peers(state.remote)
+        .into_shared())
 }
 
 /// The service for commands that only make sense on stored sessions (`deputy turn`, `deputy
@@ -94,7 +101,10 @@ pub fn stored_service(settings: &Settings, operation: &str) -> anyhow::Result<Ar
     if state.store.is_none() {
         return Err(persistence_disabled(operation).into());
     }
-    Ok(Arc::new(LiveSessionService::new(state.factory, state.store)))
+    Ok(LiveSessionService::new(state.factory, state.store)
+        .with_inbox_limits(state.inbox)
+        .with_remote_peers(state.remote)
+        .into_shared())
 }
 
 /// Fires `token` on the first SIGINT (Ctrl-C) or SIGTERM. `serve` stops on it; a command-line

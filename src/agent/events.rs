@@ -51,6 +51,11 @@ pub enum AgentEvent {
         attempt: u32,
         errors: Vec<String>,
     },
+    /// Messages from the session's inbox entered the conversation: joined to the turn's
+    /// prompt, or appended after a step's tool results, before the next model call.
+    InboxDelivered {
+        messages: Vec<crate::model::inbox::InboxMessage>,
+    },
     /// Usage of one model response.
     Usage {
         usage: Usage,

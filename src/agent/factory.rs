@@ -16,9 +16,10 @@ use crate::error::{ErrorKind, SessionError};
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::{FINAL_ANSWER_TOOL, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
+use crate::tools::comms::{CommsLink, ListPeers, SendMessage};
 use crate::tools::mcp::{self, McpFactory, McpServerConfig, McpServerSpec};
 use crate::tools::policy::AuditTag;
-use crate::tools::{Grants, Surface, ToolDefaults, ToolRequest, Workspace};
+use crate::tools::{BuiltinTool, Grants, Surface, ToolDefaults, ToolRequest, Workspace};
 
 /// Everything that decides how a session's agent behaves. Unset fields take the server's
 /// defaults.
@@ -37,6 +38,9 @@ pub struct AgentBuildConfig {
     pub output_schema: Option<serde_json::Value>,
     /// Retries of an answer that does not validate (default 2); only with `output_schema`.
     pub structured_output_retries: Option<u32>,
+    /// Add the comms tools (`send_message`, `list_peers`) unless `tools.builtins` names the
+    /// tools explicitly: what a host-mode session gets.
+    pub comms_by_default: bool,
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -163,7 +167,13 @@ impl AgentFactory {
         let system_prompt = config.system_prompt.filter(|prompt| !prompt.is_empty());
         self.tool_defaults.check_mcp_requests(&config.tools.mcp_servers, grants)?;
         let mcp_requests = std::mem::take(&mut config.tools.mcp_servers);
+        let chose_builtins = config.tools.builtins.is_some();
         let mut tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref(), grants)?;
+        if config.comms_by_default && !chose_builtins {
+            tools.builtins.extend(BuiltinTool::COMMS);
+            tools.builtins.sort();
+            tools.builtins.dedup();
+        }
         tools.mcp_servers = mcp::resolve_servers(&mcp_requests, &self.mcp_servers)?;
         self.assemble(
             AgentSpec {
@@ -224,6 +234,8 @@ impl AgentFactory {
             structured_output: _,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
+        let handling_hops = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let comms_link = CommsLink::default();
         // A workspace that existed when the session was created may be gone when it resumes.
         let mut tools = tool_config
             .scope(self.workspace.as_ref(), audit)
@@ -244,6 +256,19 @@ impl AgentFactory {
                 .await
                 .map_err(|err| SessionError::agent(None, ErrorKind::Tools, err.to_string()))?;
             tools.extend(mcp_tools);
+        }
+        // The comms tools know their session and reach its peers through the link, which the
+        // service connects when it spawns the session.
+        let session = &audit.session_id;
+        let mut comms: Vec<Arc<dyn crate::tools::Tool>> = Vec::new();
+        if tool_config.builtins.contains(&BuiltinTool::SendMessage) {
+            comms.push(Arc::new(SendMessage::new(session.clone(), comms_link.clone(), handling_hops.clone())));
+        }
+        if tool_config.builtins.contains(&BuiltinTool::ListPeers) {
+            comms.push(Arc::new(ListPeers::new(session.clone(), comms_link.clone())));
+        }
+        if !comms.is_empty() {
+            tools.extend(comms);
         }
         Ok(Agent {
             provider,
@@ -269,6 +294,9 @@ impl AgentFactory {
             pending: None,
             structured,
             turn_output: None,
+            mailbox: None,
+            handling_hops,
+            comms_link,
         })
     }
 }

@@ -11,22 +11,26 @@ pub mod compaction;
 pub mod context;
 pub mod events;
 pub mod factory;
+pub mod inbox;
 pub mod pending;
 mod step;
 pub mod structured;
 pub mod turn;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, PoisonError};
 
 pub use context::ContextOverrides;
 pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channel};
 pub use factory::{AgentBuildConfig, AgentFactory};
+pub use inbox::{InboxLimits, Mailbox};
 pub use structured::OutputContract;
 pub use turn::{TurnEnd, TurnInput, TurnReport};
 
 use crate::llm::{Message, Provider, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState, PendingStep};
+use crate::tools::comms::CommsLink;
 use crate::tools::{ToolConfig, ToolScope};
 
 /// Fields are private to the `agent` module: its children (the loop in `turn` and `step`, and
@@ -72,6 +76,12 @@ pub struct Agent {
     structured: Option<OutputContract>,
     /// The output schema of the running turn, if any.
     turn_output: Option<OutputContract>,
+    /// The session's inbox, read at step boundaries; `None` for an agent outside a session.
+    mailbox: Option<Arc<Mailbox>>,
+    /// How many hops the mail the running turn handles had; shared with the comms tools.
+    handling_hops: Arc<AtomicU32>,
+    /// Where the comms tools reach the session's peers (connected by the session service).
+    comms_link: CommsLink,
 }
 
 /// Full tool outputs not saved yet, by tool_use id; written only at the end of a step and
@@ -91,6 +101,21 @@ pub struct RestoredState {
 }
 
 impl Agent {
+    /// Connects the session's inbox; it must share [`Self::handling_hops`].
+    pub fn attach_mailbox(&mut self, mailbox: Arc<Mailbox>) {
+        self.mailbox = Some(mailbox);
+    }
+
+    /// The counter the session's inbox raises as the turn takes mail (see [`Mailbox::take`]).
+    pub fn handling_hops(&self) -> Arc<AtomicU32> {
+        self.handling_hops.clone()
+    }
+
+    /// The link the comms tools send through; the session service connects it.
+    pub fn comms_link(&self) -> &CommsLink {
+        &self.comms_link
+    }
+
     pub fn model_id(&self) -> &str {
         &self.model_id
     }

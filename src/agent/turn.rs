@@ -21,6 +21,7 @@ use super::{Agent, AgentEvent, EventSink, OutputContract};
 use crate::llm::{
     self as llm, ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StreamEvent, Usage,
 };
+use crate::model::inbox::InboxMessage;
 use crate::model::{Exhausted, PendingCall, StopReason};
 
 /// How a turn ended.
@@ -199,6 +200,9 @@ impl Agent {
         self.turns += 1;
         let turn = self.turns;
         events.emit(AgentEvent::TurnStarted { turn });
+        if let Some(mailbox) = &self.mailbox {
+            mailbox.begin_turn();
+        }
         self.turn_running = true;
         self.turn_output = input.output.clone().or_else(|| self.structured.clone());
 
@@ -318,6 +322,7 @@ impl Agent {
     ) -> Result<TurnEnd, Interruption> {
         let prompt = input.prompt.filter(|prompt| !prompt.trim().is_empty());
         let Some(step) = self.pending.take() else {
+            let prompt = self.with_mail(prompt, events);
             self.push_user_prompt(prompt.unwrap_or_default());
             return self.run_steps(cancel, events, totals).await;
         };
@@ -327,7 +332,7 @@ impl Agent {
         };
         // The results message holds this turn's start, with the prompt joined to it.
         self.turn_prompt_index = self.history.len().saturating_sub(1);
-        if let Some(prompt) = prompt {
+        if let Some(prompt) = self.with_mail(prompt, events) {
             self.push_user_prompt(prompt);
         }
         if cancel.is_cancelled() {
@@ -418,7 +423,39 @@ impl Agent {
             if skipped > 0 {
                 return Ok(TurnEnd::BudgetExhausted(Exhausted::ToolCalls));
             }
+            self.deliver_mail_between_steps(events);
         }
+    }
+
+    /// The turn's prompt with the inbox's waiting mail in front of it (delivery at a turn's
+    /// start). `None` when there is neither.
+    fn with_mail(&mut self, prompt: Option<String>, events: &EventSink) -> Option<String> {
+        let mail = self.mailbox.as_ref().map(|mailbox| mailbox.take()).unwrap_or_default();
+        if mail.is_empty() {
+            return prompt;
+        }
+        let text = InboxMessage::render_all(&mail);
+        events.emit(AgentEvent::InboxDelivered { messages: mail });
+        Some(match prompt {
+            Some(prompt) => format!("{text}\n\n{prompt}"),
+            None => text,
+        })
+    }
+
+    /// Mail that arrived while a step ran joins the step's tool results (results first, then
+    /// text, which every provider accepts), so the next model call sees it.
+    fn deliver_mail_between_steps(&mut self, events: &EventSink) {
+        let Some(mailbox) = &self.mailbox else { return };
+        let mail = mailbox.take();
+        if mail.is_empty() {
+            return;
+        }
+        let block = ContentBlock::Text { text: InboxMessage::render_all(&mail) };
+        match self.history.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(block),
+            _ => self.history.push(Message { role: Role::User, content: vec![block] }),
+        }
+        events.emit(AgentEvent::InboxDelivered { messages: mail });
     }
 
     /// The request for the next model call: the whole history and every tool.

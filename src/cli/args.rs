@@ -68,6 +68,20 @@ pub enum Command {
         #[command(flatten)]
         structured: StructuredArgs,
     },
+    /// Send a message to a stored session's inbox. A host-mode session answers it in a turn of
+    /// its own, which this command waits for; any other session reads it at its next turn.
+    Send {
+        /// The session's id (or its name, with --peer-group).
+        session_id: String,
+        /// The message.
+        message: String,
+        /// The id of the message this one answers.
+        #[arg(long, value_name = "MESSAGE_ID")]
+        in_reply_to: Option<String>,
+        /// Find the session by name among the sessions of this peer group.
+        #[arg(long, value_name = "GROUP")]
+        peer_group: Option<String>,
+    },
     /// Inspect and manage stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -262,9 +276,12 @@ impl Command {
     pub fn default_log_filter(&self) -> &'static str {
         match self {
             Self::Serve(_) | Self::BackgroundServer(_) => "deputy=info,rmcp=warn",
-            Self::Run(_) | Self::Turn { .. } | Self::Sessions(_) | Self::Schemas { .. } | Self::Background(_) => {
-                "warn"
-            }
+            Self::Run(_)
+            | Self::Turn { .. }
+            | Self::Send { .. }
+            | Self::Sessions(_)
+            | Self::Schemas { .. }
+            | Self::Background(_) => "warn",
         }
     }
 }

@@ -17,10 +17,12 @@ use crate::background::{self, HostExit, HostOptions, StartOptions};
 use crate::config::Settings;
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::model::inbox::Delivery;
 use crate::model::{Budget, StopReason};
 use crate::server::{self, Surface};
 use crate::session::{
-    CreateSessionRequest, LiveSessionService, RunResult, SessionService, TurnOptions, TurnRequest, TurnStatus,
+    CreateSessionRequest, LiveSessionService, MAX_WAIT, RunResult, SendRequest, SessionService, TurnOptions,
+    TurnRequest, TurnStatus,
 };
 use crate::surfaces::http::HttpConfig;
 use crate::surfaces::{render, schemas, wire};
@@ -160,6 +162,7 @@ pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCod
         tools: ToolRequest::default(),
         output_schema,
         structured_output_retries: flags.structured.structured_output_retries,
+        comms_by_default: false,
     };
     let prompt = flags.prompt;
     stream_turn(structured, |turn| async move {
@@ -282,6 +285,29 @@ where
 }
 
 /// `deputy sessions …`.
+/// `deputy send`: prints the message id and how it was taken in. A turn the message started
+/// (host mode) runs in this process, so the command waits for it, then for any turn that
+/// follows from mail, before it exits.
+pub async fn send(service: &LiveSessionService, session_id: String, request: SendRequest) -> ExitCode {
+    let id = SessionId::from_string(session_id);
+    let sent = match service.send(&id, request).await {
+        Ok(sent) => sent,
+        Err(error) => return exit_with(&error),
+    };
+    let delivered = serde_json::to_value(sent.delivered).unwrap_or_default();
+    println!("{} {}", sent.message_id, delivered.as_str().unwrap_or_default());
+    if sent.delivered == Delivery::StartedTurn {
+        if let Err(error) = service.read(&sent.session_id, Some(MAX_WAIT)).await {
+            return exit_with(&error);
+        }
+        service.drain(SEND_DRAIN).await;
+    }
+    ExitCode::SUCCESS
+}
+
+/// How long `deputy send` lets turns started by mail go on after the first one ended.
+const SEND_DRAIN: Duration = Duration::from_secs(60);
+
 pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) -> ExitCode {
     let outcome = match command {
         SessionsCommand::List { all, cursor, offset, limit, json } => {

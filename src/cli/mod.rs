@@ -14,7 +14,9 @@ use std::process::ExitCode;
 pub use args::{BackgroundCommand, BackgroundServerArgs, Cli, Command, RunArgs, ServeArgs, SessionsCommand};
 
 use crate::error::SessionError;
+use crate::ids::MessageId;
 use crate::server;
+use crate::session::SendRequest;
 
 /// Runs a parsed command line to completion.
 pub async fn run(cli: Cli) -> ExitCode {
@@ -38,6 +40,20 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Turn { session_id, prompt, structured } => {
             match server::stored_service(&settings, "resuming a session from the command line") {
                 Ok(service) => return commands::turn(&service, session_id, prompt, structured).await,
+                Err(err) => Err(err),
+            }
+        }
+        Command::Send { session_id, message, in_reply_to, peer_group } => {
+            match server::stored_service(&settings, "deputy send") {
+                Ok(service) => {
+                    let request = SendRequest {
+                        body: message,
+                        in_reply_to: in_reply_to.map(MessageId::from_string),
+                        peer_group,
+                        ..SendRequest::default()
+                    };
+                    return commands::send(&service, session_id, request).await;
+                }
                 Err(err) => Err(err),
             }
         }

@@ -8,6 +8,7 @@
 
 pub mod budget;
 pub mod context;
+pub mod inbox;
 pub mod pending;
 pub mod record;
 pub mod result;

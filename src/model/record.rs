@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::budget::{Consumption, millis};
 use super::context::ContextState;
+use super::inbox::InboxView;
 use super::pending::PendingStep;
 use super::result::RunResult;
 use super::spec::AgentSpec;
@@ -33,6 +34,16 @@ pub struct SessionRecord {
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
     pub host_mode: bool,
+    /// The session's name among its peers, unique in its peer group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The peer group, when the caller chose one (else the session is its own group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_group: Option<String>,
+    /// Turns started by mail since the caller's last turn (host mode; bounded by
+    /// `max_auto_turns`).
+    #[serde(default)]
+    pub auto_turns: u32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// Turns finished.
@@ -70,6 +81,9 @@ impl SessionRecord {
             owner: super::view::local_owner(),
             labels: BTreeMap::new(),
             host_mode: false,
+            name: None,
+            peer_group: None,
+            auto_turns: 0,
             created_at: at,
             updated_at: at,
             turns: 0,
@@ -112,6 +126,10 @@ impl SessionRecord {
                 owner: self.owner.clone(),
                 labels: self.labels.clone(),
                 host_mode: self.host_mode,
+                name: self.name.clone(),
+                peer_group: self.peer_group.clone(),
+                inbox: InboxView { auto_turns: self.auto_turns, ..InboxView::default() },
+                inbox_parked: Vec::new(),
                 turns: self.turns,
                 running_turn,
                 message_count: usize::try_from(self.message_count).unwrap_or(usize::MAX),
@@ -158,8 +176,27 @@ impl SessionRecord {
             turns: self.turns,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            host_mode: self.host_mode,
+            name: self.name.clone(),
         }
     }
+
+    /// The group whose sessions see this one as a peer: the chosen label, else the session
+    /// itself (until delegation gives it a tree).
+    pub fn peer_group(&self) -> String {
+        self.peer_group.clone().unwrap_or_else(|| self.session_id.to_string())
+    }
+
+    /// Where the session is found among peers: its group, within its owner's sessions (one
+    /// subject never sees another's sessions as peers, whatever group label both chose).
+    pub fn peer_key(&self) -> String {
+        peer_key(&self.owner, &self.peer_group())
+    }
+}
+
+/// The key of a peer group of `owner`'s sessions.
+pub fn peer_key(owner: &str, group: &str) -> String {
+    format!("{owner}\u{0}{group}")
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::budget::Budget;
+use super::inbox::{InboxMessage, InboxView};
 use super::pending::PendingCall;
 use super::result::RunResult;
 use crate::ids::SessionId;
@@ -44,8 +45,20 @@ pub struct SessionState {
     #[serde(default = "local_owner")]
     pub owner: String,
     pub labels: BTreeMap<String, String>,
-    /// Reserved for host mode, not built yet: as the session was created, no effect today.
+    /// Host mode: mail that arrives while the session is idle starts a turn by itself.
     pub host_mode: bool,
+    /// The session's name among its peers (`send_message {to}` and `list_peers` use it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The sessions that see each other as peers share this group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_group: Option<String>,
+    /// Messages waiting for delivery.
+    #[serde(default)]
+    pub inbox: InboxView,
+    /// Messages that went through more than `max_hops` agents: kept here, never delivered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inbox_parked: Vec<InboxMessage>,
     /// Turns finished so far.
     pub turns: u64,
     /// Number of the turn in flight, while one runs.
@@ -119,6 +132,11 @@ pub struct SessionSummary {
     pub turns: u64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Host mode: an idle host session waits for mail and answers it on its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_mode: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// The owner of sessions recorded before owners were: the local user's.
@@ -139,6 +157,8 @@ impl From<&SessionView> for SessionSummary {
             turns: state.turns,
             created_at: state.created_at,
             updated_at: state.updated_at,
+            host_mode: state.host_mode,
+            name: state.name.clone(),
         }
     }
 }

@@ -31,14 +31,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::{Agent, EventSink, FullOutputs, TurnInput};
+use crate::agent::{Agent, EventSink, FullOutputs, InboxLimits, Mailbox, TurnInput};
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::llm::Message;
 #[cfg(feature = "session-compaction")]
 use crate::model::CompactResult;
+use crate::model::inbox::{Delivery, InboxMessage};
 use crate::model::{RunResult, SessionRecord, SessionStatus, SessionSummary, SessionView};
-use crate::store::{SaveRequest, SharedStore, StoreError};
+use crate::store::{SaveRequest, SharedStore, StoreError, StoredInbox, StoredMail};
 
 /// What the actor is asked to do. Only one `RunTurn` or `Compact` is ever queued: the turn
 /// lock is taken before either is sent.
@@ -48,17 +49,14 @@ enum Command {
         cancel: CancellationToken,
         events: EventSink,
         reply: oneshot::Sender<TurnReply>,
+        /// Started by mail on a host-mode session rather than by a caller.
+        auto: bool,
     },
     /// The history, for callers that want the whole conversation (answered between turns).
-    History {
-        reply: oneshot::Sender<Vec<Message>>,
-    },
+    History { reply: oneshot::Sender<Vec<Message>> },
     /// Compact the history now (`session_compact`); the turn lock is held by the sender.
     #[cfg(feature = "session-compaction")]
-    Compact {
-        cancel: CancellationToken,
-        reply: oneshot::Sender<Result<CompactResult, SessionError>>,
-    },
+    Compact { cancel: CancellationToken, reply: oneshot::Sender<Result<CompactResult, SessionError>> },
     /// Stop after whatever is in flight (the channel is FIFO, so a running turn finishes).
     Shutdown,
 }
@@ -90,6 +88,8 @@ struct Shared {
     /// Where the session says its view changed (a turn or a compaction ended): the service's
     /// feed of [`SessionService::changes`](super::SessionService::changes).
     changes: broadcast::Sender<SessionId>,
+    /// The session's inbox; the agent takes its mail at step boundaries.
+    mailbox: Arc<Mailbox>,
 }
 
 #[derive(Clone)]
@@ -115,14 +115,19 @@ impl SessionHandle {
     /// Starts the actor for an agent and its record (new, or rehydrated from the store), on
     /// `tasks`, so shutdown can wait for it to exit.
     /// Each finished turn or compaction is announced on `changes`.
+    /// The inbox starts with `inbox` (what the store kept) and is bounded by `limits`.
     pub fn spawn(
-        agent: Agent,
+        mut agent: Agent,
         record: SessionRecord,
         store: SharedStore,
         tasks: &TaskTracker,
         changes: broadcast::Sender<SessionId>,
+        inbox: (InboxLimits, StoredInbox),
     ) -> Self {
         let id = record.session_id.clone();
+        let (limits, stored) = inbox;
+        let mailbox = Arc::new(Mailbox::new(limits, agent.handling_hops(), stored.waiting, stored.parked));
+        agent.attach_mailbox(mailbox.clone());
         let shared = Arc::new(Shared {
             turn_running: AtomicBool::new(false),
             turn_cancel: Mutex::new(None),
@@ -134,6 +139,7 @@ impl SessionHandle {
             unsaved: AtomicBool::new(false),
             unloaded: AtomicBool::new(false),
             changes,
+            mailbox,
         });
         let (commands, receiver) = mpsc::channel(4);
         let actor = run(agent, record, store, receiver, shared.clone());
@@ -153,21 +159,7 @@ impl SessionHandle {
     /// Takes the turn lock: exactly one concurrent caller wins, the others get `Busy` at once.
     /// Returns the cancel token of whatever the winner runs.
     fn try_lock(&self) -> Result<CancellationToken, SessionError> {
-        if self.shared.closing.load(Ordering::Acquire) {
-            return Err(self.archived_error());
-        }
-        let mut slot = self.shared.turn_cancel.lock().unwrap_or_else(PoisonError::into_inner);
-        // An unloaded handle answers `Busy` (its actor may have released the lock on exit);
-        // the service sees `is_unloaded` and goes back to the registry.
-        if self.shared.unloaded.load(Ordering::Acquire)
-            || self.shared.turn_running.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err()
-        {
-            return Err(SessionError::Busy(self.id.clone()));
-        }
-        let cancel = CancellationToken::new();
-        *slot = Some(cancel.clone());
-        self.shared.touch();
-        Ok(cancel)
+        self.shared.try_lock(&self.id)
     }
 
     /// Takes the turn lock for good, to unload the session: only when no turn or compaction
@@ -206,15 +198,7 @@ impl SessionHandle {
 
     /// Takes the turn lock for a turn and shows the session running.
     pub fn try_begin_turn(&self) -> Result<TurnTicket, SessionError> {
-        let cancel = self.try_lock()?;
-        let mut turn = 0;
-        self.shared.view.send_modify(|view| {
-            turn = view.state.turns + 1;
-            view.state.status = SessionStatus::Running;
-            view.state.running_turn = Some(turn);
-            view.state.updated_at = Utc::now();
-        });
-        Ok(TurnTicket { cancel, turn })
+        self.shared.try_begin_turn(&self.id)
     }
 
     /// Gives back a won turn lock without running anything (the request was refused after
@@ -235,7 +219,7 @@ impl SessionHandle {
         events: EventSink,
     ) -> Result<oneshot::Receiver<TurnReply>, SessionError> {
         let (reply, result) = oneshot::channel();
-        let command = Command::RunTurn { input, cancel: ticket.cancel.clone(), events, reply };
+        let command = Command::RunTurn { input, cancel: ticket.cancel.clone(), events, reply, auto: false };
         if self.commands.send(command).await.is_err() {
             self.shared.end_turn();
             return Err(self.stopped_error());
@@ -291,7 +275,68 @@ impl SessionHandle {
 
     /// The current view, without waiting.
     pub fn view(&self) -> SessionView {
-        self.shared.view.borrow().clone()
+        self.shared.view()
+    }
+
+    /// Takes a message into the inbox: kept by the store first (when there is one), so a
+    /// sender told it was taken can count on it. On an idle host-mode session it starts a
+    /// turn. `None` when the handle turned out unloaded meanwhile: the store has the message,
+    /// and the caller must deliver it again through the session's new handle.
+    ///
+    /// Errors: `InboxFull`, `NotFound` (archived), `Store`.
+    pub async fn deliver(
+        &self,
+        message: InboxMessage,
+        store: &SharedStore,
+    ) -> Result<Option<Delivery>, SessionError> {
+        let mailbox = &self.shared.mailbox;
+        {
+            let _sending = mailbox.sending().await;
+            if self.shared.closing.load(Ordering::Acquire) {
+                return Err(archived_error(&self.id));
+            }
+            let parked = mailbox.parks(&message);
+            if !parked && !mailbox.has_room() {
+                return Err(SessionError::InboxFull {
+                    session_id: self.id.clone(),
+                    capacity: mailbox.limits().capacity,
+                });
+            }
+            if let Some(store) = store {
+                let evict = if parked { mailbox.would_evict() } else { None };
+                store.post(&self.id, StoredMail { parked, message: message.clone() }, evict).await?;
+            }
+            if let crate::agent::inbox::Admitted::Parked { .. } = mailbox.admit(message) {
+                return Ok(Some(Delivery::Parked));
+            }
+        }
+        if self.is_unloaded() {
+            return Ok(None);
+        }
+        Ok(Some(if self.start_auto_turn() { Delivery::StartedTurn } else { Delivery::Queued }))
+    }
+
+    /// Starts a turn for the waiting mail if the session may take one on its own
+    /// ([`may_auto_turn`]) and nobody holds the turn lock. Never waits.
+    pub fn start_auto_turn(&self) -> bool {
+        if !self.shared.mailbox.has_mail() || !may_auto_turn(&self.view(), self.shared.mailbox.limits()) {
+            return false;
+        }
+        let Ok(ticket) = self.try_begin_turn() else { return false };
+        // Nobody waits for an auto-turn's reply: its result is in the view, as any turn's.
+        let (reply, _) = oneshot::channel();
+        let command = Command::RunTurn {
+            input: TurnInput::default(),
+            cancel: ticket.cancel,
+            events: EventSink::new(None),
+            reply,
+            auto: true,
+        };
+        if self.commands.try_send(command).is_err() {
+            self.abandon_turn();
+            return false;
+        }
+        true
     }
 
     /// The session's summary, read in place from the published view: `list` copies a few
@@ -341,13 +386,7 @@ impl SessionHandle {
     }
 
     fn archived_error(&self) -> SessionError {
-        SessionError::NotFound {
-            session_id: self.id.clone(),
-            message: format!(
-                "session {} is archived: its history can be read, but it takes no more turns",
-                self.id
-            ),
-        }
+        archived_error(&self.id)
     }
 
     /// Why a command got no answer: the actor stopped before it ran. After `archive` began,
@@ -364,7 +403,70 @@ impl SessionHandle {
     }
 }
 
+fn archived_error(id: &SessionId) -> SessionError {
+    SessionError::NotFound {
+        session_id: id.clone(),
+        message: format!("session {id} is archived: its history can be read, but it takes no more turns"),
+    }
+}
+
+/// Whether a host-mode session may start a turn on its own for waiting mail: it is idle,
+/// holds no step for its caller (mail then waits for the caller's answer), has budget left,
+/// and has not yet taken `max_auto_turns` turns since its caller's last one.
+pub fn may_auto_turn(view: &SessionView, limits: InboxLimits) -> bool {
+    let (state, remaining) = (&view.state, &view.billing.remaining);
+    let exhausted =
+        remaining.tokens == Some(0) || remaining.tool_calls == Some(0) || remaining.duration_ms == Some(0);
+    state.host_mode
+        && state.running_turn.is_none()
+        && state.pending.is_empty()
+        && state.inbox.auto_turns < limits.max_auto_turns
+        && !exhausted
+}
+
 impl Shared {
+    /// The published view, with the inbox as it is now.
+    fn view(&self) -> SessionView {
+        let mut view = self.view.borrow().clone();
+        let (waiting, oldest_at) = self.mailbox.waiting();
+        view.state.inbox.waiting = waiting;
+        view.state.inbox.oldest_at = oldest_at;
+        view.state.inbox_parked = self.mailbox.parked();
+        view
+    }
+
+    /// The turn lock: exactly one concurrent taker wins, the others get `Busy` at once.
+    fn try_lock(&self, id: &SessionId) -> Result<CancellationToken, SessionError> {
+        if self.closing.load(Ordering::Acquire) {
+            return Err(archived_error(id));
+        }
+        let mut slot = self.turn_cancel.lock().unwrap_or_else(PoisonError::into_inner);
+        // An unloaded handle answers `Busy` (its actor may have released the lock on exit);
+        // the service sees `is_unloaded` and goes back to the registry.
+        if self.unloaded.load(Ordering::Acquire)
+            || self.turn_running.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err()
+        {
+            return Err(SessionError::Busy(id.clone()));
+        }
+        let cancel = CancellationToken::new();
+        *slot = Some(cancel.clone());
+        self.touch();
+        Ok(cancel)
+    }
+
+    /// Takes the turn lock for a turn and shows the session running.
+    fn try_begin_turn(&self, id: &SessionId) -> Result<TurnTicket, SessionError> {
+        let cancel = self.try_lock(id)?;
+        let mut turn = 0;
+        self.view.send_modify(|view| {
+            turn = view.state.turns + 1;
+            view.state.status = SessionStatus::Running;
+            view.state.running_turn = Some(turn);
+            view.state.updated_at = Utc::now();
+        });
+        Ok(TurnTicket { cancel, turn })
+    }
+
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
     }
@@ -420,29 +522,37 @@ async fn run(
     shared: Arc<Shared>,
 ) {
     let span = tracing::info_span!("session", session_id = %record.session_id, owner = %record.owner);
-    while let Some(command) = commands.recv().await {
+    loop {
+        // Mail that arrived during the last turn (after its last step boundary), or that a
+        // rehydrated host session kept, starts the next turn here: the loop goes round only
+        // while mail waits, so an idle host costs nothing.
+        if shared.mailbox.has_mail()
+            && may_auto_turn(&shared.view(), shared.mailbox.limits())
+            && let Ok(ticket) = shared.try_begin_turn(&record.session_id)
+        {
+            let events = EventSink::new(None);
+            let input = TurnInput::default();
+            run_one_turn(&mut agent, &mut record, &store, &shared, &span, (input, ticket.cancel, &events), true)
+                .await;
+            continue;
+        }
+        let Some(command) = commands.recv().await else { break };
         match command {
-            Command::RunTurn { input, cancel, events, reply } => {
-                let turn = agent.turns() + 1;
-                tracing::info!(parent: &span, turn, "turn started");
-                let report = match AssertUnwindSafe(agent.run_turn(input, cancel, &events)).catch_unwind().await {
-                    Ok(report) => report,
-                    Err(panic) => {
-                        let panic = panic_message(&*panic);
-                        tracing::error!(parent: &span, turn, "the turn panicked: {panic}");
-                        let message = format!("internal error: the turn panicked ({panic})");
-                        agent.end_panicked_turn(turn, message, &events)
-                    }
-                };
-                let result = RunResult::from_report(record.session_id.clone(), &report);
-                tracing::info!(parent: &span, turn = result.turn, status = ?result.status, stop_reason = ?result.stop_reason, "turn ended");
-                let save_error =
-                    finish(&mut agent, &mut record, &store, &shared, Some(Arc::new(result.clone()))).await.err();
-                if let Some(error) = &save_error {
-                    tracing::error!(parent: &span, turn = result.turn, "saving the turn failed: {error}");
+            Command::RunTurn { input, cancel, events, reply, auto } => {
+                // The mail an auto-turn was started for may have gone with a caller's turn.
+                if auto && !shared.mailbox.has_mail() {
+                    shared.view.send_modify(|view| {
+                        view.state.status = SessionStatus::Idle;
+                        view.state.running_turn = None;
+                    });
+                    shared.end_turn();
+                    continue;
                 }
+                let reply_value =
+                    run_one_turn(&mut agent, &mut record, &store, &shared, &span, (input, cancel, &events), auto)
+                        .await;
                 // The caller may have stopped waiting; the result stays readable in the view.
-                let _ = reply.send(TurnReply { result, save_error });
+                let _ = reply.send(reply_value);
             }
             Command::History { reply } => {
                 let _ = reply.send(agent.history().to_vec());
@@ -491,6 +601,38 @@ async fn run(
     }
 }
 
+/// Runs one turn whose lock is held, saves it and publishes it. A caller's turn resets the
+/// count of auto-turns; an auto-turn (started by mail) adds one.
+async fn run_one_turn(
+    agent: &mut Agent,
+    record: &mut SessionRecord,
+    store: &SharedStore,
+    shared: &Shared,
+    span: &tracing::Span,
+    (input, cancel, events): (TurnInput, CancellationToken, &EventSink),
+    auto: bool,
+) -> TurnReply {
+    let turn = agent.turns() + 1;
+    tracing::info!(parent: span, turn, auto, "turn started");
+    record.auto_turns = if auto { record.auto_turns.saturating_add(1) } else { 0 };
+    let report = match AssertUnwindSafe(agent.run_turn(input, cancel, events)).catch_unwind().await {
+        Ok(report) => report,
+        Err(panic) => {
+            let panic = panic_message(&*panic);
+            tracing::error!(parent: span, turn, "the turn panicked: {panic}");
+            let message = format!("internal error: the turn panicked ({panic})");
+            agent.end_panicked_turn(turn, message, events)
+        }
+    };
+    let result = RunResult::from_report(record.session_id.clone(), &report);
+    tracing::info!(parent: span, turn = result.turn, status = ?result.status, stop_reason = ?result.stop_reason, "turn ended");
+    let save_error = finish(agent, record, store, shared, Some(Arc::new(result.clone()))).await.err();
+    if let Some(error) = &save_error {
+        tracing::error!(parent: span, turn = result.turn, "saving the turn failed: {error}");
+    }
+    TurnReply { result, save_error }
+}
+
 /// The epilogue of everything that held the turn lock (a turn, a compaction): take the agent's
 /// counters into the record, save, then publish the idle view *before* releasing the lock, so
 /// whoever sees the session idle also sees what the command did. A turn also leaves its result.
@@ -507,7 +649,7 @@ async fn finish(
         record.last_turn = Some(result);
     }
     record.updated_at = Utc::now();
-    let saved = save(store, agent, record).await;
+    let saved = save(store, agent, record, &shared.mailbox).await;
     shared.unsaved.store(saved.is_err(), Ordering::Release);
     shared.view.send_replace(record.view(SessionStatus::Idle, None));
     shared.touch();
@@ -519,16 +661,28 @@ async fn finish(
 
 /// Writes what changed since the last save. On failure nothing is marked saved, so the next
 /// save writes it again: a failed save loses nothing while the session stays live.
-async fn save(store: &SharedStore, agent: &mut Agent, record: &SessionRecord) -> Result<(), StoreError> {
-    let Some(store) = store else { return Ok(()) };
+async fn save(
+    store: &SharedStore,
+    agent: &mut Agent,
+    record: &SessionRecord,
+    mailbox: &Mailbox,
+) -> Result<(), StoreError> {
+    let delivered = mailbox.delivered_unsaved();
+    let Some(store) = store else {
+        mailbox.mark_delivered_saved(delivered.len());
+        return Ok(());
+    };
     let (replace_from, messages) = agent.unsaved();
+    let delivered_count = delivered.len();
     let request = SaveRequest {
         record: record.clone(),
         replace_from: replace_from as u64,
         messages: messages.to_vec(),
         tool_outputs: agent.unsaved_tool_outputs(),
+        delivered,
     };
     store.save(request).await?;
     agent.mark_saved();
+    mailbox.mark_delivered_saved(delivered_count);
     Ok(())
 }

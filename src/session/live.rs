@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::{broadcast, oneshot};
@@ -24,16 +24,18 @@ use super::actor::{SessionHandle, TurnReply, TurnTicket};
 use super::types::*;
 use crate::agent::factory::output_contract;
 use crate::agent::pending::resolve;
-use crate::agent::{Agent, AgentFactory, EventSink, TurnInput};
+use crate::agent::{Agent, AgentFactory, EventSink, InboxLimits, TurnInput};
 use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::model::SessionRecord;
+use crate::model::inbox::SendResult;
 use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, ListPosition, RunResult, SessionHistory, SessionList,
     SessionSummary, SessionView, ToolOutputResult, TurnStatus,
 };
-use crate::store::{SaveRequest, SharedStore, StoredListQuery, persistence_disabled};
+use crate::store::{SaveRequest, SharedStore, StoredInbox, StoredListQuery, persistence_disabled};
+use crate::tools::peers::RemotePeers;
 use crate::tools::policy::AuditTag;
 use crate::tools::{Grants, Surface};
 
@@ -63,6 +65,16 @@ pub struct LiveSessionService {
     stopping: CancellationToken,
     /// Every finished turn or compaction, by session ([`SessionService::changes`]).
     changes: broadcast::Sender<SessionId>,
+    /// Bounds of every session's inbox.
+    inbox_limits: InboxLimits,
+    /// Held while a named session's name is checked and its record first saved, so two
+    /// sessions can never take one name in a peer group.
+    naming: tokio::sync::Mutex<()>,
+    /// Peers on other deputy servers (`[peers.NAME]`).
+    remote: RemotePeers,
+    /// The service itself, once shared ([`Self::into_shared`]): what its sessions' comms tools
+    /// reach it through.
+    me: OnceLock<Weak<LiveSessionService>>,
 }
 
 /// Announcements a slow listener of [`SessionService::changes`] may fall behind by before it
@@ -106,7 +118,23 @@ impl LiveSessionService {
             limits: SessionLimits::default(),
             stopping: CancellationToken::new(),
             changes: broadcast::Sender::new(CHANGES_BUFFER),
+            inbox_limits: InboxLimits::default(),
+            naming: tokio::sync::Mutex::new(()),
+            remote: RemotePeers::default(),
+            me: OnceLock::new(),
         }
+    }
+
+    /// The same service with peers on other deputy servers.
+    pub fn with_remote_peers(mut self, remote: RemotePeers) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// The same service with other bounds on every session's inbox.
+    pub fn with_inbox_limits(mut self, limits: InboxLimits) -> Self {
+        self.inbox_limits = InboxLimits { capacity: limits.capacity.max(1), ..limits };
+        self
     }
 
     /// The same service with other bounds on its live set.
@@ -255,8 +283,10 @@ impl LiveSessionService {
         true
     }
 
-    fn spawn(&self, agent: Agent, record: SessionRecord) -> SessionHandle {
-        SessionHandle::spawn(agent, record, self.store.clone(), &self.actors, self.changes.clone())
+    fn spawn(&self, agent: Agent, record: SessionRecord, inbox: StoredInbox) -> SessionHandle {
+        self.connect_comms(&agent);
+        let inbox = (self.inbox_limits, inbox);
+        SessionHandle::spawn(agent, record, self.store.clone(), &self.actors, self.changes.clone(), inbox)
     }
 
     fn lookup(&self, id: &SessionId) -> Lookup {
@@ -326,9 +356,10 @@ impl LiveSessionService {
             )));
         }
         let audit = AuditTag { subject: record.owner.as_str().into(), session_id: id.clone() };
+        let inbox = store.inbox(id).await?;
         let agent =
             factory.restore_agent(record.agent.clone(), record.restored_state(history), grants, &audit).await?;
-        let handle = self.spawn(agent, record);
+        let handle = self.spawn(agent, record, inbox);
         loop {
             {
                 let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
@@ -384,24 +415,40 @@ impl LiveSessionService {
         factory: &AgentFactory,
         caller: &Caller,
         grants: &Grants,
-        request: CreateSessionRequest,
+        mut request: CreateSessionRequest,
     ) -> Result<RunResult, SessionError> {
         require_sessions_scope(caller)?;
         require_prompt(&request.prompt)?;
         check_labels(&request.labels)?;
+        // Host sessions talk: they get the comms tools unless the caller chose the builtins.
+        request.build.comms_by_default |= request.host_mode;
+        if let Some(name) = &request.name {
+            comms::check_name(name)?;
+        }
+        if let Some(group) = &request.peer_group {
+            comms::check_group(group)?;
+        }
         self.check_room()?;
         let id = SessionId::new();
         let audit = AuditTag { subject: caller.subject_arc(), session_id: id.clone() };
         let agent = factory.build_agent(request.build, grants, &audit).await?;
         let title = title_of(&request.prompt);
-        let record =
+        let mut record =
             SessionRecord::new(id.clone(), &agent, title, request.labels, request.host_mode, caller.subject());
+        record.name = request.name;
+        record.peer_group = request.peer_group;
+        // A name is checked and taken (saved, or registered without a store) under one lock.
+        let naming = match &record.name {
+            Some(_) => Some(self.naming.lock().await),
+            None => None,
+        };
+        self.check_name_free(&record).await?;
         // Saved before the first turn, so a crash during it leaves the session, empty.
         if let Some(store) = &self.store {
             let save = SaveRequest::new(record.clone(), 0, Vec::new());
             store.save(save).await?;
         }
-        let handle = self.spawn(agent, record);
+        let handle = self.spawn(agent, record, StoredInbox::default());
         // Nobody else knows the id yet, so the first turn always wins the lock.
         let ticket = handle.try_begin_turn()?;
         {
@@ -412,6 +459,7 @@ impl LiveSessionService {
             }
             registry.sessions.insert(id.clone(), Slot::Live(handle.clone()));
         }
+        drop(naming);
         tracing::info!(session_id = %id, subject = %caller.subject(), "session created");
         self.enforce_cap(&id).await;
         self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
@@ -697,6 +745,11 @@ impl SessionService for LiveSessionService {
         self.start_turn_with(&self.factory, &self.local().1, id, request).await
     }
 
+    async fn send(&self, id: &SessionId, request: SendRequest) -> Result<SendResult, SessionError> {
+        let (caller, grants) = self.local();
+        self.send_as(&self.factory, &caller, &grants, id, request).await
+    }
+
     async fn interrupt(&self, id: &SessionId) -> Result<InterruptResult, SessionError> {
         if let Some(handle) = self.live(id) {
             if handle.interrupt() {
@@ -715,7 +768,12 @@ impl SessionService for LiveSessionService {
         let Some(handle) = self.live(id) else {
             let Some(store) = &self.store else { return Err(SessionError::not_found(id.clone())) };
             let record = store.record(id).await?.ok_or_else(|| SessionError::not_found(id.clone()))?;
-            return Ok(record.view(record.resting_status(), None));
+            let mut view = record.view(record.resting_status(), None);
+            let inbox = store.inbox(id).await?;
+            view.state.inbox.waiting = inbox.waiting.len();
+            view.state.inbox.oldest_at = inbox.waiting.first().map(|message| message.at);
+            view.state.inbox_parked = inbox.parked;
+            return Ok(view);
         };
         let view = handle.view();
         match (wait, view.state.running_turn) {
@@ -850,6 +908,9 @@ impl SessionService for LiveSessionService {
     }
 }
 
+#[path = "comms.rs"]
+mod comms;
+
 #[cfg(test)]
 #[path = "test_support.rs"]
 mod test_support;
@@ -878,6 +939,10 @@ mod hibernation_tests;
 #[cfg(test)]
 #[path = "pending_tests.rs"]
 mod pending_tests;
+
+#[cfg(test)]
+#[path = "inbox_tests.rs"]
+mod inbox_tests;
 
 #[cfg(test)]
 #[path = "structured_tests.rs"]

@@ -34,6 +34,7 @@ pub use crate::model::{
 
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::model::inbox::SendResult;
 
 pub trait SessionService: Send + Sync + 'static {
     /// Builds the agent from `request.build`, registers the session and runs its first turn.
@@ -55,6 +56,19 @@ pub trait SessionService: Send + Sync + 'static {
         id: &SessionId,
         request: TurnRequest,
     ) -> impl Future<Output = Result<RunResult, SessionError>> + Send;
+
+    /// Puts a message into a session's inbox (comms). It is delivered at a boundary: between
+    /// two steps of a running turn, or in front of the next turn's prompt; an idle host-mode
+    /// session starts a turn for it by itself. Sending to a stored session resumes it. With
+    /// `request.peer_group`, `id` may be a session's name in that group.
+    ///
+    /// Errors: `NotFound`, `InvalidRequest` (empty or oversized message, unknown name),
+    /// `InboxFull`, `Store`.
+    fn send(
+        &self,
+        id: &SessionId,
+        request: SendRequest,
+    ) -> impl Future<Output = Result<SendResult, SessionError>> + Send;
 
     /// Cancels the turn in flight; it ends `cancelled` and the history stays valid.
     ///

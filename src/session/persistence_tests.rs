@@ -47,6 +47,20 @@ impl SessionStore for FaultyStore {
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.inner.ping()
     }
+    fn post(
+        &self,
+        id: &SessionId,
+        mail: crate::store::StoredMail,
+        evict: Option<crate::ids::MessageId>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.inner.post(id, mail, evict)
+    }
+    fn inbox(&self, id: &SessionId) -> BoxFuture<'_, Result<crate::store::StoredInbox, StoreError>> {
+        self.inner.inbox(id)
+    }
+    fn peers(&self, group: &str) -> BoxFuture<'_, Result<Vec<crate::store::StoredPeer>, StoreError>> {
+        self.inner.peers(group)
+    }
 }
 
 fn service(provider: Arc<ScriptedProvider>, store: Arc<dyn SessionStore>) -> LiveSessionService {

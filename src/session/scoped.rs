@@ -25,11 +25,12 @@ use std::time::Duration;
 
 use super::SessionService;
 use super::live::LiveSessionService;
-use super::types::{CreateSessionRequest, ListQuery, TurnRequest};
+use super::types::{CreateSessionRequest, ListQuery, SendRequest, TurnRequest};
 use crate::agent::AgentFactory;
 use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::model::inbox::SendResult;
 use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
     ToolOutputResult,
@@ -121,6 +122,12 @@ impl SessionService for ScopedService {
     async fn start_turn(&self, id: &SessionId, request: TurnRequest) -> Result<RunResult, SessionError> {
         self.inner.check_access(&self.caller, id).await?;
         self.inner.start_turn_with(&self.factory, &self.grants, id, request).await
+    }
+
+    async fn send(&self, id: &SessionId, request: SendRequest) -> Result<SendResult, SessionError> {
+        // Access is checked once the target is known (a name resolves within the caller's own
+        // sessions).
+        self.inner.send_as(&self.factory, &self.caller, &self.grants, id, request).await
     }
 
     async fn interrupt(&self, id: &SessionId) -> Result<InterruptResult, SessionError> {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentBuildConfig, EventSender};
+use crate::ids::MessageId;
 use crate::model::{ApprovalAnswer, ListPosition, ToolResultAnswer};
 
 /// How long `session_create` / `session_turn` wait for the turn before answering `running`.
@@ -48,9 +49,36 @@ pub struct CreateSessionRequest {
     /// The first turn's prompt.
     pub prompt: String,
     pub labels: BTreeMap<String, String>,
-    /// Reserved for host mode (inter-agent messages), not built yet: stored and shown, no effect.
+    /// Host mode: once idle, mail starts a turn by itself (the comms tools come by default).
     pub host_mode: bool,
+    /// The session's name among its peers: unique in its peer group.
+    pub name: Option<String>,
+    /// Sessions created with the same group (by the same owner) see each other as peers;
+    /// without one, the session is a group of its own.
+    pub peer_group: Option<String>,
     pub turn: TurnOptions,
+}
+
+/// A message for a session's inbox (`send`).
+#[derive(Debug, Clone, Default)]
+pub struct SendRequest {
+    pub body: String,
+    pub in_reply_to: Option<MessageId>,
+    /// Look the target up by name in this peer group (of the caller's sessions); without it
+    /// the target is a session id.
+    pub peer_group: Option<String>,
+    /// Hops the message made before (another deputy passing on an agent's message).
+    pub hops: u32,
+    /// The sending session as another deputy names it: the message is then recorded as a
+    /// remote peer's, with the caller's subject as the peer.
+    pub sender: Option<RemoteSender>,
+}
+
+/// A session of another deputy, as it names itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RemoteSender {
+    pub session_id: Option<String>,
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Default)]

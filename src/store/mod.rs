@@ -31,9 +31,10 @@ use futures::future::BoxFuture;
 pub use redb_store::RedbStore;
 
 use crate::error::SessionError;
-use crate::ids::SessionId;
+use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
 use crate::model::SessionRecord;
+use crate::model::inbox::InboxMessage;
 use crate::model::{ListPosition, SessionSummary};
 
 /// One save: the session's record, and its history from index `replace_from` on. Stored
@@ -47,13 +48,38 @@ pub struct SaveRequest {
     pub messages: Vec<Message>,
     /// Full outputs of tool results that were capped, `(tool_use_id, content)`.
     pub tool_outputs: Vec<(String, String)>,
+    /// Inbox messages the saved turns delivered: removed from the inbox in this transaction.
+    pub delivered: Vec<MessageId>,
 }
 
 impl SaveRequest {
     /// A save without capped tool outputs.
     pub fn new(record: SessionRecord, replace_from: u64, messages: Vec<Message>) -> Self {
-        Self { record, replace_from, messages, tool_outputs: Vec::new() }
+        Self { record, replace_from, messages, tool_outputs: Vec::new(), delivered: Vec::new() }
     }
+}
+
+/// A message as the inbox table keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredMail {
+    /// Parked past `max_hops`: shown, never delivered.
+    #[serde(default)]
+    pub parked: bool,
+    pub message: InboxMessage,
+}
+
+/// A session's stored inbox, each list oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredInbox {
+    pub waiting: Vec<InboxMessage>,
+    pub parked: Vec<InboxMessage>,
+}
+
+/// A named session of a peer group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPeer {
+    pub session_id: SessionId,
+    pub name: String,
 }
 
 /// A page of stored summaries, newest first.
@@ -131,6 +157,22 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
 
     /// Marks a session archived; returns its record, or `None` if it is not stored.
     fn archive(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>>;
+
+    /// Keeps a message sent to the session (and drops `evict`, a parked message it pushed out),
+    /// before the sender is told it was taken.
+    fn post(
+        &self,
+        id: &SessionId,
+        mail: StoredMail,
+        evict: Option<MessageId>,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The messages a session's inbox holds.
+    fn inbox(&self, id: &SessionId) -> BoxFuture<'_, Result<StoredInbox, StoreError>>;
+
+    /// The named, non-archived sessions of a peer group, by its key
+    /// ([`SessionRecord::peer_key`]).
+    fn peers(&self, group: &str) -> BoxFuture<'_, Result<Vec<StoredPeer>, StoreError>>;
 
     /// Whether the store answers: one read transaction, opened and dropped, whatever it holds
     /// (`/readyz` must not cost more with more sessions).

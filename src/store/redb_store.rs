@@ -17,11 +17,13 @@ use serde::de::DeserializeOwned;
 use super::codec::{decode, decode_sealed, encode_sealed};
 use super::sealer::{CHECK_PLAINTEXT, KeySealer, key_path};
 use super::tables::{
-    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, MESSAGES, META, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS,
-    TOOL_OUTPUTS, index_key,
+    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, INBOX, MESSAGES, META, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX,
+    PEERS, RECORDS, TOOL_OUTPUTS, index_key,
 };
-use super::{SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
-use crate::ids::SessionId;
+use super::{
+    SaveRequest, SessionStore, StoreError, StoredInbox, StoredListQuery, StoredMail, StoredPage, StoredPeer,
+};
+use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::{ListPosition, SessionSummary};
@@ -143,7 +145,9 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
         && exists(read.open_table(ARCHIVED_INDEX).map(drop))?
         && exists(read.open_table(TOOL_OUTPUTS).map(drop))?
         && exists(read.open_table(DISCARDED).map(drop))?
-        && exists(read.open_table(META).map(drop))?;
+        && exists(read.open_table(META).map(drop))?
+        && exists(read.open_table(INBOX).map(drop))?
+        && exists(read.open_table(PEERS).map(drop))?;
     let owner_indexes_exist = exists(read.open_table(OWNER_ACTIVE_INDEX).map(drop))?
         && exists(read.open_table(OWNER_ARCHIVED_INDEX).map(drop))?;
     drop(read);
@@ -158,6 +162,8 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
     write.open_table(TOOL_OUTPUTS).map_err(backend)?;
     write.open_table(DISCARDED).map_err(backend)?;
     write.open_table(META).map_err(backend)?;
+    write.open_table(INBOX).map_err(backend)?;
+    write.open_table(PEERS).map_err(backend)?;
     if !owner_indexes_exist {
         // A store from before tenants: every summary of the update-ordered indexes, by owner.
         backfill_owner_index(&write, ACTIVE_INDEX, OWNER_ACTIVE_INDEX)?;
@@ -284,7 +290,7 @@ fn open_sealer(db: &Database, path: &Path) -> Result<Arc<dyn SecretSealer>, Stor
 
 /// Writes one save inside an open write transaction.
 fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
-    let SaveRequest { record, replace_from, messages, tool_outputs } = save;
+    let SaveRequest { record, replace_from, messages, tool_outputs, delivered } = save;
     let replace_from = *replace_from;
     let id = record.session_id.as_str();
     {
@@ -333,6 +339,23 @@ fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) ->
             for (tool_use_id, content) in tool_outputs {
                 outputs.insert((id, tool_use_id.as_str()), content.as_bytes()).map_err(backend)?;
             }
+        }
+
+        if !delivered.is_empty() {
+            let mut inbox = write.open_table(INBOX).map_err(backend)?;
+            for message_id in delivered {
+                inbox.remove((id, message_id.as_str())).map_err(backend)?;
+            }
+        }
+        if previous.is_none()
+            && let Some(name) = &record.name
+        {
+            let group = record.peer_key();
+            write
+                .open_table(PEERS)
+                .map_err(backend)?
+                .insert((group.as_str(), id), name.as_str())
+                .map_err(backend)?;
         }
 
         let mut indexes = Indexes::open(write)?;
@@ -522,13 +545,84 @@ fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError>
         stored.updated_at = Utc::now();
         indexes.insert(store, &stored)?;
         records.insert(id, store.encode(&stored)?.as_slice()).map_err(backend)?;
+        if stored.name.is_some() {
+            let group = stored.peer_key();
+            write.open_table(PEERS).map_err(backend)?.remove((group.as_str(), id)).map_err(backend)?;
+        }
         stored
     };
     write.commit().map_err(backend)?;
     Ok(Some(archived))
 }
 
+fn post(store: &Inner, id: &str, mail: &StoredMail, evict: Option<&MessageId>) -> Result<(), StoreError> {
+    let write = store.db.begin_write().map_err(backend)?;
+    {
+        let mut inbox = write.open_table(INBOX).map_err(backend)?;
+        inbox.insert((id, mail.message.id.as_str()), store.encode(mail)?.as_slice()).map_err(backend)?;
+        if let Some(evict) = evict {
+            inbox.remove((id, evict.as_str())).map_err(backend)?;
+        }
+    }
+    write.commit().map_err(backend)
+}
+
+fn inbox(store: &Inner, id: &str) -> Result<StoredInbox, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    let table = read.open_table(INBOX).map_err(backend)?;
+    let mut mail: Vec<StoredMail> = Vec::new();
+    for entry in table.range((id, "")..).map_err(backend)? {
+        let (key, value) = entry.map_err(backend)?;
+        if key.value().0 != id {
+            break;
+        }
+        mail.push(store.decode(value.value())?);
+    }
+    // Keys order by id; the inbox is in arrival order.
+    mail.sort_by(|a, b| (a.message.at, &a.message.id).cmp(&(b.message.at, &b.message.id)));
+    let (parked, waiting): (Vec<StoredMail>, Vec<StoredMail>) = mail.into_iter().partition(|mail| mail.parked);
+    Ok(StoredInbox {
+        waiting: waiting.into_iter().map(|mail| mail.message).collect(),
+        parked: parked.into_iter().map(|mail| mail.message).collect(),
+    })
+}
+
+fn peers(store: &Inner, group: &str) -> Result<Vec<StoredPeer>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    let table = read.open_table(PEERS).map_err(backend)?;
+    let mut peers = Vec::new();
+    for entry in table.range((group, "")..).map_err(backend)? {
+        let (key, name) = entry.map_err(backend)?;
+        let (entry_group, session_id) = key.value();
+        if entry_group != group {
+            break;
+        }
+        peers.push(StoredPeer { session_id: SessionId::from_string(session_id), name: name.value().to_owned() });
+    }
+    Ok(peers)
+}
+
 impl SessionStore for RedbStore {
+    fn post(
+        &self,
+        id: &SessionId,
+        mail: StoredMail,
+        evict: Option<MessageId>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        let id = id.clone();
+        self.blocking(move |store| post(store, id.as_str(), &mail, evict.as_ref()))
+    }
+
+    fn inbox(&self, id: &SessionId) -> BoxFuture<'_, Result<StoredInbox, StoreError>> {
+        let id = id.clone();
+        self.blocking(move |store| inbox(store, id.as_str()))
+    }
+
+    fn peers(&self, group: &str) -> BoxFuture<'_, Result<Vec<StoredPeer>, StoreError>> {
+        let group = group.to_owned();
+        self.blocking(move |store| peers(store, &group))
+    }
+
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.blocking(|store| store.db.begin_read().map(drop).map_err(backend))
     }

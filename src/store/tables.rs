@@ -36,6 +36,16 @@ pub const DISCARDED: TableDefinition<(&str, u64, u64), &[u8]> = TableDefinition:
 
 /// `name → value`: facts about the store itself. `key_check` holds a value sealed with the
 /// store's key (see `sealer`), so a missing or different key file is noticed at open.
+/// Inbox messages not delivered yet (and parked ones), `(session, message id)` → [`super::StoredMail`].
+/// A message is written when it is sent and removed in the transaction of the save that follows
+/// its delivery, so a crash in between delivers it again rather than losing it.
+pub const INBOX: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("inbox");
+
+/// Named sessions by peer group, `(peer group, session id)` → name: who `list_peers` shows and
+/// `send_message {to: NAME}` finds. Written when a named session is created, removed when it is
+/// archived.
+pub const PEERS: TableDefinition<(&str, &str), &str> = TableDefinition::new("peers");
+
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 /// The index key of a record: when it was last updated, then its id (unique).

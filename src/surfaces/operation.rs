@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::portable::portable;
 use super::wire;
 use crate::error::{ErrorKind, SessionError};
+use crate::model::inbox::SendResult;
 use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionList, SessionView, ToolOutputResult,
 };
@@ -28,10 +29,11 @@ pub enum Operation {
     Archive,
     Compact,
     ToolOutput,
+    Send,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 8] = [
+    pub const ALL: [Operation; 9] = [
         Self::Create,
         Self::Turn,
         Self::Interrupt,
@@ -40,6 +42,7 @@ impl Operation {
         Self::Archive,
         Self::Compact,
         Self::ToolOutput,
+        Self::Send,
     ];
 
     /// The MCP tool's name.
@@ -53,6 +56,7 @@ impl Operation {
             Self::Archive => "session_archive",
             Self::Compact => "session_compact",
             Self::ToolOutput => "session_tool_output",
+            Self::Send => "session_send",
         }
     }
 
@@ -67,6 +71,7 @@ impl Operation {
             Self::Archive => "session/archive",
             Self::Compact => "session/compact",
             Self::ToolOutput => "session/tool_output",
+            Self::Send => "session/send",
         }
     }
 
@@ -124,6 +129,11 @@ impl Operation {
             Self::ToolOutput => {
                 let params: wire::SessionToolOutputParams = wire::parse_params(name, arguments)?;
                 json(service.tool_output(&params.session_id, &params.tool_use_id).await)
+            }
+            Self::Send => {
+                let params: wire::SessionSendParams = wire::parse_params(name, arguments)?;
+                let (id, request) = params.into_request();
+                json(service.send(&id, request).await)
             }
         }
     }
@@ -185,6 +195,15 @@ impl Operation {
                 true,
                 "Read the whole output of a tool result that entered a session's history shortened (its middle \
                  replaced by an elision marker naming the tool_use_id).",
+            ),
+            Self::Send => descriptor::<wire::SessionSendParams, SendResult>(
+                self.tool(),
+                false,
+                "Send a message to a session's inbox without waiting for it. The agent reads it at the next \
+                 boundary: between two steps of a running turn, or before the prompt of its next turn. A session \
+                 in host mode that is idle starts a turn for it by itself (`delivered: \"started_turn\"`); \
+                 otherwise the message waits (`queued`). Read the answer with session_read (`wait_ms`). Fails \
+                 with SESSION_INBOX_FULL when 256 messages already wait.",
             ),
         }
     }

@@ -48,6 +48,7 @@ impl ProgressState {
             AgentEvent::TurnStarted { .. }
             | AgentEvent::Usage { .. }
             | AgentEvent::Pruned { .. }
+            | AgentEvent::InboxDelivered { .. }
             | AgentEvent::TurnCompleted { .. }
             | AgentEvent::TurnCancelled { .. }
             | AgentEvent::TurnFailed { .. } => {}

@@ -15,9 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::{AgentBuildConfig, ContextOverrides};
 use crate::error::{ErrorKind, SessionError, TransportCode};
-use crate::ids::SessionId;
+use crate::ids::{MessageId, SessionId};
 use crate::model::{ApprovalAnswer, Budget, ListPosition, ToolResultAnswer};
-use crate::session::{CreateSessionRequest, DEFAULT_WAIT, ListQuery, TurnOptions, TurnRequest, clamp_wait};
+use crate::session::{
+    CreateSessionRequest, DEFAULT_WAIT, ListQuery, RemoteSender, SendRequest, TurnOptions, TurnRequest, clamp_wait,
+};
 use crate::tools::mcp::McpServerRequest;
 use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest};
 
@@ -77,11 +79,21 @@ pub struct SessionCreateParams {
     /// args and env, or url and headers) share one process. Default: none.
     #[serde(default)]
     pub mcp_servers: Option<Vec<McpServerRequest>>,
-    /// Reserved for host mode (a session that stays alive for messages from other agents),
-    /// which is not built yet: the flag is stored and shown by session_read, and changes
-    /// nothing else today.
+    /// Host mode: after its turn the session waits for messages (session_send, or other
+    /// agents' send_message); mail that arrives while it is idle starts a turn by itself.
+    /// Host sessions get the tools send_message and list_peers unless `builtins` says
+    /// otherwise. Default false: mail then waits for the next session_turn (or the next step
+    /// of a running turn).
     #[serde(default)]
     pub host_mode: Option<bool>,
+    /// The session's name among its peers (unique in its peer group): other sessions send it
+    /// messages by this name. 1-64 letters, digits, '-', '_' or '.'.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Sessions of yours created with the same peer_group see each other (list_peers,
+    /// send_message). Default: the session is a group of its own.
+    #[serde(default)]
+    pub peer_group: Option<String>,
     /// Free-form key/value labels to find the session again in `session_list`.
     #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
@@ -185,6 +197,52 @@ pub struct SessionCompactParams {
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct SessionSendParams {
+    /// The receiving session: its id, or its name when `peer_group` is given.
+    pub session_id: SessionId,
+    /// The message (at most 64 KiB of text).
+    pub message: String,
+    /// The id of the message this one answers.
+    #[serde(default)]
+    pub in_reply_to: Option<MessageId>,
+    /// Find `session_id` by name among your sessions of this peer group.
+    #[serde(default)]
+    pub peer_group: Option<String>,
+    /// Hops the message already made (set by another deputy passing on an agent's message;
+    /// past the receiver's max_hops it is parked instead of delivered). Default 0.
+    #[serde(default)]
+    pub hops: Option<u32>,
+    /// The sending session, when another deputy sends on its behalf: recorded as a remote
+    /// peer's message, with your token's subject as the peer.
+    #[serde(default)]
+    pub sender: Option<RemoteSenderParams>,
+}
+
+/// A session of another deputy, as it names itself.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteSenderParams {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl SessionSendParams {
+    pub fn into_request(self) -> (SessionId, SendRequest) {
+        let request = SendRequest {
+            body: self.message,
+            in_reply_to: self.in_reply_to,
+            peer_group: self.peer_group,
+            hops: self.hops.unwrap_or(0),
+            sender: self.sender.map(|sender| RemoteSender { session_id: sender.session_id, name: sender.name }),
+        };
+        (self.session_id, request)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SessionToolOutputParams {
     pub session_id: SessionId,
     /// The `tool_use_id` named in the elision marker of a capped tool result.
@@ -247,10 +305,13 @@ impl SessionCreateParams {
                 },
                 output_schema: self.output_schema,
                 structured_output_retries: self.structured_output_retries,
+                comms_by_default: false,
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),
             host_mode: self.host_mode.unwrap_or(false),
+            name: self.name,
+            peer_group: self.peer_group,
             turn,
         }
     }

@@ -30,9 +30,22 @@ pub enum BuiltinTool {
     EditFile,
     ListDir,
     Search,
+    /// Comms: message another session (on by default in host mode).
+    SendMessage,
+    /// Comms: the sessions this one can message.
+    ListPeers,
 }
 
 impl BuiltinTool {
+    /// The comms tools, which host-mode sessions get by default.
+    pub const COMMS: [BuiltinTool; 2] = [BuiltinTool::SendMessage, BuiltinTool::ListPeers];
+
+    /// Whether this is a comms tool: built with the session's link to its peers rather than
+    /// in a workspace, so it needs none.
+    pub fn is_comms(self) -> bool {
+        Self::COMMS.contains(&self)
+    }
+
     /// Every builtin: the default set of a session.
     pub const ALL: [BuiltinTool; 5] = [
         BuiltinTool::ReadFile,
@@ -50,18 +63,22 @@ impl BuiltinTool {
             BuiltinTool::EditFile => builtin::EditFile::NAME,
             BuiltinTool::ListDir => builtin::ListDir::NAME,
             BuiltinTool::Search => builtin::Search::NAME,
+            BuiltinTool::SendMessage => super::comms::SendMessage::NAME,
+            BuiltinTool::ListPeers => super::comms::ListPeers::NAME,
         }
     }
 
-    fn build(self, workspace: &Workspace) -> Arc<dyn Tool> {
+    /// The file tool in `workspace`; `None` for the comms tools (see [`Self::is_comms`]).
+    fn build(self, workspace: &Workspace) -> Option<Arc<dyn Tool>> {
         let workspace = workspace.clone();
-        match self {
+        Some(match self {
             BuiltinTool::ReadFile => Arc::new(builtin::ReadFile::new(workspace)),
             BuiltinTool::WriteFile => Arc::new(builtin::WriteFile::new(workspace)),
             BuiltinTool::EditFile => Arc::new(builtin::EditFile::new(workspace)),
             BuiltinTool::ListDir => Arc::new(builtin::ListDir::new(workspace)),
             BuiltinTool::Search => Arc::new(builtin::Search::new(workspace)),
-        }
+            BuiltinTool::SendMessage | BuiltinTool::ListPeers => return None,
+        })
     }
 }
 
@@ -137,7 +154,7 @@ impl ToolConfig {
         audit: &AuditTag,
     ) -> Result<ToolScope, ToolScopeError> {
         let callbacks = ToolScope::default().with_callbacks(&self.callbacks);
-        if self.builtins.is_empty() && self.shell.is_none() {
+        if !self.builtins.iter().any(|tool| !tool.is_comms()) && self.shell.is_none() {
             return Ok(callbacks);
         }
         let workspace = match (&self.workspace, server_workspace) {
@@ -147,7 +164,8 @@ impl ToolConfig {
             (None, Some(workspace)) => workspace.clone(),
             (None, None) => return Ok(callbacks),
         };
-        let mut tools: Vec<Arc<dyn Tool>> = self.builtins.iter().map(|tool| tool.build(&workspace)).collect();
+        let mut tools: Vec<Arc<dyn Tool>> =
+            self.builtins.iter().filter_map(|tool| tool.build(&workspace)).collect();
         if let Some(shell) = self.shell {
             tools.push(Arc::new(Shell::new(workspace, shell, audit.clone())));
         }
@@ -251,7 +269,8 @@ impl ToolDefaults {
             }
             None => server_workspace.map(|workspace| workspace.root().to_path_buf()),
         };
-        let asked_for_builtins = request.builtins.as_ref().is_some_and(|asked| !asked.is_empty());
+        let asked_for_builtins =
+            request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| !tool.is_comms()));
         let mut builtins =
             request.builtins.or_else(|| self.builtins.clone()).unwrap_or_else(|| BuiltinTool::ALL.to_vec());
         builtins.sort();
@@ -286,7 +305,9 @@ impl ToolDefaults {
                     "tools need a workspace: pass `workspace` or start deputy with --workspace",
                 ));
             }
-            return Ok(caller_side);
+            // The comms tools need no workspace.
+            builtins.retain(|tool| tool.is_comms());
+            return Ok(ToolConfig { builtins, ..caller_side });
         }
         Ok(ToolConfig { workspace, builtins, shell, ..caller_side })
     }

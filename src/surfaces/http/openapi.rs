@@ -14,13 +14,14 @@ use serde_json::{Map, Value, json};
 use super::routes::{Action, QueryParams, ROUTES, Route};
 use crate::agent::AgentEvent;
 use crate::error::TransportCode;
+use crate::model::inbox::SendResult;
 use crate::session::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
     ToolOutputResult,
 };
 use crate::surfaces::portable::Portable;
 use crate::surfaces::wire::{
-    ErrorBody, SessionCreateParams, SessionListParams, SessionReadParams, SessionTurnParams,
+    ErrorBody, SessionCreateParams, SessionListParams, SessionReadParams, SessionSendParams, SessionTurnParams,
 };
 
 const STREAM_DESCRIPTION: &str = "With `\"stream\": true` the turn is answered as Server-Sent Events: one event \
@@ -49,6 +50,8 @@ pub fn document() -> Value {
         register::<ArchiveResult>,
         register::<CompactResult>,
         register::<ToolOutputResult>,
+        register::<SessionSendParams>,
+        register::<SendResult>,
         register::<SessionHistory>,
         register::<AgentEvent>,
         register::<ErrorBody>,
@@ -71,6 +74,9 @@ pub fn document() -> Value {
     remove_property(&mut turn, "session_id");
     add_property(&mut turn, "stream", stream);
     schemas.insert("SessionTurnBody".into(), turn);
+    let mut send = schemas.remove("SessionSendParams").unwrap_or_default();
+    remove_property(&mut send, "session_id");
+    schemas.insert("SessionSendBody".into(), send);
     let mut queries = Map::new();
     queries.insert("SessionReadParams".to_owned(), schemas.remove("SessionReadParams").unwrap_or_default());
     queries.insert("SessionListParams".to_owned(), schemas.remove("SessionListParams").unwrap_or_default());
@@ -131,6 +137,7 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
     match route.action {
         Action::Create => operation.insert("requestBody".into(), body("SessionCreateBody")),
         Action::Turn => operation.insert("requestBody".into(), body("SessionTurnBody")),
+        Action::Send => operation.insert("requestBody".into(), body("SessionSendBody")),
         Action::Call(_) | Action::History | Action::Document => None,
     };
     operation.insert("responses".into(), responses(route));
@@ -162,6 +169,9 @@ fn responses(route: &Route) -> Value {
         }
         Action::Turn => {
             all.insert("200".into(), turn_result(route.answer));
+        }
+        Action::Send => {
+            all.insert("202".into(), result(route.answer));
         }
         Action::Call(_) | Action::History | Action::Document => {
             all.insert("200".into(), result(route.answer));

@@ -64,6 +64,15 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
                 turn(route, services.for_caller(&caller), id, body)
             },
         ),
+        Action::Send => on(
+            method,
+            move |services: State<Arc<P>>,
+                  caller: Extension<Caller>,
+                  id: Result<Path<String>, PathRejection>,
+                  body: Result<Json<Value>, JsonRejection>| {
+                send(route, services.for_caller(&caller), id, body)
+            },
+        ),
         Action::Call(operation) => on(
             method,
             move |services: State<Arc<P>>,
@@ -142,6 +151,25 @@ async fn turn<S: SessionService>(
         return Ok(streamed.respond(call).await);
     }
     Ok(Json(Operation::Turn.run(&route.name(), &service, body, waiting).await?).into_response())
+}
+
+/// A message for the session's inbox: 202, as it is only queued (or starts a turn).
+async fn send<S: SessionService>(
+    route: &'static Route,
+    service: S,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Answer {
+    let Path(id) = id?;
+    let Json(mut body) = body?;
+    if let Value::Object(fields) = &mut body {
+        if fields.contains_key("session_id") {
+            return Err(SessionError::invalid("the session id belongs in the path, not in the body").into());
+        }
+        fields.insert("session_id".to_owned(), Value::String(id));
+    }
+    let result = Operation::Send.run(&route.name(), &service, body, waiting).await?;
+    Ok((StatusCode::ACCEPTED, Json(result)).into_response())
 }
 
 /// Any other operation: the query and the path's ids become its JSON arguments.

@@ -6,8 +6,8 @@
 //! described in `openapi`.
 
 use crate::error::ErrorCode::{
-    self, AgentError, InvalidRequest, SessionBusy, SessionCompactionDisabled, SessionNotFound, SessionNotRunning,
-    SessionPersistenceDisabled, SessionStoreError,
+    self, AgentError, InvalidRequest, SessionBusy, SessionCompactionDisabled, SessionInboxFull, SessionNotFound,
+    SessionNotRunning, SessionPersistenceDisabled, SessionStoreError,
 };
 use crate::surfaces::operation::Operation;
 
@@ -49,6 +49,8 @@ pub enum Action {
     /// `start_turn` with a `SessionTurnParams` body (plus `stream`, the id from the path): 200,
     /// or the turn as Server-Sent Events.
     Turn,
+    /// `send` with a `SessionSendParams` body (the id from the path): 202.
+    Send,
     /// Any other operation: its arguments are the path's ids and the query, its answer the
     /// operation's result.
     Call(Operation),
@@ -158,6 +160,22 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: Method::Post,
+        path: "/v1/sessions/{id}/inbox",
+        action: Action::Send,
+        query: None,
+        operation_id: "sendMessage",
+        summary: "Send a message to a session's inbox",
+        description: Some(
+            "Never waits for the session: the message is delivered at its next boundary (between two steps of a \
+             running turn, or before the next turn's prompt). An idle host-mode session starts a turn for it \
+             (`delivered: \"started_turn\"`). `SESSION_INBOX_FULL` (429) when 256 messages already wait.",
+        ),
+        result: Some("SendResult"),
+        answer: "The message was taken in.",
+        errors: &[InvalidRequest, SessionNotFound, SessionInboxFull, SessionStoreError],
+    },
+    Route {
+        method: Method::Post,
         path: "/v1/sessions/{id}/interrupt",
         action: Action::Call(Operation::Interrupt),
         query: None,
@@ -253,7 +271,7 @@ impl Route {
     /// Whether the route takes a JSON body (and so can be refused with 413).
     pub fn has_body(&self) -> bool {
         match self.action {
-            Action::Create | Action::Turn => true,
+            Action::Create | Action::Turn | Action::Send => true,
             Action::Call(_) | Action::History | Action::Document => false,
         }
     }
@@ -292,6 +310,7 @@ mod tests {
             let routed = ROUTES.iter().any(|route| match route.action {
                 Action::Create => operation == Operation::Create,
                 Action::Turn => operation == Operation::Turn,
+                Action::Send => operation == Operation::Send,
                 Action::Call(called) => operation == called,
                 Action::History | Action::Document => false,
             });

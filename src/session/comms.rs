@@ -1,0 +1,288 @@
+//! Comms on the service: `send` (a message into a session's inbox, from a caller, another
+//! session or another deputy), peer groups and names, and the [`PeerDirectory`] the comms
+//! tools of every session reach through.
+//!
+//! Who can reach whom: a caller reaches the sessions it may use (its own, or all with
+//! `sessions:all`); a session reaches the named sessions of its peer group, which only ever
+//! holds sessions of its own owner ([`peer_key`]). A session never receives its own messages.
+
+use std::sync::{Arc, Weak};
+
+use futures::future::BoxFuture;
+
+use super::LiveSessionService;
+use crate::agent::{Agent, AgentFactory};
+use crate::caller::Caller;
+use crate::error::SessionError;
+use crate::ids::{MessageId, SessionId};
+use crate::model::inbox::{Delivery, InboxMessage, MAX_MESSAGE_BYTES, MessageSender, SendResult};
+use crate::model::record::peer_key;
+use crate::model::{SessionRecord, SessionStatus};
+use crate::session::types::SendRequest;
+use crate::tools::Grants;
+use crate::tools::comms::{Outgoing, PeerDirectory, PeerInfo, Sent};
+
+/// Characters a session name may have at most.
+const MAX_NAME_CHARS: usize = 64;
+/// Bytes of a peer group label at most.
+const MAX_GROUP_BYTES: usize = 128;
+
+/// A session's name is short, and never contains `:` (which names a remote peer in
+/// `send_message {to}`) or whitespace.
+pub(super) fn check_name(name: &str) -> Result<(), SessionError> {
+    let fine = !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if fine {
+        return Ok(());
+    }
+    Err(SessionError::invalid(format!("name {name:?}: 1 to {MAX_NAME_CHARS} letters, digits, '-', '_' or '.'")))
+}
+
+pub(super) fn check_group(group: &str) -> Result<(), SessionError> {
+    if group.is_empty() || group.len() > MAX_GROUP_BYTES || group.contains('\0') {
+        return Err(SessionError::invalid(format!("peer_group: 1 to {MAX_GROUP_BYTES} bytes")));
+    }
+    Ok(())
+}
+
+fn check_body(body: &str) -> Result<(), SessionError> {
+    if body.trim().is_empty() {
+        return Err(SessionError::invalid("message must not be empty"));
+    }
+    if body.len() > MAX_MESSAGE_BYTES {
+        return Err(SessionError::invalid(format!(
+            "message: at most {MAX_MESSAGE_BYTES} bytes, got {}",
+            body.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A named session of a group, as the service finds it.
+struct Peer {
+    session_id: SessionId,
+    name: String,
+}
+
+impl LiveSessionService {
+    /// Connects a freshly built agent's comms tools to this service, when it is shared
+    /// ([`LiveSessionService::into_shared`]).
+    pub(super) fn connect_comms(&self, agent: &Agent) {
+        if let Some(me) = self.me.get() {
+            let directory: Weak<dyn PeerDirectory> = me.clone();
+            let _ = agent.comms_link().set(directory);
+        }
+    }
+
+    /// The named sessions of the group `key` ([`peer_key`]).
+    async fn peers_in(&self, key: &str) -> Result<Vec<Peer>, SessionError> {
+        if let Some(store) = &self.store {
+            let stored = store.peers(key).await?;
+            return Ok(stored
+                .into_iter()
+                .map(|peer| Peer { session_id: peer.session_id, name: peer.name })
+                .collect());
+        }
+        // Without a store nothing is unloaded: the live sessions are all of them.
+        Ok(self
+            .live_handles()
+            .iter()
+            .filter_map(|handle| {
+                let state = handle.view().state;
+                let group = state.peer_group.clone().unwrap_or_else(|| handle.id().to_string());
+                let name = state.name?;
+                (peer_key(&state.owner, &group) == key).then(|| Peer { session_id: handle.id().clone(), name })
+            })
+            .collect())
+    }
+
+    /// Refuses a name already taken in the group; the caller holds `naming`.
+    pub(super) async fn check_name_free(&self, record: &SessionRecord) -> Result<(), SessionError> {
+        let Some(name) = &record.name else { return Ok(()) };
+        if self.peers_in(&record.peer_key()).await?.iter().any(|peer| peer.name == *name) {
+            return Err(SessionError::invalid(format!(
+                "name {name:?} is taken in peer group {:?}: names are unique among peers",
+                record.peer_group()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Finds `target` (a name or a session id) in the group `key`.
+    async fn find_peer(&self, key: &str, target: &str) -> Result<Option<SessionId>, SessionError> {
+        let peers = self.peers_in(key).await?;
+        Ok(peers
+            .iter()
+            .find(|peer| peer.name == target)
+            .or_else(|| peers.iter().find(|peer| peer.session_id.as_str() == target))
+            .map(|peer| peer.session_id.clone()))
+    }
+
+    /// `send` on behalf of `caller`: `target` is a session id, or a name in
+    /// `request.peer_group` (of the caller's own sessions).
+    ///
+    /// Errors: `InvalidRequest` (empty or oversized message, unknown name), `NotFound`,
+    /// `InboxFull`, `Store`.
+    pub async fn send_as(
+        &self,
+        factory: &AgentFactory,
+        caller: &Caller,
+        grants: &Grants,
+        target: &SessionId,
+        request: SendRequest,
+    ) -> Result<SendResult, SessionError> {
+        check_body(&request.body)?;
+        let id = match &request.peer_group {
+            Some(group) => {
+                check_group(group)?;
+                let key = peer_key(caller.subject(), group);
+                self.find_peer(&key, target.as_str()).await?.ok_or_else(|| {
+                    SessionError::invalid(format!("no session named {target} in peer group {group:?}"))
+                })?
+            }
+            None => target.clone(),
+        };
+        self.check_access(caller, &id).await?;
+        let from = match request.sender {
+            Some(sender) => MessageSender::Remote {
+                peer: caller.subject().to_owned(),
+                session_id: sender.session_id,
+                name: sender.name,
+            },
+            None => MessageSender::Caller { subject: caller.subject().to_owned() },
+        };
+        let message = InboxMessage {
+            id: MessageId::new(),
+            from,
+            body: request.body,
+            in_reply_to: request.in_reply_to,
+            hops: request.hops,
+            at: chrono::Utc::now(),
+        };
+        self.deliver(factory, grants, &id, message).await
+    }
+
+    /// Puts `message` into session `id`'s inbox, resuming the session if it is stored.
+    async fn deliver(
+        &self,
+        factory: &AgentFactory,
+        grants: &Grants,
+        id: &SessionId,
+        message: InboxMessage,
+    ) -> Result<SendResult, SessionError> {
+        let message_id = message.id.clone();
+        loop {
+            let handle = self.live_or_resumed(factory, grants, id).await?;
+            // `None`: the handle was unloaded meanwhile; the store has the message and the
+            // session's next handle reads it (admission is idempotent by id).
+            if let Some(delivered) = handle.deliver(message.clone(), &self.store).await? {
+                tracing::info!(session_id = %id, message_id = %message_id, ?delivered, "message delivered");
+                return Ok(SendResult { session_id: id.clone(), message_id, delivered });
+            }
+        }
+    }
+
+    /// A session's own message to a peer (its `send_message` tool).
+    async fn send_from_session(&self, outgoing: Outgoing) -> Result<Sent, SessionError> {
+        check_body(&outgoing.body)?;
+        let sender = self.live(&outgoing.from).ok_or_else(|| SessionError::not_found(outgoing.from.clone()))?;
+        let state = sender.view().state;
+        let group = state.peer_group.clone().unwrap_or_else(|| outgoing.from.to_string());
+        if let Some((peer, target)) = outgoing.to.split_once(':') {
+            return self
+                .remote
+                .send(peer, target, &group, &outgoing, state.name.as_deref())
+                .await
+                .map_err(SessionError::invalid);
+        }
+        let key = peer_key(&state.owner, &group);
+        let Some(id) = self.find_peer(&key, &outgoing.to).await? else {
+            return Err(SessionError::invalid(format!(
+                "no peer {:?} in this session's peer group; list_peers shows who can be reached",
+                outgoing.to
+            )));
+        };
+        if id == outgoing.from {
+            return Err(SessionError::invalid("a session never receives its own messages"));
+        }
+        let message = InboxMessage {
+            id: MessageId::new(),
+            from: MessageSender::Session { session_id: outgoing.from.clone(), name: state.name.clone() },
+            body: outgoing.body,
+            in_reply_to: outgoing.in_reply_to.map(MessageId::from_string),
+            hops: outgoing.hops,
+            at: chrono::Utc::now(),
+        };
+        // The recipient has the sender's owner; a stored one resumes with the server's own
+        // grants, which its spec was checked against when it was created.
+        let grants = self.factory.grants(&Caller::local(), crate::tools::Surface::Local);
+        let sent = self.deliver(&self.factory, &grants, &id, message).await?;
+        Ok(Sent { message_id: sent.message_id.to_string(), delivered: delivery_name(sent.delivered).to_owned() })
+    }
+
+    async fn peers_of(&self, of: &SessionId) -> Result<Vec<PeerInfo>, SessionError> {
+        let handle = self.live(of).ok_or_else(|| SessionError::not_found(of.clone()))?;
+        let state = handle.view().state;
+        let group = state.peer_group.clone().unwrap_or_else(|| of.to_string());
+        let mut peers = Vec::new();
+        for peer in self.peers_in(&peer_key(&state.owner, &group)).await? {
+            if peer.session_id == *of {
+                continue;
+            }
+            let view = match self.live(&peer.session_id) {
+                Some(handle) => handle.view(),
+                None => match &self.store {
+                    Some(store) => match store.record(&peer.session_id).await? {
+                        Some(record) => record.view(record.resting_status(), None),
+                        None => continue,
+                    },
+                    None => continue,
+                },
+            };
+            peers.push(PeerInfo {
+                name: peer.name,
+                session_id: peer.session_id,
+                title: view.state.title,
+                status: status_name(view.state.status).to_owned(),
+                host_mode: view.state.host_mode,
+            });
+        }
+        Ok(peers)
+    }
+}
+
+fn delivery_name(delivery: Delivery) -> &'static str {
+    match delivery {
+        Delivery::Queued => "queued",
+        Delivery::StartedTurn => "started_turn",
+        Delivery::Parked => "parked",
+    }
+}
+
+fn status_name(status: SessionStatus) -> &'static str {
+    match status {
+        SessionStatus::Idle => "idle",
+        SessionStatus::Running => "running",
+        SessionStatus::Archived => "archived",
+    }
+}
+
+impl PeerDirectory for LiveSessionService {
+    fn send(&self, message: Outgoing) -> BoxFuture<'_, Result<Sent, String>> {
+        Box::pin(async move { self.send_from_session(message).await.map_err(|error| error.to_string()) })
+    }
+
+    fn peers(&self, of: SessionId) -> BoxFuture<'_, Result<Vec<PeerInfo>, String>> {
+        Box::pin(async move { self.peers_of(&of).await.map_err(|error| error.to_string()) })
+    }
+}
+
+/// Shares a service so its sessions' comms tools can reach it.
+impl LiveSessionService {
+    pub fn into_shared(self) -> Arc<Self> {
+        let shared = Arc::new(self);
+        let _ = shared.me.set(Arc::downgrade(&shared));
+        shared
+    }
+}

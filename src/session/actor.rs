@@ -156,12 +156,6 @@ impl SessionHandle {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 
-    /// Takes the turn lock: exactly one concurrent caller wins, the others get `Busy` at once.
-    /// Returns the cancel token of whatever the winner runs.
-    fn try_lock(&self) -> Result<CancellationToken, SessionError> {
-        self.shared.try_lock(&self.id)
-    }
-
     /// Takes the turn lock for good, to unload the session: only when no turn or compaction
     /// runs, the store has everything (the last save succeeded) and no archive began. Done
     /// under the same mutex as [`Self::try_lock`], so a concurrent turn either wins the lock
@@ -246,7 +240,7 @@ impl SessionHandle {
     /// during a compaction nor be compacted under: both answer `Busy`.
     #[cfg(feature = "session-compaction")]
     pub async fn compact(&self) -> Result<CompactResult, SessionError> {
-        let cancel = self.try_lock()?;
+        let cancel = self.shared.try_lock(&self.id)?;
         let (reply, result) = oneshot::channel();
         if self.commands.send(Command::Compact { cancel, reply }).await.is_err() {
             self.shared.end_turn();

@@ -64,6 +64,16 @@ impl HttpDeputy {
         Self::spawn(mock, workspace, home, None, extra, env).await
     }
 
+    /// Like [`HttpDeputy::start_with_config`], on `port` (to configure two deputies as each
+    /// other's peers, each must know the other's port before it starts).
+    pub async fn start_with_config_on(port: u16, config: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mock = MockLlm::start().await;
+        let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::create_dir_all(home.path().join("deputy")).unwrap();
+        std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
+        Self::spawn_on(port, mock, workspace, home, None, extra, env).await
+    }
+
     /// One REST call with `token` as the bearer token (none: no header): the status and the
     /// JSON body (`null` when there is none).
     pub async fn rest(
@@ -116,7 +126,18 @@ impl HttpDeputy {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let port = free_port();
+        Self::spawn_on(free_port(), mock, workspace, home, token, extra, env).await
+    }
+
+    async fn spawn_on(
+        port: u16,
+        mock: MockLlm,
+        workspace: TempDir,
+        home: TempDir,
+        token: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
         command
             .args(["serve", "--http", &format!("127.0.0.1:{port}")])

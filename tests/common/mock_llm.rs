@@ -27,8 +27,13 @@ pub struct MockLlm {
     task: JoinHandle<()>,
 }
 
+/// Answers a request when no scripted response is queued (for conversations whose order is
+/// not known in advance).
+pub type Responder = Box<dyn Fn(&RecordedRequest) -> MockResponse + Send + Sync>;
+
 struct Shared {
     queue: Mutex<VecDeque<MockResponse>>,
+    responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// Number of requests recorded so far; waiters subscribe instead of polling.
     arrived: watch::Sender<usize>,
@@ -40,6 +45,7 @@ impl MockLlm {
         let addr = listener.local_addr().expect("mock LLM: local addr");
         let shared = Arc::new(Shared {
             queue: Mutex::new(VecDeque::new()),
+            responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             arrived: watch::channel(0).0,
         });
@@ -55,6 +61,11 @@ impl MockLlm {
     /// Queues the answer to a future request (FIFO: each request pops the next one).
     pub fn push(&self, response: MockResponse) {
         self.shared.queue.lock().unwrap().push_back(response);
+    }
+
+    /// Answers requests with `responder` once the queue is empty.
+    pub fn respond_with(&self, responder: impl Fn(&RecordedRequest) -> MockResponse + Send + Sync + 'static) {
+        *self.shared.responder.lock().unwrap() = Some(Box::new(responder));
     }
 
     /// Drops every queued response not taken yet (e.g. after killing the client mid-script).
@@ -220,7 +231,11 @@ async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
     let Some(request) = read_request(&mut socket).await else {
         return;
     };
-    let response = shared.queue.lock().unwrap().pop_front().unwrap_or_else(MockResponse::no_script);
+    let queued = shared.queue.lock().unwrap().pop_front();
+    let response = queued.unwrap_or_else(|| match &*shared.responder.lock().unwrap() {
+        Some(responder) => responder(&request),
+        None => MockResponse::no_script(),
+    });
     shared.requests.lock().unwrap().push(request);
     shared.arrived.send_modify(|count| *count += 1);
     // A write error means the client went away, which some tests do on purpose.

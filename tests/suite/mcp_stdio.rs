@@ -31,7 +31,8 @@ async fn serves_the_session_tools_with_schemas_under_its_own_name() {
             "session_list",
             "session_archive",
             "session_compact",
-            "session_tool_output"
+            "session_tool_output",
+            "session_send"
         ]
     );
     for tool in &tools {

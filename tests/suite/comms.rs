@@ -1,0 +1,212 @@
+//! Agents that talk (issue 15) through the built binary: two host sessions conversing over MCP
+//! stdio until `max_hops` parks the loop, an idle host costing no CPU, and two deputy servers
+//! configured as each other's `[peers]` exchanging a message over `/mcp` with tokens.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::deputy::TestDeputy;
+use crate::common::http_deputy::{HttpDeputy, free_port};
+use crate::common::mock_llm::{MockResponse, RecordedRequest, anthropic};
+
+/// How long a test waits for a conversation to settle before failing instead of hanging.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// The last message of an Anthropic request, as JSON text.
+fn last_message(request: &RecordedRequest) -> String {
+    request.body["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .map(Value::to_string)
+        .unwrap_or_default()
+}
+
+fn system(request: &RecordedRequest) -> String {
+    request.body["system"].to_string()
+}
+
+/// A scripted agent: after a tool result it ends its turn; given mail (or the word "start")
+/// it answers with `send_message` to `peer_of(its system prompt)`.
+fn conversing(
+    peer_of: impl Fn(&str) -> String + Send + Sync + 'static,
+) -> impl Fn(&RecordedRequest) -> MockResponse {
+    let calls = Arc::new(AtomicU64::new(0));
+    move |request: &RecordedRequest| {
+        let last = last_message(request);
+        if last.contains("tool_result") {
+            return MockResponse::sse(anthropic::text(&["sent"]));
+        }
+        if last.contains("[message ") || last.contains("start") {
+            let id = format!("toolu_{}", calls.fetch_add(1, Ordering::Relaxed));
+            let input = json!({"to": peer_of(&system(request)), "body": "your turn"});
+            return MockResponse::sse(anthropic::tool_calls(None, &[(&id, "send_message", input)]));
+        }
+        MockResponse::sse(anthropic::text(&["ready"]))
+    }
+}
+
+async fn settled(deputy: &TestDeputy, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let view = deputy.ok("session_read", json!({"session_id": id, "wait_ms": 1000})).await;
+        if view["state"]["status"] == "idle" && done(&view) {
+            return view;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "did not settle: {view}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// utime + stime of a process, in clock ticks (`/proc/PID/stat` fields 14 and 15).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[tokio::test]
+async fn two_host_sessions_converse_until_max_hops_parks_the_loop_then_idle_at_no_cost() {
+    let deputy = TestDeputy::start_with_config("[inbox]\nmax_hops = 4\n").await;
+    deputy
+        .mock
+        .respond_with(conversing(|system| if system.contains("alice") { "bob" } else { "alice" }.to_owned()));
+    let create = |name: &str, prompt: &str| {
+        json!({"prompt": prompt, "host_mode": true, "name": name, "peer_group": "duo",
+               "system_prompt": format!("You are {name}.")})
+    };
+    let bob = deputy.ok("session_create", create("bob", "wait for alice")).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let alice =
+        deputy.ok("session_create", create("alice", "start")).await["session_id"].as_str().unwrap().to_owned();
+
+    // alice sends hop 1 to bob, bob hop 2 to alice, … alice's hop 4 handled, her answer (hop 5)
+    // is parked at bob.
+    let parked_at = |view: &Value| view["state"]["inbox_parked"].as_array().is_some_and(|p| !p.is_empty());
+    let bob_view = settled(&deputy, &bob, parked_at).await;
+    let parked = &bob_view["state"]["inbox_parked"][0];
+    assert_eq!(parked["hops"], 5, "{bob_view}");
+    assert_eq!(parked["from"]["kind"], "session");
+    assert_eq!(parked["from"]["name"], "alice");
+    let alice_view = settled(&deputy, &alice, |_| true).await;
+    assert_eq!(alice_view["state"]["turns"], 3, "the first turn and hops 2 and 4: {alice_view}");
+    assert_eq!(bob_view["state"]["turns"], 3, "the first turn and hops 1 and 3: {bob_view}");
+    assert_eq!(alice_view["state"]["inbox"]["auto_turns"], 2);
+    assert_eq!(bob_view["state"]["inbox"]["waiting"], 0);
+
+    // Peers see each other, by name.
+    let list = deputy.ok("session_list", json!({})).await;
+    let names: Vec<&str> = list["sessions"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
+    assert!(names.contains(&"alice") && names.contains(&"bob"), "{list}");
+
+    // Both idle now: the process spends (next to) no CPU while host sessions wait for mail.
+    let pid = deputy.child.id().unwrap();
+    let before = cpu_ticks(pid);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let spent = cpu_ticks(pid) - before;
+    // Clock ticks are 10 ms: at most 0.1 s of CPU in 10 s (1%), where a polling loop would burn it all.
+    assert!(spent <= 10, "an idle deputy with two host sessions used {spent} ticks of CPU in 10 s");
+}
+
+#[tokio::test]
+async fn session_send_reaches_a_session_by_name_in_its_peer_group_and_refuses_a_full_inbox() {
+    let deputy = TestDeputy::start_with_config("[inbox]\ncapacity = 1\n").await;
+    deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["noted"])));
+    let id = deputy.ok("session_create", json!({"prompt": "hi", "name": "scribe", "peer_group": "g"})).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sent =
+        deputy.ok("session_send", json!({"session_id": "scribe", "peer_group": "g", "message": "note 1"})).await;
+    assert_eq!((sent["session_id"].as_str(), sent["delivered"].as_str()), (Some(id.as_str()), Some("queued")));
+    let (code, _) = deputy.err("session_send", json!({"session_id": id, "message": "note 2"})).await;
+    assert_eq!(code, "SESSION_INBOX_FULL");
+    let (code, _) =
+        deputy.err("session_create", json!({"prompt": "hi", "name": "scribe", "peer_group": "g"})).await;
+    assert_eq!(code, "INVALID_REQUEST", "names are unique in a peer group");
+    let view = deputy.ok("session_read", json!({"session_id": id})).await;
+    assert_eq!(view["state"]["inbox"]["waiting"], 1);
+}
+
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn mail_survives_kill_9_and_is_delivered_after_the_restart() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["ok"])));
+    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+    deputy.ok("session_send", json!({"session_id": id, "message": "do not lose me"})).await;
+    let deputy = deputy.crash_and_restart().await;
+    deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["ok"])));
+    let view = deputy.ok("session_read", json!({"session_id": id})).await;
+    assert_eq!(view["state"]["inbox"]["waiting"], 1);
+    deputy.ok("session_turn", json!({"session_id": id, "prompt": "go on"})).await;
+    let last = last_message(deputy.mock.requests().last().unwrap());
+    assert!(last.contains("do not lose me") && last.contains("go on"), "{last}");
+}
+
+#[tokio::test]
+async fn two_deputies_configured_as_each_others_peers_exchange_messages_over_mcp() {
+    const A_TO_B: &str = "token-that-b-gives-a-0123456789";
+    const B_TO_A: &str = "token-that-a-gives-b-9876543210";
+    let (port_a, port_b) = (free_port(), free_port());
+    let config = |peer: &str, port: u16, accepted_subject: &str| {
+        format!(
+            "[peers.{peer}]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntoken_env = \"PEER_TOKEN\"\n\n\
+             [[auth.tokens]]\nsubject = \"{accepted_subject}\"\ntoken_env = \"ACCEPTED_TOKEN\"\nscopes = [\"sessions\"]\n"
+        )
+    };
+    let a = HttpDeputy::start_with_config_on(
+        port_a,
+        &config("b", port_b, "deputy-b"),
+        &[],
+        &[("PEER_TOKEN", A_TO_B), ("ACCEPTED_TOKEN", B_TO_A)],
+    )
+    .await;
+    let b = HttpDeputy::start_with_config_on(
+        port_b,
+        &config("a", port_a, "deputy-a"),
+        &[],
+        &[("PEER_TOKEN", B_TO_A), ("ACCEPTED_TOKEN", A_TO_B)],
+    )
+    .await;
+    a.mock.respond_with(conversing(|_| "b:bob".to_owned()));
+    b.mock.respond_with(conversing(|_| "a:alice".to_owned()));
+
+    // Each session belongs to the subject the other server presents, so the other can find it.
+    let create =
+        |name: &str, prompt: &str| json!({"prompt": prompt, "host_mode": true, "name": name, "peer_group": "team"});
+    let (status, bob) =
+        b.rest(Some(A_TO_B), reqwest::Method::POST, "/v1/sessions", Some(create("bob", "wait"))).await;
+    assert_eq!(status, 201, "{bob}");
+    let (status, alice) =
+        a.rest(Some(B_TO_A), reqwest::Method::POST, "/v1/sessions", Some(create("alice", "start"))).await;
+    assert_eq!(status, 201, "{alice}");
+
+    // alice → bob (hop 1) → alice (hop 2) → bob … until max_hops (8) parks one; both servers
+    // see the other's session as a remote peer.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let from_remote = |requests: Vec<RecordedRequest>, who: &str| {
+        requests.iter().any(|request| last_message(request).contains(&format!("from {who} (remote)")))
+    };
+    while !(from_remote(a.mock.requests(), "deputy-b:bob") && from_remote(b.mock.requests(), "deputy-a:alice")) {
+        assert!(tokio::time::Instant::now() < deadline, "no message crossed: a {:?}", a.mock.requests().len());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let path = format!("/v1/sessions/{}", bob["session_id"].as_str().unwrap());
+    let (status, view) = b.rest(Some(A_TO_B), reqwest::Method::GET, &path, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(view["state"]["host_mode"], true);
+
+    // Without the peer's token, the other server refuses.
+    let (status, _) =
+        b.rest(None, reqwest::Method::POST, &format!("{path}/inbox"), Some(json!({"message": "anonymous"}))).await;
+    assert_eq!(status, 401);
+    let (status, sent) = b
+        .rest(Some(A_TO_B), reqwest::Method::POST, &format!("{path}/inbox"), Some(json!({"message": "by REST"})))
+        .await;
+    assert_eq!(status, 202, "{sent}");
+}

@@ -277,7 +277,10 @@ async fn a_2026_07_28_client_gets_the_same_tools_and_results() {
     .await;
     let info = deputy.client.peer_info().expect("server info");
     assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
-    assert_eq!(deputy.client.list_all_tools().await.unwrap().len(), 8);
+    assert_eq!(
+        deputy.client.list_all_tools().await.unwrap().len(),
+        deputy::surfaces::operation::Operation::ALL.len()
+    );
 
     deputy.mock.push(MockResponse::sse(anthropic::text(&["modern"])));
     let created = deputy.ok("session_create", json!({"prompt": "hi"})).await;

@@ -140,7 +140,7 @@ impl Shell {
 
 /// Reads `reader` to its end, keeping the first `cap` bytes and counting all of them. Stops
 /// [`DRAIN_GRACE`] after `finished` fires even if the pipe is still open.
-async fn read_capped(
+pub(super) async fn read_capped(
     reader: Option<impl AsyncRead + Unpin>,
     cap: usize,
     finished: CancellationToken,

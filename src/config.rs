@@ -23,7 +23,7 @@ use crate::session::SessionLimits;
 use crate::store::SharedStore;
 use crate::tools::mcp::{self, McpFactory, McpPoolSettings, McpServerConfig};
 use crate::tools::peers::{PeerServerConfig, RemotePeers};
-use crate::tools::{PolicySwitches, Switch, ToolDefaults, Workspace};
+use crate::tools::{HookConfig, Hooks, PolicySwitches, Switch, ToolDefaults, Workspace};
 
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -106,6 +106,15 @@ impl Environment {
 /// subject = "ops"
 /// token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 /// scopes = ["sessions:all"]
+///
+/// [[hooks]]                           # run by deputy at an event of every session
+/// event = "pre_tool_use"              # session_start, turn_start, pre_tool_use, post_tool_use,
+///                                     # turn_end, compaction_start, session_end
+/// matcher = "write_file|edit_file"    # tool events: a regex over the whole tool name
+/// command = ["/usr/local/bin/guard"]  # argv, no shell; the event as JSON on stdin
+/// # url = "http://127.0.0.1:8080/hook" # or: the event POSTed as JSON
+/// timeout_ms = 5000                   # default 10000; killed (whole process group) after it
+/// on_error = "deny"                   # a failed hook: "allow" (default) or "deny"
 /// ```
 ///
 /// `[tools] shell_timeout_ms`, `shell_max_output_bytes` and `max_tool_output_cap_bytes` are
@@ -142,6 +151,9 @@ pub struct ConfigFile {
     /// Other deputy servers this one's sessions may message (`send_message {to: "NAME:…"}`).
     #[serde(default)]
     pub peers: BTreeMap<String, PeerServerConfig>,
+    /// Programs and endpoints that watch and steer sessions (see [`crate::tools::hooks`]).
+    #[serde(default)]
+    pub hooks: Vec<HookConfig>,
 }
 
 /// The `[inbox]` section.
@@ -476,6 +488,7 @@ pub fn agent_factory(
     for (name, server) in &config.mcp_servers {
         mcp::config::spec_of(name, server).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
     }
+    let hooks = Hooks::from_config(&config.hooks).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
     let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
         .with_context_windows(windows)
         .with_tool_defaults(ToolDefaults {
@@ -483,7 +496,8 @@ pub fn agent_factory(
             policy: config.policy.switches(),
             ..config.tools.clone()
         })
-        .with_mcp(mcp, config.mcp_servers.clone());
+        .with_mcp(mcp, config.mcp_servers.clone())
+        .with_hooks(hooks);
     if let Some(max_tokens) = config.max_tokens {
         factory = factory.with_default_max_tokens(max_tokens);
     }
@@ -698,6 +712,38 @@ mod tests {
         assert!(toml::from_str::<ConfigFile>("[policy]\nshell = \"maybe\"").is_err());
         assert!(toml::from_str::<ConfigFile>("[[auth.tokens]]\nsubject = \"a\"\nscopes = [\"root\"]").is_err());
         assert!(toml::from_str::<ConfigFile>("[[auth.tokens]]\nsubject = \"a\"\nscope = []").is_err());
+    }
+
+    #[test]
+    fn hooks_parse_and_bad_ones_are_refused_at_load() {
+        use crate::tools::hooks::HookEventKind;
+        let config: ConfigFile = toml::from_str(
+            r#"
+            [[hooks]]
+            event = "pre_tool_use"
+            matcher = "write_file"
+            command = ["/bin/guard", "--strict"]
+            timeout_ms = 500
+            on_error = "deny"
+            [[hooks]]
+            event = "turn_end"
+            url = "http://127.0.0.1:9/hook"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.hooks.len(), 2);
+        assert_eq!(
+            (config.hooks[0].event, config.hooks[0].on_error),
+            (HookEventKind::PreToolUse, Some(Switch::Deny))
+        );
+        assert!(Hooks::from_config(&config.hooks).is_ok());
+        assert!(toml::from_str::<ConfigFile>("[[hooks]]\nevent = \"tool_use\"\ncommand = [\"x\"]").is_err());
+        assert!(toml::from_str::<ConfigFile>("[[hooks]]\nevent = \"turn_end\"\ncmd = [\"x\"]").is_err());
+        let settings = Settings { workspace: Some(std::env::temp_dir()), ..Settings::default() };
+        let bad: ConfigFile =
+            toml::from_str("[[hooks]]\nevent = \"pre_tool_use\"\nmatcher = \"(\"\ncommand = [\"x\"]").unwrap();
+        let err = agent_factory(&settings, &Environment::default(), &bad, Arc::default()).unwrap_err().to_string();
+        assert!(err.contains("[[hooks]] entry 0 (pre_tool_use): bad matcher regex"), "{err}");
     }
 
     #[test]

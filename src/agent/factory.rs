@@ -19,7 +19,7 @@ use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState
 use crate::tools::comms::{CommsLink, ListPeers, SendMessage};
 use crate::tools::mcp::{self, McpFactory, McpServerConfig, McpServerSpec};
 use crate::tools::policy::AuditTag;
-use crate::tools::{BuiltinTool, Grants, Surface, ToolDefaults, ToolRequest, Workspace};
+use crate::tools::{BuiltinTool, Grants, Hooks, Surface, ToolDefaults, ToolRequest, Workspace};
 
 /// Everything that decides how a session's agent behaves. Unset fields take the server's
 /// defaults.
@@ -60,6 +60,8 @@ pub struct AgentFactory {
     mcp: Arc<McpFactory>,
     /// The config file's `[mcp_servers.NAME]`.
     mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// The config file's `[[hooks]]`, given to every agent this factory builds or resumes.
+    hooks: Hooks,
 }
 
 /// Used when neither the request nor the configuration sets `max_tokens`.
@@ -80,7 +82,19 @@ impl AgentFactory {
             context_windows: BTreeMap::new(),
             mcp: Arc::new(McpFactory::default()),
             mcp_servers: BTreeMap::new(),
+            hooks: Hooks::default(),
         }
+    }
+
+    /// The operator's hooks (the config file's `[[hooks]]`).
+    pub fn with_hooks(mut self, hooks: Hooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// The operator's hooks, for the events outside a turn (`session_start`, `session_end`).
+    pub fn hooks(&self) -> &Hooks {
+        &self.hooks
     }
 
     /// The MCP server pool to acquire sessions' servers from, and the config file's named
@@ -297,6 +311,8 @@ impl AgentFactory {
             mailbox: None,
             handling_hops,
             comms_link,
+            session_id: audit.session_id.clone(),
+            hooks: self.hooks.clone(),
         })
     }
 }

@@ -28,10 +28,11 @@ pub use inbox::{InboxLimits, Mailbox};
 pub use structured::OutputContract;
 pub use turn::{TurnEnd, TurnInput, TurnReport};
 
+use crate::ids::SessionId;
 use crate::llm::{Message, Provider, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState, PendingStep};
 use crate::tools::comms::CommsLink;
-use crate::tools::{ToolConfig, ToolScope};
+use crate::tools::{Hooks, ToolConfig, ToolScope};
 
 /// Fields are private to the `agent` module: its children (the loop in `turn` and `step`, and
 /// `compaction`, which rewrites the history) work on them directly; everything else goes
@@ -82,6 +83,10 @@ pub struct Agent {
     handling_hops: Arc<AtomicU32>,
     /// Where the comms tools reach the session's peers (connected by the session service).
     comms_link: CommsLink,
+    /// The session's id, for the events its hooks receive.
+    session_id: SessionId,
+    /// The operator's `[[hooks]]` (config file only; never part of the record).
+    hooks: Hooks,
 }
 
 /// Full tool outputs not saved yet, by tool_use id; written only at the end of a step and

@@ -15,6 +15,7 @@ use super::{Agent, AgentEvent, EventSink};
 use crate::llm::{ContentBlock, Message, Role};
 use crate::model::{CallState, PendingCall, PendingKind, PendingStep, StepCall};
 use crate::tools::ToolOutput;
+use crate::tools::hooks::{HookEvent, HookEventKind, HookToolResult};
 
 impl Agent {
     /// Runs a step's tool calls: callbacks and calls needing approval are held for the caller,
@@ -93,7 +94,7 @@ impl Agent {
         let (run, skip) = indices.split_at(allowed);
         let runs = run.iter().map(|&index| {
             let call = &step[index];
-            self.tools.call(&call.name, call.arguments.clone(), cancel.clone())
+            self.call_hooked(call, cancel)
         });
         let outputs = futures::future::join_all(runs).await;
         let ran = run.len() as u64;
@@ -105,6 +106,61 @@ impl Agent {
             call.state = CallState::Done { content: output.content, is_error: output.is_error };
         }
         skip.len() as u64
+    }
+
+    /// Runs one call between its `pre_tool_use` and `post_tool_use` hooks, in the call's own
+    /// future, so the hooks of a step's calls run concurrently like the calls. A `deny` before
+    /// the call answers the model "denied by hook: <reason>" and the tool never runs; `modify`
+    /// runs it with the hook's arguments (the history keeps the model's own `tool_use` input).
+    /// After the call, `deny` withholds the result the same way, `modify` replaces it with
+    /// `updated_result`, and `additional_context` is appended to it.
+    async fn call_hooked(&self, call: &StepCall, cancel: &CancellationToken) -> ToolOutput {
+        let mut arguments = call.arguments.clone();
+        if self.hooks.listens(HookEventKind::PreToolUse) {
+            let event = self.tool_event(HookEventKind::PreToolUse, call, &arguments, None);
+            let verdict = self.hooks.run(event, cancel).await;
+            if let Some(reason) = verdict.denied {
+                return ToolOutput::error(format!("denied by hook: {reason}"));
+            }
+            if let Some(updated) = verdict.arguments {
+                arguments = updated;
+            }
+        }
+        let output = self.tools.call(&call.name, arguments.clone(), cancel.clone()).await;
+        if !self.hooks.listens(HookEventKind::PostToolUse) {
+            return output;
+        }
+        let event = self.tool_event(HookEventKind::PostToolUse, call, &arguments, Some(&output));
+        let verdict = self.hooks.run(event, cancel).await;
+        if let Some(reason) = verdict.denied {
+            return ToolOutput::error(format!("denied by hook: {reason}"));
+        }
+        let mut output = output;
+        if let Some(content) = verdict.result {
+            output.content = content;
+        }
+        for context in verdict.context {
+            output.content.push_str("\n\n");
+            output.content.push_str(&context);
+        }
+        output
+    }
+
+    fn tool_event(
+        &self,
+        kind: HookEventKind,
+        call: &StepCall,
+        arguments: &serde_json::Value,
+        output: Option<&ToolOutput>,
+    ) -> HookEvent {
+        HookEvent {
+            tool_name: Some(call.name.clone()),
+            tool_use_id: Some(call.tool_use_id.clone()),
+            arguments: Some(arguments.clone()),
+            result: output
+                .map(|output| HookToolResult { content: output.content.clone(), is_error: output.is_error }),
+            ..HookEvent::new(kind, &self.session_id, Some(self.turns))
+        }
     }
 
     /// Holds the step if calls still wait (unless the turn was interrupted: they then get a

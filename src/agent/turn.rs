@@ -23,6 +23,7 @@ use crate::llm::{
 };
 use crate::model::inbox::InboxMessage;
 use crate::model::{Exhausted, PendingCall, StopReason};
+use crate::tools::hooks::{HookEvent, HookEventKind};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -217,8 +218,9 @@ impl Agent {
             })
         });
 
+        let context = self.turn_start_context(&input, &steps_cancel).await;
         let mut totals = TurnTotals::default();
-        let end = match self.start_steps(input, &steps_cancel, events, &mut totals).await {
+        let end = match self.start_steps(input, context, &steps_cancel, events, &mut totals).await {
             Ok(end) => end,
             Err(Interruption::Cancelled) if cancel.is_cancelled() => TurnEnd::Cancelled,
             Err(Interruption::Cancelled) => TurnEnd::BudgetExhausted(Exhausted::Duration),
@@ -241,6 +243,13 @@ impl Agent {
             structured_output: totals.structured_output,
             structured_output_errors: totals.structured_output_errors,
         };
+        if self.hooks.listens(HookEventKind::TurnEnd) {
+            let event = HookEvent {
+                stop_reason: Some(report.stop_reason().to_string()),
+                ..HookEvent::new(HookEventKind::TurnEnd, &self.session_id, Some(turn))
+            };
+            self.hooks.observe(event).await;
+        }
         events.emit(match &report.end {
             TurnEnd::Cancelled => AgentEvent::TurnCancelled { turn },
             TurnEnd::Failed(error) => AgentEvent::TurnFailed { turn, error: error.message.clone() },
@@ -312,10 +321,44 @@ impl Agent {
         }
     }
 
-    /// Closes a held step with the caller's answers (or appends the prompt), then runs the loop.
+    /// Runs the `turn_start` hooks: the `additional_context` they give, in order. Their other
+    /// answers are only logged (a turn is not refused by a hook).
+    async fn turn_start_context(&self, input: &TurnInput, cancel: &CancellationToken) -> Vec<String> {
+        if !self.hooks.listens(HookEventKind::TurnStart) {
+            return Vec::new();
+        }
+        let event = HookEvent {
+            prompt: input.prompt.clone(),
+            ..HookEvent::new(HookEventKind::TurnStart, &self.session_id, Some(self.turns))
+        };
+        let verdict = self.hooks.run(event, cancel).await;
+        if let Some(reason) = verdict.denied {
+            tracing::warn!(session_id = %self.session_id, %reason, "a turn_start hook denied; turn_start hooks only add context");
+        }
+        verdict.context
+    }
+
+    /// Adds the `turn_start` hooks' context to the history's last message (the turn's prompt),
+    /// each as a text block of its own.
+    fn push_hook_context(&mut self, context: Vec<String>) {
+        if context.is_empty() {
+            return;
+        }
+        let last_index = self.history.len().saturating_sub(1);
+        if let Some(last) = self.history.last_mut()
+            && last.role == Role::User
+        {
+            last.content.extend(context.into_iter().map(|text| ContentBlock::Text { text }));
+            self.unsaved_from = self.unsaved_from.min(last_index);
+        }
+    }
+
+    /// Closes a held step with the caller's answers (or appends the prompt and the hooks'
+    /// context), then runs the loop.
     async fn start_steps(
         &mut self,
         input: TurnInput,
+        context: Vec<String>,
         cancel: &CancellationToken,
         events: &EventSink,
         totals: &mut TurnTotals,
@@ -324,6 +367,7 @@ impl Agent {
         let Some(step) = self.pending.take() else {
             let prompt = self.with_mail(prompt, events);
             self.push_user_prompt(prompt.unwrap_or_default());
+            self.push_hook_context(context);
             return self.run_steps(cancel, events, totals).await;
         };
         let outcome = self.settle(step, input.resolution, cancel, events, totals).await;
@@ -335,6 +379,7 @@ impl Agent {
         if let Some(prompt) = self.with_mail(prompt, events) {
             self.push_user_prompt(prompt);
         }
+        self.push_hook_context(context);
         if cancel.is_cancelled() {
             return Err(Interruption::Cancelled);
         }

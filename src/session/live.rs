@@ -35,6 +35,7 @@ use crate::model::{
     SessionSummary, SessionView, ToolOutputResult, TurnStatus,
 };
 use crate::store::{SaveRequest, SharedStore, StoredInbox, StoredListQuery, persistence_disabled};
+use crate::tools::hooks::{HookEvent, HookEventKind};
 use crate::tools::peers::RemotePeers;
 use crate::tools::policy::AuditTag;
 use crate::tools::{Grants, Surface};
@@ -461,6 +462,8 @@ impl LiveSessionService {
         }
         drop(naming);
         tracing::info!(session_id = %id, subject = %caller.subject(), "session created");
+        // Observe only, before the first turn (whose `turn_start` follows it).
+        factory.hooks().observe(HookEvent::new(HookEventKind::SessionStart, &id, None)).await;
         self.enforce_cap(&id).await;
         self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
     }
@@ -835,6 +838,7 @@ impl SessionService for LiveSessionService {
             return Err(SessionError::not_found(id.clone()));
         }
         tracing::info!(session_id = %id, "session archived");
+        self.factory.hooks().observe(HookEvent::new(HookEventKind::SessionEnd, id, None)).await;
         Ok(ArchiveResult { session_id: id.clone(), archived: true })
     }
 

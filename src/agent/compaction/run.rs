@@ -7,6 +7,7 @@ use crate::agent::turn::{Interruption, Response, Trigger};
 use crate::agent::{Agent, AgentEvent, EventSink};
 use crate::llm::{ContentBlock, Message, Role, Usage};
 use crate::model::context::{estimate_message, estimate_text};
+use crate::tools::hooks::{HookEvent, HookEventKind};
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,6 +47,19 @@ impl Agent {
         // The summary call would spend budget the session no longer has.
         if self.history.is_empty() || self.budget.exhausted(&self.used).is_some() {
             return Outcome::Done(report);
+        }
+        if self.hooks.listens(HookEventKind::CompactionStart) {
+            let event = HookEvent {
+                trigger: Some(trigger.as_str().to_owned()),
+                ..HookEvent::new(HookEventKind::CompactionStart, &self.session_id, Some(self.turns))
+            };
+            if let Some(reason) = self.hooks.run(event, cancel).await.denied {
+                if cancel.is_cancelled() {
+                    return Outcome::Cancelled;
+                }
+                tracing::info!(session_id = %self.session_id, %reason, "a compaction_start hook skipped the compaction");
+                return Outcome::Done(report);
+            }
         }
         events.emit(AgentEvent::CompactionStarted {
             reason: trigger.as_str().to_owned(),

@@ -6,6 +6,7 @@ mod callbacks;
 mod cli;
 mod comms;
 mod hibernation;
+mod hooks;
 mod http_surfaces;
 mod layering;
 mod limits;

@@ -119,6 +119,9 @@ impl Agent {
         if self.hooks.listens(HookEventKind::PreToolUse) {
             let event = self.tool_event(HookEventKind::PreToolUse, call, &arguments, None);
             let verdict = self.hooks.run(event, cancel).await;
+            if verdict.interrupted {
+                return ToolOutput::error("not run: [interrupted]");
+            }
             if let Some(reason) = verdict.denied {
                 return ToolOutput::error(format!("denied by hook: {reason}"));
             }
@@ -132,6 +135,10 @@ impl Agent {
         }
         let event = self.tool_event(HookEventKind::PostToolUse, call, &arguments, Some(&output));
         let verdict = self.hooks.run(event, cancel).await;
+        if verdict.interrupted {
+            // The tool ran; its own result stands.
+            return output;
+        }
         if let Some(reason) = verdict.denied {
             return ToolOutput::error(format!("denied by hook: {reason}"));
         }

@@ -332,6 +332,9 @@ impl Agent {
             ..HookEvent::new(HookEventKind::TurnStart, &self.session_id, Some(self.turns))
         };
         let verdict = self.hooks.run(event, cancel).await;
+        if verdict.interrupted {
+            return Vec::new();
+        }
         if let Some(reason) = verdict.denied {
             tracing::warn!(session_id = %self.session_id, %reason, "a turn_start hook denied; turn_start hooks only add context");
         }

@@ -468,6 +468,64 @@ impl LiveSessionService {
         self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
     }
 
+    /// `archive`, with the `session_end` hooks of `factory` (the caller's configuration).
+    ///
+    /// Errors: `SessionNotFound`, `Store`.
+    pub async fn archive_with(
+        &self,
+        factory: &AgentFactory,
+        id: &SessionId,
+    ) -> Result<ArchiveResult, SessionError> {
+        // The session stays in the map until the store has committed: its live handle (which
+        // refuses turns from now on) or a tombstone, so no turn can resume it from the store
+        // in between.
+        let (live, tombstone) = {
+            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
+            match registry.sessions.entry(id.clone()) {
+                Entry::Occupied(slot) => match slot.get() {
+                    Slot::Live(handle) => {
+                        // Under the lock, so an unload cannot take the session meanwhile.
+                        handle.mark_closing();
+                        (Some(handle.clone()), false)
+                    }
+                    Slot::Archiving => (None, false),
+                },
+                Entry::Vacant(slot) => {
+                    slot.insert(Slot::Archiving);
+                    (None, true)
+                }
+            }
+        };
+        if let Some(handle) = &live {
+            handle.shutdown().await;
+        }
+        let stored = match &self.store {
+            Some(store) => store.archive(id).await.map(|record| record.is_some()),
+            None => Ok(false),
+        };
+        {
+            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
+            let ours = match registry.sessions.get(id) {
+                Some(Slot::Live(handle)) => live.as_ref().is_some_and(|live| live.same_actor(handle)),
+                Some(Slot::Archiving) => tombstone,
+                None => false,
+            };
+            if ours {
+                registry.sessions.remove(id);
+            }
+            if matches!(stored, Ok(true)) {
+                registry.archives_committed += 1;
+            }
+        }
+        let stored = stored?;
+        if live.is_none() && !stored {
+            return Err(SessionError::not_found(id.clone()));
+        }
+        tracing::info!(session_id = %id, "session archived");
+        factory.hooks().observe(HookEvent::new(HookEventKind::SessionEnd, id, None)).await;
+        Ok(ArchiveResult { session_id: id.clone(), archived: true })
+    }
+
     /// `list` as `caller` sees it: its own sessions, or every one with `sessions:all`. The
     /// owner filter applies before paging (live sessions here, stored ones in the store), so
     /// pages, cursors and `total` count only what the caller may see.
@@ -792,54 +850,7 @@ impl SessionService for LiveSessionService {
     }
 
     async fn archive(&self, id: &SessionId) -> Result<ArchiveResult, SessionError> {
-        // The session stays in the map until the store has committed: its live handle (which
-        // refuses turns from now on) or a tombstone, so no turn can resume it from the store
-        // in between.
-        let (live, tombstone) = {
-            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
-            match registry.sessions.entry(id.clone()) {
-                Entry::Occupied(slot) => match slot.get() {
-                    Slot::Live(handle) => {
-                        // Under the lock, so an unload cannot take the session meanwhile.
-                        handle.mark_closing();
-                        (Some(handle.clone()), false)
-                    }
-                    Slot::Archiving => (None, false),
-                },
-                Entry::Vacant(slot) => {
-                    slot.insert(Slot::Archiving);
-                    (None, true)
-                }
-            }
-        };
-        if let Some(handle) = &live {
-            handle.shutdown().await;
-        }
-        let stored = match &self.store {
-            Some(store) => store.archive(id).await.map(|record| record.is_some()),
-            None => Ok(false),
-        };
-        {
-            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
-            let ours = match registry.sessions.get(id) {
-                Some(Slot::Live(handle)) => live.as_ref().is_some_and(|live| live.same_actor(handle)),
-                Some(Slot::Archiving) => tombstone,
-                None => false,
-            };
-            if ours {
-                registry.sessions.remove(id);
-            }
-            if matches!(stored, Ok(true)) {
-                registry.archives_committed += 1;
-            }
-        }
-        let stored = stored?;
-        if live.is_none() && !stored {
-            return Err(SessionError::not_found(id.clone()));
-        }
-        tracing::info!(session_id = %id, "session archived");
-        self.factory.hooks().observe(HookEvent::new(HookEventKind::SessionEnd, id, None)).await;
-        Ok(ArchiveResult { session_id: id.clone(), archived: true })
+        self.archive_with(&self.factory, id).await
     }
 
     async fn compact(&self, id: &SessionId) -> Result<CompactResult, SessionError> {

@@ -146,7 +146,7 @@ impl SessionService for ScopedService {
 
     async fn archive(&self, id: &SessionId) -> Result<ArchiveResult, SessionError> {
         self.inner.check_access(&self.caller, id).await?;
-        self.inner.archive(id).await
+        self.inner.archive_with(&self.factory, id).await
     }
 
     async fn compact(&self, id: &SessionId) -> Result<CompactResult, SessionError> {

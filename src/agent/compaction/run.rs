@@ -53,10 +53,11 @@ impl Agent {
                 trigger: Some(trigger.as_str().to_owned()),
                 ..HookEvent::new(HookEventKind::CompactionStart, &self.session_id, Some(self.turns))
             };
-            if let Some(reason) = self.hooks.run(event, cancel).await.denied {
-                if cancel.is_cancelled() {
-                    return Outcome::Cancelled;
-                }
+            let verdict = self.hooks.run(event, cancel).await;
+            if verdict.interrupted {
+                return Outcome::Cancelled;
+            }
+            if let Some(reason) = verdict.denied {
                 tracing::info!(session_id = %self.session_id, %reason, "a compaction_start hook skipped the compaction");
                 return Outcome::Done(report);
             }

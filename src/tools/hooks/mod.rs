@@ -208,7 +208,7 @@ impl Hooks {
     }
 
     /// Runs the hooks that apply to `event`, in order, and folds their answers. `cancel` stops
-    /// waiting (the hook is killed) and answers a denial, "[interrupted]".
+    /// waiting (the running hook is killed) and answers [`Verdict::interrupted`].
     pub async fn run(&self, mut event: HookEvent, cancel: &CancellationToken) -> Verdict {
         let mut verdict = Verdict::default();
         let Some(inner) = &self.0 else { return verdict };
@@ -219,7 +219,7 @@ impl Hooks {
             let answer = tokio::select! {
                 answer = invoke(hook, &inner.client, &event) => answer,
                 () = cancel.cancelled() => {
-                    verdict.denied = Some("[interrupted]".into());
+                    verdict.interrupted = true;
                     return verdict;
                 }
             };
@@ -406,6 +406,9 @@ pub struct Verdict {
     pub result: Option<String>,
     /// Every hook's `additional_context`, in order.
     pub context: Vec<String>,
+    /// The turn was interrupted while a hook ran: the hooks after it did not run, and what the
+    /// earlier ones answered is not to be acted on.
+    pub interrupted: bool,
 }
 
 #[cfg(test)]

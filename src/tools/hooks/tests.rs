@@ -152,7 +152,7 @@ async fn a_failing_hook_follows_on_error_and_a_cancelled_one_denies() {
     cancel.cancel();
     let hang = sh(HookEventKind::PreToolUse, None, "sleep 30");
     let verdict = Hooks::from_config(&[hang]).unwrap().run(tool_event("x", json!({})), &cancel).await;
-    assert_eq!(verdict.denied.as_deref(), Some("[interrupted]"));
+    assert_eq!(verdict, Verdict { interrupted: true, ..Verdict::default() });
 }
 
 #[tokio::test]

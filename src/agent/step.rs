@@ -112,10 +112,11 @@ impl Agent {
     /// future, so the hooks of a step's calls run concurrently like the calls. A `deny` before
     /// the call answers the model "denied by hook: <reason>" and the tool never runs; `modify`
     /// runs it with the hook's arguments (the history keeps the model's own `tool_use` input).
-    /// After the call, `deny` withholds the result the same way, `modify` replaces it with
-    /// `updated_result`, and `additional_context` is appended to it.
+    /// After the call, `deny` withholds the result the same way and `modify` replaces it with
+    /// `updated_result`. Either event's `additional_context` is appended to the result.
     async fn call_hooked(&self, call: &StepCall, cancel: &CancellationToken) -> ToolOutput {
         let mut arguments = call.arguments.clone();
+        let mut context = Vec::new();
         if self.hooks.listens(HookEventKind::PreToolUse) {
             let event = self.tool_event(HookEventKind::PreToolUse, call, &arguments, None);
             let verdict = self.hooks.run(event, cancel).await;
@@ -128,25 +129,24 @@ impl Agent {
             if let Some(updated) = verdict.arguments {
                 arguments = updated;
             }
+            context = verdict.context;
         }
-        let output = self.tools.call(&call.name, arguments.clone(), cancel.clone()).await;
-        if !self.hooks.listens(HookEventKind::PostToolUse) {
-            return output;
+        let mut output = self.tools.call(&call.name, arguments.clone(), cancel.clone()).await;
+        if self.hooks.listens(HookEventKind::PostToolUse) {
+            let event = self.tool_event(HookEventKind::PostToolUse, call, &arguments, Some(&output));
+            let verdict = self.hooks.run(event, cancel).await;
+            // Interrupted: the tool ran, and its own result stands.
+            if !verdict.interrupted {
+                if let Some(reason) = verdict.denied {
+                    return ToolOutput::error(format!("denied by hook: {reason}"));
+                }
+                if let Some(content) = verdict.result {
+                    output.content = content;
+                }
+                context.extend(verdict.context);
+            }
         }
-        let event = self.tool_event(HookEventKind::PostToolUse, call, &arguments, Some(&output));
-        let verdict = self.hooks.run(event, cancel).await;
-        if verdict.interrupted {
-            // The tool ran; its own result stands.
-            return output;
-        }
-        if let Some(reason) = verdict.denied {
-            return ToolOutput::error(format!("denied by hook: {reason}"));
-        }
-        let mut output = output;
-        if let Some(content) = verdict.result {
-            output.content = content;
-        }
-        for context in verdict.context {
+        for context in context {
             output.content.push_str("\n\n");
             output.content.push_str(&context);
         }

@@ -320,3 +320,41 @@ async fn three_hundred_turns_with_large_tool_outputs_stay_within_the_window() {
     assert!(view.state.context.compactions >= 10, "{:?}", view.state.context);
     assert!(view.state.message_count < 60, "the history stays short: {}", view.state.message_count);
 }
+
+/// A `compaction_start` hook that answers `deny` skips the compaction: no summary call, the
+/// history unchanged; the hook saw the trigger.
+#[tokio::test]
+async fn a_compaction_start_hook_may_skip_the_compaction() {
+    use crate::agent::AgentFactory;
+    use crate::llm::registry::ProviderRegistry;
+    use crate::tools::Hooks;
+    use crate::tools::hooks::{HookConfig, HookEventKind};
+
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("event.json");
+    let script = format!("cat > {}; echo '{{\"decision\": \"deny\", \"reason\": \"not now\"}}'", seen.display());
+    let hook = HookConfig {
+        event: HookEventKind::CompactionStart,
+        matcher: None,
+        command: Some(vec!["sh".into(), "-c".into(), script]),
+        url: None,
+        timeout_ms: None,
+        on_error: None,
+    };
+    let provider = summarizing_model("S");
+    let mut registry = ProviderRegistry::new();
+    registry.insert("test", provider.clone());
+    let factory = AgentFactory::new(Arc::new(registry), Some("test:model".into()), None)
+        .with_hooks(Hooks::from_config(&[hook]).unwrap());
+    let service = LiveSessionService::new(factory, None);
+    let id = service.create_session(create("hello", small_window())).await.unwrap().session_id;
+    let requests = provider.requests().len();
+    let skipped = service.compact(&id).await.unwrap();
+    assert!(!skipped.compacted, "{skipped:?}");
+    assert_eq!(provider.requests().len(), requests, "no summary call");
+    let event: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(
+        event,
+        json!({"event": "compaction_start", "session_id": id.to_string(), "turn": 1, "trigger": "manual"})
+    );
+}

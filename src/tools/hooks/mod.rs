@@ -6,7 +6,7 @@
 //! shell, the event as JSON on its stdin: [`command`]) or a `url` (the event POSTed as JSON:
 //! [`url`]). A hook answers a [`HookReply`]: `allow`, `deny` or `modify`, with a `reason`,
 //! `updated_arguments` (`pre_tool_use`), `updated_result` (`post_tool_use`) or
-//! `additional_context` (`turn_start`, `post_tool_use`). Empty output is `allow`.
+//! `additional_context` (`turn_start`, tool events). Empty output is `allow`.
 //!
 //! A hook that fails — cannot start, exits non-zero, answers something that is not a reply,
 //! or outlives its `timeout_ms` (then it is killed, with its whole process group) — is decided
@@ -367,7 +367,7 @@ pub struct HookReply {
     /// `post_tool_use` + `modify`: the result the model sees instead of the tool's.
     #[serde(default)]
     pub updated_result: Option<String>,
-    /// `turn_start`: joins the prompt; `post_tool_use`: appended to the result.
+    /// `turn_start`: joins the prompt; `pre_tool_use`, `post_tool_use`: appended to the result.
     #[serde(default)]
     pub additional_context: Option<String>,
 }

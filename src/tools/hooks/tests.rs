@@ -74,7 +74,7 @@ fn the_config_is_validated_when_loaded() {
         (HookConfig { url: Some("ftp://x/".into()), ..config(HookEventKind::TurnEnd) }, "http or https"),
     ];
     for (entry, expected) in bad {
-        let err = Hooks::from_config(&[entry.clone()]).unwrap_err().to_string();
+        let err = Hooks::from_config(std::slice::from_ref(&entry)).unwrap_err().to_string();
         assert!(err.contains(expected), "{entry:?}: {err}");
     }
     assert!(!Hooks::from_config(&[]).unwrap().listens(HookEventKind::TurnEnd));
@@ -136,7 +136,7 @@ async fn a_hook_past_its_timeout_is_killed_and_follows_on_error() {
 }
 
 #[tokio::test]
-async fn a_failing_hook_follows_on_error_and_a_cancelled_one_denies() {
+async fn a_failing_hook_follows_on_error_and_a_cancelled_one_is_interrupted() {
     let fail =
         HookConfig { on_error: Some(Switch::Deny), ..sh(HookEventKind::PreToolUse, None, "echo oops >&2; exit 3") };
     let verdict =

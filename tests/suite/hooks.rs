@@ -2,7 +2,8 @@
 //! the model being the mock LLM. A `pre_tool_use` hook refuses or rewrites a call (what it
 //! decided shows on disk and in what the model is sent next), a `post_tool_use` hook rewrites
 //! a result, a `turn_start` hook adds context, a hook past its timeout is killed and follows
-//! its `on_error`, and a `url` hook gets the events of a whole session, in order.
+//! its `on_error`, an interrupt kills a running hook at once, and a `url` hook gets the events
+//! of a whole session, in order.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -242,4 +243,37 @@ async fn a_url_hook_gets_a_sessions_events_and_can_deny() {
         seen[3],
         json!({"event": "turn_end", "session_id": session_id, "turn": 1, "stop_reason": "end_turn"})
     );
+}
+
+/// `session_interrupt` while a hook runs: the hook is killed (with its process group) at once,
+/// not at its timeout, its call is not run, and the turn ends `cancelled`.
+#[tokio::test]
+async fn an_interrupt_kills_a_running_hook_and_ends_the_turn() {
+    let marker = marker();
+    let hang = format!("[\"/bin/sh\", \"-c\", \"sleep 60; : {marker}\"]");
+    let config = format!(
+        "[[hooks]]\nevent = \"pre_tool_use\"\ncommand = {hang}\ntimeout_ms = 120000\non_error = \"allow\"\n"
+    );
+    let deputy = TestDeputy::start_with_config(&config).await;
+    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
+        None,
+        &[("toolu_1", "write_file", json!({"path": "late.txt", "content": "x"}))],
+    )));
+    let created =
+        deputy.ok("session_create", json!({"prompt": "go", "builtins": ["write_file"], "wait_ms": 100})).await;
+    assert_eq!(created["status"], "running");
+    let id = created["session_id"].clone();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the hook never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let started = Instant::now();
+    deputy.ok("session_interrupt", json!({"session_id": id})).await;
+    let read = deputy.ok("session_read", json!({"session_id": id, "wait_ms": 30_000})).await;
+    assert!(started.elapsed() < Duration::from_secs(10), "the interrupt waited {:?}", started.elapsed());
+    assert_eq!(read["state"]["last_turn"]["stop_reason"], "cancelled", "{read}");
+    assert_eq!(processes_with(&marker), Vec::<u32>::new(), "the hook was killed");
+    assert!(!deputy.workspace.path().join("late.txt").exists());
 }

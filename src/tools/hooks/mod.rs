@@ -176,10 +176,11 @@ struct Inner {
     client: reqwest::Client,
 }
 
+/// Events only: a hook's argv or URL may carry a credential, and debug output reaches logs.
 impl fmt::Debug for Hooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let hooks = self.0.as_ref().map_or(&[][..], |inner| &inner.hooks[..]);
-        f.debug_list().entries(hooks).finish()
+        f.debug_list().entries(hooks.iter().map(|hook| hook.event)).finish()
     }
 }
 

@@ -180,3 +180,19 @@ fn the_event_payload_leaves_out_what_does_not_apply() {
         json!({"event": "turn_start", "session_id": "s", "turn": 2, "prompt": "hi"})
     );
 }
+
+#[tokio::test]
+async fn a_url_hook_that_cannot_connect_follows_on_error_and_never_shows_its_credentials() {
+    let hook = HookConfig {
+        url: Some("http://user:pw@127.0.0.1:9/hook?token=s3cret".into()),
+        timeout_ms: Some(2000),
+        on_error: Some(Switch::Deny),
+        ..config(HookEventKind::PreToolUse)
+    };
+    let hooks = Hooks::from_config(&[hook]).unwrap();
+    let verdict = hooks.run(tool_event("x", json!({})), &CancellationToken::new()).await;
+    let denied = verdict.denied.unwrap();
+    assert!(denied.starts_with("hook 0 failed: POST http://127.0.0.1:9/hook"), "{denied}");
+    assert!(!denied.contains("s3cret") && !denied.contains("pw"), "{denied}");
+    assert!(!format!("{hooks:?}").contains("s3cret"));
+}

@@ -16,6 +16,7 @@ pub async fn post(
     body: Vec<u8>,
     timeout: Duration,
 ) -> Result<Vec<u8>, HookError> {
+    let shown = shown(url);
     let exchange = async {
         let response = client
             .post(url.clone())
@@ -23,15 +24,17 @@ pub async fn post(
             .body(body)
             .send()
             .await
-            .map_err(|err| HookError::Failed(format!("POST {url}: {err}")))?;
+            .map_err(|err| HookError::Failed(format!("POST {shown}: {}", err.without_url())))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(HookError::Failed(format!("POST {url}: HTTP {status}")));
+            return Err(HookError::Failed(format!("POST {shown}: HTTP {status}")));
         }
         let mut answer = Vec::new();
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|err| HookError::Failed(format!("POST {url}: reading the answer: {err}")))?;
+            let chunk = chunk.map_err(|err| {
+                HookError::Failed(format!("POST {shown}: reading the answer: {}", err.without_url()))
+            })?;
             if answer.len() + chunk.len() > MAX_REPLY_BYTES {
                 return Err(HookError::Failed(format!("answer longer than {MAX_REPLY_BYTES} bytes")));
             }
@@ -40,4 +43,14 @@ pub async fn post(
         Ok(answer)
     };
     tokio::time::timeout(timeout, exchange).await.map_err(|_| HookError::TimedOut(timeout.as_millis()))?
+}
+
+/// `url` as messages and logs show it: without its user info and query, which may hold a
+/// credential.
+fn shown(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.to_string()
 }

@@ -162,3 +162,35 @@ async fn turn_with_an_output_schema_gives_that_turn_its_schema() {
     assert_eq!(mock.requests()[0].body.get("response_format"), None);
     assert_eq!(mock.requests().len(), 2);
 }
+
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn send_puts_a_message_in_a_stored_sessions_inbox_for_its_next_turn() {
+    let mock = MockLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let command = |args: &[&str]| {
+        let mut command = tokio::process::Command::from(deputy(home.path()));
+        command.args(args).env("ANTHROPIC_API_KEY", "k").env("ANTHROPIC_BASE_URL", mock.base_url());
+        command
+    };
+    mock.push(MockResponse::sse(anthropic::text(&["Ready."])));
+    let output = command(&["run", "--model", "anthropic:claude-test", "wait for notes"]).output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let id = stderr.lines().find_map(|line| line.strip_prefix("session ")).unwrap().to_owned();
+
+    let output = command(&["send", &id, "the deadline moved to Friday"]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(stdout.starts_with("m-") && stdout.trim_end().ends_with(" queued"), "{stdout}");
+
+    mock.push(MockResponse::sse(anthropic::text(&["Noted: Friday."])));
+    let output = command(&["turn", &id, "what changed?"]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let prompt = mock.requests()[1].body["messages"][2].to_string();
+    assert!(prompt.contains("the deadline moved to Friday") && prompt.contains("what changed?"), "{prompt}");
+
+    let output = command(&["send", "no-such-session", "hello"]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("SESSION_NOT_FOUND"));
+}

@@ -210,3 +210,22 @@ async fn two_deputies_configured_as_each_others_peers_exchange_messages_over_mcp
         .await;
     assert_eq!(status, 202, "{sent}");
 }
+
+#[tokio::test]
+async fn max_auto_turns_from_the_config_stops_a_host_until_its_caller_takes_a_turn() {
+    let deputy = TestDeputy::start_with_config("[inbox]\nmax_auto_turns = 1\n").await;
+    deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["noted"])));
+    let id = deputy.ok("session_create", json!({"prompt": "hi", "host_mode": true})).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sent = deputy.ok("session_send", json!({"session_id": id, "message": "one"})).await;
+    assert_eq!(sent["delivered"], "started_turn");
+    settled(&deputy, &id, |view| view["state"]["turns"] == 2).await;
+    let sent = deputy.ok("session_send", json!({"session_id": id, "message": "two"})).await;
+    assert_eq!(sent["delivered"], "queued", "the one auto-turn is spent");
+    deputy.ok("session_turn", json!({"session_id": id, "prompt": "carry on"})).await;
+    let sent = deputy.ok("session_send", json!({"session_id": id, "message": "three"})).await;
+    assert_eq!(sent["delivered"], "started_turn", "the caller's turn reset the count");
+    settled(&deputy, &id, |view| view["state"]["turns"] == 4).await;
+}

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deputy::agent::AgentFactory;
+use deputy::agent::{AgentFactory, InboxLimits};
 use deputy::caller::Caller;
 use deputy::ids::SessionId;
 use deputy::llm::ContentBlock;
@@ -59,7 +59,9 @@ fn service() -> (Arc<LiveSessionService>, mpsc::UnboundedReceiver<Instant>) {
     let mut registry = ProviderRegistry::new();
     registry.insert("bench", provider);
     let factory = AgentFactory::new(Arc::new(registry), Some("bench:zero-latency".into()), None);
-    (LiveSessionService::new(factory, None).into_shared(), arrivals)
+    // Every message starts a turn: no cap on auto-turns between caller turns here.
+    let limits = InboxLimits { max_auto_turns: u32::MAX, ..InboxLimits::default() };
+    (LiveSessionService::new(factory, None).with_inbox_limits(limits).into_shared(), arrivals)
 }
 
 fn host(name: &str) -> CreateSessionRequest {

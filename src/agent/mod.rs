@@ -11,6 +11,7 @@ pub mod compaction;
 pub mod context;
 pub mod events;
 pub mod factory;
+pub mod journal;
 pub mod pending;
 mod step;
 pub mod structured;
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub use context::ContextOverrides;
 pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channel};
 pub use factory::{AgentBuildConfig, AgentFactory};
+pub use journal::Journal;
 pub use structured::OutputContract;
 pub use turn::{TurnEnd, TurnInput, TurnReport};
 

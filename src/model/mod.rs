@@ -8,6 +8,7 @@
 
 pub mod budget;
 pub mod context;
+pub mod journal;
 pub mod pending;
 pub mod record;
 pub mod result;
@@ -17,6 +18,7 @@ pub mod view;
 
 pub use budget::{Budget, Consumption, Exhausted};
 pub use context::{ContextSettings, ContextState};
+pub use journal::{EventPage, MAX_EVENTS_PAGE, StoredEvent};
 pub use pending::{
     ApprovalAnswer, CallState, Decision, PendingCall, PendingKind, PendingStep, StepCall, ToolResultAnswer,
 };

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::{Agent, EventSink, FullOutputs, TurnInput};
+use crate::agent::{Agent, EventSink, FullOutputs, Journal, TurnInput};
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::llm::Message;
@@ -90,6 +90,8 @@ struct Shared {
     /// Where the session says its view changed (a turn or a compaction ended): the service's
     /// feed of [`SessionService::changes`](super::SessionService::changes).
     changes: broadcast::Sender<SessionId>,
+    /// The session's journal: every event, committed with the turn's save.
+    journal: Journal,
 }
 
 #[derive(Clone)]
@@ -134,6 +136,7 @@ impl SessionHandle {
             unsaved: AtomicBool::new(false),
             unloaded: AtomicBool::new(false),
             changes,
+            journal: Journal::open(&record, store.is_none()),
         });
         let (commands, receiver) = mpsc::channel(4);
         let actor = run(agent, record, store, receiver, shared.clone());
@@ -241,6 +244,12 @@ impl SessionHandle {
             return Err(self.stopped_error());
         }
         Ok(result)
+    }
+
+    /// Without a store: the session's published journal events after `after` (see
+    /// [`Journal::page`]). Never waits for a running turn.
+    pub fn events(&self, after: Option<u64>, limit: usize) -> Vec<crate::model::StoredEvent> {
+        self.shared.journal.page(after, limit)
     }
 
     /// The whole history; waits for a running turn to end.
@@ -425,6 +434,8 @@ async fn run(
             Command::RunTurn { input, cancel, events, reply } => {
                 let turn = agent.turns() + 1;
                 tracing::info!(parent: &span, turn, "turn started");
+                shared.journal.turn_input(turn, &input);
+                let events = events.with_journal(shared.journal.clone());
                 let report = match AssertUnwindSafe(agent.run_turn(input, cancel, &events)).catch_unwind().await {
                     Ok(report) => report,
                     Err(panic) => {
@@ -458,7 +469,8 @@ async fn run(
                     ))));
                     continue;
                 }
-                let report = match AssertUnwindSafe(agent.compact_now(&cancel)).catch_unwind().await {
+                let report = match AssertUnwindSafe(agent.compact_now(&cancel, &EventSink::default().with_journal(shared.journal.clone())))
+                    .catch_unwind().await {
                     Ok(crate::agent::compaction::Outcome::Done(report)) => Ok(report),
                     Ok(crate::agent::compaction::Outcome::Cancelled) => {
                         Ok(crate::agent::compaction::Report::default())
@@ -507,7 +519,8 @@ async fn finish(
         record.last_turn = Some(result);
     }
     record.updated_at = Utc::now();
-    let saved = save(store, agent, record).await;
+    record.event_seq = shared.journal.next_seq();
+    let saved = save(store, agent, record, &shared.journal).await;
     shared.unsaved.store(saved.is_err(), Ordering::Release);
     shared.view.send_replace(record.view(SessionStatus::Idle, None));
     shared.touch();
@@ -519,16 +532,28 @@ async fn finish(
 
 /// Writes what changed since the last save. On failure nothing is marked saved, so the next
 /// save writes it again: a failed save loses nothing while the session stays live.
-async fn save(store: &SharedStore, agent: &mut Agent, record: &SessionRecord) -> Result<(), StoreError> {
-    let Some(store) = store else { return Ok(()) };
+async fn save(
+    store: &SharedStore,
+    agent: &mut Agent,
+    record: &SessionRecord,
+    journal: &Journal,
+) -> Result<(), StoreError> {
+    let events = journal.unsaved();
+    let Some(store) = store else {
+        journal.mark_saved(events.len());
+        return Ok(());
+    };
     let (replace_from, messages) = agent.unsaved();
     let request = SaveRequest {
         record: record.clone(),
         replace_from: replace_from as u64,
         messages: messages.to_vec(),
         tool_outputs: agent.unsaved_tool_outputs(),
+        events,
     };
+    let saved_events = request.events.len();
     store.save(request).await?;
     agent.mark_saved();
+    journal.mark_saved(saved_events);
     Ok(())
 }

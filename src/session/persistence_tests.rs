@@ -47,6 +47,14 @@ impl SessionStore for FaultyStore {
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.inner.ping()
     }
+    fn events(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Option<Vec<crate::model::StoredEvent>>, StoreError>> {
+        self.inner.events(id, after, limit)
+    }
 }
 
 fn service(provider: Arc<ScriptedProvider>, store: Arc<dyn SessionStore>) -> LiveSessionService {

@@ -17,14 +17,14 @@ use serde::de::DeserializeOwned;
 use super::codec::{decode, decode_sealed, encode_sealed};
 use super::sealer::{CHECK_PLAINTEXT, KeySealer, key_path};
 use super::tables::{
-    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, MESSAGES, META, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS,
+    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, EVENTS, MESSAGES, META, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS,
     TOOL_OUTPUTS, index_key,
 };
 use super::{SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::SessionRecord;
-use crate::model::{ListPosition, SessionSummary};
+use crate::model::{ListPosition, SessionSummary, StoredEvent};
 use crate::tools::secret::SecretSealer;
 
 #[derive(Debug, Clone)]
@@ -143,7 +143,8 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
         && exists(read.open_table(ARCHIVED_INDEX).map(drop))?
         && exists(read.open_table(TOOL_OUTPUTS).map(drop))?
         && exists(read.open_table(DISCARDED).map(drop))?
-        && exists(read.open_table(META).map(drop))?;
+        && exists(read.open_table(META).map(drop))?
+        && exists(read.open_table(EVENTS).map(drop))?;
     let owner_indexes_exist = exists(read.open_table(OWNER_ACTIVE_INDEX).map(drop))?
         && exists(read.open_table(OWNER_ARCHIVED_INDEX).map(drop))?;
     drop(read);
@@ -158,6 +159,7 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
     write.open_table(TOOL_OUTPUTS).map_err(backend)?;
     write.open_table(DISCARDED).map_err(backend)?;
     write.open_table(META).map_err(backend)?;
+    write.open_table(EVENTS).map_err(backend)?;
     if !owner_indexes_exist {
         // A store from before tenants: every summary of the update-ordered indexes, by owner.
         backfill_owner_index(&write, ACTIVE_INDEX, OWNER_ACTIVE_INDEX)?;
@@ -284,7 +286,7 @@ fn open_sealer(db: &Database, path: &Path) -> Result<Arc<dyn SecretSealer>, Stor
 
 /// Writes one save inside an open write transaction.
 fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
-    let SaveRequest { record, replace_from, messages, tool_outputs } = save;
+    let SaveRequest { record, replace_from, messages, tool_outputs, events } = save;
     let replace_from = *replace_from;
     let id = record.session_id.as_str();
     {
@@ -332,6 +334,20 @@ fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) ->
             let mut outputs = write.open_table(TOOL_OUTPUTS).map_err(backend)?;
             for (tool_use_id, content) in tool_outputs {
                 outputs.insert((id, tool_use_id.as_str()), content.as_bytes()).map_err(backend)?;
+            }
+        }
+
+        if !events.is_empty() {
+            let stored_seq = previous.as_ref().map_or(0, |previous| previous.event_seq);
+            let mut journal = write.open_table(EVENTS).map_err(backend)?;
+            for (expected, event) in (stored_seq..).zip(events) {
+                if event.seq != expected {
+                    return Err(StoreError::Corrupt(format!(
+                        "session {id}: journal event {} saved where event {expected} comes next",
+                        event.seq
+                    )));
+                }
+                journal.insert((id, event.seq), store.encode(event)?.as_slice()).map_err(backend)?;
             }
         }
 
@@ -492,6 +508,36 @@ fn list(store: &Inner, query: StoredListQuery) -> Result<StoredPage, StoreError>
     Ok(StoredPage { summaries, total })
 }
 
+fn events(store: &Inner, id: &str, after: Option<u64>, limit: usize) -> Result<Option<Vec<StoredEvent>>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    if read.open_table(RECORDS).map_err(backend)?.get(id).map_err(backend)?.is_none() {
+        return Ok(None);
+    }
+    let table = read.open_table(EVENTS).map_err(backend)?;
+    let from = after.map_or(0, |after| after.saturating_add(1));
+    if after == Some(u64::MAX) {
+        return Ok(Some(Vec::new()));
+    }
+    let mut out = Vec::with_capacity(limit.min(512));
+    for entry in table.range((id, from)..=(id, u64::MAX)).map_err(backend)?.take(limit) {
+        let (_, bytes) = entry.map_err(backend)?;
+        out.push(store.decode(bytes.value())?);
+    }
+    Ok(Some(out))
+}
+
+/// Every stored session's id, in id order (the projector's "all sessions").
+fn session_ids(store: &Inner) -> Result<Vec<SessionId>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    let records = read.open_table(RECORDS).map_err(backend)?;
+    let mut ids = Vec::new();
+    for entry in records.iter().map_err(backend)? {
+        let (key, _) = entry.map_err(backend)?;
+        ids.push(SessionId::from_string(key.value()));
+    }
+    Ok(ids)
+}
+
 fn tool_output(store: &Inner, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
     let outputs = read.open_table(TOOL_OUTPUTS).map_err(backend)?;
@@ -520,6 +566,19 @@ fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError>
         indexes.remove(&stored)?;
         stored.archived = true;
         stored.updated_at = Utc::now();
+        // The journal's last word, in the archive's own transaction.
+        let archived = StoredEvent {
+            seq: stored.event_seq,
+            turn: stored.turns,
+            at: stored.updated_at,
+            event: serde_json::json!({ "type": ARCHIVED_EVENT }),
+        };
+        write
+            .open_table(EVENTS)
+            .map_err(backend)?
+            .insert((id, archived.seq), store.encode(&archived)?.as_slice())
+            .map_err(backend)?;
+        stored.event_seq += 1;
         indexes.insert(store, &stored)?;
         records.insert(id, store.encode(&stored)?.as_slice()).map_err(backend)?;
         stored
@@ -528,7 +587,28 @@ fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError>
     Ok(Some(archived))
 }
 
+/// The `type` of the journal event an archive appends (`AgentEvent::Archived`, named by
+/// `AgentEvent::ARCHIVED_TYPE` in the layer above; a test there keeps the two equal).
+pub const ARCHIVED_EVENT: &str = "archived";
+
+impl RedbStore {
+    /// Every stored session's id, archived or not, in id order.
+    pub async fn session_ids(&self) -> Result<Vec<SessionId>, StoreError> {
+        self.blocking(session_ids).await
+    }
+}
+
 impl SessionStore for RedbStore {
+    fn events(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Option<Vec<StoredEvent>>, StoreError>> {
+        let id = id.clone();
+        self.blocking(move |store| events(store, id.as_str(), after, limit))
+    }
+
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.blocking(|store| store.db.begin_read().map(drop).map_err(backend))
     }

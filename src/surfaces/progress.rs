@@ -50,7 +50,12 @@ impl ProgressState {
             | AgentEvent::Pruned { .. }
             | AgentEvent::TurnCompleted { .. }
             | AgentEvent::TurnCancelled { .. }
-            | AgentEvent::TurnFailed { .. } => {}
+            | AgentEvent::TurnFailed { .. }
+            | AgentEvent::SessionCreated { .. }
+            | AgentEvent::PromptReceived { .. }
+            | AgentEvent::ApprovalsAnswered { .. }
+            | AgentEvent::Retry { .. }
+            | AgentEvent::Archived => {}
         }
     }
 

@@ -81,6 +81,7 @@ pub fn simple_request(text: &str) -> ModelRequest {
         tools: vec![],
         max_tokens: 256,
         output: None,
+        retries: Default::default(),
     }
 }
 

@@ -777,6 +777,8 @@ impl SessionService for LiveSessionService {
             return Err(SessionError::not_found(id.clone()));
         }
         tracing::info!(session_id = %id, "session archived");
+        // The journal gained its `archived` event: followers and the projector look.
+        let _ = self.changes.send(id.clone());
         Ok(ArchiveResult { session_id: id.clone(), archived: true })
     }
 
@@ -833,6 +835,10 @@ impl SessionService for LiveSessionService {
         self.changes.subscribe()
     }
 
+    async fn events(&self, id: &SessionId, after: Option<u64>, limit: usize) -> Result<crate::model::EventPage, SessionError> {
+        self.events_of(id, after, limit).await
+    }
+
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
         if let Some(handle) = self.live(id) {
             match handle.history().await {
@@ -849,6 +855,9 @@ impl SessionService for LiveSessionService {
         Ok(SessionHistory { session_id: id.clone(), messages: store.history(id).await? })
     }
 }
+
+#[path = "feed.rs"]
+mod feed;
 
 #[cfg(test)]
 #[path = "test_support.rs"]

@@ -14,7 +14,8 @@ use super::portable::portable;
 use super::wire;
 use crate::error::{ErrorKind, SessionError};
 use crate::model::{
-    ArchiveResult, CompactResult, InterruptResult, RunResult, SessionList, SessionView, ToolOutputResult,
+    ArchiveResult, CompactResult, EventPage, InterruptResult, RunResult, SessionList, SessionView,
+    ToolOutputResult,
 };
 use crate::session::{SessionService, TurnOptions};
 
@@ -28,10 +29,11 @@ pub enum Operation {
     Archive,
     Compact,
     ToolOutput,
+    Events,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 8] = [
+    pub const ALL: [Operation; 9] = [
         Self::Create,
         Self::Turn,
         Self::Interrupt,
@@ -40,6 +42,7 @@ impl Operation {
         Self::Archive,
         Self::Compact,
         Self::ToolOutput,
+        Self::Events,
     ];
 
     /// The MCP tool's name.
@@ -53,6 +56,7 @@ impl Operation {
             Self::Archive => "session_archive",
             Self::Compact => "session_compact",
             Self::ToolOutput => "session_tool_output",
+            Self::Events => "session_events",
         }
     }
 
@@ -67,6 +71,7 @@ impl Operation {
             Self::Archive => "session/archive",
             Self::Compact => "session/compact",
             Self::ToolOutput => "session/tool_output",
+            Self::Events => "session/events",
         }
     }
 
@@ -124,6 +129,11 @@ impl Operation {
             Self::ToolOutput => {
                 let params: wire::SessionToolOutputParams = wire::parse_params(name, arguments)?;
                 json(service.tool_output(&params.session_id, &params.tool_use_id).await)
+            }
+            Self::Events => {
+                let params: wire::SessionEventsParams = wire::parse_params(name, arguments)?;
+                let limit = params.limit.unwrap_or(wire::DEFAULT_EVENTS_LIMIT);
+                json(service.events(&params.session_id, params.after_seq, limit).await)
             }
         }
     }
@@ -185,6 +195,14 @@ impl Operation {
                 true,
                 "Read the whole output of a tool result that entered a session's history shortened (its middle \
                  replaced by an elision marker naming the tool_use_id).",
+            ),
+            Self::Events => descriptor::<wire::SessionEventsParams, EventPage>(
+                self.tool(),
+                true,
+                "Read a session's event journal: everything that happened (prompts, streamed text merged per \
+                 block, tool calls and results, usage, retries, compactions, approvals, turn ends), numbered by \
+                 `seq`, with timestamps. Pages of up to `limit` events after `after_seq`; pass the answer's \
+                 `next_seq` as `after_seq` to get what happened since. A turn's events appear once it ended.",
             ),
         }
     }

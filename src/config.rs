@@ -135,6 +135,23 @@ pub struct ConfigFile {
     /// Who may call over HTTP, as whom.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// Where the live projector writes sessions' journals as files, if anywhere.
+    #[serde(default)]
+    pub projection: ProjectionConfig,
+}
+
+/// The `[projection]` section: with `dir`, a long-running deputy writes every session's journal
+/// under `dir/sessions/<id>/` after each commit (see `crate::session::projection`), in the
+/// background; a projection failure is logged and never fails a turn.
+///
+/// ```toml
+/// [projection]
+/// dir = "/srv/deputy/projection"
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectionConfig {
+    pub dir: Option<PathBuf>,
 }
 
 /// The `[policy]` section: limits the operator sets for every caller.
@@ -353,6 +370,8 @@ pub struct AppState {
     pub limits: SessionLimits,
     /// The config file's `[[auth.tokens]]`, secrets read (used by `serve --http`).
     pub tokens: Vec<AccessToken>,
+    /// `[projection] dir`: where the live projector writes, if anywhere.
+    pub projection: Option<PathBuf>,
 }
 
 /// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
@@ -400,7 +419,8 @@ impl AppState {
         let store = open_store(settings, env)?;
         let limits = settings.session_limits(&config.sessions);
         let tokens = config.auth.resolve(env)?;
-        Ok(Self { factory, store, mcp, limits, tokens })
+        let projection = config.projection.dir.clone();
+        Ok(Self { factory, store, mcp, limits, tokens, projection })
     }
 }
 

@@ -67,6 +67,10 @@ pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duratio
 pub fn long_running_service(state: AppState) -> (Arc<LiveSessionService>, Arc<McpFactory>) {
     let service = Arc::new(LiveSessionService::new(state.factory, state.store).with_limits(state.limits));
     service.start_idle_reaper();
+    if let Some(dir) = state.projection {
+        tracing::info!(dir = %dir.display(), "projecting sessions' journals");
+        crate::session::projection::spawn_live(service.clone(), crate::session::projection::Projector::new(dir));
+    }
     (service, state.mcp)
 }
 

@@ -77,6 +77,17 @@ pub enum Command {
         #[arg(long, default_value = "schemas")]
         out: PathBuf,
     },
+    /// Write stored sessions' event journals out as files: `<out>/sessions/<id>/events.jsonl`,
+    /// `transcript.md`, `session.json` and `checkpoint`. Incremental: a session already
+    /// projected there gets only its new events (and a crashed earlier run is repaired).
+    Project {
+        /// Directory to write into (created 0700).
+        #[arg(long)]
+        out: PathBuf,
+        /// Only this session (default: every stored session, archived ones included).
+        #[arg(long)]
+        session: Option<String>,
+    },
     /// See or stop the store's background server (the process `deputy serve` attaches to).
     #[command(subcommand)]
     Background(BackgroundCommand),
@@ -262,9 +273,12 @@ impl Command {
     pub fn default_log_filter(&self) -> &'static str {
         match self {
             Self::Serve(_) | Self::BackgroundServer(_) => "deputy=info,rmcp=warn",
-            Self::Run(_) | Self::Turn { .. } | Self::Sessions(_) | Self::Schemas { .. } | Self::Background(_) => {
-                "warn"
-            }
+            Self::Run(_)
+            | Self::Turn { .. }
+            | Self::Sessions(_)
+            | Self::Schemas { .. }
+            | Self::Project { .. }
+            | Self::Background(_) => "warn",
         }
     }
 }

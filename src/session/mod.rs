@@ -15,6 +15,7 @@
 
 pub mod actor;
 pub mod live;
+pub mod projection;
 pub mod record;
 pub mod scoped;
 pub mod types;

@@ -526,18 +526,6 @@ fn events(store: &Inner, id: &str, after: Option<u64>, limit: usize) -> Result<O
     Ok(Some(out))
 }
 
-/// Every stored session's id, in id order (the projector's "all sessions").
-fn session_ids(store: &Inner) -> Result<Vec<SessionId>, StoreError> {
-    let read = store.db.begin_read().map_err(backend)?;
-    let records = read.open_table(RECORDS).map_err(backend)?;
-    let mut ids = Vec::new();
-    for entry in records.iter().map_err(backend)? {
-        let (key, _) = entry.map_err(backend)?;
-        ids.push(SessionId::from_string(key.value()));
-    }
-    Ok(ids)
-}
-
 fn tool_output(store: &Inner, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
     let outputs = read.open_table(TOOL_OUTPUTS).map_err(backend)?;
@@ -590,13 +578,6 @@ fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError>
 /// The `type` of the journal event an archive appends (`AgentEvent::Archived`, named by
 /// `AgentEvent::ARCHIVED_TYPE` in the layer above; a test there keeps the two equal).
 pub const ARCHIVED_EVENT: &str = "archived";
-
-impl RedbStore {
-    /// Every stored session's id, archived or not, in id order.
-    pub async fn session_ids(&self) -> Result<Vec<SessionId>, StoreError> {
-        self.blocking(session_ids).await
-    }
-}
 
 impl SessionStore for RedbStore {
     fn events(

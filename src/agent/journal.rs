@@ -115,7 +115,7 @@ impl Journal {
                 denied: denied as u64,
             });
         }
-        if let Some(prompt) = &input.prompt {
+        if let Some(prompt) = input.prompt.as_ref().filter(|prompt| !prompt.is_empty()) {
             self.record(AgentEvent::PromptReceived { turn, prompt: prompt.clone() });
         }
     }

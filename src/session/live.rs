@@ -877,6 +877,11 @@ mod capability_tests;
 mod persistence_tests;
 
 #[cfg(test)]
+#[cfg(feature = "session-store")]
+#[path = "journal_tests.rs"]
+mod journal_tests;
+
+#[cfg(test)]
 #[path = "lifecycle_tests.rs"]
 mod lifecycle_tests;
 

@@ -17,9 +17,9 @@ use crate::store::{RedbStore, SaveRequest, SessionStore, StoreError, StoredListQ
 
 /// A real store whose saves can be made to fail, like a full disk would.
 #[derive(Debug)]
-struct FaultyStore {
-    inner: RedbStore,
-    fail_saves: AtomicBool,
+pub(super) struct FaultyStore {
+    pub(super) inner: RedbStore,
+    pub(super) fail_saves: AtomicBool,
 }
 
 impl SessionStore for FaultyStore {

@@ -107,8 +107,10 @@ impl Journal {
     pub fn turn_input(&self, turn: u64, input: &TurnInput) {
         let settled = &input.resolution.settled;
         if !settled.is_empty() {
-            let denied =
-                settled.values().filter(|settlement| matches!(settlement, super::pending::Settlement::Deny(_))).count();
+            let denied = settled
+                .values()
+                .filter(|settlement| matches!(settlement, super::pending::Settlement::Deny(_)))
+                .count();
             self.record(AgentEvent::ApprovalsAnswered {
                 turn,
                 answered: settled.len() as u64,
@@ -189,10 +191,17 @@ mod tests {
         for part in ["Hel", "lo", ", wor", "ld"] {
             journal.record(AgentEvent::TextDelta { text: part.into() });
         }
-        journal.record(AgentEvent::ToolCallRequested { id: "t".into(), name: "x".into(), input: serde_json::json!({}) });
+        journal.record(AgentEvent::ToolCallRequested {
+            id: "t".into(),
+            name: "x".into(),
+            input: serde_json::json!({}),
+        });
         journal.record(AgentEvent::TextDelta { text: "again".into() });
         let events = journal.unsaved();
-        assert_eq!(kinds(&events), ["session_created", "turn_started", "text_delta", "tool_call_requested", "text_delta"]);
+        assert_eq!(
+            kinds(&events),
+            ["session_created", "turn_started", "text_delta", "tool_call_requested", "text_delta"]
+        );
         assert_eq!(events.iter().map(|event| event.seq).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
         assert_eq!(events[2].event["text"], "Hello, world");
         assert_eq!(events[2].turn, 1);

@@ -475,7 +475,11 @@ impl Agent {
     ) -> Result<llm::StopReason, Interruption> {
         let sink = events.clone();
         request.retries = llm::retry::RetryReporter::new(move |notice| {
-            sink.emit(AgentEvent::Retry { attempt: notice.attempt, delay_ms: notice.delay_ms, reason: notice.reason });
+            sink.emit(AgentEvent::Retry {
+                attempt: notice.attempt,
+                delay_ms: notice.delay_ms,
+                reason: notice.reason,
+            });
         });
         let mut stream = tokio::select! {
             opened = self.provider.stream(request) => opened.map_err(Interruption::Failed)?,

@@ -469,8 +469,12 @@ async fn run(
                     ))));
                     continue;
                 }
-                let report = match AssertUnwindSafe(agent.compact_now(&cancel, &EventSink::default().with_journal(shared.journal.clone())))
-                    .catch_unwind().await {
+                let report = match AssertUnwindSafe(
+                    agent.compact_now(&cancel, &EventSink::default().with_journal(shared.journal.clone())),
+                )
+                .catch_unwind()
+                .await
+                {
                     Ok(crate::agent::compaction::Outcome::Done(report)) => Ok(report),
                     Ok(crate::agent::compaction::Outcome::Cancelled) => {
                         Ok(crate::agent::compaction::Report::default())

@@ -32,7 +32,9 @@ impl LiveSessionService {
     ) -> Result<EventPage, SessionError> {
         check_limit(limit)?;
         let events = match &self.store {
-            Some(store) => store.events(id, after, limit).await?.ok_or_else(|| SessionError::not_found(id.clone()))?,
+            Some(store) => {
+                store.events(id, after, limit).await?.ok_or_else(|| SessionError::not_found(id.clone()))?
+            }
             None => self.live(id).ok_or_else(|| SessionError::not_found(id.clone()))?.events(after, limit),
         };
         let next_seq = events.last().map(|event| event.seq).or(after);

@@ -157,7 +157,10 @@ async fn journal_replay_is_byte_identical_incremental_full_and_after_a_crash() {
 
     // The journal: numbered without gaps, every kind the script produced, deltas merged.
     let events = all_events(&service, &id).await;
-    assert_eq!(events.iter().map(|event| event.seq).collect::<Vec<_>>(), (0..events.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        events.iter().map(|event| event.seq).collect::<Vec<_>>(),
+        (0..events.len() as u64).collect::<Vec<_>>()
+    );
     let kinds: std::collections::BTreeSet<&str> = events.iter().map(StoredEvent::kind).collect();
     for kind in [
         "session_created",
@@ -175,8 +178,11 @@ async fn journal_replay_is_byte_identical_incremental_full_and_after_a_crash() {
     }
     #[cfg(feature = "session-compaction")]
     assert!(kinds.contains("compaction_started") && kinds.contains("compaction_completed"), "{kinds:?}");
-    let first_answer: Vec<&str> =
-        events.iter().filter(|event| event.kind() == "text_delta").map(|event| event.event["text"].as_str().unwrap()).collect();
+    let first_answer: Vec<&str> = events
+        .iter()
+        .filter(|event| event.kind() == "text_delta")
+        .map(|event| event.event["text"].as_str().unwrap())
+        .collect();
     assert_eq!(first_answer[0], "Hello, world", "one merged event per block");
     let capped = events.iter().find(|event| event.kind() == "tool_result").unwrap();
     assert!(capped.event["content"].as_str().unwrap().contains("elided"), "the capped output, as the model saw it");

@@ -835,7 +835,12 @@ impl SessionService for LiveSessionService {
         self.changes.subscribe()
     }
 
-    async fn events(&self, id: &SessionId, after: Option<u64>, limit: usize) -> Result<crate::model::EventPage, SessionError> {
+    async fn events(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<crate::model::EventPage, SessionError> {
         self.events_of(id, after, limit).await
     }
 

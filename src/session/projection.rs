@@ -257,8 +257,13 @@ fn append_at(path: &Path, length: u64, bytes: &[u8]) -> Result<u64, ProjectionEr
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), ProjectionError> {
     let temporary = path.with_extension("tmp");
-    let mut file =
-        OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&temporary).map_err(at(&temporary))?;
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .map_err(at(&temporary))?;
     file.write_all(bytes).map_err(at(&temporary))?;
     drop(file);
     fs::rename(&temporary, path).map_err(at(path))
@@ -276,7 +281,9 @@ fn render(out: &mut Vec<u8>, stored: &StoredEvent, event: Option<&AgentEvent>) {
         Some(AgentEvent::SessionCreated { title, model, .. }) => {
             format!("# {title}\n\nSession created {at} with `{model}`.\n\n")
         }
-        Some(AgentEvent::PromptReceived { turn, prompt }) => format!("## Turn {turn}\n\n**User** ({at}):\n\n{prompt}\n\n"),
+        Some(AgentEvent::PromptReceived { turn, prompt }) => {
+            format!("## Turn {turn}\n\n**User** ({at}):\n\n{prompt}\n\n")
+        }
         Some(AgentEvent::TextDelta { text }) => format!("**Assistant** ({at}):\n\n{text}\n\n"),
         Some(AgentEvent::ToolCallRequested { id, name, input }) => {
             format!("**Tool call** `{name}` ({id}):\n\n```json\n{input}\n```\n\n")
@@ -307,7 +314,11 @@ fn render(out: &mut Vec<u8>, stored: &StoredEvent, event: Option<&AgentEvent>) {
 
 /// Projects one session up to the end of its journal, reading pages from `fetch(after_seq)`;
 /// returns how many events it wrote.
-pub async fn project_session<F, Fut>(projector: &Projector, id: &SessionId, mut fetch: F) -> Result<u64, ProjectionError>
+pub async fn project_session<F, Fut>(
+    projector: &Projector,
+    id: &SessionId,
+    mut fetch: F,
+) -> Result<u64, ProjectionError>
 where
     F: FnMut(Option<u64>) -> Fut,
     Fut: Future<Output = Result<Vec<StoredEvent>, String>>,
@@ -379,7 +390,10 @@ mod tests {
 
     fn journal() -> Vec<StoredEvent> {
         vec![
-            event(0, serde_json::json!({"type": "session_created", "title": "t", "model": "m", "labels": {}, "host_mode": false})),
+            event(
+                0,
+                serde_json::json!({"type": "session_created", "title": "t", "model": "m", "labels": {}, "host_mode": false}),
+            ),
             event(1, serde_json::json!({"type": "prompt_received", "turn": 1, "prompt": "hi"})),
             event(2, serde_json::json!({"type": "turn_started", "turn": 1})),
             event(3, serde_json::json!({"type": "text_delta", "text": "hello"})),

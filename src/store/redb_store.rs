@@ -17,8 +17,8 @@ use serde::de::DeserializeOwned;
 use super::codec::{decode, decode_sealed, encode_sealed};
 use super::sealer::{CHECK_PLAINTEXT, KeySealer, key_path};
 use super::tables::{
-    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, EVENTS, MESSAGES, META, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS,
-    TOOL_OUTPUTS, index_key,
+    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, EVENTS, MESSAGES, META, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX,
+    RECORDS, TOOL_OUTPUTS, index_key,
 };
 use super::{SaveRequest, SessionStore, StoreError, StoredListQuery, StoredPage};
 use crate::ids::SessionId;
@@ -508,7 +508,12 @@ fn list(store: &Inner, query: StoredListQuery) -> Result<StoredPage, StoreError>
     Ok(StoredPage { summaries, total })
 }
 
-fn events(store: &Inner, id: &str, after: Option<u64>, limit: usize) -> Result<Option<Vec<StoredEvent>>, StoreError> {
+fn events(
+    store: &Inner,
+    id: &str,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Option<Vec<StoredEvent>>, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
     if read.open_table(RECORDS).map_err(backend)?.get(id).map_err(backend)?.is_none() {
         return Ok(None);

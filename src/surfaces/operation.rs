@@ -14,8 +14,7 @@ use super::portable::portable;
 use super::wire;
 use crate::error::{ErrorKind, SessionError};
 use crate::model::{
-    ArchiveResult, CompactResult, EventPage, InterruptResult, RunResult, SessionList, SessionView,
-    ToolOutputResult,
+    ArchiveResult, CompactResult, EventPage, InterruptResult, RunResult, SessionList, SessionView, ToolOutputResult,
 };
 use crate::session::{SessionService, TurnOptions};
 

@@ -4,6 +4,7 @@
 mod background_server;
 mod callbacks;
 mod cli;
+mod events;
 mod hibernation;
 mod http_surfaces;
 mod layering;

@@ -73,9 +73,10 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
         ),
         Action::Events => on(
             method,
-            move |services: State<Arc<P>>, caller: Extension<Caller>, id: Result<Path<String>, PathRejection>, uri: Uri| {
-                events(route, services.for_caller(&caller), id, uri)
-            },
+            move |services: State<Arc<P>>,
+                  caller: Extension<Caller>,
+                  id: Result<Path<String>, PathRejection>,
+                  uri: Uri| { events(route, services.for_caller(&caller), id, uri) },
         ),
         Action::History => on(
             method,
@@ -201,7 +202,8 @@ async fn events<S: SessionService>(
     }
     let mut arguments = object(query);
     arguments.insert("session_id".to_owned(), Value::String(id));
-    Ok(Json(Operation::Events.run(&route.name(), &service, Value::Object(arguments), waiting).await?).into_response())
+    Ok(Json(Operation::Events.run(&route.name(), &service, Value::Object(arguments), waiting).await?)
+        .into_response())
 }
 
 /// The conversation: the one REST route that no MCP tool or JSON-RPC method shares.

@@ -11,9 +11,9 @@ use crate::surfaces::http;
 /// deputy hosts LLM agent sessions behind MCP.
 ///
 /// Register `deputy serve` as a stdio MCP server in Claude Desktop, Claude Code, Cursor or VS Code;
-/// the client then drives agent sessions through eight tools (session_create, session_turn,
+/// the client then drives agent sessions through nine tools (session_create, session_turn,
 /// session_interrupt, session_read, session_list, session_archive, session_compact,
-/// session_tool_output). Or try one prompt directly with `deputy run`, and continue or inspect
+/// session_tool_output, session_events). Or try one prompt directly with `deputy run`, and continue or inspect
 /// stored sessions with `deputy turn` and `deputy sessions`.
 ///
 /// Providers come from the usual environment variables: ANTHROPIC_API_KEY (and

@@ -33,7 +33,7 @@ async fn both_protocol_eras_run_sessions_over_http() {
     for (era, lifecycle) in [("2025-11-25", ClientLifecycleMode::Initialize), ("2026-07-28", modern)] {
         let client = deputy.mcp(lifecycle).await;
         assert_eq!(client.peer_info().unwrap().protocol_version.to_string(), era);
-        assert_eq!(client.list_all_tools().await.unwrap().len(), 8);
+        assert_eq!(client.list_all_tools().await.unwrap().len(), 9);
         deputy.mock.push(MockResponse::sse(anthropic::text(&["over ", "http"])));
         let created = ok(&client, "session_create", json!({"prompt": format!("hi in {era}")})).await;
         assert_eq!(created["text"], "over http");
@@ -218,7 +218,7 @@ async fn undeclared_capabilities_are_method_not_found() {
         assert!(client.list_resources(None).await.unwrap().resources.is_empty(), "no sessions yet");
         assert_eq!(client.list_resource_templates(None).await.unwrap().resource_templates.len(), 3);
         not_found("completion/complete", client.complete_prompt_simple("p", "a", "v").await.map(drop));
-        assert_eq!(client.list_all_tools().await.unwrap().len(), 8, "tools still answer");
+        assert_eq!(client.list_all_tools().await.unwrap().len(), 9, "tools still answer");
         client.cancel().await.unwrap();
     }
 }

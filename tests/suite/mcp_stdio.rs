@@ -31,7 +31,8 @@ async fn serves_the_session_tools_with_schemas_under_its_own_name() {
             "session_list",
             "session_archive",
             "session_compact",
-            "session_tool_output"
+            "session_tool_output",
+            "session_events"
         ]
     );
     for tool in &tools {
@@ -39,7 +40,10 @@ async fn serves_the_session_tools_with_schemas_under_its_own_name() {
         assert_eq!(output.get("type"), Some(&json!("object")), "{} output must be an object", tool.name);
         assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
-        let expected = matches!(tool.name.as_ref(), "session_read" | "session_list" | "session_tool_output");
+        let expected = matches!(
+            tool.name.as_ref(),
+            "session_read" | "session_list" | "session_tool_output" | "session_events"
+        );
         assert_eq!(read_only, Some(expected), "{}", tool.name);
         assert!(tool.description.as_ref().is_some_and(|d| d.len() > 40));
     }
@@ -276,7 +280,7 @@ async fn a_2026_07_28_client_gets_the_same_tools_and_results() {
     .await;
     let info = deputy.client.peer_info().expect("server info");
     assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
-    assert_eq!(deputy.client.list_all_tools().await.unwrap().len(), 8);
+    assert_eq!(deputy.client.list_all_tools().await.unwrap().len(), 9);
 
     deputy.mock.push(MockResponse::sse(anthropic::text(&["modern"])));
     let created = deputy.ok("session_create", json!({"prompt": "hi"})).await;

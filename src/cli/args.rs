@@ -169,6 +169,10 @@ pub struct ServeArgs {
     /// Serve HTTP on this address (e.g. 127.0.0.1:8787) instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
+    /// Serve JSON-RPC over stdin/stdout instead of MCP (one message per line; a turn's events
+    /// arrive as `session/event` notifications before its response), in this process.
+    #[arg(long, conflicts_with = "http")]
+    pub rpc: bool,
     /// Bearer token required on every HTTP route but /healthz (this or [[auth.tokens]] is needed
     /// to bind a non-loopback address). Its holder is the local user, with every scope.
     #[arg(long, env = "DEPUTY_TOKEN", hide_env_values = true)]

@@ -31,7 +31,11 @@ use crate::tools::ToolRequest;
 /// the store's background server ([`background::serve_attached`]).
 pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
     let settings = &with_session_limits(settings, args.idle_unload_secs, args.max_live_sessions);
-    let attach = args.http.is_none() && !args.no_daemon && !settings.ephemeral && cfg!(feature = "session-store");
+    let attach = args.http.is_none()
+        && !args.rpc
+        && !args.no_daemon
+        && !settings.ephemeral
+        && cfg!(feature = "session-store");
     if attach {
         let options = StartOptions {
             idle_exit: Duration::from_secs(args.idle_exit_secs),
@@ -54,6 +58,7 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
             config.max_mcp_sessions = args.max_mcp_sessions;
             Surface::Http(config)
         }
+        None if args.rpc => Surface::Rpc,
         None => Surface::Stdio,
     };
     server::serve(settings, surface, Duration::from_secs(args.drain_timeout_secs)).await

@@ -159,3 +159,116 @@ async fn follow_streams_a_live_turns_events() {
     assert_eq!(events[0]["seq"].as_u64(), Some(last + 1));
     assert_eq!(events[2]["event"]["text"], "live answer");
 }
+
+/// The JSON-RPC messages of an SSE body (each `data:` is one message).
+fn sse_messages(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|frame| frame.lines().find_map(|line| line.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_jsonrpc_client_accepting_sse_gets_session_event_notifications_then_the_response() {
+    let deputy = HttpDeputy::start(&[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
+    let id = deputy.create_session("hi").await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["stream", "ed"])));
+    let request =
+        json!({"jsonrpc": "2.0", "id": 7, "method": "turn/start", "params": {"session_id": id, "prompt": "go"}});
+    let response = deputy
+        .http
+        .post(deputy.url("/rpc"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let messages = sse_messages(&response.text().await.unwrap());
+    let (answer, notifications) = messages.split_last().unwrap();
+    assert_eq!((answer["id"].as_u64(), answer["result"]["text"].as_str()), (Some(7), Some("streamed")), "{answer}");
+    assert!(
+        notifications
+            .iter()
+            .all(|message| message["method"] == "session/event" && message["params"]["session_id"] == id.as_str())
+    );
+    let kinds: Vec<&str> =
+        notifications.iter().map(|message| message["params"]["event"]["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"turn_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"turn_completed"), "{kinds:?}");
+    let text: String = notifications
+        .iter()
+        .filter(|message| message["params"]["event"]["type"] == "text_delta")
+        .map(|message| message["params"]["event"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "streamed");
+
+    // Without the Accept header the same call is plain JSON.
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["plain"])));
+    let plain = rpc(&deputy, "turn/start", json!({"session_id": id, "prompt": "again"})).await;
+    assert_eq!(plain["result"]["text"], "plain", "{plain}");
+}
+
+#[tokio::test]
+async fn serve_rpc_streams_notifications_while_a_turn_runs() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use crate::common::deputy::deputy_serve;
+    use crate::common::mock_llm::{Gate, MockLlm};
+
+    let mock = MockLlm::start().await;
+    let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut command = deputy_serve(&mock, workspace.path(), home.path());
+    command.arg("--rpc");
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || -> Value {
+        let line =
+            tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await.unwrap().unwrap().unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+
+    let gate = Gate::new();
+    mock.push(MockResponse::sse(anthropic::text(&["held", " back"])).pause_before_chunk(3, gate.clone()));
+    let create = json!({"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": {"prompt": "hi"}});
+    stdin.write_all(format!("{create}\n").as_bytes()).await.unwrap();
+    // The turn is held inside the model's response: its start is out already.
+    let started = next().await;
+    assert_eq!(
+        (started["method"].as_str(), started["params"]["event"]["type"].as_str()),
+        (Some("session/event"), Some("turn_started")),
+        "{started}"
+    );
+    gate.open();
+    let mut kinds = Vec::new();
+    let answer = loop {
+        let message = next().await;
+        if message.get("id").is_some() {
+            break message;
+        }
+        kinds.push(message["params"]["event"]["type"].as_str().unwrap().to_owned());
+    };
+    assert_eq!(answer["result"]["text"], "held back", "{answer}");
+    assert!(
+        kinds.contains(&"text_delta".to_owned()) && kinds.last().map(String::as_str) == Some("turn_completed"),
+        "{kinds:?}"
+    );
+
+    // Reads answer on the same pipe, and the journal is there too.
+    let id = answer["result"]["session_id"].as_str().unwrap().to_owned();
+    let events = json!({"jsonrpc": "2.0", "id": 2, "method": "session/events", "params": {"session_id": id}});
+    stdin.write_all(format!("{events}\n").as_bytes()).await.unwrap();
+    let page = next().await;
+    assert_eq!(page["id"], 2, "{page}");
+    assert!(page["result"]["events"].as_array().unwrap().len() >= 5, "{page}");
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "{status:?}");
+}

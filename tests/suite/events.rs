@@ -272,3 +272,79 @@ async fn serve_rpc_streams_notifications_while_a_turn_runs() {
     let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.unwrap().unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+/// Every file under `root`, by relative path.
+fn tree(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.insert(
+                    path.strip_prefix(root).unwrap().to_string_lossy().into_owned(),
+                    std::fs::read(&path).unwrap(),
+                );
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// `[projection] dir` projects after each commit; `deputy project` from the store afterwards
+/// writes the same bytes.
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn the_live_projection_and_deputy_project_write_the_same_tree() {
+    let live = tempfile::tempdir().unwrap();
+    let config = format!("[projection]\ndir = {:?}\n", live.path().display().to_string());
+    let mut deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["one"])));
+    let id = deputy.create_session("hi").await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["two"])));
+    let (status, _) = deputy
+        .rest(None, reqwest::Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "more"})))
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = deputy.rest(None, reqwest::Method::DELETE, &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(status, 200);
+    let (_, page) =
+        deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/events?limit=500"), None).await;
+    let events = page["events"].as_array().unwrap().len() as u64;
+    assert_eq!(page["events"][events as usize - 1]["event"]["type"], "archived");
+
+    // The projector runs in the background after each commit: wait (bounded) for the last.
+    let checkpoint = live.path().join("sessions").join(&id).join("checkpoint");
+    let caught_up = async {
+        loop {
+            if let Ok(bytes) = std::fs::read(&checkpoint)
+                && serde_json::from_slice::<Value>(&bytes).unwrap()["seq"] == events
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), caught_up).await.expect("the live projection caught up");
+    assert!(deputy.terminate().await.success());
+
+    let offline = tempfile::tempdir().unwrap();
+    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
+        .args(["project", "--out"])
+        .arg(offline.path())
+        .env("DEPUTY_STORE", deputy.home.path().join("sessions.redb"))
+        .env("XDG_CONFIG_HOME", deputy.home.path())
+        .env_remove("DEPUTY_CONFIG")
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(tree(offline.path()), tree(live.path()));
+    let session: Value = serde_json::from_slice(
+        &std::fs::read(live.path().join("sessions").join(&id).join("session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!((session["status"].as_str(), session["turns"].as_u64()), (Some("archived"), Some(2)), "{session}");
+}

@@ -209,6 +209,13 @@ mod tests {
     }
 
     #[test]
+    fn journal_archived_tag_is_the_one_the_store_writes() {
+        assert_eq!(serde_json::to_value(AgentEvent::Archived).unwrap()["type"], AgentEvent::ARCHIVED_TYPE);
+        #[cfg(feature = "session-store")]
+        assert_eq!(AgentEvent::ARCHIVED_TYPE, crate::store::ARCHIVED_EVENT);
+    }
+
+    #[test]
     fn journal_keeps_unsaved_events_until_marked_and_publishes_them_in_memory() {
         let journal = journal();
         journal.record(AgentEvent::TurnStarted { turn: 1 });

@@ -19,7 +19,7 @@ pub const MAX_EVENTS_PAGE: usize = 500;
 pub struct StoredEvent {
     /// Its place in the session's journal, from 0, without gaps.
     pub seq: u64,
-    /// The turn it belongs to (0: before the first turn, or between turns).
+    /// The turn it belongs to: the last one started when it was recorded (0 before the first).
     pub turn: u64,
     /// When it was recorded (for merged text deltas: when the first of them was).
     pub at: DateTime<Utc>,

@@ -519,10 +519,11 @@ fn events(
         return Ok(None);
     }
     let table = read.open_table(EVENTS).map_err(backend)?;
-    let from = after.map_or(0, |after| after.saturating_add(1));
-    if after == Some(u64::MAX) {
-        return Ok(Some(Vec::new()));
-    }
+    let from = match after {
+        None => 0,
+        Some(u64::MAX) => return Ok(Some(Vec::new())),
+        Some(after) => after + 1,
+    };
     let mut out = Vec::with_capacity(limit.min(512));
     for entry in table.range((id, from)..=(id, u64::MAX)).map_err(backend)?.take(limit) {
         let (_, bytes) = entry.map_err(backend)?;

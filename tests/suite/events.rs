@@ -274,6 +274,7 @@ async fn serve_rpc_streams_notifications_while_a_turn_runs() {
 }
 
 /// Every file under `root`, by relative path.
+#[cfg(feature = "session-store")]
 fn tree(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
         for entry in std::fs::read_dir(dir).unwrap() {

@@ -349,3 +349,31 @@ async fn the_live_projection_and_deputy_project_write_the_same_tree() {
     .unwrap();
     assert_eq!((session["status"].as_str(), session["turns"].as_u64()), (Some("archived"), Some(2)), "{session}");
 }
+
+#[tokio::test]
+async fn a_streamed_jsonrpc_turn_is_cancelled_when_its_client_leaves() {
+    use crate::common::mock_llm::Gate;
+
+    let deputy = HttpDeputy::start(&[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
+    let id = deputy.create_session("hi").await;
+    let gate = Gate::new();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["never", " seen"])).pause_before_chunk(3, gate.clone()));
+    let request =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "turn/start", "params": {"session_id": id, "prompt": "go"}});
+    let response = deputy
+        .http
+        .post(deputy.url("/rpc"))
+        .header("accept", "text/event-stream")
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let first = tokio::time::timeout(Duration::from_secs(20), body.next()).await.unwrap().unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("turn_started"));
+    drop(body);
+    let read = rpc(&deputy, "session/read", json!({"session_id": id, "wait_ms": 20000})).await;
+    gate.open();
+    assert_eq!(read["result"]["state"]["last_turn"]["status"], "cancelled", "{read}");
+}

@@ -29,7 +29,8 @@
 //! `turn/start`; the turn is then waited for whatever `wait_ms` says), one
 //! [`EVENT_NOTIFICATION`] per agent event, `{"jsonrpc": "2.0", "method": "session/event",
 //! "params": {"session_id"?, "event"}}`, then the response itself; each SSE `data` is one
-//! JSON-RPC message. Other methods answer the one response as the stream's only event. The
+//! JSON-RPC message. A client that goes away interrupts its turn (it ends `cancelled`), as
+//! with REST's streamed turns. Other methods answer the one response as the stream's only event. The
 //! same messages go over stdio with `deputy serve --rpc` ([`crate::surfaces::rpc_stdio`]).
 
 use std::sync::Arc;
@@ -127,7 +128,12 @@ async fn streamed<S: SessionService>(service: S, message: Value) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let session = addressed_session(&message);
     let (sender, mut events) = event_channel();
-    let mut call = tokio::spawn(async move { answer(&service, message, Some(sender)).await });
+    // A client that goes away cancels its turn, as with REST's streamed turns: the response
+    // stream owns the guard.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let guard = cancel.clone().drop_guard();
+    let stream_to = Streamed { events: sender, cancel };
+    let mut call = tokio::spawn(async move { answer_streaming(&service, message, Some(stream_to)).await });
     let stream = async_stream(move |out| async move {
         let mut answered = None;
         while answered.is_none() {
@@ -144,7 +150,8 @@ async fn streamed<S: SessionService>(service: S, message: Value) -> Response {
             out(answer);
         }
     });
-    let stream = futures::StreamExt::map(stream, |message: Value| {
+    let stream = futures::StreamExt::map(stream, move |message: Value| {
+        let _owned = &guard;
         Ok::<_, std::convert::Infallible>(Event::default().data(message.to_string()))
     });
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
@@ -242,9 +249,25 @@ async fn call<S: SessionService>(service: &S, message: Value) -> Option<Value> {
     answer(service, message, None).await
 }
 
+/// Where a streamed request's turn sends its events, and the caller's cancellation of it.
+pub struct Streamed {
+    pub events: EventSender,
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
 /// One request: its response, or `None` for a notification. With `events`, a turn it starts
 /// is waited for to its end and streams its events there.
 pub async fn answer<S: SessionService>(service: &S, message: Value, events: Option<EventSender>) -> Option<Value> {
+    let streamed = events.map(|events| Streamed { events, cancel: tokio_util::sync::CancellationToken::new() });
+    answer_streaming(service, message, streamed).await
+}
+
+/// [`answer`], with the caller's cancellation of a streamed turn.
+async fn answer_streaming<S: SessionService>(
+    service: &S,
+    message: Value,
+    events: Option<Streamed>,
+) -> Option<Value> {
     let Value::Object(mut request) = message else {
         return Some(response(
             Value::Null,
@@ -295,7 +318,7 @@ async fn dispatch<S: SessionService>(
     service: &S,
     method: &str,
     params: Value,
-    events: Option<EventSender>,
+    events: Option<Streamed>,
 ) -> Result<Value, RpcError> {
     let Some(operation) = Operation::from_method(method) else {
         let known: Vec<&str> = Operation::ALL.iter().map(|operation| operation.method()).collect();
@@ -305,7 +328,9 @@ async fn dispatch<S: SessionService>(
         ));
     };
     let options = |wait| match events {
-        Some(sender) => (TurnOptions { wait: None, events: Some(sender), cancel: None }, ()),
+        Some(Streamed { events, cancel }) => {
+            (TurnOptions { wait: None, events: Some(events), cancel: Some(cancel) }, ())
+        }
         None => (TurnOptions::waiting(wait), ()),
     };
     Ok(operation.run(method, service, params, options).await?)

@@ -9,12 +9,18 @@
 //!   assistant answer), then single-turn saves are timed the way the session actor makes them:
 //!   `SessionStore::save` (on tokio's blocking pool) with the updated record,
 //!   `replace_from = previous message_count` and the four messages the turn added.
+//! - Journal (issue 17): the history is loaded with its journal events, and timed turns
+//!   alternate between a save with the turn's ~9 journal events (as the actor makes it now) and
+//!   one without (as before the journal), so both medians come from the same store and size.
+//! - Projection: a session's whole journal is read back from the store page by page and
+//!   projected into a fresh directory (`deputy project`); events per second.
 //! - 100k sessions: 100,000 small sessions are bulk-created, the store is closed, then
 //!   `RedbStore::open` on the existing file and `SessionStore::list` are timed.
 //!
 //! Environment: `DEPUTY_BENCH_TURNS` (measured turns per size, default 30),
 //! `DEPUTY_BENCH_SIZES` (comma-separated history sizes in bytes, default 10 KB,1 MB,10 MB,100 MB),
-//! `DEPUTY_BENCH_SESSIONS` (default 100000). `TMPDIR` chooses where the stores are made.
+//! `DEPUTY_BENCH_SESSIONS` (default 100000), `DEPUTY_BENCH_PROJECTION_TURNS` (turns of the
+//! projected session, default 10000). `TMPDIR` chooses where the stores are made.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,7 +34,7 @@ use deputy::agent::ContextOverrides;
 use deputy::ids::SessionId;
 use deputy::llm::{ContentBlock, Message, Usage};
 use deputy::model::ListPosition;
-use deputy::model::{AgentSpec, Budget, ContextSettings, SessionRecord};
+use deputy::model::{AgentSpec, Budget, ContextSettings, SessionRecord, StoredEvent};
 use deputy::session::{RunResult, TurnStatus};
 use deputy::store::{RedbStore, SaveRequest, SessionStore, StoredListQuery};
 
@@ -63,8 +69,16 @@ fn main() {
         "history", "messages", "file", "load", "median", "p90", "payload/turn", "disk/turn", "growth/turn"
     );
     let mut medians = Vec::new();
+    let mut journal_rows = Vec::new();
     for &size in &sizes {
         let row = per_turn(&runtime, size, turns);
+        journal_rows.push((
+            size,
+            median(&row.times),
+            median(&row.journal_times),
+            row.events_per_turn,
+            row.event_bytes,
+        ));
         let disk = if io_available { bytes(row.disk_median) } else { "n/a".to_owned() };
         println!(
             "{:>9} {:>9} {:>10} {:>8.1}s {:>9} {:>9} {:>12} {:>12} {:>12}",
@@ -92,7 +106,129 @@ fn main() {
     }
     println!();
 
+    println!("Journal: the same saves with the turn's events (alternate turns of the run above):");
+    println!(
+        "{:>9} {:>14} {:>14} {:>8} {:>12} {:>12}",
+        "history", "without events", "with events", "ratio", "events/turn", "event bytes"
+    );
+    for (size, without, with, events, event_bytes) in &journal_rows {
+        println!(
+            "{:>9} {:>14} {:>14} {:>7.2}x {:>12} {:>12}",
+            bytes(*size),
+            ms(*without),
+            ms(*with),
+            with.as_secs_f64() / without.as_secs_f64(),
+            events,
+            bytes(*event_bytes),
+        );
+    }
+    if let (Some(first), Some(last)) = (journal_rows.first(), journal_rows.last()) {
+        println!(
+            "  with events at {} / without at {}: {:.2}x",
+            bytes(last.0),
+            bytes(first.0),
+            last.2.as_secs_f64() / first.1.as_secs_f64()
+        );
+    }
+    println!();
+
+    projection(&runtime, env_usize("DEPUTY_BENCH_PROJECTION_TURNS", 10_000));
+    println!();
+
     many_sessions(&runtime, sessions);
+}
+
+/// The journal events a turn of `messages` records (merged deltas: one per text block).
+fn turn_events(messages: &[Message], turn: u64, seq: &mut u64) -> Vec<StoredEvent> {
+    let mut events = Vec::new();
+    let mut push = |event: serde_json::Value| {
+        events.push(StoredEvent { seq: *seq, turn, at: Utc::now(), event });
+        *seq += 1;
+    };
+    let usage = serde_json::json!({"type": "usage", "usage": {"input_tokens": 12000, "output_tokens": 200}});
+    for (index, message) in messages.iter().enumerate() {
+        for block in &message.content {
+            match block {
+                ContentBlock::Text { text } if index == 0 => {
+                    push(serde_json::json!({"type": "prompt_received", "turn": turn, "prompt": text}));
+                    push(serde_json::json!({"type": "turn_started", "turn": turn}));
+                }
+                ContentBlock::Text { text } => push(serde_json::json!({"type": "text_delta", "text": text})),
+                ContentBlock::ToolUse { id, name, input } => {
+                    push(
+                        serde_json::json!({"type": "tool_call_requested", "id": id, "name": name, "input": input}),
+                    );
+                    push(usage.clone());
+                }
+                ContentBlock::ToolResult { tool_use_id, content, is_error } => push(serde_json::json!({
+                    "type": "tool_result", "id": tool_use_id, "name": "read_file", "content": content, "is_error": is_error
+                })),
+            }
+        }
+    }
+    push(usage);
+    push(serde_json::json!({"type": "turn_completed", "turn": turn, "stop_reason": "end_turn"}));
+    events
+}
+
+/// Full replay of one session's journal from the store into an empty directory.
+fn projection(runtime: &tokio::runtime::Runtime, turns: usize) {
+    use deputy::session::projection::{Projector, project_session};
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path().join("store.redb")).unwrap();
+    let mut synth = Synth::new(7);
+    let mut record = record(SessionId::new(), Utc::now());
+    let mut seq = 0;
+    let mut batch = Vec::new();
+    let mut journal_bytes = 0;
+    for _ in 0..turns {
+        let turn = synth.turn();
+        record.turns += 1;
+        let events = turn_events(&turn, record.turns, &mut seq);
+        journal_bytes += events.iter().map(encoded_len).sum::<u64>();
+        let mut request = SaveRequest::new(record.clone(), record.message_count, turn);
+        record.message_count += request.messages.len() as u64;
+        record.event_seq = seq;
+        request.record = record.clone();
+        request.events = events;
+        batch.push(request);
+        if batch.len() == 500 {
+            store.save_batch(&std::mem::take(&mut batch)).unwrap();
+        }
+    }
+    store.save_batch(&batch).unwrap();
+    let out = dir.path().join("projection");
+    let projector = Projector::new(&out);
+    let id = record.session_id.clone();
+    let store = &store;
+    let started = Instant::now();
+    let written = runtime.block_on(async {
+        let fetch = |after| {
+            let id = id.clone();
+            async move {
+                store
+                    .events(&id, after, deputy::model::MAX_EVENTS_PAGE)
+                    .await
+                    .map(Option::unwrap_or_default)
+                    .map_err(|e| e.to_string())
+            }
+        };
+        project_session(&projector, &id, fetch).await.unwrap()
+    });
+    let elapsed = started.elapsed();
+    let tree = ["events.jsonl", "transcript.md", "session.json", "checkpoint"]
+        .iter()
+        .map(|name| file_size(&projector.session_dir(&id).join(name)))
+        .sum::<u64>();
+    println!("Projection (full replay of one session's journal from the store into an empty directory):");
+    println!(
+        "  {turns} turns, {written} events ({} stored): {:.2}s, {:.0} events/s, {} written ({:.0} MB/s)",
+        bytes(journal_bytes),
+        elapsed.as_secs_f64(),
+        written as f64 / elapsed.as_secs_f64(),
+        bytes(tree),
+        tree as f64 / 1e6 / elapsed.as_secs_f64(),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -104,6 +240,10 @@ struct TurnRow {
     file_size: u64,
     load: Duration,
     times: Vec<Duration>,
+    /// Saves of the alternate turns, with their journal events.
+    journal_times: Vec<Duration>,
+    events_per_turn: u64,
+    event_bytes: u64,
     payload_per_turn: u64,
     disk_median: u64,
     growth_total: u64,
@@ -115,35 +255,44 @@ fn per_turn(runtime: &tokio::runtime::Runtime, target: u64, turns: usize) -> Tur
     let store = RedbStore::open(&path).unwrap();
     let mut synth = Synth::new(target);
     let mut record = record(SessionId::new(), Utc::now());
+    let mut seq = 0;
 
-    // Bulk load: one save per chunk of turns, one transaction each.
+    // Bulk load: one save per chunk of turns, one transaction each, with their journal.
     let started = Instant::now();
     let mut loaded = 0;
     while loaded < target {
         let mut chunk = Vec::new();
+        let mut events = Vec::new();
         let mut chunk_bytes = 0;
         while loaded < target && chunk_bytes < LOAD_CHUNK_BYTES {
             let turn = synth.turn();
             let size = payload(&turn);
             chunk_bytes += size;
             loaded += size;
-            chunk.extend(turn);
             record.turns += 1;
+            events.extend(turn_events(&turn, record.turns, &mut seq));
+            chunk.extend(turn);
         }
         let replace_from = record.message_count;
         record.message_count += chunk.len() as u64;
+        record.event_seq = seq;
         record.updated_at = Utc::now();
-        store.save_batch(&[SaveRequest::new(record.clone(), replace_from, chunk)]).unwrap();
+        let mut request = SaveRequest::new(record.clone(), replace_from, chunk);
+        request.events = events;
+        store.save_batch(&[request]).unwrap();
     }
     let load = started.elapsed();
     let messages = record.message_count;
     let loaded_size = file_size(&path);
 
     let mut times = Vec::with_capacity(turns);
+    let mut journal_times = Vec::with_capacity(turns);
+    let (mut events_total, mut event_bytes_total) = (0, 0);
     let mut disk = Vec::with_capacity(turns);
     let mut payload_per_turn = 0;
     let mut growth_total = 0;
-    for i in 0..WARMUP_TURNS + turns {
+    for i in 0..WARMUP_TURNS + 2 * turns {
+        let with_events = i % 2 == 1;
         let turn = synth.turn();
         let replace_from = record.message_count;
         record.turns += 1;
@@ -155,7 +304,11 @@ fn per_turn(runtime: &tokio::runtime::Runtime, target: u64, turns: usize) -> Tur
         record.last_turn = Some(std::sync::Arc::new(run_result(&record, &turn)));
         let turn_payload =
             payload(&turn) + encoded_len(&record) + encoded_len(&record.summary(record.resting_status()));
-        let request = SaveRequest::new(record.clone(), replace_from, turn);
+        let events = if with_events { turn_events(&turn, record.turns, &mut seq) } else { Vec::new() };
+        record.event_seq = seq;
+        let mut request = SaveRequest::new(record.clone(), replace_from, turn);
+        let (event_count, event_bytes) = (events.len() as u64, events.iter().map(encoded_len).sum::<u64>());
+        request.events = events;
 
         let size_before = file_size(&path);
         let io_before = disk_writes();
@@ -166,7 +319,11 @@ fn per_turn(runtime: &tokio::runtime::Runtime, target: u64, turns: usize) -> Tur
         });
         let io_after = disk_writes();
         let size_after = file_size(&path);
-        if i >= WARMUP_TURNS {
+        if i >= WARMUP_TURNS && with_events {
+            journal_times.push(elapsed);
+            events_total += event_count;
+            event_bytes_total += event_bytes;
+        } else if i >= WARMUP_TURNS {
             times.push(elapsed);
             if let (Some(before), Some(after)) = (io_before, io_after) {
                 disk.push(after - before);
@@ -182,7 +339,10 @@ fn per_turn(runtime: &tokio::runtime::Runtime, target: u64, turns: usize) -> Tur
         messages,
         file_size: loaded_size,
         load,
+        events_per_turn: events_total / journal_times.len().max(1) as u64,
+        event_bytes: event_bytes_total / journal_times.len().max(1) as u64,
         times,
+        journal_times,
         payload_per_turn: payload_per_turn / turns as u64,
         disk_median: disk.get(disk.len() / 2).copied().unwrap_or(0),
         growth_total,

@@ -154,6 +154,9 @@ pub struct ConfigFile {
     /// Programs and endpoints that watch and steer sessions (see [`crate::tools::hooks`]).
     #[serde(default)]
     pub hooks: Vec<HookConfig>,
+    /// Where the live projector writes sessions' journals as files, if anywhere.
+    #[serde(default)]
+    pub projection: ProjectionConfig,
 }
 
 /// The `[inbox]` section.
@@ -177,6 +180,20 @@ impl InboxConfig {
             max_auto_turns: self.max_auto_turns.unwrap_or(default.max_auto_turns),
         }
     }
+}
+
+/// The `[projection]` section: with `dir`, a long-running deputy writes every session's journal
+/// under `dir/sessions/<id>/` after each commit (see `crate::session::projection`), in the
+/// background; a projection failure is logged and never fails a turn.
+///
+/// ```toml
+/// [projection]
+/// dir = "/srv/deputy/projection"
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectionConfig {
+    pub dir: Option<PathBuf>,
 }
 
 /// The `[policy]` section: limits the operator sets for every caller.
@@ -399,6 +416,8 @@ pub struct AppState {
     pub inbox: InboxLimits,
     /// The config file's `[peers.NAME]`, tokens read.
     pub remote: RemotePeers,
+    /// `[projection] dir`: where the live projector writes, if anywhere.
+    pub projection: Option<PathBuf>,
 }
 
 /// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
@@ -448,7 +467,8 @@ impl AppState {
         let tokens = config.auth.resolve(env)?;
         let remote = RemotePeers::new(&config.peers, mcp.clone(), |variable| env.get(variable).map(str::to_owned))
             .map_err(anyhow::Error::msg)?;
-        Ok(Self { factory, store, mcp, limits, tokens, inbox: config.inbox.limits(), remote })
+        let projection = config.projection.dir.clone();
+        Ok(Self { factory, store, mcp, limits, tokens, inbox: config.inbox.limits(), remote, projection })
     }
 }
 

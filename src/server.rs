@@ -31,6 +31,8 @@ pub enum Surface {
     Stdio,
     /// MCP streamable HTTP, REST and JSON-RPC on one listener.
     Http(HttpConfig),
+    /// JSON-RPC over stdin/stdout (`serve --rpc`), with `session/event` notifications.
+    Rpc,
 }
 
 /// Serves `surface` until the stdio client closes stdin or SIGINT/SIGTERM arrives, then gives
@@ -44,6 +46,7 @@ pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duratio
             Surface::Http(config)
         }
         Surface::Stdio => Surface::Stdio,
+        Surface::Rpc => Surface::Rpc,
     };
     let (service, mcp_servers) = long_running_service(state);
     let shutdown = CancellationToken::new();
@@ -71,6 +74,10 @@ pub fn long_running_service(state: AppState) -> (Arc<LiveSessionService>, Arc<Mc
         .with_remote_peers(state.remote)
         .into_shared();
     service.start_idle_reaper();
+    if let Some(dir) = state.projection {
+        tracing::info!(dir = %dir.display(), "projecting sessions' journals");
+        crate::session::projection::spawn_live(service.clone(), crate::session::projection::Projector::new(dir));
+    }
     (service, state.mcp)
 }
 
@@ -150,6 +157,10 @@ async fn serve_surface(
         Surface::Stdio => {
             let factory = service.factory();
             serve_stdio(Arc::new(ScopedService::local(service, factory)), shutdown).await
+        }
+        Surface::Rpc => {
+            let factory = service.factory();
+            crate::surfaces::rpc_stdio::serve(ScopedService::local(service, factory), shutdown).await
         }
     }
 }

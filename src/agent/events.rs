@@ -5,7 +5,7 @@
 //! never slows a turn, and a stalled one costs bounded memory.
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -14,8 +14,10 @@ use tokio::sync::Notify;
 use crate::llm::Usage;
 use crate::model::StopReason;
 
-/// Serializable (and described by a JSON Schema) because REST streams it to clients as is.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+/// Serializable (and described by a JSON Schema) because REST streams it to clients as is;
+/// deserializable because the session journal ([`super::journal`]) stores it and the projector
+/// reads it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentEvent {
     TurnStarted {
@@ -91,6 +93,42 @@ pub enum AgentEvent {
         turn: u64,
         error: String,
     },
+    /// Lifecycle (journal): the session began. Recorded first in every session's journal.
+    SessionCreated {
+        title: String,
+        model: String,
+        #[serde(default)]
+        labels: std::collections::BTreeMap<String, String>,
+        #[serde(default)]
+        host_mode: bool,
+    },
+    /// Lifecycle (journal): a turn's prompt, before the turn starts.
+    PromptReceived {
+        turn: u64,
+        prompt: String,
+    },
+    /// Lifecycle (journal): the caller answered the calls of a held step (`answered` of them,
+    /// `denied` approvals among them) to start turn `turn`.
+    ApprovalsAnswered {
+        turn: u64,
+        answered: u64,
+        denied: u64,
+    },
+    /// The model call failed and is sent again after `delay_ms` (the retry gate). Streamed
+    /// live too; retries before any content leave no other trace.
+    Retry {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
+    /// Lifecycle (journal): the session was archived; it takes no more turns.
+    Archived,
+}
+
+impl AgentEvent {
+    /// The `type` tag of the `Archived` variant, for the store, which writes that event
+    /// without knowing this enum.
+    pub const ARCHIVED_TYPE: &'static str = "archived";
 }
 
 /// Events a consumer may fall behind by before streamed text is merged.
@@ -257,19 +295,32 @@ impl Queued {
     }
 }
 
-/// Where the loop sends its events: nowhere, or one caller's channel.
+/// Where the loop sends its events: the session's journal (always, when the session has one)
+/// and one caller's channel (optional).
 #[derive(Debug, Clone, Default)]
-pub struct EventSink(Option<EventSender>);
+pub struct EventSink(Option<EventSender>, Option<super::journal::Journal>);
 
 impl EventSink {
     pub fn new(sender: Option<EventSender>) -> Self {
-        Self(sender)
+        Self(sender, None)
+    }
+
+    /// The same sink, recording every event into `journal` as well.
+    pub fn with_journal(mut self, journal: super::journal::Journal) -> Self {
+        self.1 = Some(journal);
+        self
     }
 
     pub fn emit(&self, event: AgentEvent) {
-        if let Some(sender) = &self.0 {
-            // A dropped receiver means the caller stopped listening; the turn goes on.
-            sender.send(event);
+        match (&self.0, &self.1) {
+            (Some(sender), Some(journal)) => {
+                journal.record(event.clone());
+                // A dropped receiver means the caller stopped listening; the turn goes on.
+                sender.send(event);
+            }
+            (Some(sender), None) => sender.send(event),
+            (None, Some(journal)) => journal.record(event),
+            (None, None) => {}
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod context;
 pub mod events;
 pub mod factory;
 pub mod inbox;
+pub mod journal;
 pub mod pending;
 mod step;
 pub mod structured;
@@ -25,6 +26,7 @@ pub use context::ContextOverrides;
 pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channel};
 pub use factory::{AgentBuildConfig, AgentFactory};
 pub use inbox::{InboxLimits, Mailbox};
+pub use journal::Journal;
 pub use structured::OutputContract;
 pub use turn::{TurnEnd, TurnInput, TurnReport};
 

@@ -515,6 +515,7 @@ impl Agent {
             tools: self.tools.specs(),
             max_tokens: self.max_tokens,
             output: self.turn_output.as_ref().map(|contract| contract.format().clone()),
+            retries: llm::retry::RetryReporter::default(),
         }
     }
 
@@ -552,11 +553,19 @@ impl Agent {
     /// Streams one model response into `response`, forwarding text as events.
     pub(super) async fn stream_response(
         &self,
-        request: ModelRequest,
+        mut request: ModelRequest,
         cancel: &CancellationToken,
         events: &EventSink,
         response: &mut Response,
     ) -> Result<llm::StopReason, Interruption> {
+        let sink = events.clone();
+        request.retries = llm::retry::RetryReporter::new(move |notice| {
+            sink.emit(AgentEvent::Retry {
+                attempt: notice.attempt,
+                delay_ms: notice.delay_ms,
+                reason: notice.reason,
+            });
+        });
         let mut stream = tokio::select! {
             opened = self.provider.stream(request) => opened.map_err(Interruption::Failed)?,
             () = cancel.cancelled() => return Err(Interruption::Cancelled),

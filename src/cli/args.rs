@@ -13,8 +13,9 @@ use crate::surfaces::http;
 /// Register `deputy serve` as a stdio MCP server in Claude Desktop, Claude Code, Cursor or VS Code;
 /// the client then drives agent sessions through its tools (session_create, session_turn,
 /// session_interrupt, session_read, session_list, session_archive, session_compact,
-/// session_tool_output, session_send). Or try one prompt directly with `deputy run`, and continue
-/// or inspect stored sessions with `deputy turn`, `deputy send` and `deputy sessions`.
+/// session_tool_output, session_send, session_events). Or try one prompt directly with `deputy
+/// run`, and continue or inspect stored sessions with `deputy turn`, `deputy send`, `deputy
+/// sessions` and `deputy project`.
 ///
 /// Providers come from the usual environment variables: ANTHROPIC_API_KEY (and
 /// ANTHROPIC_BASE_URL), OPENAI_API_KEY and OPENAI_BASE_URL (any OpenAI-compatible server, e.g.
@@ -90,6 +91,17 @@ pub enum Command {
         /// Directory to write into.
         #[arg(long, default_value = "schemas")]
         out: PathBuf,
+    },
+    /// Write stored sessions' event journals out as files: `<out>/sessions/<id>/events.jsonl`,
+    /// `transcript.md`, `session.json` and `checkpoint`. Incremental: a session already
+    /// projected there gets only its new events (and a crashed earlier run is repaired).
+    Project {
+        /// Directory to write into (created 0700).
+        #[arg(long)]
+        out: PathBuf,
+        /// Only this session (default: every stored session, archived ones included).
+        #[arg(long)]
+        session: Option<String>,
     },
     /// See or stop the store's background server (the process `deputy serve` attaches to).
     #[command(subcommand)]
@@ -172,6 +184,10 @@ pub struct ServeArgs {
     /// Serve HTTP on this address (e.g. 127.0.0.1:8787) instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
+    /// Serve JSON-RPC over stdin/stdout instead of MCP (one message per line; a turn's events
+    /// arrive as `session/event` notifications before its response), in this process.
+    #[arg(long, conflicts_with = "http")]
+    pub rpc: bool,
     /// Bearer token required on every HTTP route but /healthz (this or [[auth.tokens]] is needed
     /// to bind a non-loopback address). Its holder is the local user, with every scope.
     #[arg(long, env = "DEPUTY_TOKEN", hide_env_values = true)]
@@ -281,6 +297,7 @@ impl Command {
             | Self::Send { .. }
             | Self::Sessions(_)
             | Self::Schemas { .. }
+            | Self::Project { .. }
             | Self::Background(_) => "warn",
         }
     }

@@ -33,7 +33,11 @@ use crate::tools::ToolRequest;
 /// the store's background server ([`background::serve_attached`]).
 pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
     let settings = &with_session_limits(settings, args.idle_unload_secs, args.max_live_sessions);
-    let attach = args.http.is_none() && !args.no_daemon && !settings.ephemeral && cfg!(feature = "session-store");
+    let attach = args.http.is_none()
+        && !args.rpc
+        && !args.no_daemon
+        && !settings.ephemeral
+        && cfg!(feature = "session-store");
     if attach {
         let options = StartOptions {
             idle_exit: Duration::from_secs(args.idle_exit_secs),
@@ -56,6 +60,7 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
             config.max_mcp_sessions = args.max_mcp_sessions;
             Surface::Http(config)
         }
+        None if args.rpc => Surface::Rpc,
         None => Surface::Stdio,
     };
     server::serve(settings, surface, Duration::from_secs(args.drain_timeout_secs)).await
@@ -381,6 +386,49 @@ fn to_json<T: serde::Serialize>(value: &T) -> String {
 
 /// `deputy schemas`: writes `<tool>.input.json` and `<tool>.output.json` for every tool, and
 /// `openapi.json`.
+/// `deputy project`: projects one stored session, or all of them in id order, from the store's
+/// journal (see [`crate::session::projection`]).
+pub async fn project(service: &LiveSessionService, out: &Path, session: Option<String>) -> anyhow::Result<()> {
+    use crate::session::projection::{Projector, project_session};
+    let ids = match session {
+        Some(id) => vec![SessionId::from_string(id)],
+        None => {
+            let mut ids = Vec::new();
+            let mut after = None;
+            loop {
+                let query = crate::session::ListQuery {
+                    after: after.clone(),
+                    offset: 0,
+                    limit: Some(crate::session::MAX_PAGE),
+                    include_archived: true,
+                };
+                let page = service.list(query).await?;
+                after = page.sessions.last().map(|summary| summary.list_position());
+                ids.extend(page.sessions.into_iter().map(|summary| summary.session_id));
+                if page.next_cursor.is_none() || after.is_none() {
+                    break;
+                }
+            }
+            ids.sort();
+            ids
+        }
+    };
+    let projector = Projector::new(out);
+    let mut events = 0;
+    for id in &ids {
+        let fetch = |after| async move {
+            service
+                .events(id, after, crate::model::MAX_EVENTS_PAGE)
+                .await
+                .map(|page| page.events)
+                .map_err(|err| err.to_string())
+        };
+        events += project_session(&projector, id, fetch).await?;
+    }
+    eprintln!("projected {events} new events of {} sessions into {}", ids.len(), out.display());
+    Ok(())
+}
+
 pub fn write_schemas(out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (name, contents) in schemas::schema_files() {

@@ -57,6 +57,10 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Err(err) => Err(err),
             }
         }
+        Command::Project { out, session } => match server::stored_service(&settings, "deputy project") {
+            Ok(service) => commands::project(&service, &out, session).await,
+            Err(err) => Err(err),
+        },
         Command::Sessions(command) => match server::stored_service(&settings, "deputy sessions") {
             Ok(service) => return commands::sessions(&service, command).await,
             Err(err) => Err(err),

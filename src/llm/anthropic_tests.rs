@@ -316,6 +316,7 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
         }],
         max_tokens: 100,
         output: None,
+        retries: Default::default(),
     };
     let body = request_body(&request);
     assert_eq!(
@@ -349,6 +350,7 @@ fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_ca
         }],
         max_tokens: 100,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema.clone()))),
+        retries: Default::default(),
     };
     let body = request_body(&request);
     assert_eq!(body["tool_choice"], json!({"type": "any"}));

@@ -42,6 +42,8 @@ pub struct ModelRequest {
     /// The final answer must be JSON valid against this schema (structured output); each
     /// adapter asks for it its own way ([`structured`]).
     pub output: Option<OutputFormat>,
+    /// Who hears about retries of this call ([`retry::RetryingProvider`]); adapters ignore it.
+    pub retries: retry::RetryReporter,
 }
 
 /// Normalized streaming events, the same for every wire format.

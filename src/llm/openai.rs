@@ -627,6 +627,7 @@ mod tests {
             }],
             max_tokens: 64,
             output: None,
+            retries: Default::default(),
         };
         let body = request_body(&request, "max_tokens");
         assert_eq!(
@@ -657,6 +658,7 @@ mod tests {
             tools: vec![],
             max_tokens: 64,
             output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
+            retries: Default::default(),
         };
         let closed = json!({"type": "object", "additionalProperties": false, "required": ["a"],
                             "properties": {"a": {"type": "integer"}}});

@@ -63,6 +63,40 @@ impl RetryPolicy {
     }
 }
 
+/// One retry about to happen, as told to the request's [`RetryReporter`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryNotice {
+    /// The attempt about to be sent: 2 for the first retry.
+    pub attempt: u32,
+    /// The wait before it.
+    pub delay_ms: u64,
+    /// Why the previous attempt failed (the provider's error text).
+    pub reason: String,
+}
+
+/// Who hears about a request's retries (the agent, which records and streams them): nobody by
+/// default. Called before each backoff, whether or not content was already streamed.
+#[derive(Clone, Default)]
+pub struct RetryReporter(Option<Arc<dyn Fn(RetryNotice) + Send + Sync>>);
+
+impl RetryReporter {
+    pub fn new(report: impl Fn(RetryNotice) + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(report)))
+    }
+
+    fn report(&self, notice: RetryNotice) {
+        if let Some(report) = &self.0 {
+            report(notice);
+        }
+    }
+}
+
+impl std::fmt::Debug for RetryReporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "RetryReporter(set)" } else { "RetryReporter(none)" })
+    }
+}
+
 /// A [`Provider`] that retries its inner provider per [`RetryPolicy`].
 ///
 /// Its `stream` future resolves once the first content event (or a `Finished`) arrived, or
@@ -149,6 +183,11 @@ impl Attempts {
     /// Waits out the backoff before the retry just granted by [`Self::may_retry`].
     async fn back_off(&self, error: &LlmError, after_content: bool) {
         let delay = self.policy.delay(self.retries - 1, error);
+        self.request.retries.report(RetryNotice {
+            attempt: self.retries + 1,
+            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            reason: error.message.clone(),
+        });
         // Only the classification and the provider's own error text: never request content.
         tracing::warn!(
             attempt = self.retries,
@@ -283,6 +322,7 @@ mod tests {
             tools: vec![],
             max_tokens: 10,
             output: None,
+            retries: Default::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod budget;
 pub mod context;
 pub mod inbox;
+pub mod journal;
 pub mod pending;
 pub mod record;
 pub mod result;
@@ -18,6 +19,7 @@ pub mod view;
 
 pub use budget::{Budget, Consumption, Exhausted};
 pub use context::{ContextSettings, ContextState};
+pub use journal::{EventPage, MAX_EVENTS_PAGE, StoredEvent};
 pub use pending::{
     ApprovalAnswer, CallState, Decision, PendingCall, PendingKind, PendingStep, StepCall, ToolResultAnswer,
 };

@@ -69,6 +69,10 @@ pub struct SessionRecord {
     /// keeps the step's `tool_use` message, and its results are appended once answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingStep>,
+    /// The session journal's watermark: how many events are stored (the next event's seq).
+    /// Records written before the journal have none: their journal starts at 0.
+    #[serde(default)]
+    pub event_seq: u64,
 }
 
 impl SessionRecord {
@@ -97,6 +101,7 @@ impl SessionRecord {
             context: ContextState::default(),
             estimated_history_tokens: 0,
             pending: None,
+            event_seq: 0,
         }
     }
 

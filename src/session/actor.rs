@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::{Agent, EventSink, FullOutputs, InboxLimits, Mailbox, TurnInput};
+use crate::agent::{Agent, EventSink, FullOutputs, InboxLimits, Journal, Mailbox, TurnInput};
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::llm::Message;
@@ -90,6 +90,8 @@ struct Shared {
     changes: broadcast::Sender<SessionId>,
     /// The session's inbox; the agent takes its mail at step boundaries.
     mailbox: Arc<Mailbox>,
+    /// The session's journal: every event, committed with the turn's save.
+    journal: Journal,
 }
 
 #[derive(Clone)]
@@ -140,6 +142,7 @@ impl SessionHandle {
             unloaded: AtomicBool::new(false),
             changes,
             mailbox,
+            journal: Journal::open(&record, store.is_none()),
         });
         let (commands, receiver) = mpsc::channel(4);
         let actor = run(agent, record, store, receiver, shared.clone());
@@ -219,6 +222,12 @@ impl SessionHandle {
             return Err(self.stopped_error());
         }
         Ok(result)
+    }
+
+    /// Without a store: the session's published journal events after `after` (see
+    /// [`Journal::page`]). Never waits for a running turn.
+    pub fn events(&self, after: Option<u64>, limit: usize) -> Vec<crate::model::StoredEvent> {
+        self.shared.journal.page(after, limit)
     }
 
     /// The whole history; waits for a running turn to end.
@@ -562,7 +571,12 @@ async fn run(
                     ))));
                     continue;
                 }
-                let report = match AssertUnwindSafe(agent.compact_now(&cancel)).catch_unwind().await {
+                let report = match AssertUnwindSafe(
+                    agent.compact_now(&cancel, &EventSink::default().with_journal(shared.journal.clone())),
+                )
+                .catch_unwind()
+                .await
+                {
                     Ok(crate::agent::compaction::Outcome::Done(report)) => Ok(report),
                     Ok(crate::agent::compaction::Outcome::Cancelled) => {
                         Ok(crate::agent::compaction::Report::default())
@@ -609,6 +623,8 @@ async fn run_one_turn(
     let turn = agent.turns() + 1;
     tracing::info!(parent: span, turn, auto, "turn started");
     record.auto_turns = if auto { record.auto_turns.saturating_add(1) } else { 0 };
+    shared.journal.turn_input(turn, &input);
+    let events = &events.clone().with_journal(shared.journal.clone());
     let report = match AssertUnwindSafe(agent.run_turn(input, cancel, events)).catch_unwind().await {
         Ok(report) => report,
         Err(panic) => {
@@ -643,7 +659,8 @@ async fn finish(
         record.last_turn = Some(result);
     }
     record.updated_at = Utc::now();
-    let saved = save(store, agent, record, &shared.mailbox).await;
+    record.event_seq = shared.journal.next_seq();
+    let saved = save(store, agent, record, &shared.journal, &shared.mailbox).await;
     shared.unsaved.store(saved.is_err(), Ordering::Release);
     shared.view.send_replace(record.view(SessionStatus::Idle, None));
     shared.touch();
@@ -659,10 +676,13 @@ async fn save(
     store: &SharedStore,
     agent: &mut Agent,
     record: &SessionRecord,
+    journal: &Journal,
     mailbox: &Mailbox,
 ) -> Result<(), StoreError> {
+    let events = journal.unsaved();
     let delivered = mailbox.delivered_unsaved();
     let Some(store) = store else {
+        journal.mark_saved(events.len());
         mailbox.mark_delivered_saved(delivered.len());
         return Ok(());
     };
@@ -674,9 +694,12 @@ async fn save(
         messages: messages.to_vec(),
         tool_outputs: agent.unsaved_tool_outputs(),
         delivered,
+        events,
     };
+    let saved_events = request.events.len();
     store.save(request).await?;
     agent.mark_saved();
     mailbox.mark_delivered_saved(delivered_count);
+    journal.mark_saved(saved_events);
     Ok(())
 }

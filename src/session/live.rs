@@ -522,6 +522,8 @@ impl LiveSessionService {
             return Err(SessionError::not_found(id.clone()));
         }
         tracing::info!(session_id = %id, "session archived");
+        // The journal gained its `archived` event: followers and the projector look.
+        let _ = self.changes.send(id.clone());
         factory.hooks().observe(HookEvent::new(HookEventKind::SessionEnd, id, None)).await;
         Ok(ArchiveResult { session_id: id.clone(), archived: true })
     }
@@ -906,6 +908,15 @@ impl SessionService for LiveSessionService {
         self.changes.subscribe()
     }
 
+    async fn events(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<crate::model::EventPage, SessionError> {
+        self.events_of(id, after, limit).await
+    }
+
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
         if let Some(handle) = self.live(id) {
             match handle.history().await {
@@ -926,6 +937,9 @@ impl SessionService for LiveSessionService {
 #[path = "comms.rs"]
 mod comms;
 
+#[path = "feed.rs"]
+mod feed;
+
 #[cfg(test)]
 #[path = "test_support.rs"]
 mod test_support;
@@ -942,6 +956,11 @@ mod capability_tests;
 #[cfg(feature = "session-store")]
 #[path = "persistence_tests.rs"]
 mod persistence_tests;
+
+#[cfg(test)]
+#[cfg(feature = "session-store")]
+#[path = "journal_tests.rs"]
+mod journal_tests;
 
 #[cfg(test)]
 #[path = "lifecycle_tests.rs"]

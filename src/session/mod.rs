@@ -15,6 +15,7 @@
 
 pub mod actor;
 pub mod live;
+pub mod projection;
 pub mod record;
 pub mod scoped;
 pub mod types;
@@ -134,4 +135,17 @@ pub trait SessionService: Send + Sync + 'static {
     /// listener that falls behind is told it lagged. Ids carry no content, so this is not
     /// scoped to a caller: whoever passes one on must `read` it through its own view first.
     fn changes(&self) -> tokio::sync::broadcast::Receiver<SessionId>;
+
+    /// The session's journal: up to `limit` (1 to 500) committed events with a seq after
+    /// `after` (from the first when `None`), in order. Events of a turn appear when the turn
+    /// has been saved; poll with the page's `next_seq` to follow, or wait on
+    /// [`Self::changes`].
+    ///
+    /// Errors: `NotFound`, `InvalidRequest` (limit), `Store`.
+    fn events(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> impl Future<Output = Result<crate::model::EventPage, SessionError>> + Send;
 }

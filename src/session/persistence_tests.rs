@@ -17,9 +17,9 @@ use crate::store::{RedbStore, SaveRequest, SessionStore, StoreError, StoredListQ
 
 /// A real store whose saves can be made to fail, like a full disk would.
 #[derive(Debug)]
-struct FaultyStore {
-    inner: RedbStore,
-    fail_saves: AtomicBool,
+pub(super) struct FaultyStore {
+    pub(super) inner: RedbStore,
+    pub(super) fail_saves: AtomicBool,
 }
 
 impl SessionStore for FaultyStore {
@@ -60,6 +60,14 @@ impl SessionStore for FaultyStore {
     }
     fn peers(&self, group: &str) -> BoxFuture<'_, Result<Vec<crate::store::StoredPeer>, StoreError>> {
         self.inner.peers(group)
+    }
+    fn events(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Option<Vec<crate::model::StoredEvent>>, StoreError>> {
+        self.inner.events(id, after, limit)
     }
 }
 

@@ -171,6 +171,16 @@ impl SessionService for ScopedService {
         self.inner.history(id).await
     }
 
+    async fn events(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<crate::model::EventPage, SessionError> {
+        self.inner.check_access(&self.caller, id).await?;
+        self.inner.events(id, after, limit).await
+    }
+
     /// Every session's, not only this caller's: ids only, and a listener reads (so checks
     /// access) before it tells anyone about one.
     fn changes(&self) -> tokio::sync::broadcast::Receiver<SessionId> {

@@ -28,14 +28,14 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 #[cfg(feature = "session-store")]
-pub use redb_store::RedbStore;
+pub use redb_store::{ARCHIVED_EVENT, RedbStore};
 
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::inbox::InboxMessage;
-use crate::model::{ListPosition, SessionSummary};
+use crate::model::{ListPosition, SessionSummary, StoredEvent};
 
 /// One save: the session's record, and its history from index `replace_from` on. Stored
 /// messages at or after `replace_from` are replaced; earlier ones are left untouched. When the
@@ -50,12 +50,15 @@ pub struct SaveRequest {
     pub tool_outputs: Vec<(String, String)>,
     /// Inbox messages the saved turns delivered: removed from the inbox in this transaction.
     pub delivered: Vec<MessageId>,
+    /// Journal events not stored yet, in order: the first must be the stored record's
+    /// `event_seq`, and the saved record's `event_seq` must follow the last.
+    pub events: Vec<StoredEvent>,
 }
 
 impl SaveRequest {
-    /// A save without capped tool outputs.
+    /// A save without capped tool outputs or events.
     pub fn new(record: SessionRecord, replace_from: u64, messages: Vec<Message>) -> Self {
-        Self { record, replace_from, messages, tool_outputs: Vec::new(), delivered: Vec::new() }
+        Self { record, replace_from, messages, tool_outputs: Vec::new(), delivered: Vec::new(), events: Vec::new() }
     }
 }
 
@@ -173,6 +176,15 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
     /// The named, non-archived sessions of a peer group, by its key
     /// ([`SessionRecord::peer_key`]).
     fn peers(&self, group: &str) -> BoxFuture<'_, Result<Vec<StoredPeer>, StoreError>>;
+
+    /// Up to `limit` journal events of a session with a seq after `after` (from the first when
+    /// `None`), in order; `None` when the session is not stored.
+    fn events(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Option<Vec<StoredEvent>>, StoreError>>;
 
     /// Whether the store answers: one read transaction, opened and dropped, whatever it holds
     /// (`/readyz` must not cost more with more sessions).

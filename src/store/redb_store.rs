@@ -17,8 +17,8 @@ use serde::de::DeserializeOwned;
 use super::codec::{decode, decode_sealed, encode_sealed};
 use super::sealer::{CHECK_PLAINTEXT, KeySealer, key_path};
 use super::tables::{
-    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, INBOX, MESSAGES, META, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX,
-    PEERS, RECORDS, TOOL_OUTPUTS, index_key,
+    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, EVENTS, INBOX, MESSAGES, META, OWNER_ACTIVE_INDEX,
+    OWNER_ARCHIVED_INDEX, PEERS, RECORDS, TOOL_OUTPUTS, index_key,
 };
 use super::{
     SaveRequest, SessionStore, StoreError, StoredInbox, StoredListQuery, StoredMail, StoredPage, StoredPeer,
@@ -26,7 +26,7 @@ use super::{
 use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
 use crate::model::SessionRecord;
-use crate::model::{ListPosition, SessionSummary};
+use crate::model::{ListPosition, SessionSummary, StoredEvent};
 use crate::tools::secret::SecretSealer;
 
 #[derive(Debug, Clone)]
@@ -147,7 +147,8 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
         && exists(read.open_table(DISCARDED).map(drop))?
         && exists(read.open_table(META).map(drop))?
         && exists(read.open_table(INBOX).map(drop))?
-        && exists(read.open_table(PEERS).map(drop))?;
+        && exists(read.open_table(PEERS).map(drop))?
+        && exists(read.open_table(EVENTS).map(drop))?;
     let owner_indexes_exist = exists(read.open_table(OWNER_ACTIVE_INDEX).map(drop))?
         && exists(read.open_table(OWNER_ARCHIVED_INDEX).map(drop))?;
     drop(read);
@@ -164,6 +165,7 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
     write.open_table(META).map_err(backend)?;
     write.open_table(INBOX).map_err(backend)?;
     write.open_table(PEERS).map_err(backend)?;
+    write.open_table(EVENTS).map_err(backend)?;
     if !owner_indexes_exist {
         // A store from before tenants: every summary of the update-ordered indexes, by owner.
         backfill_owner_index(&write, ACTIVE_INDEX, OWNER_ACTIVE_INDEX)?;
@@ -290,7 +292,7 @@ fn open_sealer(db: &Database, path: &Path) -> Result<Arc<dyn SecretSealer>, Stor
 
 /// Writes one save inside an open write transaction.
 fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
-    let SaveRequest { record, replace_from, messages, tool_outputs, delivered } = save;
+    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events } = save;
     let replace_from = *replace_from;
     let id = record.session_id.as_str();
     {
@@ -356,6 +358,19 @@ fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) ->
                 .map_err(backend)?
                 .insert((group.as_str(), id), name.as_str())
                 .map_err(backend)?;
+        }
+        if !events.is_empty() {
+            let stored_seq = previous.as_ref().map_or(0, |previous| previous.event_seq);
+            let mut journal = write.open_table(EVENTS).map_err(backend)?;
+            for (expected, event) in (stored_seq..).zip(events) {
+                if event.seq != expected {
+                    return Err(StoreError::Corrupt(format!(
+                        "session {id}: journal event {} saved where event {expected} comes next",
+                        event.seq
+                    )));
+                }
+                journal.insert((id, event.seq), store.encode(event)?.as_slice()).map_err(backend)?;
+            }
         }
 
         let mut indexes = Indexes::open(write)?;
@@ -515,6 +530,30 @@ fn list(store: &Inner, query: StoredListQuery) -> Result<StoredPage, StoreError>
     Ok(StoredPage { summaries, total })
 }
 
+fn events(
+    store: &Inner,
+    id: &str,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Option<Vec<StoredEvent>>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    if read.open_table(RECORDS).map_err(backend)?.get(id).map_err(backend)?.is_none() {
+        return Ok(None);
+    }
+    let table = read.open_table(EVENTS).map_err(backend)?;
+    let from = match after {
+        None => 0,
+        Some(u64::MAX) => return Ok(Some(Vec::new())),
+        Some(after) => after + 1,
+    };
+    let mut out = Vec::with_capacity(limit.min(512));
+    for entry in table.range((id, from)..=(id, u64::MAX)).map_err(backend)?.take(limit) {
+        let (_, bytes) = entry.map_err(backend)?;
+        out.push(store.decode(bytes.value())?);
+    }
+    Ok(Some(out))
+}
+
 fn tool_output(store: &Inner, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
     let outputs = read.open_table(TOOL_OUTPUTS).map_err(backend)?;
@@ -543,6 +582,19 @@ fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError>
         indexes.remove(&stored)?;
         stored.archived = true;
         stored.updated_at = Utc::now();
+        // The journal's last word, in the archive's own transaction.
+        let archived = StoredEvent {
+            seq: stored.event_seq,
+            turn: stored.turns,
+            at: stored.updated_at,
+            event: serde_json::json!({ "type": ARCHIVED_EVENT }),
+        };
+        write
+            .open_table(EVENTS)
+            .map_err(backend)?
+            .insert((id, archived.seq), store.encode(&archived)?.as_slice())
+            .map_err(backend)?;
+        stored.event_seq += 1;
         indexes.insert(store, &stored)?;
         records.insert(id, store.encode(&stored)?.as_slice()).map_err(backend)?;
         if stored.name.is_some() {
@@ -602,6 +654,10 @@ fn peers(store: &Inner, group: &str) -> Result<Vec<StoredPeer>, StoreError> {
     Ok(peers)
 }
 
+/// The `type` of the journal event an archive appends (`AgentEvent::Archived`, named by
+/// `AgentEvent::ARCHIVED_TYPE` in the layer above; a test there keeps the two equal).
+pub const ARCHIVED_EVENT: &str = "archived";
+
 impl SessionStore for RedbStore {
     fn post(
         &self,
@@ -621,6 +677,16 @@ impl SessionStore for RedbStore {
     fn peers(&self, group: &str) -> BoxFuture<'_, Result<Vec<StoredPeer>, StoreError>> {
         let group = group.to_owned();
         self.blocking(move |store| peers(store, &group))
+    }
+
+    fn events(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Option<Vec<StoredEvent>>, StoreError>> {
+        let id = id.clone();
+        self.blocking(move |store| events(store, id.as_str(), after, limit))
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {

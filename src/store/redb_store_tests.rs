@@ -316,3 +316,52 @@ async fn f9_a_store_from_before_sealing_stays_readable_and_gets_a_key() {
     assert!(dir.path().join("old.redb.key").exists());
     assert_eq!(store.record(&record.session_id).await.unwrap().unwrap(), record);
 }
+
+fn stored_event(seq: u64, kind: &str) -> StoredEvent {
+    StoredEvent { seq, turn: 1, at: Utc::now(), event: serde_json::json!({ "type": kind }) }
+}
+
+#[tokio::test]
+async fn journal_events_are_saved_with_the_turn_paged_and_closed_by_the_archive() {
+    let (_dir, store) = open();
+    let mut record = record(1, 1);
+    let id = record.session_id.clone();
+    assert_eq!(store.events(&id, None, 10).await.unwrap(), None, "not stored: no journal");
+    record.event_seq = 3;
+    let mut save = SaveRequest::new(record.clone(), 0, vec![Message::user_text("hi")]);
+    save.events = vec![
+        stored_event(0, "session_created"),
+        stored_event(1, "turn_started"),
+        stored_event(2, "turn_completed"),
+    ];
+    store.save(save).await.unwrap();
+    let all = store.events(&id, None, 10).await.unwrap().unwrap();
+    assert_eq!(
+        all.iter().map(StoredEvent::kind).collect::<Vec<_>>(),
+        ["session_created", "turn_started", "turn_completed"]
+    );
+    let page = store.events(&id, Some(0), 1).await.unwrap().unwrap();
+    assert_eq!(page.iter().map(|event| event.seq).collect::<Vec<_>>(), [1]);
+    assert!(store.events(&id, Some(u64::MAX), 10).await.unwrap().unwrap().is_empty());
+
+    // A save whose events do not follow the stored watermark is refused, and writes nothing.
+    let mut gap = SaveRequest::new(record.clone(), 1, vec![Message::user_text("more")]);
+    gap.record.message_count = 2;
+    gap.record.event_seq = 6;
+    gap.events = vec![stored_event(5, "turn_started")];
+    assert!(matches!(store.save(gap).await, Err(StoreError::Corrupt(_))));
+    assert_eq!(store.record(&id).await.unwrap().unwrap().event_seq, 3);
+
+    let archived = store.archive(&id).await.unwrap().unwrap();
+    assert_eq!(archived.event_seq, 4);
+    let last = store.events(&id, Some(2), 10).await.unwrap().unwrap();
+    assert_eq!((last.len(), last[0].seq, last[0].kind()), (1, 3, ARCHIVED_EVENT));
+}
+
+#[test]
+fn a_record_written_before_the_journal_loads_with_no_events() {
+    let mut json = serde_json::to_value(record(1, 1)).unwrap();
+    json.as_object_mut().unwrap().remove("event_seq");
+    let old: SessionRecord = serde_json::from_value(json).unwrap();
+    assert_eq!(old.event_seq, 0);
+}

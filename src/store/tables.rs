@@ -34,6 +34,11 @@ pub const TOOL_OUTPUTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::
 /// later use (memory indexing, audits) but never sent to the model again.
 pub const DISCARDED: TableDefinition<(&str, u64, u64), &[u8]> = TableDefinition::new("discarded");
 
+/// `(session id, seq) → StoredEvent`: the session journal, append-only; seq counts from 0 and
+/// the record's `event_seq` is its length. Written in the same transaction as the messages and
+/// record of the turn the events belong to.
+pub const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+
 /// `name → value`: facts about the store itself. `key_check` holds a value sealed with the
 /// store's key (see `sealer`), so a missing or different key file is noticed at open.
 /// Inbox messages not delivered yet (and parked ones), `(session, message id)` → [`super::StoredMail`].

@@ -23,5 +23,6 @@ pub mod portable;
 pub mod progress;
 pub mod render;
 pub mod resources;
+pub mod rpc_stdio;
 pub mod schemas;
 pub mod wire;

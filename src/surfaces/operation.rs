@@ -15,7 +15,7 @@ use super::wire;
 use crate::error::{ErrorKind, SessionError};
 use crate::model::inbox::SendResult;
 use crate::model::{
-    ArchiveResult, CompactResult, InterruptResult, RunResult, SessionList, SessionView, ToolOutputResult,
+    ArchiveResult, CompactResult, EventPage, InterruptResult, RunResult, SessionList, SessionView, ToolOutputResult,
 };
 use crate::session::{SessionService, TurnOptions};
 
@@ -30,10 +30,11 @@ pub enum Operation {
     Compact,
     ToolOutput,
     Send,
+    Events,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 9] = [
+    pub const ALL: [Operation; 10] = [
         Self::Create,
         Self::Turn,
         Self::Interrupt,
@@ -43,6 +44,7 @@ impl Operation {
         Self::Compact,
         Self::ToolOutput,
         Self::Send,
+        Self::Events,
     ];
 
     /// The MCP tool's name.
@@ -57,6 +59,7 @@ impl Operation {
             Self::Compact => "session_compact",
             Self::ToolOutput => "session_tool_output",
             Self::Send => "session_send",
+            Self::Events => "session_events",
         }
     }
 
@@ -72,6 +75,7 @@ impl Operation {
             Self::Compact => "session/compact",
             Self::ToolOutput => "session/tool_output",
             Self::Send => "session/send",
+            Self::Events => "session/events",
         }
     }
 
@@ -134,6 +138,11 @@ impl Operation {
                 let params: wire::SessionSendParams = wire::parse_params(name, arguments)?;
                 let (id, request) = params.into_request();
                 json(service.send(&id, request).await)
+            }
+            Self::Events => {
+                let params: wire::SessionEventsParams = wire::parse_params(name, arguments)?;
+                let limit = params.limit.unwrap_or(wire::DEFAULT_EVENTS_LIMIT);
+                json(service.events(&params.session_id, params.after_seq, limit).await)
             }
         }
     }
@@ -204,6 +213,14 @@ impl Operation {
                  in host mode that is idle starts a turn for it by itself (`delivered: \"started_turn\"`); \
                  otherwise the message waits (`queued`). Read the answer with session_read (`wait_ms`). Fails \
                  with SESSION_INBOX_FULL when 256 messages already wait.",
+            ),
+            Self::Events => descriptor::<wire::SessionEventsParams, EventPage>(
+                self.tool(),
+                true,
+                "Read a session's event journal: everything that happened (prompts, streamed text merged per \
+                 block, tool calls and results, usage, retries, compactions, approvals, turn ends), numbered by \
+                 `seq`, with timestamps. Pages of up to `limit` events after `after_seq`; pass the answer's \
+                 `next_seq` as `after_seq` to get what happened since. A turn's events appear once it ended.",
             ),
         }
     }

@@ -51,7 +51,12 @@ impl ProgressState {
             | AgentEvent::InboxDelivered { .. }
             | AgentEvent::TurnCompleted { .. }
             | AgentEvent::TurnCancelled { .. }
-            | AgentEvent::TurnFailed { .. } => {}
+            | AgentEvent::TurnFailed { .. }
+            | AgentEvent::SessionCreated { .. }
+            | AgentEvent::PromptReceived { .. }
+            | AgentEvent::ApprovalsAnswered { .. }
+            | AgentEvent::Retry { .. }
+            | AgentEvent::Archived => {}
         }
     }
 

@@ -249,6 +249,21 @@ pub struct SessionToolOutputParams {
     pub tool_use_id: String,
 }
 
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionEventsParams {
+    pub session_id: SessionId,
+    /// Only events with a larger `seq` (a page's `next_seq`); from the first event when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+    /// Events per page, 1 to 500 (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// The default page size of `session_events`.
+pub const DEFAULT_EVENTS_LIMIT: usize = 100;
+
 /// The `_meta` key under which an MCP error result carries its [`ErrorBody`].
 pub const ERROR_META_KEY: &str = "deputy/error";
 

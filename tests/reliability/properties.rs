@@ -16,7 +16,7 @@ use crate::common::mock_llm::{MockResponse, anthropic};
 const CASES: u32 = 256;
 
 /// The tools, with their JSON-RPC method names.
-const TOOLS: [(&str, &str); 9] = [
+const TOOLS: [(&str, &str); 10] = [
     ("session_create", "session/create"),
     ("session_turn", "turn/start"),
     ("session_interrupt", "turn/interrupt"),
@@ -26,6 +26,7 @@ const TOOLS: [(&str, &str); 9] = [
     ("session_compact", "session/compact"),
     ("session_tool_output", "session/tool_output"),
     ("session_send", "session/send"),
+    ("session_events", "session/events"),
 ];
 
 /// The error table's string codes (`ErrorCode::ALL`) and JSON-RPC codes, plus the specification's.
@@ -102,6 +103,7 @@ fn valid(tool: &str, id: &str) -> Map<String, Value> {
         "session_list" => json!({"limit": 5, "include_archived": true}),
         "session_read" => json!({"session_id": id, "wait_ms": 0}),
         "session_tool_output" => json!({"session_id": id, "tool_use_id": "toolu_x"}),
+        "session_events" => json!({"session_id": id, "after_seq": 0, "limit": 10}),
         _ => json!({"session_id": id}),
     };
     let Value::Object(map) = value else { unreachable!() };

@@ -32,7 +32,8 @@ async fn serves_the_session_tools_with_schemas_under_its_own_name() {
             "session_archive",
             "session_compact",
             "session_tool_output",
-            "session_send"
+            "session_send",
+            "session_events"
         ]
     );
     for tool in &tools {
@@ -40,7 +41,10 @@ async fn serves_the_session_tools_with_schemas_under_its_own_name() {
         assert_eq!(output.get("type"), Some(&json!("object")), "{} output must be an object", tool.name);
         assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
-        let expected = matches!(tool.name.as_ref(), "session_read" | "session_list" | "session_tool_output");
+        let expected = matches!(
+            tool.name.as_ref(),
+            "session_read" | "session_list" | "session_tool_output" | "session_events"
+        );
         assert_eq!(read_only, Some(expected), "{}", tool.name);
         assert!(tool.description.as_ref().is_some_and(|d| d.len() > 40));
     }

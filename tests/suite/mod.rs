@@ -5,6 +5,7 @@ mod background_server;
 mod callbacks;
 mod cli;
 mod comms;
+mod events;
 mod hibernation;
 mod hooks;
 mod http_surfaces;
@@ -83,6 +84,7 @@ pub fn simple_request(text: &str) -> ModelRequest {
         tools: vec![],
         max_tokens: 256,
         output: None,
+        retries: Default::default(),
     }
 }
 

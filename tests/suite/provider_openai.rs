@@ -47,6 +47,7 @@ async fn sends_the_documented_request() {
         }],
         max_tokens: 512,
         output: None,
+        retries: Default::default(),
     };
     let (_, err) = run(&provider(&mock), request).await;
     assert_eq!(err, None);

@@ -143,6 +143,7 @@ async fn f8_tenants_see_only_their_own_sessions_over_mcp_http() {
         ("session_interrupt", json!({"session_id": b})),
         ("session_compact", json!({"session_id": b})),
         ("session_tool_output", json!({"session_id": b, "tool_use_id": "toolu_1"})),
+        ("session_events", json!({"session_id": b})),
         ("session_archive", json!({"session_id": b})),
     ] {
         let (code, text) = error_of(&call_tool(&alice, tool, arguments).await);

@@ -159,8 +159,8 @@ impl Agent {
 
 impl Agent {
     /// `session_compact`: compacts now, whatever the thresholds say.
-    pub async fn compact_now(&mut self, cancel: &CancellationToken) -> Outcome {
-        self.compact(Trigger::Manual, cancel, &EventSink::default()).await
+    pub async fn compact_now(&mut self, cancel: &CancellationToken, events: &EventSink) -> Outcome {
+        self.compact(Trigger::Manual, cancel, events).await
     }
 }
 

@@ -10,6 +10,7 @@
 //! | `session/archive` | `SessionArchiveParams` | `ArchiveResult` |
 //! | `session/compact` | `SessionCompactParams` | `CompactResult` |
 //! | `session/tool_output` | `SessionToolOutputParams` | `ToolOutputResult` |
+//! | `session/events` | `SessionEventsParams` | `EventPage` |
 //!
 //! Errors: a session error has the numeric code of the error table, and `error.data` is the
 //! same `{code, message, session_id?}` body as on every surface. Protocol errors have the
@@ -22,6 +23,15 @@
 //! does not hold up a read in the same batch), answering in request order; notifications (no `id`) run but get no answer, and a
 //! request that gets no answer at all is answered `204 No Content`, without a body, as the
 //! specification asks. Responses are HTTP 200 whatever their errors.
+//!
+//! **Streaming.** A single request (not a batch) whose client accepts `text/event-stream` is
+//! answered with Server-Sent Events: while the turn it starts runs (`session/create`,
+//! `turn/start`; the turn is then waited for whatever `wait_ms` says), one
+//! [`EVENT_NOTIFICATION`] per agent event, `{"jsonrpc": "2.0", "method": "session/event",
+//! "params": {"session_id"?, "event"}}`, then the response itself; each SSE `data` is one
+//! JSON-RPC message. A client that goes away interrupts its turn (it ends `cancelled`), as
+//! with REST's streamed turns. Other methods answer the one response as the stream's only event. The
+//! same messages go over stdio with `deputy serve --rpc` ([`crate::surfaces::rpc_stdio`]).
 
 use std::sync::Arc;
 
@@ -36,6 +46,7 @@ use axum::routing::post;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::agent::{EventSender, event_channel};
 use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::session::{CallerServices, SessionService, TurnOptions};
@@ -86,6 +97,84 @@ fn response(id: Value, outcome: Result<Value, RpcError>) -> Value {
     }
 }
 
+/// The method of the notifications that carry a turn's events.
+pub const EVENT_NOTIFICATION: &str = "session/event";
+
+/// A `session/event` notification of `event`, naming the session when it is known.
+pub fn event_notification(session_id: Option<&str>, event: &crate::agent::AgentEvent) -> Value {
+    let mut params = json!({ "event": event });
+    if let Some(id) = session_id {
+        params["session_id"] = Value::String(id.to_owned());
+    }
+    json!({"jsonrpc": "2.0", "method": EVENT_NOTIFICATION, "params": params})
+}
+
+/// The session a request addresses, if its params name one.
+pub fn addressed_session(message: &Value) -> Option<String> {
+    message.get("params")?.get("session_id")?.as_str().map(str::to_owned)
+}
+
+/// Whether the client accepts Server-Sent Events.
+fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.split(',').any(|mime| mime.trim().starts_with("text/event-stream")))
+}
+
+/// A single request answered as Server-Sent Events: the turn's notifications, then the answer.
+async fn streamed<S: SessionService>(service: S, message: Value) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let session = addressed_session(&message);
+    let (sender, mut events) = event_channel();
+    // A client that goes away cancels its turn, as with REST's streamed turns: the response
+    // stream owns the guard.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let guard = cancel.clone().drop_guard();
+    let stream_to = Streamed { events: sender, cancel };
+    let mut call = tokio::spawn(async move { answer_streaming(&service, message, Some(stream_to)).await });
+    let stream = async_stream(move |out| async move {
+        let mut answered = None;
+        while answered.is_none() {
+            tokio::select! {
+                biased;
+                Some(event) = events.recv() => out(event_notification(session.as_deref(), &event)),
+                joined = &mut call => answered = Some(joined),
+            }
+        }
+        while let Some(event) = events.try_recv() {
+            out(event_notification(session.as_deref(), &event));
+        }
+        if let Some(Ok(Some(answer))) = answered {
+            out(answer);
+        }
+    });
+    let stream = futures::StreamExt::map(stream, move |message: Value| {
+        let _owned = &guard;
+        Ok::<_, std::convert::Infallible>(Event::default().data(message.to_string()))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// A stream of what `produce` hands its callback, produced on a task: the callback queues.
+fn async_stream<F, Fut>(produce: F) -> impl futures::Stream<Item = Value> + Send + 'static
+where
+    F: FnOnce(Box<dyn Fn(Value) + Send + Sync>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let out: Box<dyn Fn(Value) + Send + Sync> = Box::new(move |value| {
+        // The client left: the rest is dropped; the turn goes on.
+        let _ = sender.send(value);
+    });
+    tokio::spawn(produce(out));
+    futures::stream::unfold(
+        receiver,
+        |mut receiver| async move { receiver.recv().await.map(|value| (value, receiver)) },
+    )
+}
+
 async fn handle<P: CallerServices>(
     State(services): State<Arc<P>>,
     Extension(caller): Extension<Caller>,
@@ -134,6 +223,7 @@ async fn handle<P: CallerServices>(
             let answers: Vec<Value> = answers.into_iter().flatten().collect();
             if answers.is_empty() { StatusCode::NO_CONTENT.into_response() } else { Json(answers).into_response() }
         }
+        message if accepts_sse(&headers) => streamed(services.for_caller(&caller), message).await,
         message => match call(&services.for_caller(&caller), message).await {
             Some(answer) => Json(answer).into_response(),
             None => StatusCode::NO_CONTENT.into_response(),
@@ -156,6 +246,28 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 /// One request of a call or a batch: its response, or `None` for a notification.
 async fn call<S: SessionService>(service: &S, message: Value) -> Option<Value> {
+    answer(service, message, None).await
+}
+
+/// Where a streamed request's turn sends its events, and the caller's cancellation of it.
+pub struct Streamed {
+    pub events: EventSender,
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
+/// One request: its response, or `None` for a notification. With `events`, a turn it starts
+/// is waited for to its end and streams its events there.
+pub async fn answer<S: SessionService>(service: &S, message: Value, events: Option<EventSender>) -> Option<Value> {
+    let streamed = events.map(|events| Streamed { events, cancel: tokio_util::sync::CancellationToken::new() });
+    answer_streaming(service, message, streamed).await
+}
+
+/// [`answer`], with the caller's cancellation of a streamed turn.
+async fn answer_streaming<S: SessionService>(
+    service: &S,
+    message: Value,
+    events: Option<Streamed>,
+) -> Option<Value> {
     let Value::Object(mut request) = message else {
         return Some(response(
             Value::Null,
@@ -172,7 +284,7 @@ async fn call<S: SessionService>(service: &S, message: Value) -> Option<Value> {
         }
     };
     let outcome = match parse_request(&mut request) {
-        Ok((method, params)) => dispatch(service, &method, params).await,
+        Ok((method, params)) => dispatch(service, &method, params, events).await,
         // A malformed request is answered even without an id: it may not be a notification.
         Err(error) => return Some(response(answer_id, Err(error))),
     };
@@ -202,7 +314,12 @@ fn parse_request(request: &mut Map<String, Value>) -> Result<(String, Value), Rp
 }
 
 /// Parse → one service call → render, through the table every name-addressed surface shares.
-async fn dispatch<S: SessionService>(service: &S, method: &str, params: Value) -> Result<Value, RpcError> {
+async fn dispatch<S: SessionService>(
+    service: &S,
+    method: &str,
+    params: Value,
+    events: Option<Streamed>,
+) -> Result<Value, RpcError> {
     let Some(operation) = Operation::from_method(method) else {
         let known: Vec<&str> = Operation::ALL.iter().map(|operation| operation.method()).collect();
         return Err(RpcError::protocol(
@@ -210,8 +327,13 @@ async fn dispatch<S: SessionService>(service: &S, method: &str, params: Value) -
             format!("unknown method {method:?}; known: {}", known.join(", ")),
         ));
     };
-    let plain_wait = |wait| (TurnOptions::waiting(wait), ());
-    Ok(operation.run(method, service, params, plain_wait).await?)
+    let options = |wait| match events {
+        Some(Streamed { events, cancel }) => {
+            (TurnOptions { wait: None, events: Some(events), cancel: Some(cancel) }, ())
+        }
+        None => (TurnOptions::waiting(wait), ()),
+    };
+    Ok(operation.run(method, service, params, options).await?)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! routes only translate to [`SessionService`] calls.
 
 pub mod api_error;
+pub mod follow;
 pub mod jsonrpc;
 pub mod listener;
 pub mod mcp;

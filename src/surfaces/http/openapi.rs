@@ -52,6 +52,8 @@ pub fn document() -> Value {
         register::<ToolOutputResult>,
         register::<SessionSendParams>,
         register::<SendResult>,
+        register::<crate::surfaces::wire::SessionEventsParams>,
+        register::<crate::model::EventPage>,
         register::<SessionHistory>,
         register::<AgentEvent>,
         register::<ErrorBody>,
@@ -80,6 +82,14 @@ pub fn document() -> Value {
     let mut queries = Map::new();
     queries.insert("SessionReadParams".to_owned(), schemas.remove("SessionReadParams").unwrap_or_default());
     queries.insert("SessionListParams".to_owned(), schemas.remove("SessionListParams").unwrap_or_default());
+    let mut events = schemas.remove("SessionEventsParams").unwrap_or_default();
+    add_property(
+        &mut events,
+        "follow",
+        json!({"type": "boolean", "default": false,
+               "description": "Answer with Server-Sent Events that continue as the session's turns end."}),
+    );
+    queries.insert("SessionEventsParams".to_owned(), events);
 
     let mut paths = Map::new();
     for route in ROUTES {
@@ -127,6 +137,7 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
         let params = match query {
             QueryParams::Read => "SessionReadParams",
             QueryParams::List => "SessionListParams",
+            QueryParams::Events => "SessionEventsParams",
         };
         let from_path: Vec<&str> = route.path_parameters().map(|parameter| parameter.argument).collect();
         parameters.extend(query_parameters(queries.get(params).unwrap_or(&Value::Null), &from_path));
@@ -138,7 +149,7 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
         Action::Create => operation.insert("requestBody".into(), body("SessionCreateBody")),
         Action::Turn => operation.insert("requestBody".into(), body("SessionTurnBody")),
         Action::Send => operation.insert("requestBody".into(), body("SessionSendBody")),
-        Action::Call(_) | Action::History | Action::Document => None,
+        Action::Call(_) | Action::Events | Action::History | Action::Document => None,
     };
     operation.insert("responses".into(), responses(route));
     Value::Object(operation)
@@ -175,6 +186,18 @@ fn responses(route: &Route) -> Value {
         }
         Action::Call(_) | Action::History | Action::Document => {
             all.insert("200".into(), result(route.answer));
+        }
+        Action::Events => {
+            all.insert(
+                "200".into(),
+                json!({
+                    "description": format!("{} With `follow=true`: Server-Sent Events, one per `StoredEvent`.", route.answer),
+                    "content": {
+                        "application/json": {"schema": schema_ref("EventPage")},
+                        "text/event-stream": {"schema": {"type": "string"}},
+                    },
+                }),
+            );
         }
     }
     let statuses = route.errors.iter().map(|code| code.http_status());

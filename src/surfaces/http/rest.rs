@@ -80,6 +80,13 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
                   ids: Result<Path<Vec<(String, String)>>, PathRejection>,
                   uri: Uri| { call(route, operation, services.for_caller(&caller), ids, uri) },
         ),
+        Action::Events => on(
+            method,
+            move |services: State<Arc<P>>,
+                  caller: Extension<Caller>,
+                  id: Result<Path<String>, PathRejection>,
+                  uri: Uri| { events(route, services.for_caller(&caller), id, uri) },
+        ),
         Action::History => on(
             method,
             |services: State<Arc<P>>, caller: Extension<Caller>, id: Result<Path<String>, PathRejection>| {
@@ -184,6 +191,7 @@ async fn call<S: SessionService>(
     let mut arguments = match route.query {
         Some(QueryParams::Read) => object(Query::<ReadQuery>::try_from_uri(&uri)?.0),
         Some(QueryParams::List) => object(Query::<SessionListParams>::try_from_uri(&uri)?.0),
+        Some(QueryParams::Events) => object(Query::<EventsQuery>::try_from_uri(&uri)?.0),
         None => Map::new(),
     };
     for (name, value) in ids {
@@ -192,6 +200,38 @@ async fn call<S: SessionService>(
     }
     let result = operation.run(&route.name(), &service, Value::Object(arguments), waiting).await?;
     Ok(Json(result).into_response())
+}
+
+/// The query of `GET /v1/sessions/{id}/events`: `SessionEventsParams` without the id, plus
+/// the REST-only `follow`.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after_seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limit: Option<usize>,
+    #[serde(default, skip_serializing)]
+    follow: bool,
+}
+
+/// The journal feed: a page through [`Operation::Events`], or with `follow=true` a following
+/// event stream ([`follow`](super::follow)).
+async fn events<S: SessionService>(
+    route: &'static Route,
+    service: S,
+    id: Result<Path<String>, PathRejection>,
+    uri: Uri,
+) -> Answer {
+    let Path(id) = id?;
+    let query = Query::<EventsQuery>::try_from_uri(&uri)?.0;
+    if query.follow {
+        return Ok(super::follow::respond(service, SessionId::from_string(id), query.after_seq).await);
+    }
+    let mut arguments = object(query);
+    arguments.insert("session_id".to_owned(), Value::String(id));
+    Ok(Json(Operation::Events.run(&route.name(), &service, Value::Object(arguments), waiting).await?)
+        .into_response())
 }
 
 /// The conversation: the one REST route that no MCP tool or JSON-RPC method shares.

@@ -54,6 +54,9 @@ pub enum Action {
     /// Any other operation: its arguments are the path's ids and the query, its answer the
     /// operation's result.
     Call(Operation),
+    /// `events`, the journal feed: `Call(Operation::Events)`, or with `follow=true` Server-Sent
+    /// Events that continue as the session's turns end.
+    Events,
     /// `history`, the whole conversation: REST only (no MCP tool or JSON-RPC method).
     History,
     /// The OpenAPI document itself.
@@ -67,6 +70,8 @@ pub enum QueryParams {
     Read,
     /// `SessionListParams`: `offset`, `limit`, `include_archived`.
     List,
+    /// `SessionEventsParams`: `after_seq`, `limit` (plus the REST-only `follow`).
+    Events,
 }
 
 /// A `{name}` segment of a route's path: the argument it fills and what it is.
@@ -230,6 +235,22 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: Method::Get,
+        path: "/v1/sessions/{id}/events",
+        action: Action::Events,
+        query: Some(QueryParams::Events),
+        operation_id: "readEvents",
+        summary: "A page of a session's event journal",
+        description: Some(
+            "Events with a `seq` after `after_seq`, at most `limit` (1 to 500). With `follow=true` the answer is \
+             Server-Sent Events: one `event` per journal event (its data a `StoredEvent`), from `after_seq` on, \
+             continuing as the session's turns end, until the client leaves.",
+        ),
+        result: Some("EventPage"),
+        answer: "The page, and the `after_seq` of the next one.",
+        errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
+    },
+    Route {
+        method: Method::Get,
         path: "/v1/openapi.json",
         action: Action::Document,
         query: None,
@@ -272,7 +293,7 @@ impl Route {
     pub fn has_body(&self) -> bool {
         match self.action {
             Action::Create | Action::Turn | Action::Send => true,
-            Action::Call(_) | Action::History | Action::Document => false,
+            Action::Call(_) | Action::Events | Action::History | Action::Document => false,
         }
     }
 
@@ -312,6 +333,7 @@ mod tests {
                 Action::Turn => operation == Operation::Turn,
                 Action::Send => operation == Operation::Send,
                 Action::Call(called) => operation == called,
+                Action::Events => operation == Operation::Events,
                 Action::History | Action::Document => false,
             });
             assert!(routed, "{} has no REST route", operation.tool());

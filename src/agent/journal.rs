@@ -1,0 +1,230 @@
+//! The session journal's recorder: every [`AgentEvent`] a session emits, numbered, stamped and
+//! kept until the store has committed it.
+//!
+//! The actor owns one [`Journal`] per session and hands it to every turn's [`EventSink`]
+//! (`EventSink::with_journal`), beside the caller's optional channel: the journal records
+//! whether or not anybody listens. Consecutive `TextDelta`s are merged into one event (they are
+//! one content block: anything else in between, a tool call, a restart, usage, ends it), so
+//! the journal holds a row per block, not per token, and loses nothing (the merged text is the
+//! concatenation).
+//!
+//! Events wait in `unsaved` until a save commits them together with the turn's messages and
+//! record (`SaveRequest::events`); a failed save keeps them, and the next save writes them with
+//! the same numbers, like messages. Without a store there is no commit: a save *publishes*
+//! them into a bounded in-memory tail ([`IN_MEMORY_EVENTS`]), which is what the feed of a
+//! store-less session reads.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
+
+use super::events::AgentEvent;
+use super::turn::TurnInput;
+use crate::model::{SessionRecord, StoredEvent};
+
+/// Events a store-less session keeps for its feed; older ones are dropped (the feed then
+/// starts at the oldest kept).
+pub const IN_MEMORY_EVENTS: usize = 10_000;
+
+/// A session's journal recorder; cloning shares it.
+#[derive(Clone, Debug)]
+pub struct Journal(Arc<Mutex<State>>);
+
+#[derive(Debug)]
+struct State {
+    /// The seq of the next event recorded.
+    next_seq: u64,
+    /// The turn events are attributed to: the last one started (0 before the first).
+    turn: u64,
+    /// Recorded, not committed yet, in order; the last may still grow (a text delta run).
+    unsaved: Vec<StoredEvent>,
+    /// Without a store: the newest committed (published) events, at most `keep`.
+    published: VecDeque<StoredEvent>,
+    keep: usize,
+}
+
+impl Journal {
+    /// The journal of a session whose record says how many events are stored. A session with
+    /// none yet (new, or stored before the journal existed) starts with `session_created`,
+    /// stamped with the record's creation time. `in_memory`: no store; committed events are
+    /// kept for the feed.
+    pub fn open(record: &SessionRecord, in_memory: bool) -> Self {
+        let journal = Self(Arc::new(Mutex::new(State {
+            next_seq: record.event_seq,
+            turn: record.turns,
+            unsaved: Vec::new(),
+            published: VecDeque::new(),
+            keep: if in_memory { IN_MEMORY_EVENTS } else { 0 },
+        })));
+        if record.event_seq == 0 {
+            let created = AgentEvent::SessionCreated {
+                title: record.title.clone(),
+                model: record.agent.model.clone(),
+                labels: record.labels.clone(),
+                host_mode: record.host_mode,
+            };
+            journal.record_at(created, record.created_at);
+        }
+        journal
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records one event, now.
+    pub fn record(&self, event: AgentEvent) {
+        self.record_at(event, Utc::now());
+    }
+
+    fn record_at(&self, event: AgentEvent, at: DateTime<Utc>) {
+        let mut state = self.lock();
+        if let AgentEvent::TextDelta { text } = &event
+            && let Some(last) = state.unsaved.last_mut()
+            && last.kind() == "text_delta"
+            && let Some(serde_json::Value::String(merged)) = last.event.get_mut("text")
+        {
+            merged.push_str(text);
+            return;
+        }
+        match &event {
+            AgentEvent::TurnStarted { turn }
+            | AgentEvent::PromptReceived { turn, .. }
+            | AgentEvent::ApprovalsAnswered { turn, .. } => state.turn = *turn,
+            _ => {}
+        }
+        let event = serde_json::to_value(&event).unwrap_or_else(|err| {
+            // Plain data always serializes; keep the place in the journal all the same.
+            serde_json::json!({ "type": "unencodable", "error": err.to_string() })
+        });
+        let stored = StoredEvent { seq: state.next_seq, turn: state.turn, at, event };
+        state.next_seq += 1;
+        state.unsaved.push(stored);
+    }
+
+    /// What starts turn `turn`: the caller's answers to a held step, then its prompt.
+    pub fn turn_input(&self, turn: u64, input: &TurnInput) {
+        let settled = &input.resolution.settled;
+        if !settled.is_empty() {
+            let denied = settled
+                .values()
+                .filter(|settlement| matches!(settlement, super::pending::Settlement::Deny(_)))
+                .count();
+            self.record(AgentEvent::ApprovalsAnswered {
+                turn,
+                answered: settled.len() as u64,
+                denied: denied as u64,
+            });
+        }
+        if let Some(prompt) = input.prompt.as_ref().filter(|prompt| !prompt.is_empty()) {
+            self.record(AgentEvent::PromptReceived { turn, prompt: prompt.clone() });
+        }
+    }
+
+    /// The seq the next event gets: with a store, the record's watermark once saved.
+    pub fn next_seq(&self) -> u64 {
+        self.lock().next_seq
+    }
+
+    /// The events recorded and not committed yet, for a save.
+    pub fn unsaved(&self) -> Vec<StoredEvent> {
+        self.lock().unsaved.clone()
+    }
+
+    /// The first `count` unsaved events were committed (or, without a store, published).
+    pub fn mark_saved(&self, count: usize) {
+        let mut state = self.lock();
+        let count = count.min(state.unsaved.len());
+        let saved: Vec<StoredEvent> = state.unsaved.drain(..count).collect();
+        if state.keep > 0 {
+            state.published.extend(saved);
+            let excess = state.published.len().saturating_sub(state.keep);
+            state.published.drain(..excess);
+        }
+    }
+
+    /// Without a store: up to `limit` published events with a seq after `after` (from the
+    /// oldest kept when `None`).
+    pub fn page(&self, after: Option<u64>, limit: usize) -> Vec<StoredEvent> {
+        let state = self.lock();
+        state
+            .published
+            .iter()
+            .filter(|event| after.is_none_or(|after| event.seq > after))
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal() -> Journal {
+        let record = SessionRecord::empty(
+            crate::ids::SessionId::from_string("s"),
+            crate::model::AgentSpec {
+                model: "scripted:test".into(),
+                system_prompt: None,
+                max_tokens: 100,
+                budget: crate::model::Budget::default(),
+                context: crate::model::ContextSettings::default(),
+                tools: crate::tools::ToolConfig::legacy(),
+                structured_output: None,
+            },
+            "title".into(),
+            Utc::now(),
+        );
+        Journal::open(&record, true)
+    }
+
+    fn kinds(events: &[StoredEvent]) -> Vec<&str> {
+        events.iter().map(StoredEvent::kind).collect()
+    }
+
+    #[test]
+    fn journal_merges_a_run_of_text_deltas_losslessly_and_numbers_events_without_gaps() {
+        let journal = journal();
+        journal.record(AgentEvent::TurnStarted { turn: 1 });
+        for part in ["Hel", "lo", ", wor", "ld"] {
+            journal.record(AgentEvent::TextDelta { text: part.into() });
+        }
+        journal.record(AgentEvent::ToolCallRequested {
+            id: "t".into(),
+            name: "x".into(),
+            input: serde_json::json!({}),
+        });
+        journal.record(AgentEvent::TextDelta { text: "again".into() });
+        let events = journal.unsaved();
+        assert_eq!(
+            kinds(&events),
+            ["session_created", "turn_started", "text_delta", "tool_call_requested", "text_delta"]
+        );
+        assert_eq!(events.iter().map(|event| event.seq).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        assert_eq!(events[2].event["text"], "Hello, world");
+        assert_eq!(events[2].turn, 1);
+        assert_eq!(events[0].turn, 0);
+    }
+
+    #[test]
+    fn journal_archived_tag_is_the_one_the_store_writes() {
+        assert_eq!(serde_json::to_value(AgentEvent::Archived).unwrap()["type"], AgentEvent::ARCHIVED_TYPE);
+        #[cfg(feature = "session-store")]
+        assert_eq!(AgentEvent::ARCHIVED_TYPE, crate::store::ARCHIVED_EVENT);
+    }
+
+    #[test]
+    fn journal_keeps_unsaved_events_until_marked_and_publishes_them_in_memory() {
+        let journal = journal();
+        journal.record(AgentEvent::TurnStarted { turn: 1 });
+        assert!(journal.page(None, 10).is_empty(), "nothing is published before a save");
+        journal.mark_saved(1);
+        assert_eq!(kinds(&journal.page(None, 10)), ["session_created"]);
+        assert_eq!(kinds(&journal.unsaved()), ["turn_started"]);
+        journal.mark_saved(1);
+        assert_eq!(kinds(&journal.page(Some(0), 10)), ["turn_started"]);
+        assert_eq!(journal.next_seq(), 2);
+    }
+}

@@ -1,0 +1,47 @@
+//! The session journal's stored form: one [`StoredEvent`] per recorded agent event, numbered
+//! per session from 0, and the page a feed answers ([`EventPage`]).
+//!
+//! The event itself is kept as JSON (an `AgentEvent` of `crate::agent`, tagged by `type`):
+//! this layer and the store below it persist events without knowing their variants, so a
+//! variant added above never needs a migration here.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::SessionId;
+
+/// The most events one feed page returns.
+pub const MAX_EVENTS_PAGE: usize = 500;
+
+/// One recorded event of a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StoredEvent {
+    /// Its place in the session's journal, from 0, without gaps.
+    pub seq: u64,
+    /// The turn it belongs to: the last one started when it was recorded (0 before the first).
+    pub turn: u64,
+    /// When it was recorded (for merged text deltas: when the first of them was).
+    pub at: DateTime<Utc>,
+    /// The event: an object whose `type` names the variant (`turn_started`, `text_delta`,
+    /// `tool_call_requested`, …), as the SSE stream of a turn sends it.
+    pub event: serde_json::Value,
+}
+
+impl StoredEvent {
+    /// The `type` of the event, `""` if it has none.
+    pub fn kind(&self) -> &str {
+        self.event.get("type").and_then(serde_json::Value::as_str).unwrap_or("")
+    }
+}
+
+/// A page of a session's journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EventPage {
+    pub session_id: SessionId,
+    /// The events after the requested `after_seq`, in order.
+    pub events: Vec<StoredEvent>,
+    /// The `after_seq` of the next page: the last event's seq, or the requested `after_seq`
+    /// (or none) when the page is empty. Poll with it to follow the session.
+    pub next_seq: Option<u64>,
+}

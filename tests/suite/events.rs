@@ -1,0 +1,379 @@
+//! The session journal's feed on every surface, against the real binary: `session_events`
+//! over MCP, `GET /v1/sessions/{id}/events` over REST and `session/events` over JSON-RPC page
+//! the same events, and `follow=true` streams a live turn's events as Server-Sent Events.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use rmcp::ClientLifecycleMode;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+use crate::common::http_deputy::HttpDeputy;
+use crate::common::mock_llm::{MockResponse, anthropic};
+
+/// Every event of a session, paged `limit` at a time with `page(after_seq)`.
+async fn every_page<F, Fut>(limit: usize, mut page: F) -> Vec<Value>
+where
+    F: FnMut(Option<u64>) -> Fut,
+    Fut: Future<Output = Value>,
+{
+    let mut events = Vec::new();
+    let mut after = None;
+    loop {
+        let answer = page(after).await;
+        let batch = answer["events"].as_array().unwrap_or_else(|| panic!("{answer}")).clone();
+        assert!(batch.len() <= limit, "{answer}");
+        if batch.is_empty() {
+            return events;
+        }
+        after = answer["next_seq"].as_u64();
+        events.extend(batch);
+    }
+}
+
+async fn rpc(deputy: &HttpDeputy, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let answer: Value =
+        deputy.http.post(deputy.url("/rpc")).json(&body).send().await.unwrap().json().await.unwrap();
+    answer
+}
+
+#[tokio::test]
+async fn session_events_pages_the_same_journal_over_mcp_rest_and_jsonrpc() {
+    let deputy = HttpDeputy::start(&[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hel", "lo"])));
+    let id = deputy.create_session("hi").await;
+    for (prompt, answer) in [("more", "Again"), ("last", "Done")] {
+        deputy.mock.push(MockResponse::sse(anthropic::text(&[answer, "!"])));
+        let (status, _) = deputy
+            .rest(None, reqwest::Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": prompt})))
+            .await;
+        assert_eq!(status, 200);
+    }
+
+    let rest = every_page(2, |after| {
+        let path = match after {
+            Some(after) => format!("/v1/sessions/{id}/events?limit=2&after_seq={after}"),
+            None => format!("/v1/sessions/{id}/events?limit=2"),
+        };
+        let deputy = &deputy;
+        async move {
+            let (status, body) = deputy.rest(None, reqwest::Method::GET, &path, None).await;
+            assert_eq!(status, 200, "{body}");
+            body
+        }
+    })
+    .await;
+    let jsonrpc = every_page(2, |after| {
+        let (deputy, id) = (&deputy, id.clone());
+        async move {
+            rpc(deputy, "session/events", json!({"session_id": id, "after_seq": after, "limit": 2})).await["result"]
+                .clone()
+        }
+    })
+    .await;
+    let client = deputy.mcp(ClientLifecycleMode::Initialize).await;
+    let mcp = every_page(2, |after| {
+        let (client, id) = (&client, id.clone());
+        async move {
+            let arguments = json!({"session_id": id, "after_seq": after, "limit": 2});
+            let Value::Object(arguments) = arguments else { unreachable!() };
+            let result = client
+                .call_tool(CallToolRequestParams::new("session_events".to_owned()).with_arguments(arguments))
+                .await
+                .unwrap();
+            result.structured_content.unwrap()
+        }
+    })
+    .await;
+
+    assert_eq!(rest, jsonrpc);
+    assert_eq!(rest, mcp);
+    let kinds: Vec<&str> = rest.iter().map(|event| event["event"]["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds[..4], ["session_created", "prompt_received", "turn_started", "text_delta"], "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|kind| **kind == "turn_completed").count(), 3, "{kinds:?}");
+    let seqs: Vec<u64> = rest.iter().map(|event| event["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..rest.len() as u64).collect::<Vec<_>>());
+    let text: Vec<&str> = rest
+        .iter()
+        .filter(|event| event["event"]["type"] == "text_delta")
+        .map(|event| event["event"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, ["Hello", "Again!", "Done!"], "deltas merged per block");
+    assert!(rest.iter().all(|event| event["at"].is_string()), "events carry their timestamps");
+
+    // The page size is bounded, and an unknown session is not found, on every surface.
+    let (status, body) =
+        deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/events?limit=501"), None).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("INVALID_REQUEST")));
+    let (status, _) = deputy.rest(None, reqwest::Method::GET, "/v1/sessions/nope/events", None).await;
+    assert_eq!(status, 404);
+    let answer = rpc(&deputy, "session/events", json!({"session_id": "nope"})).await;
+    assert_eq!(answer["error"]["data"]["code"], "SESSION_NOT_FOUND", "{answer}");
+}
+
+#[tokio::test]
+async fn follow_streams_a_live_turns_events() {
+    let deputy = HttpDeputy::start(&[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
+    let id = deputy.create_session("hi").await;
+    let (_, page) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/events"), None).await;
+    let last = page["next_seq"].as_u64().unwrap();
+
+    let response = deputy
+        .http
+        .get(deputy.url(&format!("/v1/sessions/{id}/events?follow=true&after_seq={last}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut body = response.bytes_stream();
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["live", " answer"])));
+    let (status, _) = deputy
+        .rest(None, reqwest::Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "go"})))
+        .await;
+    assert_eq!(status, 200);
+
+    let mut text = String::new();
+    let frames = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let chunk = body.next().await.expect("the stream goes on").unwrap();
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if text.contains("event: turn_completed") {
+                return text.clone();
+            }
+        }
+    })
+    .await
+    .expect("the turn's events arrive");
+    let events: Vec<Value> = frames
+        .split("\n\n")
+        .filter_map(|frame| frame.lines().find_map(|line| line.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|event| event["event"]["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["prompt_received", "turn_started", "text_delta", "usage", "turn_completed"], "{frames}");
+    assert_eq!(events[0]["seq"].as_u64(), Some(last + 1));
+    assert_eq!(events[2]["event"]["text"], "live answer");
+}
+
+/// The JSON-RPC messages of an SSE body (each `data:` is one message).
+fn sse_messages(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|frame| frame.lines().find_map(|line| line.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_jsonrpc_client_accepting_sse_gets_session_event_notifications_then_the_response() {
+    let deputy = HttpDeputy::start(&[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
+    let id = deputy.create_session("hi").await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["stream", "ed"])));
+    let request =
+        json!({"jsonrpc": "2.0", "id": 7, "method": "turn/start", "params": {"session_id": id, "prompt": "go"}});
+    let response = deputy
+        .http
+        .post(deputy.url("/rpc"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let messages = sse_messages(&response.text().await.unwrap());
+    let (answer, notifications) = messages.split_last().unwrap();
+    assert_eq!((answer["id"].as_u64(), answer["result"]["text"].as_str()), (Some(7), Some("streamed")), "{answer}");
+    assert!(
+        notifications
+            .iter()
+            .all(|message| message["method"] == "session/event" && message["params"]["session_id"] == id.as_str())
+    );
+    let kinds: Vec<&str> =
+        notifications.iter().map(|message| message["params"]["event"]["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"turn_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"turn_completed"), "{kinds:?}");
+    let text: String = notifications
+        .iter()
+        .filter(|message| message["params"]["event"]["type"] == "text_delta")
+        .map(|message| message["params"]["event"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "streamed");
+
+    // Without the Accept header the same call is plain JSON.
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["plain"])));
+    let plain = rpc(&deputy, "turn/start", json!({"session_id": id, "prompt": "again"})).await;
+    assert_eq!(plain["result"]["text"], "plain", "{plain}");
+}
+
+#[tokio::test]
+async fn serve_rpc_streams_notifications_while_a_turn_runs() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use crate::common::deputy::deputy_serve;
+    use crate::common::mock_llm::{Gate, MockLlm};
+
+    let mock = MockLlm::start().await;
+    let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut command = deputy_serve(&mock, workspace.path(), home.path());
+    command.arg("--rpc");
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || -> Value {
+        let line =
+            tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await.unwrap().unwrap().unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+
+    let gate = Gate::new();
+    mock.push(MockResponse::sse(anthropic::text(&["held", " back"])).pause_before_chunk(3, gate.clone()));
+    let create = json!({"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": {"prompt": "hi"}});
+    stdin.write_all(format!("{create}\n").as_bytes()).await.unwrap();
+    // The turn is held inside the model's response: its start is out already.
+    let started = next().await;
+    assert_eq!(
+        (started["method"].as_str(), started["params"]["event"]["type"].as_str()),
+        (Some("session/event"), Some("turn_started")),
+        "{started}"
+    );
+    gate.open();
+    let mut kinds = Vec::new();
+    let answer = loop {
+        let message = next().await;
+        if message.get("id").is_some() {
+            break message;
+        }
+        kinds.push(message["params"]["event"]["type"].as_str().unwrap().to_owned());
+    };
+    assert_eq!(answer["result"]["text"], "held back", "{answer}");
+    assert!(
+        kinds.contains(&"text_delta".to_owned()) && kinds.last().map(String::as_str) == Some("turn_completed"),
+        "{kinds:?}"
+    );
+
+    // Reads answer on the same pipe, and the journal is there too.
+    let id = answer["result"]["session_id"].as_str().unwrap().to_owned();
+    let events = json!({"jsonrpc": "2.0", "id": 2, "method": "session/events", "params": {"session_id": id}});
+    stdin.write_all(format!("{events}\n").as_bytes()).await.unwrap();
+    let page = next().await;
+    assert_eq!(page["id"], 2, "{page}");
+    assert!(page["result"]["events"].as_array().unwrap().len() >= 5, "{page}");
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// Every file under `root`, by relative path.
+#[cfg(feature = "session-store")]
+fn tree(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.insert(
+                    path.strip_prefix(root).unwrap().to_string_lossy().into_owned(),
+                    std::fs::read(&path).unwrap(),
+                );
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// `[projection] dir` projects after each commit; `deputy project` from the store afterwards
+/// writes the same bytes.
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn the_live_projection_and_deputy_project_write_the_same_tree() {
+    let live = tempfile::tempdir().unwrap();
+    let config = format!("[projection]\ndir = {:?}\n", live.path().display().to_string());
+    let mut deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["one"])));
+    let id = deputy.create_session("hi").await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["two"])));
+    let (status, _) = deputy
+        .rest(None, reqwest::Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "more"})))
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = deputy.rest(None, reqwest::Method::DELETE, &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(status, 200);
+    let (_, page) =
+        deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/events?limit=500"), None).await;
+    let events = page["events"].as_array().unwrap().len() as u64;
+    assert_eq!(page["events"][events as usize - 1]["event"]["type"], "archived");
+
+    // The projector runs in the background after each commit: wait (bounded) for the last.
+    let checkpoint = live.path().join("sessions").join(&id).join("checkpoint");
+    let caught_up = async {
+        loop {
+            if let Ok(bytes) = std::fs::read(&checkpoint)
+                && serde_json::from_slice::<Value>(&bytes).unwrap()["seq"] == events
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), caught_up).await.expect("the live projection caught up");
+    assert!(deputy.terminate().await.success());
+
+    let offline = tempfile::tempdir().unwrap();
+    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
+        .args(["project", "--out"])
+        .arg(offline.path())
+        .env("DEPUTY_STORE", deputy.home.path().join("sessions.redb"))
+        .env("XDG_CONFIG_HOME", deputy.home.path())
+        .env_remove("DEPUTY_CONFIG")
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(tree(offline.path()), tree(live.path()));
+    let session: Value = serde_json::from_slice(
+        &std::fs::read(live.path().join("sessions").join(&id).join("session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!((session["status"].as_str(), session["turns"].as_u64()), (Some("archived"), Some(2)), "{session}");
+}
+
+#[tokio::test]
+async fn a_streamed_jsonrpc_turn_is_cancelled_when_its_client_leaves() {
+    use crate::common::mock_llm::Gate;
+
+    let deputy = HttpDeputy::start(&[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
+    let id = deputy.create_session("hi").await;
+    let gate = Gate::new();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["never", " seen"])).pause_before_chunk(3, gate.clone()));
+    let request =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "turn/start", "params": {"session_id": id, "prompt": "go"}});
+    let response = deputy
+        .http
+        .post(deputy.url("/rpc"))
+        .header("accept", "text/event-stream")
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let first = tokio::time::timeout(Duration::from_secs(20), body.next()).await.unwrap().unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("turn_started"));
+    drop(body);
+    let read = rpc(&deputy, "session/read", json!({"session_id": id, "wait_ms": 20000})).await;
+    gate.open();
+    assert_eq!(read["result"]["state"]["last_turn"]["status"], "cancelled", "{read}");
+}

@@ -161,7 +161,7 @@ impl SessionHandle {
 
     /// Takes the turn lock for good, to unload the session: only when no turn or compaction
     /// runs, the store has everything (the last save succeeded) and no archive began. Done
-    /// under the same mutex as [`Self::try_lock`], so a concurrent turn either wins the lock
+    /// under the same mutex as the turn lock (`Shared::try_lock`), so a concurrent turn either wins the lock
     /// first (and the unload gives up) or sees the handle unloaded. Pending tool calls do not
     /// hold the lock: the held step is in the saved record, and answering it resumes the
     /// session.

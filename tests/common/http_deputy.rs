@@ -43,7 +43,7 @@ impl HttpDeputy {
     pub async fn start_with_token(token: Option<&str>, extra: &[&str]) -> Self {
         let mock = MockLlm::start().await;
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        Self::spawn(mock, workspace, home, token, extra, &[]).await
+        Self::spawn_on(free_port(), mock, workspace, home, token, extra, &[]).await
     }
 
     /// Like [`HttpDeputy::start`], with environment variables set after the defaults (e.g. a
@@ -51,7 +51,7 @@ impl HttpDeputy {
     pub async fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mock = MockLlm::start().await;
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        Self::spawn(mock, workspace, home, None, extra, env).await
+        Self::spawn_on(free_port(), mock, workspace, home, None, extra, env).await
     }
 
     /// Like [`HttpDeputy::start_with_env`], with `config` as deputy's config file (the default
@@ -61,7 +61,7 @@ impl HttpDeputy {
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::create_dir_all(home.path().join("deputy")).unwrap();
         std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
-        Self::spawn(mock, workspace, home, None, extra, env).await
+        Self::spawn_on(free_port(), mock, workspace, home, None, extra, env).await
     }
 
     /// Like [`HttpDeputy::start_with_config`], on `port` (to configure two deputies as each
@@ -106,7 +106,7 @@ impl HttpDeputy {
     pub async fn start_with_token_and_env(token: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mock = MockLlm::start().await;
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        Self::spawn(mock, workspace, home, token, extra, env).await
+        Self::spawn_on(free_port(), mock, workspace, home, token, extra, env).await
     }
 
     /// Stops this deputy with SIGTERM (a clean exit) and starts a new one on the same store,
@@ -115,18 +115,7 @@ impl HttpDeputy {
         let status = self.terminate().await;
         assert!(status.success(), "deputy exited with {status:?}");
         let Self { mock, workspace, home, token, .. } = self;
-        Self::spawn(mock, workspace, home, token.as_deref(), extra, &[]).await
-    }
-
-    async fn spawn(
-        mock: MockLlm,
-        workspace: TempDir,
-        home: TempDir,
-        token: Option<&str>,
-        extra: &[&str],
-        env: &[(&str, &str)],
-    ) -> Self {
-        Self::spawn_on(free_port(), mock, workspace, home, token, extra, env).await
+        Self::spawn_on(free_port(), mock, workspace, home, token.as_deref(), extra, &[]).await
     }
 
     async fn spawn_on(

@@ -144,12 +144,7 @@ async fn turn<S: SessionService>(
     let Path(id) = id?;
     let Json(mut body) = body?;
     let stream = take_stream(&mut body)?;
-    if let Value::Object(fields) = &mut body {
-        if fields.contains_key("session_id") {
-            return Err(SessionError::invalid("the session id belongs in the path, not in the body").into());
-        }
-        fields.insert("session_id".to_owned(), Value::String(id));
-    }
+    put_path_id(&mut body, id)?;
     if stream {
         let params: SessionTurnParams = wire::parse_params(&route.name(), body)?;
         let (options, streamed) = StreamedTurn::prepare();
@@ -169,14 +164,20 @@ async fn send<S: SessionService>(
 ) -> Answer {
     let Path(id) = id?;
     let Json(mut body) = body?;
-    if let Value::Object(fields) = &mut body {
+    put_path_id(&mut body, id)?;
+    let result = Operation::Send.run(&route.name(), &service, body, waiting).await?;
+    Ok((StatusCode::ACCEPTED, Json(result)).into_response())
+}
+
+/// The body's arguments get the session id from the path; one in the body too is refused.
+fn put_path_id(body: &mut Value, id: String) -> Result<(), SessionError> {
+    if let Value::Object(fields) = body {
         if fields.contains_key("session_id") {
-            return Err(SessionError::invalid("the session id belongs in the path, not in the body").into());
+            return Err(SessionError::invalid("the session id belongs in the path, not in the body"));
         }
         fields.insert("session_id".to_owned(), Value::String(id));
     }
-    let result = Operation::Send.run(&route.name(), &service, body, waiting).await?;
-    Ok((StatusCode::ACCEPTED, Json(result)).into_response())
+    Ok(())
 }
 
 /// Any other operation: the query and the path's ids become its JSON arguments.

@@ -119,6 +119,15 @@ async def drive_all_six_tools(client):
     listed = await call("session_list", {})
     assert session_id in [s["session_id"] for s in listed.structured_content["sessions"]]
 
+    # Comms and the journal: every success result matches its tool's outputSchema, as above.
+    sent = await call("session_send", {"session_id": session_id, "message": "a note from Python"})
+    assert sent.structured_content["delivered"] == "queued", sent
+    mailed = await call("session_turn", {"session_id": session_id, "prompt": "any mail?"})
+    assert "a note from Python" in mailed.structured_content["text"], mailed
+    events = await call("session_events", {"session_id": session_id, "limit": 500})
+    kinds = [stored["event"]["type"] for stored in events.structured_content["events"]]
+    assert "inbox_delivered" in kinds and kinds.count("turn_completed") == 3, kinds
+
     idle = await call("session_interrupt", {"session_id": session_id})
     assert error_code(idle) == "SESSION_NOT_RUNNING"
     assert idle.meta["deputy/error"]["session_id"] == session_id

@@ -87,6 +87,21 @@ async function drive(transportName, client) {
     const compacted = await ok(client, "session_compact", { session_id: id });
     assert(compacted.session_id === id, JSON.stringify(compacted));
   });
+  await report.check(at("session_send, delivered with the next turn; session_events pages its journal"), async () => {
+    const created = await ok(client, "session_create", { prompt: "expect mail" });
+    const sent = await ok(client, "session_send", { session_id: created.session_id, message: "a note from the TS client" });
+    assert(sent.delivered === "queued" && sent.message_id.startsWith("m-"), JSON.stringify(sent));
+    const read = await ok(client, "session_read", { session_id: created.session_id });
+    assert(read.state.inbox.waiting === 1, JSON.stringify(read.state.inbox));
+    const turn = await ok(client, "session_turn", { session_id: created.session_id, prompt: "read your mail" });
+    assert(turn.text.includes("a note from the TS client") && turn.text.endsWith("read your mail"), turn.text);
+    const first = await ok(client, "session_events", { session_id: created.session_id, limit: 3 });
+    assert(first.events.length === 3 && first.events[0].seq === 0, JSON.stringify(first));
+    const rest = await ok(client, "session_events", { session_id: created.session_id, after_seq: first.next_seq });
+    assert(rest.events[0].seq === first.next_seq + 1, JSON.stringify(rest.events[0]));
+    const kinds = [...first.events, ...rest.events].map((stored) => stored.event.type);
+    assert(kinds.includes("inbox_delivered") && kinds.includes("turn_completed"), kinds.join(","));
+  });
   await report.check(at("session_tool_output"), async () => {
     const before = mock.toolUseIds.length;
     const created = await ok(client, "session_create", { prompt: "read big.txt", context: { tool_output_cap_bytes: 1024 } });

@@ -299,8 +299,7 @@ pub async fn send(service: &LiveSessionService, session_id: String, request: Sen
         Ok(sent) => sent,
         Err(error) => return exit_with(&error),
     };
-    let delivered = serde_json::to_value(sent.delivered).unwrap_or_default();
-    let line = format!("{} {}\n", sent.message_id, delivered.as_str().unwrap_or_default());
+    let line = format!("{} {}\n", sent.message_id, sent.delivered.as_str());
     // stdout closed early (a pipe) loses only the echo; the message is taken in.
     let _ = std::io::stdout().write_all(line.as_bytes());
     if sent.delivered == Delivery::StartedTurn {

@@ -105,6 +105,17 @@ pub enum Delivery {
     Parked,
 }
 
+impl Delivery {
+    /// The name it has on every wire (its serde name), for text that shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::StartedTurn => "started_turn",
+            Self::Parked => "parked",
+        }
+    }
+}
+
 /// What `send` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SendResult {
@@ -129,6 +140,17 @@ pub struct InboxView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_text_names_are_the_wire_names() {
+        for delivery in [Delivery::Queued, Delivery::StartedTurn, Delivery::Parked] {
+            assert_eq!(serde_json::to_value(delivery).unwrap(), delivery.as_str());
+        }
+        use crate::model::SessionStatus;
+        for status in [SessionStatus::Idle, SessionStatus::Running, SessionStatus::Archived] {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+    }
 
     #[test]
     fn a_rendered_message_names_its_sender_and_what_it_answers() {

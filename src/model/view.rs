@@ -24,6 +24,17 @@ pub enum SessionStatus {
     Archived,
 }
 
+impl SessionStatus {
+    /// The name it has on every wire (its serde name), for text that shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Running => "running",
+            Self::Archived => "archived",
+        }
+    }
+}
+
 /// A session as `session_read` shows it: conversation state and billing, kept apart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionView {

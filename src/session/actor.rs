@@ -201,11 +201,7 @@ impl SessionHandle {
     /// Gives back a won turn lock without running anything (the request was refused after
     /// the lock was taken, e.g. answers that do not match the pending calls).
     pub fn abandon_turn(&self) {
-        self.shared.view.send_modify(|view| {
-            view.state.status = SessionStatus::Idle;
-            view.state.running_turn = None;
-        });
-        self.shared.end_turn();
+        self.shared.abandon_turn();
     }
 
     /// Hands a won turn to the actor; the result arrives on the returned channel.
@@ -470,6 +466,17 @@ impl Shared {
         Ok(TurnTicket { cancel, turn })
     }
 
+    /// Shows the session idle and releases the turn lock, with nothing run (or nothing more
+    /// to publish): a refused request, an auto-turn whose mail went with a caller's turn, an
+    /// actor that ended.
+    fn abandon_turn(&self) {
+        self.view.send_modify(|view| {
+            view.state.status = SessionStatus::Idle;
+            view.state.running_turn = None;
+        });
+        self.end_turn();
+    }
+
     fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
     }
@@ -497,11 +504,7 @@ impl Drop for ActorGuard {
     fn drop(&mut self) {
         let shared = &self.0;
         if shared.turn_running.load(Ordering::Acquire) && !shared.unloaded.load(Ordering::Acquire) {
-            shared.view.send_modify(|view| {
-                view.state.status = SessionStatus::Idle;
-                view.state.running_turn = None;
-            });
-            shared.end_turn();
+            shared.abandon_turn();
         }
         shared.stopped.cancel();
     }
@@ -544,11 +547,7 @@ async fn run(
             Command::RunTurn { input, cancel, events, reply, auto } => {
                 // The mail an auto-turn was started for may have gone with a caller's turn.
                 if auto && !shared.mailbox.has_mail() {
-                    shared.view.send_modify(|view| {
-                        view.state.status = SessionStatus::Idle;
-                        view.state.running_turn = None;
-                    });
-                    shared.end_turn();
+                    shared.abandon_turn();
                     continue;
                 }
                 let reply_value =

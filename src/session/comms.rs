@@ -15,9 +15,9 @@ use crate::agent::{Agent, AgentFactory};
 use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId};
-use crate::model::inbox::{Delivery, InboxMessage, MAX_MESSAGE_BYTES, MessageSender, SendResult};
+use crate::model::SessionRecord;
+use crate::model::inbox::{InboxMessage, MAX_MESSAGE_BYTES, MessageSender, SendResult};
 use crate::model::record::peer_key;
-use crate::model::{SessionRecord, SessionStatus};
 use crate::session::types::SendRequest;
 use crate::tools::Grants;
 use crate::tools::comms::{Outgoing, PeerDirectory, PeerInfo, Sent};
@@ -218,7 +218,7 @@ impl LiveSessionService {
         // grants, which its spec was checked against when it was created.
         let grants = self.factory.grants(&Caller::local(), crate::tools::Surface::Local);
         let sent = self.deliver(&self.factory, &grants, &id, message).await?;
-        Ok(Sent { message_id: sent.message_id.to_string(), delivered: delivery_name(sent.delivered).to_owned() })
+        Ok(Sent { message_id: sent.message_id.to_string(), delivered: sent.delivered.as_str().to_owned() })
     }
 
     async fn peers_of(&self, of: &SessionId) -> Result<Vec<PeerInfo>, SessionError> {
@@ -244,27 +244,11 @@ impl LiveSessionService {
                 name: peer.name,
                 session_id: peer.session_id,
                 title: view.state.title,
-                status: status_name(view.state.status).to_owned(),
+                status: view.state.status.as_str().to_owned(),
                 host_mode: view.state.host_mode,
             });
         }
         Ok(peers)
-    }
-}
-
-fn delivery_name(delivery: Delivery) -> &'static str {
-    match delivery {
-        Delivery::Queued => "queued",
-        Delivery::StartedTurn => "started_turn",
-        Delivery::Parked => "parked",
-    }
-}
-
-fn status_name(status: SessionStatus) -> &'static str {
-    match status {
-        SessionStatus::Idle => "idle",
-        SessionStatus::Running => "running",
-        SessionStatus::Archived => "archived",
     }
 }
 

@@ -3,18 +3,10 @@
 use std::fmt::Write;
 
 use crate::llm::{ContentBlock, Message, Role};
-use crate::session::{SessionList, SessionStatus, SessionView};
+use crate::session::{SessionList, SessionView};
 
 /// Characters of a tool result shown before it is elided.
 const TOOL_RESULT_PREVIEW: usize = 400;
-
-fn status(status: SessionStatus) -> &'static str {
-    match status {
-        SessionStatus::Idle => "idle",
-        SessionStatus::Running => "running",
-        SessionStatus::Archived => "archived",
-    }
-}
 
 /// One line per session, newest first.
 pub fn session_list(list: &SessionList) -> String {
@@ -24,7 +16,7 @@ pub fn session_list(list: &SessionList) -> String {
             out,
             "{}  {:<8}  {:>3} turns  {}  {}  {}",
             session.session_id,
-            status(session.status),
+            session.status.as_str(),
             session.turns,
             session.updated_at.format("%Y-%m-%d %H:%M"),
             session.model,
@@ -44,7 +36,7 @@ pub fn session(view: &SessionView, messages: &[Message]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "session  {}", view.session_id);
     let _ = writeln!(out, "model    {}", state.model);
-    let _ = writeln!(out, "status   {} after {} turns", status(state.status), state.turns);
+    let _ = writeln!(out, "status   {} after {} turns", state.status.as_str(), state.turns);
     let _ = writeln!(
         out,
         "usage    {} tokens ({} in, {} out), {} tool calls",

@@ -19,6 +19,7 @@ use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::retry::{RetryPolicy, RetryingProvider};
 use crate::llm::{HttpTimeouts, Provider};
+use crate::session::DelegationLimits;
 use crate::session::SessionLimits;
 use crate::store::SharedStore;
 use crate::tools::mcp::{self, McpFactory, McpPoolSettings, McpServerConfig};
@@ -157,6 +158,42 @@ pub struct ConfigFile {
     /// Where the live projector writes sessions' journals as files, if anywhere.
     #[serde(default)]
     pub projection: ProjectionConfig,
+    /// Sub-agents: whether sessions may delegate, and the caps.
+    #[serde(default)]
+    pub delegation: DelegationConfig,
+}
+
+/// The `[delegation]` section.
+///
+/// ```toml
+/// [delegation]
+/// enabled = true                   # sessions get delegate / wait / cancel_delegate by default
+/// max_depth = 1                    # a caller's session may delegate; its children may not
+/// max_children_per_session = 8     # children not archived, per session
+/// max_live_delegated = 32          # delegated sessions not archived, on this server
+/// default_child_budget = { max_tokens = 200000 }   # where delegate names no budget
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationConfig {
+    pub enabled: Option<bool>,
+    pub max_depth: Option<u32>,
+    pub max_children_per_session: Option<usize>,
+    pub max_live_delegated: Option<usize>,
+    pub default_child_budget: Option<crate::model::Budget>,
+}
+
+impl DelegationConfig {
+    pub fn limits(&self) -> DelegationLimits {
+        let default = DelegationLimits::default();
+        DelegationLimits {
+            enabled: self.enabled.unwrap_or(default.enabled),
+            max_depth: self.max_depth.unwrap_or(default.max_depth),
+            max_children_per_session: self.max_children_per_session.unwrap_or(default.max_children_per_session),
+            max_live_delegated: self.max_live_delegated.unwrap_or(default.max_live_delegated),
+            default_budget: self.default_child_budget.unwrap_or(default.default_budget),
+        }
+    }
 }
 
 /// The `[inbox]` section.
@@ -414,6 +451,8 @@ pub struct AppState {
     pub tokens: Vec<AccessToken>,
     /// The config file's `[inbox]`.
     pub inbox: InboxLimits,
+    /// The config file's `[delegation]`.
+    pub delegation: DelegationLimits,
     /// The config file's `[peers.NAME]`, tokens read.
     pub remote: RemotePeers,
     /// `[projection] dir`: where the live projector writes, if anywhere.
@@ -468,7 +507,8 @@ impl AppState {
         let remote = RemotePeers::new(&config.peers, mcp.clone(), |variable| env.get(variable).map(str::to_owned))
             .map_err(anyhow::Error::msg)?;
         let projection = config.projection.dir.clone();
-        Ok(Self { factory, store, mcp, limits, tokens, inbox: config.inbox.limits(), remote, projection })
+        let (inbox, delegation) = (config.inbox.limits(), config.delegation.limits());
+        Ok(Self { factory, store, mcp, limits, tokens, inbox, delegation, remote, projection })
     }
 }
 

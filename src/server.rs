@@ -71,6 +71,7 @@ pub fn long_running_service(state: AppState) -> (Arc<LiveSessionService>, Arc<Mc
     let service = LiveSessionService::new(state.factory, state.store)
         .with_limits(state.limits)
         .with_inbox_limits(state.inbox)
+        .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
         .into_shared();
     service.start_idle_reaper();
@@ -96,6 +97,7 @@ pub fn live_service(settings: &Settings) -> anyhow::Result<Arc<LiveSessionServic
     let state = load(settings)?;
     Ok(LiveSessionService::new(state.factory, state.store)
         .with_inbox_limits(state.inbox)
+        .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
         .into_shared())
 }
@@ -110,6 +112,7 @@ pub fn stored_service(settings: &Settings, operation: &str) -> anyhow::Result<Ar
     }
     Ok(LiveSessionService::new(state.factory, state.store)
         .with_inbox_limits(state.inbox)
+        .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
         .into_shared())
 }

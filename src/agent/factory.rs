@@ -16,7 +16,9 @@ use crate::error::{ErrorKind, SessionError};
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::{FINAL_ANSWER_TOOL, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
-use crate::tools::comms::{CommsLink, ListPeers, SendMessage};
+use crate::tools::comms::{ListPeers, SendMessage};
+use crate::tools::delegation::{CancelDelegate, Delegate, Wait};
+use crate::tools::link::SessionLink;
 use crate::tools::mcp::{self, McpFactory, McpServerConfig, McpServerSpec};
 use crate::tools::policy::AuditTag;
 use crate::tools::{BuiltinTool, Grants, Hooks, Surface, ToolDefaults, ToolRequest, Workspace};
@@ -41,6 +43,21 @@ pub struct AgentBuildConfig {
     /// Add the comms tools (`send_message`, `list_peers`) unless `tools.builtins` names the
     /// tools explicitly: what a host-mode session gets.
     pub comms_by_default: bool,
+    /// Add the delegation tools (and the comms tools, to talk to children) unless
+    /// `tools.builtins` names the tools explicitly: where `[delegation]` is enabled.
+    pub delegation_by_default: bool,
+}
+
+/// What a delegated child is built from (see [`AgentFactory::build_child`]).
+#[derive(Debug, Clone)]
+pub struct ChildBuild {
+    pub model: String,
+    pub system_prompt: Option<String>,
+    pub max_tokens: u32,
+    pub budget: Budget,
+    /// Already narrowed from the parent's.
+    pub tools: crate::tools::ToolConfig,
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -183,8 +200,11 @@ impl AgentFactory {
         let mcp_requests = std::mem::take(&mut config.tools.mcp_servers);
         let chose_builtins = config.tools.builtins.is_some();
         let mut tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref(), grants)?;
-        if config.comms_by_default && !chose_builtins {
+        if !chose_builtins && (config.comms_by_default || config.delegation_by_default) {
             tools.builtins.extend(BuiltinTool::COMMS);
+            if config.delegation_by_default {
+                tools.builtins.extend(BuiltinTool::DELEGATION);
+            }
             tools.builtins.sort();
             tools.builtins.dedup();
         }
@@ -203,6 +223,38 @@ impl AgentFactory {
             audit,
         )
         .await
+    }
+
+    /// The agent of a delegated child. Its `tools` were narrowed from its parent's resolved
+    /// ones (nothing is resolved against the server's defaults again); the model's context
+    /// settings are resolved afresh, and the operator's switches and `grants` are checked as
+    /// for a resumed session.
+    pub async fn build_child(
+        &self,
+        child: ChildBuild,
+        grants: &Grants,
+        audit: &AuditTag,
+    ) -> Result<Agent, SessionError> {
+        let ChildBuild { model, system_prompt, max_tokens, budget, tools, output_schema } = child;
+        let context = ContextSettings::resolve(
+            &model,
+            max_tokens,
+            &ContextOverrides::default(),
+            self.configured_window(&model),
+        )?;
+        let structured = output_contract(output_schema, None)?;
+        self.tool_defaults
+            .check_resumed(&tools, self.workspace.as_ref(), grants, |server| self.is_configured(server))?;
+        let spec = AgentSpec {
+            model,
+            system_prompt: system_prompt.filter(|prompt| !prompt.is_empty()),
+            max_tokens,
+            budget,
+            context,
+            tools,
+            structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
+        };
+        self.assemble(spec, structured, audit).await
     }
 
     /// Rebuilds the agent of a stored session from its resolved spec, with its history and
@@ -249,7 +301,7 @@ impl AgentFactory {
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         let handling_hops = Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let comms_link = CommsLink::default();
+        let session_link = SessionLink::default();
         // A workspace that existed when the session was created may be gone when it resumes.
         let mut tools = tool_config
             .scope(self.workspace.as_ref(), audit)
@@ -271,18 +323,26 @@ impl AgentFactory {
                 .map_err(|err| SessionError::agent(None, ErrorKind::Tools, err.to_string()))?;
             tools.extend(mcp_tools);
         }
-        // The comms tools know their session and reach its peers through the link, which the
-        // service connects when it spawns the session.
+        // The linked tools know their session and reach the service through the link, which
+        // the service connects when it spawns the session.
         let session = &audit.session_id;
-        let mut comms: Vec<Arc<dyn crate::tools::Tool>> = Vec::new();
-        if tool_config.builtins.contains(&BuiltinTool::SendMessage) {
-            comms.push(Arc::new(SendMessage::new(session.clone(), comms_link.clone(), handling_hops.clone())));
-        }
-        if tool_config.builtins.contains(&BuiltinTool::ListPeers) {
-            comms.push(Arc::new(ListPeers::new(session.clone(), comms_link.clone())));
-        }
-        if !comms.is_empty() {
-            tools.extend(comms);
+        let linked: Vec<Arc<dyn crate::tools::Tool>> = tool_config
+            .builtins
+            .iter()
+            .filter_map(|builtin| -> Option<Arc<dyn crate::tools::Tool>> {
+                let (id, link) = (session.clone(), session_link.clone());
+                Some(match builtin {
+                    BuiltinTool::SendMessage => Arc::new(SendMessage::new(id, link, handling_hops.clone())),
+                    BuiltinTool::ListPeers => Arc::new(ListPeers::new(id, link)),
+                    BuiltinTool::Delegate => Arc::new(Delegate::new(id, link)),
+                    BuiltinTool::Wait => Arc::new(Wait::new(id, link)),
+                    BuiltinTool::CancelDelegate => Arc::new(CancelDelegate::new(id, link)),
+                    _ => return None,
+                })
+            })
+            .collect();
+        if !linked.is_empty() {
+            tools.extend(linked);
         }
         Ok(Agent {
             provider,
@@ -292,6 +352,8 @@ impl AgentFactory {
             max_tokens,
             tools,
             tool_config,
+            ledger: Arc::new(super::Ledger::new(budget)),
+            delegated: false,
             budget,
             context_settings,
             history: Vec::new(),
@@ -310,7 +372,7 @@ impl AgentFactory {
             turn_output: None,
             mailbox: None,
             handling_hops,
-            comms_link,
+            session_link,
             session_id: audit.session_id.clone(),
             hooks: self.hooks.clone(),
         })

@@ -68,6 +68,8 @@ pub struct Mailbox {
     /// Serializes senders of one session, so the capacity check, the store write and the
     /// admission are one step.
     senders: tokio::sync::Mutex<()>,
+    /// Woken when a message is queued: a `wait` for children returns early on mail.
+    arrivals: tokio::sync::Notify,
 }
 
 impl Mailbox {
@@ -79,11 +81,23 @@ impl Mailbox {
         parked: Vec<InboxMessage>,
     ) -> Self {
         let state = MailState { waiting: waiting.into(), parked: parked.into(), delivered_unsaved: Vec::new() };
-        Self { state: Mutex::new(state), limits, handling_hops, senders: tokio::sync::Mutex::new(()) }
+        Self {
+            state: Mutex::new(state),
+            limits,
+            handling_hops,
+            senders: tokio::sync::Mutex::new(()),
+            arrivals: tokio::sync::Notify::new(),
+        }
     }
 
     pub fn limits(&self) -> InboxLimits {
         self.limits
+    }
+
+    /// Notified each time a message is queued (create the `notified()` future before
+    /// checking [`Self::has_mail`], so no arrival falls in between).
+    pub fn arrivals(&self) -> &tokio::sync::Notify {
+        &self.arrivals
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, MailState> {
@@ -118,6 +132,7 @@ impl Mailbox {
             return Admitted::Parked { evicted: evicted.map(|message| message.id) };
         }
         state.waiting.push_back(message);
+        self.arrivals.notify_waiters();
         Admitted::Queued
     }
 
@@ -183,6 +198,7 @@ mod tests {
             in_reply_to: None,
             hops,
             at: chrono::Utc::now(),
+            report: None,
         }
     }
 

@@ -9,6 +9,7 @@
 #[cfg(feature = "session-compaction")]
 pub mod compaction;
 pub mod context;
+pub mod delegation;
 pub mod events;
 pub mod factory;
 pub mod inbox;
@@ -23,6 +24,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, PoisonError};
 
 pub use context::ContextOverrides;
+pub use delegation::Ledger;
 pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channel};
 pub use factory::{AgentBuildConfig, AgentFactory};
 pub use inbox::{InboxLimits, Mailbox};
@@ -32,8 +34,8 @@ pub use turn::{TurnEnd, TurnInput, TurnReport};
 
 use crate::ids::SessionId;
 use crate::llm::{Message, Provider, Usage};
-use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState, PendingStep};
-use crate::tools::comms::CommsLink;
+use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState, DelegationBook, PendingStep};
+use crate::tools::link::SessionLink;
 use crate::tools::{Hooks, ToolConfig, ToolScope};
 
 /// Fields are private to the `agent` module: its children (the loop in `turn` and `step`, and
@@ -83,12 +85,18 @@ pub struct Agent {
     mailbox: Option<Arc<Mailbox>>,
     /// How many hops the mail the running turn handles had; shared with the comms tools.
     handling_hops: Arc<AtomicU32>,
-    /// Where the comms tools reach the session's peers (connected by the session service).
-    comms_link: CommsLink,
+    /// Where the comms and delegation tools reach the session service (connected by it).
+    session_link: SessionLink,
     /// The session's id, for the events its hooks receive.
     session_id: SessionId,
     /// The operator's `[[hooks]]` (config file only; never part of the record).
     hooks: Hooks,
+    /// What the session carved for its children; shared with the session service, which
+    /// carves while the agent's `delegate` call runs.
+    ledger: Arc<Ledger>,
+    /// A delegated child: its budget closes when a turn ends (not held), so what it did not
+    /// use stays with its parent.
+    delegated: bool,
 }
 
 /// Full tool outputs not saved yet, by tool_use id; written only at the end of a step and
@@ -105,6 +113,8 @@ pub struct RestoredState {
     pub context: ContextState,
     pub history_epoch: u64,
     pub pending: Option<PendingStep>,
+    pub delegation: DelegationBook,
+    pub delegated: bool,
 }
 
 impl Agent {
@@ -118,9 +128,10 @@ impl Agent {
         self.handling_hops.clone()
     }
 
-    /// The link the comms tools send through; the session service connects it.
-    pub fn comms_link(&self) -> &CommsLink {
-        &self.comms_link
+    /// The link the comms and delegation tools reach the service through; the service
+    /// connects it when it spawns the session.
+    pub fn session_link(&self) -> &SessionLink {
+        &self.session_link
     }
 
     pub fn model_id(&self) -> &str {
@@ -138,6 +149,39 @@ impl Agent {
 
     pub fn consumption(&self) -> Consumption {
         self.used
+    }
+
+    /// Its own consumption plus what its children hold and were charged: what its budget is
+    /// checked against.
+    pub fn charged_consumption(&self) -> Consumption {
+        let (tokens, tool_calls) = self.ledger.charged();
+        Consumption {
+            tokens: self.used.tokens + tokens,
+            tool_calls: self.used.tool_calls + tool_calls,
+            ..self.used
+        }
+    }
+
+    /// The session's delegation ledger (see [`delegation`]).
+    pub fn ledger(&self) -> Arc<Ledger> {
+        self.ledger.clone()
+    }
+
+    /// Makes this the agent of a delegated child (see [`Agent::delegated`]).
+    pub fn mark_delegated(&mut self) {
+        self.delegated = true;
+    }
+
+    /// A delegated child's turn ended for good: its budget shrinks to what it used, so the
+    /// rest, refunded to its parent with its result, cannot be spent here after all.
+    fn close_delegated_budget(&mut self) {
+        let used = self.charged_consumption();
+        let at_most = |limit: Option<u64>, used: u64| Some(limit.map_or(used, |limit| limit.min(used)));
+        self.budget = Budget {
+            max_tokens: at_most(self.budget.max_tokens, used.tokens),
+            max_tool_calls: at_most(self.budget.max_tool_calls, used.tool_calls),
+            max_duration_ms: at_most(self.budget.max_duration_ms, crate::model::budget::millis(used.active)),
+        };
     }
 
     pub fn budget(&self) -> Budget {
@@ -235,6 +279,8 @@ impl Agent {
         self.context = state.context;
         self.history_epoch = state.history_epoch;
         self.pending = state.pending;
+        self.ledger.restore(state.delegation);
+        self.delegated = state.delegated;
     }
 }
 

@@ -89,7 +89,9 @@ impl Agent {
         cancel: &CancellationToken,
         totals: &mut TurnTotals,
     ) -> u64 {
-        let allowed = self.budget.remaining_tool_calls(&self.used).unwrap_or(u64::MAX);
+        // A `delegate` call among them carves from what is left after this.
+        self.ledger.observe(self.used);
+        let allowed = self.budget.remaining_tool_calls(&self.charged_consumption()).unwrap_or(u64::MAX);
         let allowed = usize::try_from(allowed).unwrap_or(usize::MAX).min(indices.len());
         let (run, skip) = indices.split_at(allowed);
         let runs = run.iter().map(|&index| {

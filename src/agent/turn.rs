@@ -21,7 +21,7 @@ use super::{Agent, AgentEvent, EventSink, OutputContract};
 use crate::llm::{
     self as llm, ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StreamEvent, Usage,
 };
-use crate::model::inbox::InboxMessage;
+use crate::model::inbox::{InboxMessage, MessageSender};
 use crate::model::{Exhausted, PendingCall, StopReason};
 use crate::tools::hooks::{HookEvent, HookEventKind};
 
@@ -233,6 +233,9 @@ impl Agent {
         self.turn_output = None;
         self.used.active += started.elapsed();
 
+        if self.delegated && !matches!(end, TurnEnd::PendingToolCalls) {
+            self.close_delegated_budget();
+        }
         let report = TurnReport {
             turn,
             text: totals.text,
@@ -402,7 +405,7 @@ impl Agent {
         // Answers that did not validate against the turn's output schema so far.
         let mut rejected = 0;
         loop {
-            if let Some(exhausted) = self.budget.exhausted(&self.used) {
+            if let Some(exhausted) = self.budget.exhausted(&self.charged_consumption()) {
                 return Ok(TurnEnd::BudgetExhausted(exhausted));
             }
             self.before_model_call(Trigger::Threshold, cancel, events, totals).await?;
@@ -482,6 +485,7 @@ impl Agent {
         if mail.is_empty() {
             return prompt;
         }
+        self.settle_children(&mail);
         let text = InboxMessage::render_all(&mail);
         events.emit(AgentEvent::InboxDelivered { messages: mail });
         Some(match prompt {
@@ -498,12 +502,23 @@ impl Agent {
         if mail.is_empty() {
             return;
         }
+        self.settle_children(&mail);
         let block = ContentBlock::Text { text: InboxMessage::render_all(&mail) };
         match self.history.last_mut() {
             Some(last) if last.role == Role::User => last.content.push(block),
             _ => self.history.push(Message { role: Role::User, content: vec![block] }),
         }
         events.emit(AgentEvent::InboxDelivered { messages: mail });
+    }
+
+    /// Children's results that arrived as mail reach the parent now: their holds become what
+    /// they used (see [`super::delegation`]).
+    fn settle_children(&self, mail: &[InboxMessage]) {
+        for message in mail {
+            if let (Some(used), MessageSender::Session { session_id, .. }) = (message.report, &message.from) {
+                self.ledger.settle(session_id, used);
+            }
+        }
     }
 
     /// The request for the next model call: the whole history and every tool.

@@ -252,6 +252,12 @@ pub enum SessionsCommand {
         offset: usize,
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Only the children of this session (delegated by it).
+        #[arg(long)]
+        parent: Option<String>,
+        /// Only the sessions of this delegation tree, its root included.
+        #[arg(long)]
+        root: Option<String>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,

@@ -168,6 +168,7 @@ pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCod
         output_schema,
         structured_output_retries: flags.structured.structured_output_retries,
         comms_by_default: false,
+        delegation_by_default: false,
     };
     let prompt = flags.prompt;
     stream_turn(structured, |turn| async move {
@@ -316,12 +317,14 @@ const SEND_DRAIN: Duration = Duration::from_secs(60);
 
 pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) -> ExitCode {
     let outcome = match command {
-        SessionsCommand::List { all, cursor, offset, limit, json } => {
+        SessionsCommand::List { all, cursor, offset, limit, parent, root, json } => {
             let params = wire::SessionListParams {
                 cursor,
                 offset: Some(offset),
                 limit: Some(limit),
                 include_archived: Some(all),
+                parent_id: parent.map(SessionId::from_string),
+                root_id: root.map(SessionId::from_string),
             };
             match params.into_query() {
                 Ok(query) => service
@@ -400,6 +403,7 @@ pub async fn project(service: &LiveSessionService, out: &Path, session: Option<S
                     offset: 0,
                     limit: Some(crate::session::MAX_PAGE),
                     include_archived: true,
+                    ..crate::session::ListQuery::default()
                 };
                 let page = service.list(query).await?;
                 after = page.sessions.last().map(|summary| summary.list_position());

@@ -36,6 +36,10 @@ pub struct InboxMessage {
     #[serde(default)]
     pub hops: u32,
     pub at: DateTime<Utc>,
+    /// On a delegated child's notice to its parent: what the child used, which the parent is
+    /// charged (and the rest of its reservation refunded) when it takes the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<super::lineage::ChildUsage>,
 }
 
 /// Who sent a message.
@@ -164,6 +168,7 @@ mod tests {
             in_reply_to: Some(MessageId::from_string("m-1")),
             hops: 1,
             at: Utc::now(),
+            report: None,
         };
         assert_eq!(message.render(), "[message m-2 from reviewer (session s-1), in reply to m-1]\nlooks good");
     }

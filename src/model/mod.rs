@@ -10,6 +10,7 @@ pub mod budget;
 pub mod context;
 pub mod inbox;
 pub mod journal;
+pub mod lineage;
 pub mod pending;
 pub mod record;
 pub mod result;
@@ -20,6 +21,7 @@ pub mod view;
 pub use budget::{Budget, Consumption, Exhausted};
 pub use context::{ContextSettings, ContextState};
 pub use journal::{EventPage, MAX_EVENTS_PAGE, StoredEvent};
+pub use lineage::{ChildView, DelegationBook, Escalation, Lineage, Origin};
 pub use pending::{
     ApprovalAnswer, CallState, Decision, PendingCall, PendingKind, PendingStep, StepCall, ToolResultAnswer,
 };

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::{Consumption, millis};
 use super::context::ContextState;
 use super::inbox::InboxView;
+use super::lineage::{DelegationBook, Lineage};
 use super::pending::PendingStep;
 use super::result::RunResult;
 use super::spec::AgentSpec;
@@ -73,6 +74,12 @@ pub struct SessionRecord {
     /// Records written before the journal have none: their journal starts at 0.
     #[serde(default)]
     pub event_seq: u64,
+    /// Where the session sits in its delegation tree (records from before delegation: a root).
+    #[serde(default)]
+    pub lineage: Lineage,
+    /// What the session reserved for and was charged by its children.
+    #[serde(default, skip_serializing_if = "DelegationBook::is_empty")]
+    pub delegation: DelegationBook,
 }
 
 impl SessionRecord {
@@ -102,6 +109,8 @@ impl SessionRecord {
             estimated_history_tokens: 0,
             pending: None,
             event_seq: 0,
+            lineage: Lineage::default(),
+            delegation: DelegationBook::default(),
         }
     }
 
@@ -121,7 +130,8 @@ impl SessionRecord {
 
     pub fn view(&self, status: SessionStatus, running_turn: Option<u64>) -> SessionView {
         let budget = self.agent.budget;
-        let used = self.consumption();
+        let used = self.charged_consumption();
+        let (reserved_tokens, reserved_tool_calls) = self.delegation.held();
         SessionView {
             session_id: self.session_id.clone(),
             state: SessionState {
@@ -133,6 +143,9 @@ impl SessionRecord {
                 host_mode: self.host_mode,
                 name: self.name.clone(),
                 peer_group: self.peer_group.clone(),
+                lineage: Lineage { root_id: Some(self.lineage.root_of(&self.session_id)), ..self.lineage.clone() },
+                children: Vec::new(),
+                escalations: Vec::new(),
                 inbox: InboxView { auto_turns: self.auto_turns, ..InboxView::default() },
                 inbox_parked: Vec::new(),
                 turns: self.turns,
@@ -160,6 +173,10 @@ impl SessionRecord {
                 total_tokens: self.usage.total_tokens(),
                 tool_calls: self.tool_calls,
                 active_ms: self.active_ms,
+                delegated_tokens: self.delegation.delegated_tokens,
+                delegated_tool_calls: self.delegation.delegated_tool_calls,
+                reserved_tokens,
+                reserved_tool_calls,
                 budget,
                 remaining: BudgetRemaining {
                     tokens: budget.max_tokens.map(|max| max.saturating_sub(used.tokens)),
@@ -183,7 +200,17 @@ impl SessionRecord {
             updated_at: self.updated_at,
             host_mode: self.host_mode,
             name: self.name.clone(),
+            parent_id: self.lineage.parent_id.clone(),
+            depth: self.lineage.depth,
         }
+    }
+
+    /// The session's own consumption plus what its children hold and were charged: what its
+    /// budget is measured against.
+    pub fn charged_consumption(&self) -> Consumption {
+        let (tokens, tool_calls) = self.delegation.charged();
+        let own = self.consumption();
+        Consumption { tokens: own.tokens + tokens, tool_calls: own.tool_calls + tool_calls, active: own.active }
     }
 
     /// The group whose sessions see this one as a peer: the chosen label, else the session

@@ -88,13 +88,20 @@ impl RunResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InterruptResult {
     pub session_id: SessionId,
+    /// Whether this session's own turn was running and is now cancelled.
     pub interrupted: bool,
+    /// Its descendants (delegated sessions) whose running turns were cancelled with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cascaded: Vec<SessionId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ArchiveResult {
     pub session_id: SessionId,
     pub archived: bool,
+    /// Its descendants, archived before it (leaves first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cascaded: Vec<SessionId>,
 }
 
 /// A session's whole conversation.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::budget::Budget;
 use super::inbox::{InboxMessage, InboxView};
+use super::lineage::{ChildView, Escalation, Lineage};
 use super::pending::PendingCall;
 use super::result::RunResult;
 use crate::ids::SessionId;
@@ -64,6 +65,16 @@ pub struct SessionState {
     /// The sessions that see each other as peers share this group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_group: Option<String>,
+    /// Where the session sits in its delegation tree: `parent_id`, `root_id`, `depth`, `origin`.
+    #[serde(flatten)]
+    pub lineage: Lineage,
+    /// Its children (delegated sessions), newest first, at most 50.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildView>,
+    /// Sessions below this one whose tool calls wait for a human (answer each with
+    /// `session_turn` on that session).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalations: Vec<Escalation>,
     /// Messages waiting for delivery.
     #[serde(default)]
     pub inbox: InboxView,
@@ -113,6 +124,17 @@ pub struct Billing {
     pub tool_calls: u64,
     /// Time spent running turns, in milliseconds.
     pub active_ms: u64,
+    /// Tokens its children used, charged to this session as their results arrived.
+    #[serde(default)]
+    pub delegated_tokens: u64,
+    #[serde(default)]
+    pub delegated_tool_calls: u64,
+    /// Tokens and tool calls held for children still working (refunded, minus what they use,
+    /// when their results arrive).
+    #[serde(default)]
+    pub reserved_tokens: u64,
+    #[serde(default)]
+    pub reserved_tool_calls: u64,
     /// The session's limits (absent fields are unlimited).
     pub budget: Budget,
     pub remaining: BudgetRemaining,
@@ -148,6 +170,16 @@ pub struct SessionSummary {
     pub host_mode: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The session that delegated this one, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<SessionId>,
+    /// 0 for a caller's session, 1 for its children, …
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub depth: u32,
+}
+
+fn is_zero(depth: &u32) -> bool {
+    *depth == 0
 }
 
 /// The owner of sessions recorded before owners were: the local user's.
@@ -170,6 +202,8 @@ impl From<&SessionView> for SessionSummary {
             updated_at: state.updated_at,
             host_mode: state.host_mode,
             name: state.name.clone(),
+            parent_id: state.lineage.parent_id.clone(),
+            depth: state.lineage.depth,
         }
     }
 }

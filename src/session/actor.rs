@@ -31,7 +31,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::{Agent, EventSink, FullOutputs, InboxLimits, Journal, Mailbox, TurnInput};
+use super::live::delegation::Provenance;
+use crate::agent::{Agent, EventSink, FullOutputs, InboxLimits, Journal, Ledger, Mailbox, TurnInput};
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::llm::Message;
@@ -92,6 +93,8 @@ struct Shared {
     mailbox: Arc<Mailbox>,
     /// The session's journal: every event, committed with the turn's save.
     journal: Journal,
+    /// The agent's delegation ledger: the service carves children's budgets from it.
+    ledger: Arc<Ledger>,
 }
 
 #[derive(Clone)]
@@ -99,6 +102,8 @@ pub struct SessionHandle {
     id: SessionId,
     commands: mpsc::Sender<Command>,
     shared: Arc<Shared>,
+    /// How the session's agent was built (what its children are built with).
+    provenance: Arc<Provenance>,
 }
 
 /// What the actor answers for a turn: its result, and whether saving it failed.
@@ -125,6 +130,7 @@ impl SessionHandle {
         tasks: &TaskTracker,
         changes: broadcast::Sender<SessionId>,
         inbox: (InboxLimits, StoredInbox),
+        provenance: Arc<Provenance>,
     ) -> Self {
         let id = record.session_id.clone();
         let (limits, stored) = inbox;
@@ -143,11 +149,27 @@ impl SessionHandle {
             changes,
             mailbox,
             journal: Journal::open(&record, store.is_none()),
+            ledger: agent.ledger(),
         });
         let (commands, receiver) = mpsc::channel(4);
         let actor = run(agent, record, store, receiver, shared.clone());
         tasks.spawn(supervised(id.clone(), shared.clone(), actor));
-        Self { id, commands, shared }
+        Self { id, commands, shared, provenance }
+    }
+
+    /// How the session's agent was built.
+    pub fn provenance(&self) -> &Arc<Provenance> {
+        &self.provenance
+    }
+
+    /// The agent's delegation ledger.
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.shared.ledger
+    }
+
+    /// The session's inbox.
+    pub fn mailbox(&self) -> &Arc<Mailbox> {
+        &self.shared.mailbox
     }
 
     pub fn id(&self) -> &SessionId {
@@ -342,6 +364,11 @@ impl SessionHandle {
     /// fields per session, never a whole view (its last turn, pending calls, context).
     pub fn summary(&self) -> SessionSummary {
         SessionSummary::from(&*self.shared.view.borrow())
+    }
+
+    /// Where the session sits in its delegation tree (it never changes).
+    pub fn lineage(&self) -> crate::model::Lineage {
+        self.shared.view.borrow().state.lineage.clone()
     }
 
     /// The subject that owns the session (it never changes).

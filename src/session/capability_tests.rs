@@ -89,7 +89,7 @@ async fn interrupt_works_in_every_profile() {
     request.turn.wait = Some(std::time::Duration::ZERO);
     let id = service.create_session(request).await.unwrap().session_id;
     arrived.wait().await;
-    assert!(service.interrupt(&id).await.unwrap().interrupted);
+    assert!(service.interrupt(&id, true).await.unwrap().interrupted);
     let view = service.read(&id, Some(std::time::Duration::from_secs(30))).await.unwrap();
     assert_eq!(view.state.last_turn.unwrap().status, TurnStatus::Cancelled);
 }

@@ -21,6 +21,7 @@ use crate::model::record::peer_key;
 use crate::session::types::SendRequest;
 use crate::tools::Grants;
 use crate::tools::comms::{Outgoing, PeerDirectory, PeerInfo, Sent};
+use crate::tools::link::SessionHub;
 
 /// Characters a session name may have at most.
 const MAX_NAME_CHARS: usize = 64;
@@ -66,12 +67,12 @@ struct Peer {
 }
 
 impl LiveSessionService {
-    /// Connects a freshly built agent's comms tools to this service, when it is shared
-    /// ([`LiveSessionService::into_shared`]).
-    pub(super) fn connect_comms(&self, agent: &Agent) {
+    /// Connects a freshly built agent's linked tools (comms, delegation) to this service,
+    /// when it is shared ([`LiveSessionService::into_shared`]).
+    pub(super) fn connect_tools(&self, agent: &Agent) {
         if let Some(me) = self.me.get() {
-            let directory: Weak<dyn PeerDirectory> = me.clone();
-            let _ = agent.comms_link().set(directory);
+            let hub: Weak<dyn SessionHub> = me.clone();
+            let _ = agent.session_link().set(hub);
         }
     }
 
@@ -126,7 +127,7 @@ impl LiveSessionService {
     /// `InboxFull`, `Store`.
     pub async fn send_as(
         &self,
-        factory: &AgentFactory,
+        factory: &Arc<AgentFactory>,
         caller: &Caller,
         grants: &Grants,
         target: &SessionId,
@@ -159,14 +160,15 @@ impl LiveSessionService {
             in_reply_to: request.in_reply_to,
             hops: request.hops,
             at: chrono::Utc::now(),
+            report: None,
         };
         self.deliver(factory, grants, &id, message).await
     }
 
     /// Puts `message` into session `id`'s inbox, resuming the session if it is stored.
-    async fn deliver(
+    pub(super) async fn deliver(
         &self,
-        factory: &AgentFactory,
+        factory: &Arc<AgentFactory>,
         grants: &Grants,
         id: &SessionId,
         message: InboxMessage,
@@ -213,6 +215,7 @@ impl LiveSessionService {
             in_reply_to: outgoing.in_reply_to.map(MessageId::from_string),
             hops: outgoing.hops,
             at: chrono::Utc::now(),
+            report: None,
         };
         // The recipient has the sender's owner; a stored one resumes with the server's own
         // grants, which its spec was checked against when it was created.
@@ -262,11 +265,12 @@ impl PeerDirectory for LiveSessionService {
     }
 }
 
-/// Shares a service so its sessions' comms tools can reach it.
+/// Shares a service so its sessions' linked tools (comms, delegation) can reach it.
 impl LiveSessionService {
     pub fn into_shared(self) -> Arc<Self> {
         let shared = Arc::new(self);
         let _ = shared.me.set(Arc::downgrade(&shared));
+        shared.start_notices();
         shared
     }
 }

@@ -103,9 +103,9 @@ async fn mail_starts_a_turn_on_an_idle_host_session_which_then_goes_idle() {
     assert_eq!(view.state.last_turn.unwrap().text, "got it");
     assert_eq!(view.state.inbox.auto_turns, 1);
     assert!(last_text(&provider.requests()[1]).ends_with("please review PR 7"));
-    // The host tools came by default.
+    // The host tools came by default (and the delegation tools, on by default).
     let tools: Vec<String> = provider.requests()[0].tools.iter().map(|tool| tool.name.clone()).collect();
-    assert_eq!(tools, ["list_peers", "send_message"]);
+    assert_eq!(tools, ["cancel_delegate", "delegate", "list_peers", "send_message", "wait"]);
 }
 
 #[tokio::test]

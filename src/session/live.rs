@@ -28,12 +28,12 @@ use crate::agent::{Agent, AgentFactory, EventSink, InboxLimits, TurnInput};
 use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
-use crate::model::SessionRecord;
 use crate::model::inbox::SendResult;
 use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, ListPosition, RunResult, SessionHistory, SessionList,
-    SessionSummary, SessionView, ToolOutputResult, TurnStatus,
+    SessionStatus, SessionSummary, SessionView, ToolOutputResult, TurnStatus,
 };
+use crate::model::{Lineage, SessionRecord};
 use crate::store::{SaveRequest, SharedStore, StoredInbox, StoredListQuery, persistence_disabled};
 use crate::tools::hooks::{HookEvent, HookEventKind};
 use crate::tools::peers::RemotePeers;
@@ -76,6 +76,34 @@ pub struct LiveSessionService {
     /// The service itself, once shared ([`Self::into_shared`]): what its sessions' comms tools
     /// reach it through.
     me: OnceLock<Weak<LiveSessionService>>,
+    /// The `[delegation]` settings.
+    delegation: DelegationLimits,
+    /// Held from a child's cap check to its first save, so concurrent delegates count each
+    /// other (see [`delegation`]).
+    delegating: tokio::sync::Mutex<()>,
+    /// Which children's results are being collected or were sent to their parents.
+    followed: std::sync::Mutex<delegation::Followed>,
+}
+
+/// What a new session is, besides its agent.
+pub(super) struct NewSession {
+    pub title: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub host_mode: bool,
+    pub name: Option<String>,
+    pub peer_group: Option<String>,
+    pub lineage: Lineage,
+}
+
+/// A session about to start: its id, built agent, what it starts from and its first turn.
+pub(super) struct Launch {
+    pub id: SessionId,
+    pub agent: Agent,
+    pub new: NewSession,
+    /// Messages it starts with (a forked child's copy of its parent's conversation).
+    pub history: Vec<crate::llm::Message>,
+    pub prompt: String,
+    pub options: TurnOptions,
 }
 
 /// Announcements a slow listener of [`SessionService::changes`] may fall behind by before it
@@ -123,6 +151,9 @@ impl LiveSessionService {
             naming: tokio::sync::Mutex::new(()),
             remote: RemotePeers::default(),
             me: OnceLock::new(),
+            delegation: DelegationLimits::default(),
+            delegating: tokio::sync::Mutex::new(()),
+            followed: std::sync::Mutex::default(),
         }
     }
 
@@ -284,10 +315,29 @@ impl LiveSessionService {
         true
     }
 
-    fn spawn(&self, agent: Agent, record: SessionRecord, inbox: StoredInbox) -> SessionHandle {
-        self.connect_comms(&agent);
+    /// Starts a session's actor; `factory` and `grants` built its agent (and build its
+    /// children).
+    fn spawn(
+        &self,
+        agent: Agent,
+        record: SessionRecord,
+        inbox: StoredInbox,
+        factory: &Arc<AgentFactory>,
+        grants: &Grants,
+    ) -> SessionHandle {
+        self.connect_tools(&agent);
         let inbox = (self.inbox_limits, inbox);
-        SessionHandle::spawn(agent, record, self.store.clone(), &self.actors, self.changes.clone(), inbox)
+        let provenance =
+            Arc::new(Provenance { factory: factory.clone(), grants: grants.clone(), spec: record.agent.clone() });
+        SessionHandle::spawn(
+            agent,
+            record,
+            self.store.clone(),
+            &self.actors,
+            self.changes.clone(),
+            inbox,
+            provenance,
+        )
     }
 
     fn lookup(&self, id: &SessionId) -> Lookup {
@@ -327,7 +377,7 @@ impl LiveSessionService {
     /// The live session, or the stored one brought back to life with `factory`'s agent.
     async fn live_or_resumed(
         &self,
-        factory: &AgentFactory,
+        factory: &Arc<AgentFactory>,
         grants: &Grants,
         id: &SessionId,
     ) -> Result<SessionHandle, SessionError> {
@@ -360,7 +410,7 @@ impl LiveSessionService {
         let inbox = store.inbox(id).await?;
         let agent =
             factory.restore_agent(record.agent.clone(), record.restored_state(history), grants, &audit).await?;
-        let handle = self.spawn(agent, record, inbox);
+        let handle = self.spawn(agent, record, inbox, factory, grants);
         loop {
             {
                 let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
@@ -394,7 +444,7 @@ impl LiveSessionService {
     /// session from the store. So a turn racing an unload waits for it and runs, never `Busy`.
     async fn with_handle<T>(
         &self,
-        factory: &AgentFactory,
+        factory: &Arc<AgentFactory>,
         grants: &Grants,
         id: &SessionId,
         mut attempt: impl AsyncFnMut(&SessionHandle) -> Result<T, SessionError>,
@@ -413,7 +463,7 @@ impl LiveSessionService {
     /// within `grants` (see [`super::ScopedService`]).
     pub async fn create_session_with(
         &self,
-        factory: &AgentFactory,
+        factory: &Arc<AgentFactory>,
         caller: &Caller,
         grants: &Grants,
         mut request: CreateSessionRequest,
@@ -423,6 +473,7 @@ impl LiveSessionService {
         check_labels(&request.labels)?;
         // Host sessions talk: they get the comms tools unless the caller chose the builtins.
         request.build.comms_by_default |= request.host_mode;
+        self.offer_delegation(&mut request.build)?;
         if let Some(name) = &request.name {
             comms::check_name(name)?;
         }
@@ -430,26 +481,64 @@ impl LiveSessionService {
             comms::check_group(group)?;
         }
         self.check_room()?;
+        // Minted before the agent is built, so the session's tools know whose they are.
         let id = SessionId::new();
         let audit = AuditTag { subject: caller.subject_arc(), session_id: id.clone() };
         let agent = factory.build_agent(request.build, grants, &audit).await?;
-        let title = title_of(&request.prompt);
+        let launch = Launch {
+            new: NewSession {
+                title: title_of(&request.prompt),
+                labels: request.labels,
+                host_mode: request.host_mode,
+                name: request.name,
+                peer_group: request.peer_group,
+                lineage: Lineage::root(&id),
+            },
+            id,
+            agent,
+            history: Vec::new(),
+            prompt: request.prompt,
+            options: request.turn,
+        };
+        self.start_session(factory, grants, caller, launch).await
+    }
+
+    /// Saves, registers and runs the first turn of a session whose agent is built: a caller's
+    /// or a delegated child's (whose caps are checked here, under `delegating`, right before
+    /// its first save).
+    pub(super) async fn start_session(
+        &self,
+        factory: &Arc<AgentFactory>,
+        grants: &Grants,
+        owner: &Caller,
+        launch: Launch,
+    ) -> Result<RunResult, SessionError> {
+        let Launch { id, agent, new, history, prompt, options } = launch;
         let mut record =
-            SessionRecord::new(id.clone(), &agent, title, request.labels, request.host_mode, caller.subject());
-        record.name = request.name;
-        record.peer_group = request.peer_group;
+            SessionRecord::new(id.clone(), &agent, new.title, new.labels, new.host_mode, owner.subject());
+        record.name = new.name;
+        record.peer_group = new.peer_group;
+        record.lineage = new.lineage;
         // A name is checked and taken (saved, or registered without a store) under one lock.
         let naming = match &record.name {
             Some(_) => Some(self.naming.lock().await),
             None => None,
         };
         self.check_name_free(&record).await?;
+        let delegating = match &record.lineage.parent_id {
+            Some(parent) => {
+                let guard = self.delegating.lock().await;
+                self.check_caps(parent).await?;
+                Some(guard)
+            }
+            None => None,
+        };
         // Saved before the first turn, so a crash during it leaves the session, empty.
         if let Some(store) = &self.store {
-            let save = SaveRequest::new(record.clone(), 0, Vec::new());
+            let save = SaveRequest::new(record.clone(), 0, history);
             store.save(save).await?;
         }
-        let handle = self.spawn(agent, record, StoredInbox::default());
+        let handle = self.spawn(agent, record, StoredInbox::default(), factory, grants);
         // Nobody else knows the id yet, so the first turn always wins the lock.
         let ticket = handle.try_begin_turn()?;
         {
@@ -460,12 +549,13 @@ impl LiveSessionService {
             }
             registry.sessions.insert(id.clone(), Slot::Live(handle.clone()));
         }
+        drop(delegating);
         drop(naming);
-        tracing::info!(session_id = %id, subject = %caller.subject(), "session created");
+        tracing::info!(session_id = %id, subject = %owner.subject(), "session created");
         // Observe only, before the first turn (whose `turn_start` follows it).
         factory.hooks().observe(HookEvent::new(HookEventKind::SessionStart, &id, None)).await;
         self.enforce_cap(&id).await;
-        self.drive_turn(&handle, ticket, request.prompt.into(), request.turn).await
+        self.drive_turn(&handle, ticket, prompt.into(), options).await
     }
 
     /// `archive`, with the `session_end` hooks of `factory` (the caller's configuration).
@@ -473,9 +563,31 @@ impl LiveSessionService {
     /// Errors: `SessionNotFound`, `Store`.
     pub async fn archive_with(
         &self,
-        factory: &AgentFactory,
+        factory: &Arc<AgentFactory>,
         id: &SessionId,
     ) -> Result<ArchiveResult, SessionError> {
+        // Its descendants first, leaves first: a child never outlives its parent's archive.
+        let mut cascaded = self.descendants(id).await?;
+        cascaded.reverse();
+        for descendant in &cascaded {
+            match self.archive_one(factory, descendant).await {
+                Ok(_) | Err(SessionError::NotFound { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        let view = self.archive_one(factory, id).await?;
+        // A child archived on its own: its parent learns, and gets back what it held for it.
+        if view.state.lineage.is_delegated() {
+            self.archived_child(&view).await;
+        }
+        for descendant in &cascaded {
+            self.followed.lock().unwrap_or_else(PoisonError::into_inner).forget(descendant);
+        }
+        Ok(ArchiveResult { session_id: id.clone(), archived: true, cascaded })
+    }
+
+    /// Archives one session; returns its last view.
+    async fn archive_one(&self, factory: &Arc<AgentFactory>, id: &SessionId) -> Result<SessionView, SessionError> {
         // The session stays in the map until the store has committed: its live handle (which
         // refuses turns from now on) or a tombstone, so no turn can resume it from the store
         // in between.
@@ -500,8 +612,8 @@ impl LiveSessionService {
             handle.shutdown().await;
         }
         let stored = match &self.store {
-            Some(store) => store.archive(id).await.map(|record| record.is_some()),
-            None => Ok(false),
+            Some(store) => store.archive(id).await,
+            None => Ok(None),
         };
         {
             let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
@@ -513,19 +625,24 @@ impl LiveSessionService {
             if ours {
                 registry.sessions.remove(id);
             }
-            if matches!(stored, Ok(true)) {
+            if matches!(stored, Ok(Some(_))) {
                 registry.archives_committed += 1;
             }
         }
-        let stored = stored?;
-        if live.is_none() && !stored {
-            return Err(SessionError::not_found(id.clone()));
-        }
+        let view = match (stored?, &live) {
+            (Some(record), _) => record.view(SessionStatus::Archived, None),
+            (None, Some(handle)) => {
+                let mut view = handle.view();
+                view.state.status = SessionStatus::Archived;
+                view
+            }
+            (None, None) => return Err(SessionError::not_found(id.clone())),
+        };
         tracing::info!(session_id = %id, "session archived");
         // The journal gained its `archived` event: followers and the projector look.
         let _ = self.changes.send(id.clone());
         factory.hooks().observe(HookEvent::new(HookEventKind::SessionEnd, id, None)).await;
-        Ok(ArchiveResult { session_id: id.clone(), archived: true })
+        Ok(view)
     }
 
     /// `list` as `caller` sees it: its own sessions, or every one with `sessions:all`. The
@@ -537,6 +654,9 @@ impl LiveSessionService {
         require_sessions_scope(caller)?;
         if query.include_archived && self.store.is_none() {
             return Err(persistence_disabled("listing archived sessions"));
+        }
+        if query.parent_id.is_some() || query.root_id.is_some() {
+            return self.list_tree(caller, query).await;
         }
         let owner = (!caller.sees_all()).then(|| caller.subject().to_owned());
         let live: Vec<SessionSummary> = self
@@ -605,7 +725,7 @@ impl LiveSessionService {
     /// workspace. A live session keeps the agent it was built with.
     pub async fn start_turn_with(
         &self,
-        factory: &AgentFactory,
+        factory: &Arc<AgentFactory>,
         grants: &Grants,
         id: &SessionId,
         request: TurnRequest,
@@ -636,7 +756,7 @@ impl LiveSessionService {
     /// `compact`; a session that is not live is resumed with `factory`.
     pub async fn compact_with(
         &self,
-        factory: &AgentFactory,
+        factory: &Arc<AgentFactory>,
         grants: &Grants,
         id: &SessionId,
     ) -> Result<CompactResult, SessionError> {
@@ -744,7 +864,7 @@ async fn wait_for_turn(
     }
 }
 
-fn title_of(prompt: &str) -> String {
+pub(super) fn title_of(prompt: &str) -> String {
     let line = prompt.trim();
     let mut title: String = line.chars().take(TITLE_CHARS).collect();
     if line.chars().nth(TITLE_CHARS).is_some() {
@@ -813,11 +933,16 @@ impl SessionService for LiveSessionService {
         self.send_as(&self.factory, &caller, &grants, id, request).await
     }
 
-    async fn interrupt(&self, id: &SessionId) -> Result<InterruptResult, SessionError> {
-        if let Some(handle) = self.live(id) {
-            if handle.interrupt() {
-                return Ok(InterruptResult { session_id: id.clone(), interrupted: true });
+    async fn interrupt(&self, id: &SessionId, cascade: bool) -> Result<InterruptResult, SessionError> {
+        let mut interrupted = self.interrupt_tree(id, cascade).await?;
+        let own = interrupted.first() == Some(id);
+        if own || !interrupted.is_empty() {
+            if own {
+                interrupted.remove(0);
             }
+            return Ok(InterruptResult { session_id: id.clone(), interrupted: own, cascaded: interrupted });
+        }
+        if self.live(id).is_some() {
             return Err(SessionError::NotRunning(id.clone()));
         }
         // A stored session that is not live has no turn to interrupt.
@@ -836,15 +961,16 @@ impl SessionService for LiveSessionService {
             view.state.inbox.waiting = inbox.waiting.len();
             view.state.inbox.oldest_at = inbox.waiting.first().map(|message| message.at);
             view.state.inbox_parked = inbox.parked;
-            return Ok(view);
+            return self.with_tree(view).await;
         };
         let view = handle.view();
-        match (wait, view.state.running_turn) {
+        let view = match (wait, view.state.running_turn) {
             (Some(wait), Some(turn)) if !wait.is_zero() => {
-                Ok(tokio::time::timeout(wait, handle.view_after_turn(turn)).await.unwrap_or_else(|_| handle.view()))
+                tokio::time::timeout(wait, handle.view_after_turn(turn)).await.unwrap_or_else(|_| handle.view())
             }
-            _ => Ok(view),
-        }
+            _ => view,
+        };
+        self.with_tree(view).await
     }
 
     async fn list(&self, query: ListQuery) -> Result<SessionList, SessionError> {
@@ -936,6 +1062,10 @@ impl SessionService for LiveSessionService {
 
 #[path = "comms.rs"]
 mod comms;
+
+#[path = "delegation.rs"]
+pub(super) mod delegation;
+use delegation::{DelegationLimits, Provenance};
 
 #[path = "feed.rs"]
 mod feed;

@@ -115,7 +115,7 @@ async fn two_hundred_concurrent_turns_exactly_one_wins() {
 async fn interrupt_of_an_idle_session_is_not_running() {
     let (service, _) = service(vec![ScriptedResponse::text(&["x"])]);
     let id = service.create_session(create("hi")).await.unwrap().session_id;
-    assert_eq!(service.interrupt(&id).await.unwrap_err().code(), ErrorCode::SessionNotRunning);
+    assert_eq!(service.interrupt(&id, true).await.unwrap_err().code(), ErrorCode::SessionNotRunning);
 }
 
 #[tokio::test]
@@ -136,7 +136,7 @@ async fn interrupt_mid_turn_cancels_it_and_the_next_turn_works() {
     arrived.wait().await;
     // The text delta is emitted before the pause; give the actor a moment to consume it.
     tokio::task::yield_now().await;
-    let interrupted = service.interrupt(&id).await.unwrap();
+    let interrupted = service.interrupt(&id, true).await.unwrap();
     assert!(interrupted.interrupted);
     let cancelled = running.await.unwrap().unwrap();
     assert_eq!(cancelled.status, TurnStatus::Cancelled);
@@ -231,7 +231,7 @@ async fn unknown_ids_are_not_found_everywhere() {
     let id = crate::ids::SessionId::from_string("nope");
     assert_eq!(service.start_turn(&id, turn("x")).await.unwrap_err().code(), ErrorCode::SessionNotFound);
     assert_eq!(service.read(&id, None).await.unwrap_err().code(), ErrorCode::SessionNotFound);
-    assert_eq!(service.interrupt(&id).await.unwrap_err().code(), ErrorCode::SessionNotFound);
+    assert_eq!(service.interrupt(&id, true).await.unwrap_err().code(), ErrorCode::SessionNotFound);
     assert_eq!(service.archive(&id).await.unwrap_err().code(), ErrorCode::SessionNotFound);
 }
 
@@ -487,8 +487,13 @@ async fn sessions_with_different_workspaces_see_only_their_own_files() {
 
     let missing = in_workspace(&first.path().join("missing"));
     assert_eq!(service.create_session(missing).await.unwrap_err().code(), ErrorCode::InvalidRequest);
-    // With no workspace anywhere, a session gets no tools rather than an error.
+    // With no workspace anywhere, a session gets no file tools rather than an error (only the
+    // ones that need none: comms and delegation).
     provider.push(ScriptedResponse::text(&["plain"]));
     service.create_session(create("no tools")).await.unwrap();
-    assert!(provider.requests().last().unwrap().tools.is_empty());
+    let tools = provider.requests().last().unwrap().tools.clone();
+    assert!(
+        tools.iter().all(|tool| !["read_file", "list_dir", "search"].contains(&tool.name.as_str())),
+        "{tools:?}"
+    );
 }

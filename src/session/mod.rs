@@ -23,6 +23,7 @@ pub mod types;
 use std::future::Future;
 use std::time::Duration;
 
+pub use live::delegation::{DelegationLimits, MAX_CHILD_TEXT_BYTES};
 pub use live::{LiveSessionService, turn_outcome};
 pub use scoped::{CallerServices, PerCaller, ScopedService};
 pub use types::*;
@@ -71,10 +72,15 @@ pub trait SessionService: Send + Sync + 'static {
         request: SendRequest,
     ) -> impl Future<Output = Result<SendResult, SessionError>> + Send;
 
-    /// Cancels the turn in flight; it ends `cancelled` and the history stays valid.
+    /// Cancels the turn in flight; it ends `cancelled` and the history stays valid. With
+    /// `cascade`, the running turns of the session's descendants (delegated sessions) too.
     ///
-    /// Errors: `NotFound`, `NotRunning` (no turn in flight).
-    fn interrupt(&self, id: &SessionId) -> impl Future<Output = Result<InterruptResult, SessionError>> + Send;
+    /// Errors: `NotFound`, `NotRunning` (no turn in flight, here or below with `cascade`).
+    fn interrupt(
+        &self,
+        id: &SessionId,
+        cascade: bool,
+    ) -> impl Future<Output = Result<InterruptResult, SessionError>> + Send;
 
     /// The session's state and billing, never waiting behind a running turn. With `wait`, a
     /// running turn is long-polled: the answer comes when it ends (or when `wait` runs out).

@@ -68,7 +68,8 @@ async fn a_callback_round_trip_resumes_the_loop_where_it_stopped() {
     let pending = &held.pending[0];
     assert_eq!((pending.tool_use_id.as_str(), pending.name.as_str()), ("call_1", "lookup"));
     assert_eq!((pending.kind, &pending.arguments), (PendingKind::Callback, &json!({"q": "weather"})));
-    assert_eq!(provider.requests()[0].tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["lookup"]);
+    let tools: Vec<String> = provider.requests()[0].tools.iter().map(|t| t.name.clone()).collect();
+    assert!(tools.iter().any(|t| t == "lookup") && !tools.iter().any(|t| t == "read_file"), "{tools:?}");
 
     let view = service.read(&held.session_id, None).await.unwrap();
     assert_eq!((view.state.status, view.state.pending.len()), (SessionStatus::Idle, 1));
@@ -274,5 +275,6 @@ async fn a_pending_step_survives_a_restart_with_the_store() {
     let history: Vec<Message> = after.history(&id).await.unwrap().messages;
     assert_eq!(history.len(), 4, "prompt, tool_use, tool_result, answer");
     assert_eq!(results_sent(&provider, 1), [("a".to_owned(), "one".to_owned(), false)]);
-    assert_eq!(provider.requests()[1].tools[0].name, "lookup", "the callback declaration was restored");
+    let restored = provider.requests()[1].tools.iter().any(|tool| tool.name == "lookup");
+    assert!(restored, "the callback declaration was restored");
 }

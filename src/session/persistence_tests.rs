@@ -61,6 +61,12 @@ impl SessionStore for FaultyStore {
     fn peers(&self, group: &str) -> BoxFuture<'_, Result<Vec<crate::store::StoredPeer>, StoreError>> {
         self.inner.peers(group)
     }
+    fn children(&self, parent: &SessionId) -> BoxFuture<'_, Result<Vec<crate::store::StoredChild>, StoreError>> {
+        self.inner.children(parent)
+    }
+    fn open_delegated(&self) -> BoxFuture<'_, Result<usize, StoreError>> {
+        self.inner.open_delegated()
+    }
     fn events(
         &self,
         id: &SessionId,

@@ -46,6 +46,9 @@ impl SessionRecord {
         self.estimated_history_tokens = agent.estimated_history_tokens();
         self.history_epoch = agent.history_epoch();
         self.pending = agent.pending_step().cloned();
+        self.delegation = agent.ledger().book();
+        // A delegated child's budget closes when its turn ends.
+        self.agent.budget = agent.budget();
     }
 
     /// The state to hand a rebuilt agent, with the stored history.
@@ -58,6 +61,8 @@ impl SessionRecord {
             context: self.context,
             history_epoch: self.history_epoch,
             pending: self.pending.clone(),
+            delegation: self.delegation.clone(),
+            delegated: self.lineage.is_delegated(),
         }
     }
 }

@@ -130,9 +130,9 @@ impl SessionService for ScopedService {
         self.inner.send_as(&self.factory, &self.caller, &self.grants, id, request).await
     }
 
-    async fn interrupt(&self, id: &SessionId) -> Result<InterruptResult, SessionError> {
+    async fn interrupt(&self, id: &SessionId, cascade: bool) -> Result<InterruptResult, SessionError> {
         self.inner.check_access(&self.caller, id).await?;
-        self.inner.interrupt(id).await
+        self.inner.interrupt(id, cascade).await
     }
 
     async fn read(&self, id: &SessionId, wait: Option<Duration>) -> Result<SessionView, SessionError> {

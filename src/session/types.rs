@@ -105,6 +105,10 @@ pub struct ListQuery {
     pub limit: Option<usize>,
     /// Also list archived sessions (needs the store).
     pub include_archived: bool,
+    /// Only the children of this session.
+    pub parent_id: Option<crate::ids::SessionId>,
+    /// Only the sessions of this tree (the root itself included).
+    pub root_id: Option<crate::ids::SessionId>,
 }
 
 pub const DEFAULT_PAGE: usize = 50;

@@ -85,6 +85,14 @@ pub struct StoredPeer {
     pub name: String,
 }
 
+/// A session's child, as the store knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredChild {
+    pub session_id: SessionId,
+    /// Not archived: it counts against the delegation caps.
+    pub open: bool,
+}
+
 /// A page of stored summaries, newest first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredPage {
@@ -176,6 +184,12 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
     /// The named, non-archived sessions of a peer group, by its key
     /// ([`SessionRecord::peer_key`]).
     fn peers(&self, group: &str) -> BoxFuture<'_, Result<Vec<StoredPeer>, StoreError>>;
+
+    /// Every session `parent` delegated, in id order, archived ones too.
+    fn children(&self, parent: &SessionId) -> BoxFuture<'_, Result<Vec<StoredChild>, StoreError>>;
+
+    /// How many delegated sessions are not archived, server-wide.
+    fn open_delegated(&self) -> BoxFuture<'_, Result<usize, StoreError>>;
 
     /// Up to `limit` journal events of a session with a seq after `after` (from the first when
     /// `None`), in order; `None` when the session is not stored.

@@ -17,11 +17,12 @@ use serde::de::DeserializeOwned;
 use super::codec::{decode, decode_sealed, encode_sealed};
 use super::sealer::{CHECK_PLAINTEXT, KeySealer, key_path};
 use super::tables::{
-    ACTIVE_INDEX, ARCHIVED_INDEX, DISCARDED, EVENTS, INBOX, MESSAGES, META, OWNER_ACTIVE_INDEX,
-    OWNER_ARCHIVED_INDEX, PEERS, RECORDS, TOOL_OUTPUTS, index_key,
+    ACTIVE_INDEX, ARCHIVED_INDEX, CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, MESSAGES, META,
+    OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, PEERS, RECORDS, TOOL_OUTPUTS, index_key,
 };
 use super::{
-    SaveRequest, SessionStore, StoreError, StoredInbox, StoredListQuery, StoredMail, StoredPage, StoredPeer,
+    SaveRequest, SessionStore, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail, StoredPage,
+    StoredPeer,
 };
 use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
@@ -148,7 +149,9 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
         && exists(read.open_table(META).map(drop))?
         && exists(read.open_table(INBOX).map(drop))?
         && exists(read.open_table(PEERS).map(drop))?
-        && exists(read.open_table(EVENTS).map(drop))?;
+        && exists(read.open_table(EVENTS).map(drop))?
+        && exists(read.open_table(CHILDREN).map(drop))?
+        && exists(read.open_table(DELEGATED).map(drop))?;
     let owner_indexes_exist = exists(read.open_table(OWNER_ACTIVE_INDEX).map(drop))?
         && exists(read.open_table(OWNER_ARCHIVED_INDEX).map(drop))?;
     drop(read);
@@ -166,6 +169,8 @@ fn create_tables_once(db: &Database) -> Result<(), StoreError> {
     write.open_table(INBOX).map_err(backend)?;
     write.open_table(PEERS).map_err(backend)?;
     write.open_table(EVENTS).map_err(backend)?;
+    write.open_table(CHILDREN).map_err(backend)?;
+    write.open_table(DELEGATED).map_err(backend)?;
     if !owner_indexes_exist {
         // A store from before tenants: every summary of the update-ordered indexes, by owner.
         backfill_owner_index(&write, ACTIVE_INDEX, OWNER_ACTIVE_INDEX)?;
@@ -358,6 +363,12 @@ fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) ->
                 .map_err(backend)?
                 .insert((group.as_str(), id), name.as_str())
                 .map_err(backend)?;
+        }
+        if previous.is_none()
+            && let Some(parent) = &record.lineage.parent_id
+        {
+            write.open_table(CHILDREN).map_err(backend)?.insert((parent.as_str(), id), ()).map_err(backend)?;
+            write.open_table(DELEGATED).map_err(backend)?.insert(id, parent.as_str()).map_err(backend)?;
         }
         if !events.is_empty() {
             let stored_seq = previous.as_ref().map_or(0, |previous| previous.event_seq);
@@ -601,6 +612,9 @@ fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError>
             let group = stored.peer_key();
             write.open_table(PEERS).map_err(backend)?.remove((group.as_str(), id)).map_err(backend)?;
         }
+        if stored.lineage.parent_id.is_some() {
+            write.open_table(DELEGATED).map_err(backend)?.remove(id).map_err(backend)?;
+        }
         stored
     };
     write.commit().map_err(backend)?;
@@ -654,6 +668,30 @@ fn peers(store: &Inner, group: &str) -> Result<Vec<StoredPeer>, StoreError> {
     Ok(peers)
 }
 
+/// Every child of `parent`, and whether it is still open (not archived).
+fn children(store: &Inner, parent: &str) -> Result<Vec<StoredChild>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    let table = read.open_table(CHILDREN).map_err(backend)?;
+    let open = read.open_table(DELEGATED).map_err(backend)?;
+    let mut children = Vec::new();
+    for entry in table.range((parent, "")..).map_err(backend)? {
+        let (key, _) = entry.map_err(backend)?;
+        let (entry_parent, child) = key.value();
+        if entry_parent != parent {
+            break;
+        }
+        let is_open = open.get(child).map_err(backend)?.is_some();
+        children.push(StoredChild { session_id: SessionId::from_string(child), open: is_open });
+    }
+    Ok(children)
+}
+
+fn open_delegated(store: &Inner) -> Result<usize, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    let open = read.open_table(DELEGATED).map_err(backend)?;
+    Ok(usize::try_from(open.len().map_err(backend)?).unwrap_or(usize::MAX))
+}
+
 /// The `type` of the journal event an archive appends (`AgentEvent::Archived`, named by
 /// `AgentEvent::ARCHIVED_TYPE` in the layer above; a test there keeps the two equal).
 pub const ARCHIVED_EVENT: &str = "archived";
@@ -677,6 +715,15 @@ impl SessionStore for RedbStore {
     fn peers(&self, group: &str) -> BoxFuture<'_, Result<Vec<StoredPeer>, StoreError>> {
         let group = group.to_owned();
         self.blocking(move |store| peers(store, &group))
+    }
+
+    fn children(&self, parent: &SessionId) -> BoxFuture<'_, Result<Vec<StoredChild>, StoreError>> {
+        let parent = parent.clone();
+        self.blocking(move |store| children(store, parent.as_str()))
+    }
+
+    fn open_delegated(&self) -> BoxFuture<'_, Result<usize, StoreError>> {
+        self.blocking(open_delegated)
     }
 
     fn events(

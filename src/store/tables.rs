@@ -39,8 +39,6 @@ pub const DISCARDED: TableDefinition<(&str, u64, u64), &[u8]> = TableDefinition:
 /// record of the turn the events belong to.
 pub const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
 
-/// `name → value`: facts about the store itself. `key_check` holds a value sealed with the
-/// store's key (see `sealer`), so a missing or different key file is noticed at open.
 /// Inbox messages not delivered yet (and parked ones), `(session, message id)` → [`super::StoredMail`].
 /// A message is written when it is sent and removed in the transaction of the save that follows
 /// its delivery, so a crash in between delivers it again rather than losing it.
@@ -51,6 +49,16 @@ pub const INBOX: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("in
 /// archived.
 pub const PEERS: TableDefinition<(&str, &str), &str> = TableDefinition::new("peers");
 
+/// `(parent id, child id) → ()`: every session a session delegated, archived ones too;
+/// written in the child's first save. `session_list {parent_id}` and `{root_id}` walk it.
+pub const CHILDREN: TableDefinition<(&str, &str), ()> = TableDefinition::new("children");
+
+/// `child id → parent id` of delegated sessions not archived: what the delegation caps count
+/// (`max_children_per_session` per parent, `max_live_delegated` for its length).
+pub const DELEGATED: TableDefinition<&str, &str> = TableDefinition::new("delegated");
+
+/// `name → value`: facts about the store itself. `key_check` holds a value sealed with the
+/// store's key (see `sealer`), so a missing or different key file is noticed at open.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 /// The index key of a record: when it was last updated, then its id (unique).

@@ -255,7 +255,7 @@ async fn status_messages(mut events: EventReceiver, context: TaskContext, prefix
 /// `tasks/cancel`: interrupts the turn and lets it end (and be saved) before the task ends.
 async fn interrupt<S: SessionService>(service: &S, id: &SessionId) -> TaskExit {
     // NotRunning: it has just ended by itself; cancelled either way as far as the task goes.
-    let _ = service.interrupt(id).await;
+    let _ = service.interrupt(id, true).await;
     let _ = service.read(id, Some(MAX_WAIT)).await;
     TaskExit::Cancelled
 }

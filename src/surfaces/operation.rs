@@ -112,7 +112,7 @@ impl Operation {
             }
             Self::Interrupt => {
                 let params: wire::SessionInterruptParams = wire::parse_params(name, arguments)?;
-                json(service.interrupt(&params.session_id).await)
+                json(service.interrupt(&params.session_id, params.cascade.unwrap_or(true)).await)
             }
             Self::Read => {
                 let params: wire::SessionReadParams = wire::parse_params(name, arguments)?;

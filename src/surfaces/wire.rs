@@ -149,6 +149,9 @@ pub struct SessionTurnParams {
 pub struct SessionInterruptParams {
     /// The session whose running turn to cancel.
     pub session_id: SessionId,
+    /// Also cancel the running turns of its descendants (delegated sessions); default true.
+    #[serde(default)]
+    pub cascade: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -179,6 +182,12 @@ pub struct SessionListParams {
     /// SESSION_PERSISTENCE_DISABLED).
     #[serde(default)]
     pub include_archived: Option<bool>,
+    /// Only the children of this session (delegated by it).
+    #[serde(default)]
+    pub parent_id: Option<SessionId>,
+    /// Only the sessions of this delegation tree, its root included.
+    #[serde(default)]
+    pub root_id: Option<SessionId>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -321,6 +330,7 @@ impl SessionCreateParams {
                 output_schema: self.output_schema,
                 structured_output_retries: self.structured_output_retries,
                 comms_by_default: false,
+                delegation_by_default: false,
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),
@@ -360,6 +370,8 @@ impl SessionListParams {
             offset: self.offset.unwrap_or(0),
             limit: self.limit,
             include_archived: self.include_archived.unwrap_or(false),
+            parent_id: self.parent_id,
+            root_id: self.root_id,
         })
     }
 }

@@ -2,17 +2,17 @@
 //!
 //! Both tools only know their own session's id; what a name means, who may be reached and how
 //! mail is delivered is decided by the [`PeerDirectory`] (the session service, a layer above,
-//! which implements it). The service connects a session's [`CommsLink`] when it spawns the
-//! session, so the tools hold it weakly and a tool never keeps the service alive.
+//! which implements it), reached through the session's [`SessionLink`].
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use super::link::{SessionLink, hub};
 use super::{ToolOutput, TypedTool};
 use crate::ids::SessionId;
 
@@ -57,17 +57,10 @@ pub trait PeerDirectory: Send + Sync {
     fn peers(&self, of: SessionId) -> BoxFuture<'_, Result<Vec<PeerInfo>, String>>;
 }
 
-/// A session's connection to its [`PeerDirectory`], set once the session is spawned.
-pub type CommsLink = Arc<OnceLock<Weak<dyn PeerDirectory>>>;
-
-fn directory(link: &CommsLink) -> Result<Arc<dyn PeerDirectory>, String> {
-    link.get().and_then(Weak::upgrade).ok_or_else(|| "comms are not available in this session".to_owned())
-}
-
 /// `send_message`: never waits for an answer; replies arrive in the inbox.
 pub struct SendMessage {
     session: SessionId,
-    link: CommsLink,
+    link: SessionLink,
     /// The hops of the mail the running turn handles (see `agent::inbox::Mailbox`).
     handling_hops: Arc<AtomicU32>,
 }
@@ -75,7 +68,7 @@ pub struct SendMessage {
 impl SendMessage {
     pub const NAME: &'static str = "send_message";
 
-    pub fn new(session: SessionId, link: CommsLink, handling_hops: Arc<AtomicU32>) -> Self {
+    pub fn new(session: SessionId, link: SessionLink, handling_hops: Arc<AtomicU32>) -> Self {
         Self { session, link, handling_hops }
     }
 }
@@ -103,7 +96,7 @@ impl TypedTool for SendMessage {
     }
 
     async fn run(&self, args: SendMessageArgs, _cancel: CancellationToken) -> ToolOutput {
-        let directory = match directory(&self.link) {
+        let directory = match hub(&self.link) {
             Ok(directory) => directory,
             Err(message) => return ToolOutput::error(message),
         };
@@ -124,13 +117,13 @@ impl TypedTool for SendMessage {
 /// `list_peers`: the named sessions this one can message.
 pub struct ListPeers {
     session: SessionId,
-    link: CommsLink,
+    link: SessionLink,
 }
 
 impl ListPeers {
     pub const NAME: &'static str = "list_peers";
 
-    pub fn new(session: SessionId, link: CommsLink) -> Self {
+    pub fn new(session: SessionId, link: SessionLink) -> Self {
         Self { session, link }
     }
 }
@@ -150,7 +143,7 @@ impl TypedTool for ListPeers {
     }
 
     async fn run(&self, _args: ListPeersArgs, _cancel: CancellationToken) -> ToolOutput {
-        let directory = match directory(&self.link) {
+        let directory = match hub(&self.link) {
             Ok(directory) => directory,
             Err(message) => return ToolOutput::error(message),
         };

@@ -34,16 +34,26 @@ pub enum BuiltinTool {
     SendMessage,
     /// Comms: the sessions this one can message.
     ListPeers,
+    /// Delegation: hand a task to a child session.
+    Delegate,
+    /// Delegation: wait for children working in the background.
+    Wait,
+    /// Delegation: stop (and archive) a child.
+    CancelDelegate,
 }
 
 impl BuiltinTool {
     /// The comms tools, which host-mode sessions get by default.
     pub const COMMS: [BuiltinTool; 2] = [BuiltinTool::SendMessage, BuiltinTool::ListPeers];
 
-    /// Whether this is a comms tool: built with the session's link to its peers rather than
-    /// in a workspace, so it needs none.
-    pub fn is_comms(self) -> bool {
-        Self::COMMS.contains(&self)
+    /// The delegation tools, which sessions get by default where `[delegation]` is enabled.
+    pub const DELEGATION: [BuiltinTool; 3] =
+        [BuiltinTool::Delegate, BuiltinTool::Wait, BuiltinTool::CancelDelegate];
+
+    /// Whether this tool works through the session's link to the service (comms, delegation)
+    /// rather than in a workspace, so it needs none.
+    pub fn is_linked(self) -> bool {
+        Self::COMMS.contains(&self) || Self::DELEGATION.contains(&self)
     }
 
     /// Every builtin: the default set of a session.
@@ -65,10 +75,13 @@ impl BuiltinTool {
             BuiltinTool::Search => builtin::Search::NAME,
             BuiltinTool::SendMessage => super::comms::SendMessage::NAME,
             BuiltinTool::ListPeers => super::comms::ListPeers::NAME,
+            BuiltinTool::Delegate => super::delegation::Delegate::NAME,
+            BuiltinTool::Wait => super::delegation::Wait::NAME,
+            BuiltinTool::CancelDelegate => super::delegation::CancelDelegate::NAME,
         }
     }
 
-    /// The file tool in `workspace`; `None` for the comms tools (see [`Self::is_comms`]).
+    /// The file tool in `workspace`; `None` for the linked tools (see [`Self::is_linked`]).
     fn build(self, workspace: &Workspace) -> Option<Arc<dyn Tool>> {
         let workspace = workspace.clone();
         Some(match self {
@@ -77,7 +90,11 @@ impl BuiltinTool {
             BuiltinTool::EditFile => Arc::new(builtin::EditFile::new(workspace)),
             BuiltinTool::ListDir => Arc::new(builtin::ListDir::new(workspace)),
             BuiltinTool::Search => Arc::new(builtin::Search::new(workspace)),
-            BuiltinTool::SendMessage | BuiltinTool::ListPeers => return None,
+            BuiltinTool::SendMessage
+            | BuiltinTool::ListPeers
+            | BuiltinTool::Delegate
+            | BuiltinTool::Wait
+            | BuiltinTool::CancelDelegate => return None,
         })
     }
 }
@@ -154,7 +171,7 @@ impl ToolConfig {
         audit: &AuditTag,
     ) -> Result<ToolScope, ToolScopeError> {
         let callbacks = ToolScope::default().with_callbacks(&self.callbacks);
-        if !self.builtins.iter().any(|tool| !tool.is_comms()) && self.shell.is_none() {
+        if !self.builtins.iter().any(|tool| !tool.is_linked()) && self.shell.is_none() {
             return Ok(callbacks);
         }
         let workspace = match (&self.workspace, server_workspace) {
@@ -270,7 +287,7 @@ impl ToolDefaults {
             None => server_workspace.map(|workspace| workspace.root().to_path_buf()),
         };
         let asked_for_builtins =
-            request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| !tool.is_comms()));
+            request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| !tool.is_linked()));
         let mut builtins =
             request.builtins.or_else(|| self.builtins.clone()).unwrap_or_else(|| BuiltinTool::ALL.to_vec());
         builtins.sort();
@@ -305,8 +322,8 @@ impl ToolDefaults {
                     "tools need a workspace: pass `workspace` or start deputy with --workspace",
                 ));
             }
-            // The comms tools need no workspace.
-            builtins.retain(|tool| tool.is_comms());
+            // The linked tools need no workspace.
+            builtins.retain(|tool| tool.is_linked());
             return Ok(ToolConfig { builtins, ..caller_side });
         }
         Ok(ToolConfig { workspace, builtins, shell, ..caller_side })

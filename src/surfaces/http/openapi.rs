@@ -334,7 +334,7 @@ mod tests {
         assert!(turn["properties"]["tool_results"].is_object() && turn["properties"]["approvals"].is_object());
         assert_eq!(turn["additionalProperties"], json!(false));
         let list = &document["paths"]["/v1/sessions"]["get"]["parameters"];
-        assert_eq!(list.as_array().map(Vec::len), Some(4));
+        assert_eq!(list.as_array().map(Vec::len), Some(6));
     }
 
     fn collect_refs(value: &Value, out: &mut Vec<String>) {

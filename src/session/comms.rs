@@ -199,7 +199,13 @@ impl LiveSessionService {
                 .map_err(SessionError::invalid);
         }
         let key = peer_key(&state.owner, &group);
-        let Some(id) = self.find_peer(&key, &outgoing.to).await? else {
+        // A delegated session reaches its parent as `parent`, named or not.
+        let parent = state.lineage.parent_id.clone().filter(|_| outgoing.to == "parent");
+        let found = match parent {
+            Some(parent) => Some(parent),
+            None => self.find_peer(&key, &outgoing.to).await?,
+        };
+        let Some(id) = found else {
             return Err(SessionError::invalid(format!(
                 "no peer {:?} in this session's peer group; list_peers shows who can be reached",
                 outgoing.to

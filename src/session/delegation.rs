@@ -616,7 +616,9 @@ impl LiveSessionService {
             None => parent.ledger().book().reserved.into_keys().collect(),
         };
         if ids.is_empty() {
-            return Err(SessionError::invalid("no child is working: there is nothing to wait for"));
+            return Err(SessionError::invalid(
+                "no child is working: there is nothing to wait for (results that arrived are in the conversation)",
+            ));
         }
         let timeout =
             Duration::from_millis(args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).clamp(MIN_WAIT_MS, MAX_WAIT_MS));

@@ -1109,6 +1109,10 @@ mod pending_tests;
 mod inbox_tests;
 
 #[cfg(test)]
+#[path = "delegation_tests.rs"]
+mod delegation_tests;
+
+#[cfg(test)]
 #[path = "structured_tests.rs"]
 mod structured_tests;
 

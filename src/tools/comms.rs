@@ -76,8 +76,8 @@ impl SendMessage {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessageArgs {
-    /// The recipient: a peer's name (see list_peers), a session id, or PEER:NAME for a
-    /// session on another deputy server configured as PEER.
+    /// The recipient: a peer's name (see list_peers), a session id, `parent` (the session that
+    /// delegated to you), or PEER:NAME for a session on another deputy server configured as PEER.
     to: String,
     /// The message.
     body: String,

@@ -44,6 +44,8 @@ pub struct SessionView {
     pub billing: Billing,
 }
 
+/// Where a session stands: its status, model, place in its delegation tree, inbox, held calls
+/// and context.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionState {
     pub status: SessionStatus,

@@ -35,21 +35,24 @@ use crate::caller::{Caller, Scope};
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
+use crate::llm::Usage;
 use crate::model::inbox::{InboxMessage, MessageSender};
 use crate::model::lineage::{ChildUsage, MAX_CHILDREN_SHOWN};
 use crate::model::{
-    AgentSpec, Budget, ChildView, Escalation, Lineage, RunResult, SessionState, SessionView, TurnStatus,
+    AgentSpec, Budget, ChildView, Escalation, Lineage, PendingCall, RunResult, SessionState, SessionView,
+    TurnStatus,
 };
 use crate::model::{SessionList, SessionStatus, SessionSummary};
 use crate::session::actor::SessionHandle;
 use crate::session::types::{DEFAULT_PAGE, ListQuery, MAX_PAGE, MAX_WAIT, TurnOptions};
 use crate::store::persistence_disabled;
 use crate::tools::delegation::{
-    CancelArgs, Cancelled, ChildContext, ChildOutcome, DEFAULT_WAIT_MS, DelegateArgs, Delegator, MAX_WAIT_MS,
-    MIN_WAIT_MS, WaitArgs, WaitMode, WaitOutcome,
+    CancelArgs, ChildContext, DEFAULT_WAIT_MS, DelegateArgs, Delegator, MAX_WAIT_MS, MIN_WAIT_MS, WaitArgs,
+    WaitMode,
 };
 use crate::tools::policy::AuditTag;
 use crate::tools::{BuiltinTool, Grants, ToolConfig};
+use serde::Serialize;
 
 /// Bytes of a child's answer its parent gets in a `delegate` or `wait` result or a notice.
 pub const MAX_CHILD_TEXT_BYTES: usize = 8 * 1024;
@@ -91,6 +94,52 @@ pub struct Provenance {
     pub factory: Arc<AgentFactory>,
     pub grants: Grants,
     pub spec: AgentSpec,
+}
+
+/// A child's turn as its parent learns it (`delegate`, `wait`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChildOutcome {
+    pub session_id: SessionId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub status: TurnStatus,
+    /// The child's answer, at most 8 KiB (`session_read` on the child has all of it).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Tool calls the child holds for a human's approval (answered with `session_turn` on the
+    /// child; the parent cannot approve them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingCall>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What `wait` answers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WaitOutcome {
+    /// Children whose last turn ended (or stopped on approvals).
+    pub finished: Vec<ChildOutcome>,
+    /// Children still running.
+    pub running: Vec<SessionId>,
+    /// A message arrived for the parent meanwhile (it is in the conversation next).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mail: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+}
+
+/// What `cancel_delegate` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cancelled {
+    pub session_id: SessionId,
+    pub interrupted: bool,
+    pub archived: bool,
 }
 
 /// Children whose results are being collected, and children whose notice was sent.
@@ -449,7 +498,11 @@ impl LiveSessionService {
             )));
         }
         let child_id = SessionId::new();
-        let asked = args.budget.unwrap_or_default();
+        let asked = args.budget.map_or_else(Budget::default, |asked| Budget {
+            max_tokens: asked.max_tokens,
+            max_tool_calls: asked.max_tool_calls,
+            max_duration_ms: asked.max_duration_ms,
+        });
         let budget = parent
             .ledger()
             .reserve(&child_id, asked, self.delegation.default_budget)
@@ -739,7 +792,11 @@ impl LiveSessionService {
                     },
                 };
                 let Some(service) = service.upgrade() else { return };
-                let Some(view) = service.live(&id).map(|handle| handle.view()) else { continue };
+                // Most changes are not a child's: those cost one small clone.
+                let Some(handle) = service.live(&id).filter(|handle| handle.lineage().is_delegated()) else {
+                    continue;
+                };
+                let view = handle.view();
                 let finished = view.state.last_turn.as_ref().is_some_and(|turn| ended_for_good(turn.status));
                 if finished && view.state.running_turn.is_none() {
                     service.notify_parent(&view, "finished").await;
@@ -809,14 +866,20 @@ impl LiveSessionService {
     }
 }
 
+/// The answer the model sees, or the error text.
+fn for_the_model<T: Serialize>(result: Result<T, SessionError>) -> Result<serde_json::Value, String> {
+    let value = result.map_err(|error| error.to_string())?;
+    serde_json::to_value(value).map_err(|error| error.to_string())
+}
+
 impl Delegator for LiveSessionService {
     fn delegate(
         &self,
         parent: SessionId,
         args: DelegateArgs,
         cancel: CancellationToken,
-    ) -> BoxFuture<'_, Result<ChildOutcome, String>> {
-        Box::pin(async move { self.delegate_from(parent, args, cancel).await.map_err(|error| error.to_string()) })
+    ) -> BoxFuture<'_, Result<serde_json::Value, String>> {
+        Box::pin(async move { for_the_model(self.delegate_from(parent, args, cancel).await) })
     }
 
     fn wait_children(
@@ -824,11 +887,15 @@ impl Delegator for LiveSessionService {
         parent: SessionId,
         args: WaitArgs,
         cancel: CancellationToken,
-    ) -> BoxFuture<'_, Result<WaitOutcome, String>> {
-        Box::pin(async move { self.wait_from(parent, args, cancel).await.map_err(|error| error.to_string()) })
+    ) -> BoxFuture<'_, Result<serde_json::Value, String>> {
+        Box::pin(async move { for_the_model(self.wait_from(parent, args, cancel).await) })
     }
 
-    fn cancel_child(&self, parent: SessionId, args: CancelArgs) -> BoxFuture<'_, Result<Cancelled, String>> {
-        Box::pin(async move { self.cancel_from(parent, args).await.map_err(|error| error.to_string()) })
+    fn cancel_child(
+        &self,
+        parent: SessionId,
+        args: CancelArgs,
+    ) -> BoxFuture<'_, Result<serde_json::Value, String>> {
+        Box::pin(async move { for_the_model(self.cancel_from(parent, args).await) })
     }
 }

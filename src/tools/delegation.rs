@@ -14,8 +14,6 @@ use tokio_util::sync::CancellationToken;
 use super::link::{SessionLink, hub};
 use super::{BuiltinTool, ToolOutput, TypedTool};
 use crate::ids::SessionId;
-use crate::llm::Usage;
-use crate::model::{Budget, PendingCall, TurnStatus};
 
 /// Bounds of `wait {timeout_ms}`: long enough to matter, short enough that a forgotten wait
 /// ends (a turn interrupt or the time budget end it sooner).
@@ -32,6 +30,15 @@ pub enum ChildContext {
     None,
     /// A copy of this conversation up to its last completed turn, then the task.
     Fork,
+}
+
+/// The limits a parent asks for its child (absent: the default, else what the parent has left).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChildBudget {
+    pub max_tokens: Option<u64>,
+    pub max_tool_calls: Option<u64>,
+    pub max_duration_ms: Option<u64>,
 }
 
 /// `delegate`'s arguments.
@@ -58,7 +65,7 @@ pub struct DelegateArgs {
     /// The child's budget; each limit is capped to what this session has left, and its tokens
     /// and tool calls are held from this session until the child's result arrives (the unused
     /// rest comes back then).
-    pub budget: Option<Budget>,
+    pub budget: Option<ChildBudget>,
     /// `none` (default) or `fork`: start from a copy of this conversation.
     #[serde(default)]
     pub context: ChildContext,
@@ -69,30 +76,6 @@ pub struct DelegateArgs {
     pub wait_ms: Option<u64>,
     /// A JSON Schema the child's final answer must validate against.
     pub output_schema: Option<serde_json::Value>,
-}
-
-/// A child's turn as its parent learns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ChildOutcome {
-    pub session_id: SessionId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    pub status: TurnStatus,
-    /// The child's answer, at most 8 KiB (`session_read` on the child has all of it).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub text: String,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub truncated: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub structured_output: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-    /// Tool calls the child holds for a human's approval (answered with `session_turn` on the
-    /// child; this session cannot approve them).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pending: Vec<PendingCall>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
 }
 
 /// How `wait` ends.
@@ -118,20 +101,6 @@ pub struct WaitArgs {
     pub timeout_ms: Option<u64>,
 }
 
-/// What `wait` answers.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct WaitOutcome {
-    /// Children whose turn ended (or stopped on approvals) and was not reported before.
-    pub finished: Vec<ChildOutcome>,
-    /// Children still running.
-    pub running: Vec<SessionId>,
-    /// A message arrived for this session meanwhile (it is in the conversation next).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub mail: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub timed_out: bool,
-}
-
 /// `cancel_delegate`'s arguments.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -142,15 +111,8 @@ pub struct CancelArgs {
     pub archive: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Cancelled {
-    pub session_id: SessionId,
-    pub interrupted: bool,
-    pub archived: bool,
-}
-
-/// Where the delegation tools create, wait for and cancel children. Errors are the text the
-/// model sees.
+/// Where the delegation tools create, wait for and cancel children. Answers are the JSON the
+/// model sees (their shapes are the service's); errors are its text.
 pub trait Delegator: Send + Sync {
     /// Creates a child of `parent` and runs its first turn; `cancel` is the parent's turn,
     /// whose interrupt also cancels a child it waits for.
@@ -159,21 +121,22 @@ pub trait Delegator: Send + Sync {
         parent: SessionId,
         args: DelegateArgs,
         cancel: CancellationToken,
-    ) -> BoxFuture<'_, Result<ChildOutcome, String>>;
+    ) -> BoxFuture<'_, Result<serde_json::Value, String>>;
 
     fn wait_children(
         &self,
         parent: SessionId,
         args: WaitArgs,
         cancel: CancellationToken,
-    ) -> BoxFuture<'_, Result<WaitOutcome, String>>;
+    ) -> BoxFuture<'_, Result<serde_json::Value, String>>;
 
-    fn cancel_child(&self, parent: SessionId, args: CancelArgs) -> BoxFuture<'_, Result<Cancelled, String>>;
+    fn cancel_child(&self, parent: SessionId, args: CancelArgs)
+    -> BoxFuture<'_, Result<serde_json::Value, String>>;
 }
 
-fn answer<T: Serialize>(result: Result<T, String>) -> ToolOutput {
+fn answer(result: Result<serde_json::Value, String>) -> ToolOutput {
     match result {
-        Ok(value) => ToolOutput::ok(serde_json::to_string(&value).unwrap_or_default()),
+        Ok(value) => ToolOutput::ok(value.to_string()),
         Err(message) => ToolOutput::error(message),
     }
 }

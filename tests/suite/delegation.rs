@@ -1,0 +1,529 @@
+//! Delegation (issue 16) through the built binary over MCP stdio: a session's agent calls
+//! `delegate`, `wait` and `cancel_delegate`, and the caller sees the tree with `session_list`,
+//! `session_read`, `session_interrupt` and `session_archive`.
+//!
+//! One mock plays every agent. A request is recognised by its first message: a parent's
+//! prompt begins with `PARENT`, a child's task with `CHILD`. A parent's next step is chosen by
+//! the number of tool results in its conversation, so each script reads like a list of steps.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::deputy::TestDeputy;
+use crate::common::mock_llm::{Gate, MockResponse, RecordedRequest, anthropic};
+
+/// How long a test waits for a tree to settle before failing instead of hanging.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Tokens of one scripted model call: the mock's default usage (12 in, 5 out).
+const CALL_TOKENS: u64 = 17;
+
+fn first_message(request: &RecordedRequest) -> String {
+    request.body["messages"][0].to_string()
+}
+
+fn last_message(request: &RecordedRequest) -> String {
+    request.body["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .map(Value::to_string)
+        .unwrap_or_default()
+}
+
+fn is_child(request: &RecordedRequest) -> bool {
+    first_message(request).contains("CHILD")
+}
+
+fn is_parent(request: &RecordedRequest) -> bool {
+    first_message(request).contains("PARENT")
+}
+
+/// Every `tool_result` block of a request's conversation, oldest first.
+fn tool_results(request: &RecordedRequest) -> Vec<Value> {
+    request.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|message| message["content"].as_array())
+        .flatten()
+        .filter(|block| block["type"] == "tool_result")
+        .cloned()
+        .collect()
+}
+
+/// A tool result's content parsed as JSON (a delegation tool's outcome), or the text as a
+/// JSON string where it is not JSON (an error).
+fn content_of(result: &Value) -> Value {
+    let text = result["content"].as_str().unwrap_or_default();
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+fn is_error(result: &Value) -> bool {
+    result["is_error"] == true
+}
+
+fn text(answer: &str) -> MockResponse {
+    MockResponse::sse(anthropic::text(&[answer]))
+}
+
+/// One tool call, with an id unique in its conversation.
+fn call(step: usize, tool: &str, input: Value) -> MockResponse {
+    MockResponse::sse(anthropic::tool_calls(None, &[(&format!("toolu_{step}"), tool, input)]))
+}
+
+fn id_of(value: &Value) -> String {
+    value["session_id"].as_str().unwrap_or_else(|| panic!("no session_id in {value}")).to_owned()
+}
+
+/// The ids of a `session_list` answer, sorted.
+fn ids(list: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = list["sessions"].as_array().unwrap().iter().map(id_of).collect();
+    ids.sort();
+    ids
+}
+
+/// Reads `id` until it is idle and `done` holds; fails after [`LIMIT`].
+async fn settled(deputy: &TestDeputy, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let view = deputy.ok("session_read", json!({"session_id": id, "wait_ms": 1000})).await;
+        if view["state"]["status"] == "idle" && done(&view) {
+            return view;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "did not settle: {view}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until a recorded request satisfies `matches`; returns it.
+async fn request_where(deputy: &TestDeputy, matches: impl Fn(&RecordedRequest) -> bool) -> RecordedRequest {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        if let Some(request) = deputy.mock.requests().into_iter().find(|request| matches(request)) {
+            return request;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no such request among {}", deputy.mock.requests().len());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The last request of the parent's conversation (the one with the most tool results).
+fn last_parent_request(deputy: &TestDeputy) -> RecordedRequest {
+    deputy.mock.requests().into_iter().filter(is_parent).max_by_key(|request| tool_results(request).len()).unwrap()
+}
+
+/// Parents delegate `CHILD: <task>` (with `extra` arguments) on a caller's prompt and answer
+/// `the child said: <its text>` once the result is in; children answer `child_answer`.
+fn delegate_once(extra: Value, child_answer: &'static str) -> impl Fn(&RecordedRequest) -> MockResponse {
+    move |request: &RecordedRequest| {
+        if is_child(request) {
+            return text(child_answer);
+        }
+        if last_message(request).contains("tool_result") {
+            let outcome = content_of(tool_results(request).last().unwrap());
+            return text(&format!("the child said: {}", outcome["text"].as_str().unwrap_or("(nothing)")));
+        }
+        let mut input = json!({"task": "CHILD: answer the question"});
+        input.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+        call(tool_results(request).len(), "delegate", input)
+    }
+}
+
+#[tokio::test]
+async fn a_child_answers_its_parent_is_listed_under_it_and_is_billed_to_it() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.respond_with(delegate_once(json!({"name": "worker"}), "pong from the child"));
+    let done = deputy.ok("session_create", json!({"prompt": "PARENT: ask a child"})).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["text"], "the child said: pong from the child");
+    let parent = id_of(&done);
+    let first = deputy.mock.requests().into_iter().find(is_parent).unwrap();
+    let tools: Vec<&str> =
+        first.body["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(["delegate", "wait", "cancel_delegate"].iter().all(|tool| tools.contains(tool)), "{tools:?}");
+
+    let list = deputy.ok("session_list", json!({"parent_id": parent})).await;
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "{list}");
+    let listed = &list["sessions"][0];
+    assert_eq!((listed["depth"].as_u64(), listed["parent_id"].as_str()), (Some(1), Some(parent.as_str())));
+    assert_eq!(listed["name"], "worker");
+    let child = id_of(listed);
+
+    let child_view = deputy.ok("session_read", json!({"session_id": child})).await;
+    let state = &child_view["state"];
+    assert_eq!((state["parent_id"].as_str(), state["root_id"].as_str()), (Some(&*parent), Some(&*parent)));
+    assert_eq!((state["depth"].as_u64(), state["origin"].as_str()), (Some(1), Some("delegated")));
+    assert_eq!(state["last_turn"]["status"], "completed");
+    let child_tokens = child_view["billing"]["total_tokens"].as_u64().unwrap();
+    assert_eq!(child_tokens, CALL_TOKENS);
+
+    let parent_view = deputy.ok("session_read", json!({"session_id": parent})).await;
+    let billing = &parent_view["billing"];
+    assert_eq!(billing["delegated_tokens"].as_u64(), Some(child_tokens), "{billing}");
+    assert_eq!(billing["delegated_tool_calls"], 0);
+    assert_eq!((billing["reserved_tokens"].as_u64(), billing["reserved_tool_calls"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(parent_view["state"]["depth"], 0);
+    assert_eq!(parent_view["state"]["children"][0]["session_id"].as_str(), Some(child.as_str()));
+    assert_eq!(parent_view["state"]["children"][0]["total_tokens"].as_u64(), Some(child_tokens));
+}
+
+#[tokio::test]
+async fn an_over_budget_request_is_capped_to_what_the_parent_has_left_and_the_rest_comes_back() {
+    let deputy = TestDeputy::start().await;
+    let release = Gate::new();
+    let gate = release.clone();
+    let script = delegate_once(json!({"budget": {"max_tokens": 1_000_000}}), "cheap answer");
+    deputy.mock.respond_with(move |request: &RecordedRequest| {
+        let response = script(request);
+        // The child answers once the test has seen its budget while it runs (a child's budget
+        // closes to what it used when its turn ends).
+        if is_child(request) { response.pause_before_chunk(1, gate.clone()) } else { response }
+    });
+    let started = deputy
+        .ok("session_create", json!({"prompt": "PARENT: delegate", "budget": {"max_tokens": 1000}, "wait_ms": 0}))
+        .await;
+    let parent = id_of(&started);
+    request_where(&deputy, is_child).await;
+    let child = id_of(&deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"][0]);
+
+    // The carve happened after the parent's first model call: 1000 minus that call's tokens.
+    // (The parent's own view shows its step, and the hold, once the step's tools are done.)
+    let child_view = deputy.ok("session_read", json!({"session_id": child})).await;
+    let carved = child_view["billing"]["budget"]["max_tokens"].as_u64().unwrap();
+    assert_eq!(carved, 1000 - CALL_TOKENS, "capped to what the parent had left: {child_view}");
+
+    release.open();
+    let done = settled(&deputy, &parent, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
+    assert_eq!(done["state"]["last_turn"]["text"], "the child said: cheap answer", "{done}");
+    let child_tokens =
+        deputy.ok("session_read", json!({"session_id": child})).await["billing"]["total_tokens"].as_u64().unwrap();
+    assert_eq!(child_tokens, CALL_TOKENS);
+
+    // The result is in: the hold is gone, only what the child used is charged.
+    let billing = &done["billing"];
+    assert_eq!(billing["reserved_tokens"], 0, "{billing}");
+    assert_eq!(billing["delegated_tokens"].as_u64(), Some(child_tokens), "{billing}");
+    let own = billing["total_tokens"].as_u64().unwrap();
+    assert_eq!(own, 2 * CALL_TOKENS);
+    assert_eq!(billing["remaining"]["tokens"].as_u64(), Some(1000 - own - child_tokens), "{billing}");
+}
+
+#[tokio::test]
+async fn a_grandchild_at_max_depth_is_refused_as_a_tool_error_the_child_sees() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.respond_with(|request: &RecordedRequest| {
+        if first_message(request).contains("GRANDCHILD") {
+            return text("a grandchild should not exist");
+        }
+        if is_child(request) {
+            return match tool_results(request).len() {
+                0 => call(0, "delegate", json!({"task": "GRANDCHILD: go deeper"})),
+                _ => text("did it myself"),
+            };
+        }
+        match tool_results(request).len() {
+            0 => call(0, "delegate", json!({"task": "CHILD: delegate further"})),
+            _ => text("parent done"),
+        }
+    });
+    let done = deputy.ok("session_create", json!({"prompt": "PARENT: go"})).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let parent = id_of(&done);
+
+    let after = deputy
+        .mock
+        .requests()
+        .into_iter()
+        .find(|request| is_child(request) && !tool_results(request).is_empty())
+        .expect("the child's request after its delegate call");
+    let refusal = &tool_results(&after)[0];
+    assert!(is_error(refusal), "{refusal}");
+    let message = refusal["content"].as_str().unwrap();
+    assert!(message.contains("delegation refused") && message.contains("max_depth"), "{message}");
+    assert!(!deputy.mock.requests().iter().any(|request| first_message(request).contains("GRANDCHILD")));
+
+    let tree = deputy.ok("session_list", json!({"root_id": parent})).await;
+    assert_eq!(tree["sessions"].as_array().unwrap().len(), 2, "the root and its child only: {tree}");
+    let outcome = content_of(&tool_results(&last_parent_request(&deputy))[0]);
+    assert_eq!(outcome["text"], "did it myself");
+}
+
+#[tokio::test]
+async fn max_children_per_session_refuses_and_an_archived_child_frees_its_slot() {
+    let deputy = TestDeputy::start_with_config("[delegation]\nmax_children_per_session = 1\n").await;
+    deputy.mock.respond_with(|request: &RecordedRequest| {
+        if is_child(request) {
+            return text("child ok");
+        }
+        let results = tool_results(request);
+        match results.len() {
+            0 => call(0, "delegate", json!({"task": "CHILD: one", "name": "one"})),
+            1 => call(1, "delegate", json!({"task": "CHILD: two", "name": "two"})),
+            2 => {
+                let first = content_of(&results[0]);
+                call(2, "cancel_delegate", json!({"session_id": first["session_id"], "archive": true}))
+            }
+            3 => call(3, "delegate", json!({"task": "CHILD: three", "name": "three"})),
+            _ => text("parent done"),
+        }
+    });
+    let done = deputy.ok("session_create", json!({"prompt": "PARENT: three children, one at a time"})).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let parent = id_of(&done);
+
+    let results = tool_results(&last_parent_request(&deputy));
+    assert_eq!(results.len(), 4);
+    let one = content_of(&results[0]);
+    assert_eq!((one["status"].as_str(), one["text"].as_str()), (Some("completed"), Some("child ok")), "{one}");
+    assert!(is_error(&results[1]), "{}", results[1]);
+    let refusal = results[1]["content"].as_str().unwrap();
+    assert!(refusal.contains("delegation refused") && refusal.contains("max_children_per_session"), "{refusal}");
+    let cancelled = content_of(&results[2]);
+    assert_eq!(cancelled["archived"], true, "{cancelled}");
+    assert!(!is_error(&results[3]), "the archived child no longer counts: {}", results[3]);
+    assert_eq!(content_of(&results[3])["status"], "completed");
+
+    let open = deputy.ok("session_list", json!({"parent_id": parent})).await;
+    let names: Vec<&str> = open["sessions"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["three"], "{open}");
+    if cfg!(feature = "session-store") {
+        let all = deputy.ok("session_list", json!({"parent_id": parent, "include_archived": true})).await;
+        assert_eq!(all["sessions"].as_array().unwrap().len(), 2, "{all}");
+    }
+}
+
+#[tokio::test]
+async fn max_live_delegated_refuses_across_parents_until_a_child_is_archived() {
+    let deputy = TestDeputy::start_with_config("[delegation]\nmax_live_delegated = 1\n").await;
+    deputy.mock.respond_with(delegate_once(json!({}), "child ok"));
+    let first = deputy.ok("session_create", json!({"prompt": "PARENT: first"})).await;
+    assert_eq!(first["text"], "the child said: child ok", "{first}");
+    let first_parent = id_of(&first);
+
+    let second = deputy.ok("session_create", json!({"prompt": "PARENT: second"})).await;
+    let second_parent = id_of(&second);
+    let refused = tool_results(&last_parent_request_of(&deputy, "PARENT: second"))[0].clone();
+    assert!(is_error(&refused), "{refused}");
+    let message = refused["content"].as_str().unwrap();
+    assert!(message.contains("delegation refused") && message.contains("max_live_delegated"), "{message}");
+    let none = deputy.ok("session_list", json!({"parent_id": second_parent})).await;
+    assert_eq!(none["sessions"].as_array().unwrap().len(), 0, "{none}");
+
+    // Archiving the first parent's child frees the server's one slot.
+    let child = id_of(&deputy.ok("session_list", json!({"parent_id": first_parent})).await["sessions"][0]);
+    let archived = deputy.ok("session_archive", json!({"session_id": child})).await;
+    assert_eq!(archived["archived"], true);
+    let again = deputy.ok("session_turn", json!({"session_id": second_parent, "prompt": "try again"})).await;
+    assert_eq!(again["text"], "the child said: child ok", "{again}");
+    let listed = deputy.ok("session_list", json!({"parent_id": second_parent})).await;
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
+}
+
+/// The last request of the conversation that began with `prompt`.
+fn last_parent_request_of(deputy: &TestDeputy, prompt: &str) -> RecordedRequest {
+    deputy
+        .mock
+        .requests()
+        .into_iter()
+        .filter(|request| first_message(request).contains(prompt))
+        .max_by_key(|request| request.body["messages"].as_array().map_or(0, Vec::len))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn interrupting_the_parent_cancels_its_running_child() {
+    let deputy = TestDeputy::start().await;
+    let held = Gate::new();
+    let gate = held.clone();
+    deputy.mock.respond_with(move |request: &RecordedRequest| {
+        if is_child(request) {
+            // The child's answer never comes: it is still running when its parent is stopped.
+            return MockResponse::sse(anthropic::text(&["too late"])).pause_before_chunk(1, gate.clone());
+        }
+        match tool_results(request).len() {
+            0 => call(0, "delegate", json!({"task": "CHILD: take your time", "wait": false})),
+            1 => call(1, "wait", json!({"mode": "all", "timeout_ms": 60_000})),
+            _ => text("parent done"),
+        }
+    });
+    let started = deputy.ok("session_create", json!({"prompt": "PARENT: start and wait", "wait_ms": 0})).await;
+    assert_eq!(started["status"], "running", "{started}");
+    let parent = id_of(&started);
+    // The child's model call is under way and the parent has asked to wait for it.
+    request_where(&deputy, is_child).await;
+    request_where(&deputy, |request| is_parent(request) && tool_results(request).len() == 1).await;
+    let child = id_of(&deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"][0]);
+    let child_view = deputy.ok("session_read", json!({"session_id": child})).await;
+    assert_eq!(child_view["state"]["status"], "running", "{child_view}");
+
+    let interrupted = deputy.ok("session_interrupt", json!({"session_id": parent})).await;
+    assert_eq!(interrupted["interrupted"], true, "{interrupted}");
+    assert_eq!(interrupted["cascaded"], json!([child]), "{interrupted}");
+
+    let parent_view =
+        settled(&deputy, &parent, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
+    assert_eq!(parent_view["state"]["last_turn"]["status"], "cancelled", "{parent_view}");
+    let child_view = settled(&deputy, &child, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
+    assert_eq!(child_view["state"]["last_turn"]["status"], "cancelled", "{child_view}");
+    held.open();
+}
+
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn archiving_the_parent_archives_its_child() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.respond_with(delegate_once(json!({}), "child ok"));
+    let done = deputy.ok("session_create", json!({"prompt": "PARENT: delegate"})).await;
+    let parent = id_of(&done);
+    let child = id_of(&deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"][0]);
+
+    let archived = deputy.ok("session_archive", json!({"session_id": parent})).await;
+    assert_eq!(archived["archived"], true);
+    assert_eq!(archived["cascaded"], json!([child]), "{archived}");
+
+    let open = deputy.ok("session_list", json!({"parent_id": parent})).await;
+    assert_eq!(open["sessions"].as_array().unwrap().len(), 0, "{open}");
+    let all = deputy.ok("session_list", json!({"parent_id": parent, "include_archived": true})).await;
+    assert_eq!(all["sessions"][0]["status"], "archived", "{all}");
+    let child_view = deputy.ok("session_read", json!({"session_id": child})).await;
+    assert_eq!(child_view["state"]["status"], "archived", "{child_view}");
+}
+
+#[tokio::test]
+async fn a_background_childs_result_reaches_its_parents_inbox_and_settles_the_hold() {
+    let deputy = TestDeputy::start().await;
+    let release = Gate::new();
+    let gate = release.clone();
+    deputy.mock.respond_with(move |request: &RecordedRequest| {
+        if is_child(request) {
+            return MockResponse::sse(anthropic::text(&["background answer"])).pause_before_chunk(1, gate.clone());
+        }
+        if last_message(request).contains("[child ") {
+            return text("noted the child's result");
+        }
+        match tool_results(request).len() {
+            0 => call(
+                0,
+                "delegate",
+                json!({"task": "CHILD: in the background", "wait": false, "name": "bg", "budget": {"max_tokens": 1000}}),
+            ),
+            _ => text("started it"),
+        }
+    });
+    let done = deputy
+        .ok("session_create", json!({"prompt": "PARENT: start a child", "budget": {"max_tokens": 10_000}}))
+        .await;
+    assert_eq!(done["text"], "started it", "{done}");
+    let parent = id_of(&done);
+    let outcome = content_of(&tool_results(&last_parent_request(&deputy))[0]);
+    assert_eq!(outcome["status"], "running", "{outcome}");
+    let child = id_of(&outcome);
+    let held = deputy.ok("session_read", json!({"session_id": parent})).await["billing"].clone();
+    assert_eq!(held["reserved_tokens"], 1000, "held while the child works: {held}");
+
+    release.open();
+    let child_view = settled(&deputy, &child, |view| view["state"]["last_turn"]["status"] == "completed").await;
+    let child_tokens = child_view["billing"]["total_tokens"].as_u64().unwrap();
+    settled(&deputy, &parent, |view| view["state"]["inbox"]["waiting"] == 1).await;
+
+    let next = deputy.ok("session_turn", json!({"session_id": parent, "prompt": "any news?"})).await;
+    assert_eq!(next["text"], "noted the child's result", "{next}");
+    let request = last_parent_request_of(&deputy, "PARENT: start a child");
+    let last = last_message(&request);
+    assert!(last.contains(&format!("[child bg ({child}) finished: completed; {child_tokens} tokens")), "{last}");
+    assert!(last.contains("background answer"), "{last}");
+    let billing = deputy.ok("session_read", json!({"session_id": parent})).await["billing"].clone();
+    assert_eq!(billing["reserved_tokens"], 0, "{billing}");
+    assert_eq!(billing["delegated_tokens"].as_u64(), Some(child_tokens), "{billing}");
+}
+
+#[tokio::test]
+async fn a_childs_approval_escalates_to_the_root_and_is_answered_on_the_child() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.respond_with(|request: &RecordedRequest| {
+        if is_child(request) {
+            return match tool_results(request).len() {
+                0 => MockResponse::sse(anthropic::tool_calls(
+                    None,
+                    &[(
+                        "toolu_w",
+                        "write_file",
+                        json!({"path": "from-child.txt", "content": "written by the child"}),
+                    )],
+                )),
+                _ => text("written"),
+            };
+        }
+        if last_message(request).contains("[child ") {
+            return text("the child is done");
+        }
+        match tool_results(request).len() {
+            0 => call(0, "delegate", json!({"task": "CHILD: write the file"})),
+            _ => text("my child waits for an approval"),
+        }
+    });
+    let done =
+        deputy.ok("session_create", json!({"prompt": "PARENT: have it written", "approval": "always"})).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let parent = id_of(&done);
+    let outcome = content_of(&tool_results(&last_parent_request(&deputy))[0]);
+    assert_eq!(outcome["status"], "pending_tool_calls", "{outcome}");
+    assert_eq!(outcome["pending"][0]["tool_use_id"], "toolu_w", "{outcome}");
+    let child = id_of(&outcome);
+    assert!(!deputy.workspace.path().join("from-child.txt").exists());
+
+    let root = deputy.ok("session_read", json!({"session_id": parent})).await;
+    let escalations = root["state"]["escalations"].as_array().unwrap_or_else(|| panic!("no escalations: {root}"));
+    assert_eq!(escalations.len(), 1, "{root}");
+    assert_eq!(escalations[0]["session_id"].as_str(), Some(child.as_str()));
+    assert_eq!(escalations[0]["depth"], 1);
+    assert_eq!(escalations[0]["pending"][0]["kind"], "approval");
+    assert_eq!(escalations[0]["pending"][0]["tool_use_id"], "toolu_w");
+
+    let answered = deputy
+        .ok(
+            "session_turn",
+            json!({"session_id": child, "approvals": [{"tool_use_id": "toolu_w", "decision": "allow"}]}),
+        )
+        .await;
+    assert_eq!((answered["status"].as_str(), answered["text"].as_str()), (Some("completed"), Some("written")));
+    let written = std::fs::read_to_string(deputy.workspace.path().join("from-child.txt")).unwrap();
+    assert_eq!(written, "written by the child");
+    let root = deputy.ok("session_read", json!({"session_id": parent})).await;
+    assert!(root["state"].get("escalations").is_none_or(|e| e.as_array().is_some_and(Vec::is_empty)), "{root}");
+}
+
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn the_tree_lists_the_same_after_kill_9_and_a_restart() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.respond_with(|request: &RecordedRequest| {
+        if is_child(request) {
+            return text("child ok");
+        }
+        match tool_results(request).len() {
+            0 => call(0, "delegate", json!({"task": "CHILD: one", "name": "one"})),
+            1 => call(1, "delegate", json!({"task": "CHILD: two", "name": "two"})),
+            _ => text("parent done"),
+        }
+    });
+    let done = deputy.ok("session_create", json!({"prompt": "PARENT: two children"})).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let parent = id_of(&done);
+    let children = ids(&deputy.ok("session_list", json!({"parent_id": parent})).await);
+    let tree = ids(&deputy.ok("session_list", json!({"root_id": parent})).await);
+    assert_eq!(children.len(), 2);
+    assert_eq!(tree.len(), 3);
+    let delegated =
+        deputy.ok("session_read", json!({"session_id": parent})).await["billing"]["delegated_tokens"].clone();
+
+    let deputy = deputy.crash_and_restart().await;
+    assert_eq!(ids(&deputy.ok("session_list", json!({"parent_id": parent})).await), children);
+    assert_eq!(ids(&deputy.ok("session_list", json!({"root_id": parent})).await), tree);
+    let child = deputy.ok("session_read", json!({"session_id": children[0]})).await;
+    assert_eq!((child["state"]["parent_id"].as_str(), child["state"]["depth"].as_u64()), (Some(&*parent), Some(1)));
+    let root = deputy.ok("session_read", json!({"session_id": parent})).await;
+    assert_eq!(root["state"]["children"].as_array().map(Vec::len), Some(2), "{root}");
+    assert_eq!(root["billing"]["delegated_tokens"], delegated, "{root}");
+}

@@ -112,11 +112,15 @@ impl DelegationBook {
 }
 
 /// The budget a child gets: per dimension the smaller of what was asked (or the default) and
-/// what the parent has left; a dimension unlimited on both sides stays unlimited.
+/// what the parent has left. Where neither names a limit, a limited parent gives half of what
+/// it has left — never all of it, or a parent that starts a child in the background would be
+/// out of budget before it could wait for it; a dimension unlimited on both sides stays
+/// unlimited.
 pub fn carve(asked: Budget, default: Budget, parent_left: Budget) -> Budget {
     let pick = |asked: Option<u64>, default: Option<u64>, left: Option<u64>| match (asked.or(default), left) {
         (Some(asked), Some(left)) => Some(asked.min(left)),
-        (asked, left) => asked.or(left),
+        (None, Some(left)) => Some(left.div_ceil(2)),
+        (asked, None) => asked,
     };
     Budget {
         max_tokens: pick(asked.max_tokens, default.max_tokens, parent_left.max_tokens),
@@ -167,9 +171,10 @@ mod tests {
         let left = Budget { max_tokens: Some(1000), max_tool_calls: None, max_duration_ms: Some(5000) };
         let asked = Budget { max_tokens: Some(5000), max_tool_calls: Some(3), max_duration_ms: None };
         let carved = carve(asked, Budget::default(), left);
-        assert_eq!(carved, Budget { max_tokens: Some(1000), max_tool_calls: Some(3), max_duration_ms: Some(5000) });
+        assert_eq!(carved, Budget { max_tokens: Some(1000), max_tool_calls: Some(3), max_duration_ms: Some(2500) });
         let default = Budget { max_tokens: Some(200), ..Budget::default() };
         assert_eq!(carve(Budget::default(), default, left).max_tokens, Some(200));
+        assert_eq!(carve(Budget::default(), Budget::default(), left).max_tokens, Some(500), "half of what is left");
         assert_eq!(carve(Budget::default(), Budget::default(), Budget::default()), Budget::default());
     }
 

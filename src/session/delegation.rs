@@ -72,7 +72,7 @@ pub struct DelegationLimits {
     /// Delegated sessions not archived on this server.
     pub max_live_delegated: usize,
     /// A child's budget where `delegate` names none (each limit capped to what the parent has
-    /// left; unset limits take the parent's remaining).
+    /// left; a limit named by neither takes half of the parent's remaining).
     pub default_budget: Budget,
 }
 

@@ -62,9 +62,9 @@ pub struct DelegateArgs {
     pub shell: Option<bool>,
     /// A subset of this session's MCP servers, by name; default all of them.
     pub mcp_servers: Option<Vec<String>>,
-    /// The child's budget; each limit is capped to what this session has left, and its tokens
-    /// and tool calls are held from this session until the child's result arrives (the unused
-    /// rest comes back then).
+    /// The child's budget; each limit is capped to what this session has left (a limit you do
+    /// not name: half of it), and its tokens and tool calls are held from this session until
+    /// the child's result arrives (the unused rest comes back then).
     pub budget: Option<ChildBudget>,
     /// `none` (default) or `fork`: start from a copy of this conversation.
     #[serde(default)]

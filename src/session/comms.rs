@@ -234,8 +234,15 @@ impl LiveSessionService {
         let handle = self.live(of).ok_or_else(|| SessionError::not_found(of.clone()))?;
         let state = handle.view().state;
         let group = state.peer_group.clone().unwrap_or_else(|| of.to_string());
+        let mut found: Vec<Peer> = self.peers_in(&peer_key(&state.owner, &group)).await?;
+        // A delegated session's parent is its peer too, as `parent` when it has no name.
+        if let Some(parent) = &state.lineage.parent_id
+            && !found.iter().any(|peer| peer.session_id == *parent)
+        {
+            found.insert(0, Peer { session_id: parent.clone(), name: "parent".into() });
+        }
         let mut peers = Vec::new();
-        for peer in self.peers_in(&peer_key(&state.owner, &group)).await? {
+        for peer in found {
             if peer.session_id == *of {
                 continue;
             }

@@ -57,6 +57,9 @@ use serde::Serialize;
 /// Bytes of a child's answer its parent gets in a `delegate` or `wait` result or a notice.
 pub const MAX_CHILD_TEXT_BYTES: usize = 8 * 1024;
 
+/// Children one `wait` names at most.
+const MAX_WAITED: usize = 64;
+
 /// Sessions a tree walk visits at most (a guard: the caps keep real trees far smaller).
 const MAX_TREE: usize = 4096;
 
@@ -529,7 +532,13 @@ impl LiveSessionService {
         let result = match created {
             Ok(result) => result,
             Err(error) => {
-                parent.ledger().release(&child_id);
+                // A child that exists (its turn failed) used what it used; one refused before
+                // it was created gives its hold back whole.
+                if self.live(&child_id).is_some() {
+                    self.settle(&parent, &child_id);
+                } else {
+                    parent.ledger().release(&child_id);
+                }
                 if wait {
                     self.collect_end(std::slice::from_ref(&child_id)).await;
                 }
@@ -654,6 +663,9 @@ impl LiveSessionService {
     ) -> Result<WaitOutcome, SessionError> {
         let parent = self.live(&parent_id).ok_or_else(|| SessionError::not_found(parent_id.clone()))?;
         let ids = match args.session_ids {
+            Some(ids) if ids.len() > MAX_WAITED => {
+                return Err(SessionError::invalid(format!("session_ids: at most {MAX_WAITED} children at once")));
+            }
             Some(ids) => {
                 for id in &ids {
                     let is_child = self
@@ -675,47 +687,54 @@ impl LiveSessionService {
         }
         let timeout =
             Duration::from_millis(args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS).clamp(MIN_WAIT_MS, MAX_WAIT_MS));
+        self.collect_start(&ids);
+        // Whatever ends the wait, the children are let go (and settled when finished).
+        let waited = self.watch_children(&parent, &ids, args.mode, timeout, &cancel).await;
+        if let Ok(outcome) = &waited {
+            for child in &outcome.finished {
+                if ended_for_good(child.status) {
+                    self.settle(&parent, &child.session_id);
+                }
+            }
+        }
+        self.collect_end(&ids).await;
+        waited
+    }
+
+    /// Looks at `ids` each time a session changes or mail arrives for `parent`, until `mode`
+    /// is met, mail waits, the parent's turn is cancelled or `timeout` passes.
+    async fn watch_children(
+        &self,
+        parent: &SessionHandle,
+        ids: &[SessionId],
+        mode: WaitMode,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<WaitOutcome, SessionError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut changes = self.changes.subscribe();
-        self.collect_start(&ids);
-        let mut outcome = WaitOutcome::default();
         loop {
             let arrival = parent.mailbox().arrivals().notified();
             tokio::pin!(arrival);
             arrival.as_mut().enable();
-            let (finished, running) = self.ended(&ids).await?;
-            let done = match args.mode {
+            let (finished, running) = self.ended(ids).await?;
+            let done = match mode {
                 WaitMode::Any => !finished.is_empty(),
                 WaitMode::All => running.is_empty(),
             };
-            outcome.mail = parent.mailbox().has_mail();
-            if done || outcome.mail {
-                outcome.finished = finished;
-                outcome.running = running;
-                break;
+            let mail = parent.mailbox().has_mail();
+            if done || mail {
+                return Ok(WaitOutcome { finished, running, mail, timed_out: false });
             }
             tokio::select! {
                 _ = changes.recv() => {}
                 () = &mut arrival => {}
-                () = cancel.cancelled() => {
-                    outcome.running = running;
-                    break;
-                }
+                () = cancel.cancelled() => return Ok(WaitOutcome { running, ..WaitOutcome::default() }),
                 () = tokio::time::sleep_until(deadline) => {
-                    outcome.finished = finished;
-                    outcome.running = running;
-                    outcome.timed_out = true;
-                    break;
+                    return Ok(WaitOutcome { finished, running, mail: false, timed_out: true });
                 }
             }
         }
-        for child in &outcome.finished {
-            if ended_for_good(child.status) {
-                self.settle(&parent, &child.session_id);
-            }
-        }
-        self.collect_end(&ids).await;
-        Ok(outcome)
     }
 
     /// Which of `ids` ended their last turn (or hold it for approvals), and which still run.
@@ -783,23 +802,27 @@ impl LiveSessionService {
         let stopping = self.stopping.clone();
         self.actors.spawn(async move {
             loop {
-                let id = tokio::select! {
+                let changed = tokio::select! {
                     () = stopping.cancelled() => return,
                     changed = changes.recv() => match changed {
-                        Ok(id) => id,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Ok(id) => Some(id),
+                        // Missed announcements: every live child is looked at instead.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => None,
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                     },
                 };
                 let Some(service) = service.upgrade() else { return };
-                // Most changes are not a child's: those cost one small clone.
-                let Some(handle) = service.live(&id).filter(|handle| handle.lineage().is_delegated()) else {
-                    continue;
+                let handles = match changed {
+                    Some(id) => service.live(&id).into_iter().collect(),
+                    None => service.live_handles(),
                 };
-                let view = handle.view();
-                let finished = view.state.last_turn.as_ref().is_some_and(|turn| ended_for_good(turn.status));
-                if finished && view.state.running_turn.is_none() {
-                    service.notify_parent(&view, "finished").await;
+                // Most changes are not a child's: those cost one small clone.
+                for handle in handles.iter().filter(|handle| handle.lineage().is_delegated()) {
+                    let view = handle.view();
+                    let finished = view.state.last_turn.as_ref().is_some_and(|turn| ended_for_good(turn.status));
+                    if finished && view.state.running_turn.is_none() {
+                        service.notify_parent(&view, "finished").await;
+                    }
                 }
             }
         });
@@ -833,7 +856,7 @@ impl LiveSessionService {
         let used = usage_of(view);
         let name = view.state.name.clone().unwrap_or_else(|| child.to_string());
         let (status, text) = match &view.state.last_turn {
-            Some(turn) => (format!("{:?}", turn.status).to_lowercase(), bounded(&turn.text).0),
+            Some(turn) => (wire_name(turn.status), bounded(&turn.text).0),
             None => ("archived".to_owned(), String::new()),
         };
         let body = format!(
@@ -864,6 +887,11 @@ impl LiveSessionService {
         self.notify_parent(view, "archived").await;
         self.followed().forget(&view.session_id);
     }
+}
+
+/// A turn status as every wire names it (`completed`, `cancelled`, …).
+fn wire_name(status: TurnStatus) -> String {
+    serde_json::to_value(status).ok().and_then(|name| name.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 /// The answer the model sees, or the error text.

@@ -449,3 +449,28 @@ mod stored {
         assert!(view.billing.delegated_tokens > 0, "the book survived the restart");
     }
 }
+
+#[tokio::test]
+async fn a_child_reaches_its_unnamed_parent_as_parent() {
+    let provider = ScriptedProvider::responding(|request| {
+        if first(request).starts_with("report back") {
+            if answered(request) {
+                return ScriptedResponse::text(&[&format!("child saw: {}", last(request))]);
+            }
+            return ScriptedResponse::tool_calls(&[
+                ("p1", "list_peers", json!({})),
+                ("p2", "send_message", json!({"to": "parent", "body": "halfway there"})),
+            ]);
+        }
+        if answered(request) {
+            return ScriptedResponse::text(&[&format!("parent saw: {}", last(request))]);
+        }
+        call("delegate", json!({"task": "report back", "name": "scout"}))
+    });
+    let service = shared(provider, DelegationLimits::default(), None);
+    let parent = service.create_session(create("send a scout")).await.unwrap();
+    // The child's list_peers showed its parent; its message reached the parent's next step.
+    assert!(parent.text.contains(r#"\"name\":\"parent\""#), "{}", parent.text);
+    assert!(parent.text.contains("from scout"), "{}", parent.text);
+    assert!(parent.text.contains("halfway there"), "{}", parent.text);
+}

@@ -881,6 +881,14 @@ impl LiveSessionService {
         }
     }
 
+    /// Archived descendants leave the notice bookkeeping.
+    pub(super) fn forget_children(&self, archived: &[SessionId]) {
+        let mut followed = self.followed();
+        for id in archived {
+            followed.forget(id);
+        }
+    }
+
     /// After a child was archived on its own: its result goes to its parent if it has not
     /// (so the parent's hold is settled), and it leaves the notice bookkeeping.
     pub(super) async fn archived_child(&self, view: &SessionView) {

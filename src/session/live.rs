@@ -580,9 +580,7 @@ impl LiveSessionService {
         if view.state.lineage.is_delegated() {
             self.archived_child(&view).await;
         }
-        for descendant in &cascaded {
-            self.followed.lock().unwrap_or_else(PoisonError::into_inner).forget(descendant);
-        }
+        self.forget_children(&cascaded);
         Ok(ArchiveResult { session_id: id.clone(), archived: true, cascaded })
     }
 

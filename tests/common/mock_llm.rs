@@ -114,6 +114,17 @@ pub struct RecordedRequest {
 }
 
 impl RecordedRequest {
+    /// The last message of a chat request, as JSON text (empty when there is none).
+    pub fn last_message(&self) -> String {
+        self.body["messages"]
+            .as_array()
+            .and_then(|messages| messages.last())
+            .map(Value::to_string)
+            .unwrap_or_default()
+    }
+}
+
+impl RecordedRequest {
     /// The first value of a header (name case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();

@@ -15,15 +15,6 @@ use crate::common::mock_llm::{MockResponse, RecordedRequest, anthropic};
 /// How long a test waits for a conversation to settle before failing instead of hanging.
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// The last message of an Anthropic request, as JSON text.
-fn last_message(request: &RecordedRequest) -> String {
-    request.body["messages"]
-        .as_array()
-        .and_then(|messages| messages.last())
-        .map(Value::to_string)
-        .unwrap_or_default()
-}
-
 fn system(request: &RecordedRequest) -> String {
     request.body["system"].to_string()
 }
@@ -35,7 +26,7 @@ fn conversing(
 ) -> impl Fn(&RecordedRequest) -> MockResponse {
     let calls = Arc::new(AtomicU64::new(0));
     move |request: &RecordedRequest| {
-        let last = last_message(request);
+        let last = request.last_message();
         if last.contains("tool_result") {
             return MockResponse::sse(anthropic::text(&["sent"]));
         }
@@ -144,7 +135,7 @@ async fn mail_survives_kill_9_and_is_delivered_after_the_restart() {
     let view = deputy.ok("session_read", json!({"session_id": id})).await;
     assert_eq!(view["state"]["inbox"]["waiting"], 1);
     deputy.ok("session_turn", json!({"session_id": id, "prompt": "go on"})).await;
-    let last = last_message(deputy.mock.requests().last().unwrap());
+    let last = deputy.mock.requests().last().unwrap().last_message();
     assert!(last.contains("do not lose me") && last.contains("go on"), "{last}");
 }
 
@@ -190,7 +181,7 @@ async fn two_deputies_configured_as_each_others_peers_exchange_messages_over_mcp
     // see the other's session as a remote peer.
     let deadline = tokio::time::Instant::now() + LIMIT;
     let from_remote = |requests: Vec<RecordedRequest>, who: &str| {
-        requests.iter().any(|request| last_message(request).contains(&format!("from {who} (remote)")))
+        requests.iter().any(|request| request.last_message().contains(&format!("from {who} (remote)")))
     };
     while !(from_remote(a.mock.requests(), "deputy-b:bob") && from_remote(b.mock.requests(), "deputy-a:alice")) {
         assert!(tokio::time::Instant::now() < deadline, "no message crossed: a {:?}", a.mock.requests().len());

@@ -23,14 +23,6 @@ fn first_message(request: &RecordedRequest) -> String {
     request.body["messages"][0].to_string()
 }
 
-fn last_message(request: &RecordedRequest) -> String {
-    request.body["messages"]
-        .as_array()
-        .and_then(|messages| messages.last())
-        .map(Value::to_string)
-        .unwrap_or_default()
-}
-
 fn is_child(request: &RecordedRequest) -> bool {
     first_message(request).contains("CHILD")
 }
@@ -120,7 +112,7 @@ fn delegate_once(extra: Value, child_answer: &'static str) -> impl Fn(&RecordedR
         if is_child(request) {
             return text(child_answer);
         }
-        if last_message(request).contains("tool_result") {
+        if request.last_message().contains("tool_result") {
             let outcome = content_of(tool_results(request).last().unwrap());
             return text(&format!("the child said: {}", outcome["text"].as_str().unwrap_or("(nothing)")));
         }
@@ -399,7 +391,7 @@ async fn a_background_childs_result_reaches_its_parents_inbox_and_settles_the_ho
         if is_child(request) {
             return MockResponse::sse(anthropic::text(&["background answer"])).pause_before_chunk(1, gate.clone());
         }
-        if last_message(request).contains("[child ") {
+        if request.last_message().contains("[child ") {
             return text("noted the child's result");
         }
         match tool_results(request).len() {
@@ -430,7 +422,7 @@ async fn a_background_childs_result_reaches_its_parents_inbox_and_settles_the_ho
     let next = deputy.ok("session_turn", json!({"session_id": parent, "prompt": "any news?"})).await;
     assert_eq!(next["text"], "noted the child's result", "{next}");
     let request = last_parent_request_of(&deputy, "PARENT: start a child");
-    let last = last_message(&request);
+    let last = request.last_message();
     assert!(last.contains(&format!("[child bg ({child}) finished: completed; {child_tokens} tokens")), "{last}");
     assert!(last.contains("background answer"), "{last}");
     let billing = deputy.ok("session_read", json!({"session_id": parent})).await["billing"].clone();
@@ -455,7 +447,7 @@ async fn a_childs_approval_escalates_to_the_root_and_is_answered_on_the_child() 
                 _ => text("written"),
             };
         }
-        if last_message(request).contains("[child ") {
+        if request.last_message().contains("[child ") {
             return text("the child is done");
         }
         match tool_results(request).len() {

@@ -519,3 +519,107 @@ async fn the_tree_lists_the_same_after_kill_9_and_a_restart() {
     assert_eq!(root["state"]["children"].as_array().map(Vec::len), Some(2), "{root}");
     assert_eq!(root["billing"]["delegated_tokens"], delegated, "{root}");
 }
+
+/// `[delegation] enabled = false`: sessions are not offered the tools, and asking for them is
+/// refused.
+#[tokio::test]
+async fn a_server_with_delegation_off_offers_no_delegation_tools() {
+    let deputy = TestDeputy::start_with_config("[delegation]\nenabled = false\n").await;
+    deputy.mock.respond_with(|_: &RecordedRequest| text("plain"));
+    deputy.ok("session_create", json!({"prompt": "PARENT: hello"})).await;
+    let first = deputy.mock.requests().into_iter().find(is_parent).unwrap();
+    let tools: Vec<&str> =
+        first.body["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(!tools.contains(&"delegate") && !tools.contains(&"wait"), "{tools:?}");
+    let (code, message) =
+        deputy.err("session_create", json!({"prompt": "PARENT: hello", "builtins": ["delegate"]})).await;
+    assert_eq!(code, "INVALID_REQUEST", "{message}");
+    assert!(message.contains("[delegation]"), "{message}");
+}
+
+/// `[delegation] default_child_budget` is what a child gets when `delegate` names no budget.
+#[tokio::test]
+async fn the_default_child_budget_applies_where_delegate_names_none() {
+    let config = "[delegation]\ndefault_child_budget = { max_tokens = 500, max_tool_calls = 4 }\n";
+    let deputy = TestDeputy::start_with_config(config).await;
+    let held = Gate::new();
+    let gate = held.clone();
+    deputy.mock.respond_with(move |request: &RecordedRequest| {
+        if is_child(request) {
+            // Held while the test reads the child's budget (it closes at what it used).
+            return MockResponse::sse(anthropic::text(&["small answer"])).pause_before_chunk(1, gate.clone());
+        }
+        match tool_results(request).len() {
+            0 => call(0, "delegate", json!({"task": "CHILD: small", "wait": false})),
+            _ => text("parent idle"),
+        }
+    });
+    let done =
+        deputy.ok("session_create", json!({"prompt": "PARENT: delegate", "budget": {"max_tokens": 10_000}})).await;
+    let parent = id_of(&done);
+    let child = id_of(&deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"][0]);
+    let view = deputy.ok("session_read", json!({"session_id": child})).await;
+    let budget = &view["billing"]["budget"];
+    assert_eq!(
+        (budget["max_tokens"].as_u64(), budget["max_tool_calls"].as_u64()),
+        (Some(500), Some(4)),
+        "{budget}"
+    );
+    let parent_view = deputy.ok("session_read", json!({"session_id": parent})).await;
+    assert_eq!(parent_view["billing"]["reserved_tokens"].as_u64(), Some(500), "held from the parent");
+    held.open();
+    settled(&deputy, &child, |view| view["state"]["last_turn"]["status"] == "completed").await;
+}
+
+/// `session_interrupt {cascade: false}` leaves a running child alone.
+#[tokio::test]
+async fn an_interrupt_without_cascade_leaves_the_children_running() {
+    let deputy = TestDeputy::start().await;
+    let held = Gate::new();
+    let gate = held.clone();
+    deputy.mock.respond_with(move |request: &RecordedRequest| {
+        if is_child(request) {
+            return MockResponse::sse(anthropic::text(&["late"])).pause_before_chunk(1, gate.clone());
+        }
+        match tool_results(request).len() {
+            0 => call(0, "delegate", json!({"task": "CHILD: slow", "wait": false})),
+            _ => text("parent idle"),
+        }
+    });
+    let done = deputy.ok("session_create", json!({"prompt": "PARENT: start one"})).await;
+    let parent = id_of(&done);
+    request_where(&deputy, is_child).await;
+    let child = id_of(&deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"][0]);
+    let (code, _) = deputy.err("session_interrupt", json!({"session_id": parent, "cascade": false})).await;
+    assert_eq!(code, "SESSION_NOT_RUNNING", "the parent is idle and its child is left alone");
+    assert_eq!(deputy.ok("session_read", json!({"session_id": child})).await["state"]["status"], "running");
+    let interrupted = deputy.ok("session_interrupt", json!({"session_id": parent})).await;
+    assert_eq!((interrupted["interrupted"].as_bool(), &interrupted["cascaded"]), (Some(false), &json!([child])));
+    held.open();
+}
+
+/// `deputy sessions list --parent ID` and `--root ID` list a stored tree from the command line.
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn the_command_line_lists_a_tree() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.respond_with(delegate_once(json!({"name": "cli-child"}), "ok"));
+    let parent = id_of(&deputy.ok("session_create", json!({"prompt": "PARENT: delegate"})).await);
+    let child = id_of(&deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"][0]);
+    let stopped = deputy.stop().await;
+    let list = |flag: &str| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
+        command.args(["sessions", "list", flag, &parent, "--json"]).env("XDG_CONFIG_HOME", stopped.home.path());
+        crate::common::deputy::with_store(&mut command, stopped.home.path());
+        command
+    };
+    let output = list("--parent").output().await.unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(ids(&listed), [child.clone()]);
+    let output = list("--root").output().await.unwrap();
+    let tree: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut both = vec![parent.clone(), child];
+    both.sort();
+    assert_eq!(ids(&tree), both);
+}

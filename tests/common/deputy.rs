@@ -209,6 +209,22 @@ pub async fn ok_tool(client: &RunningService<RoleClient, RecordingClient>, tool:
 }
 
 impl TestDeputy {
+    /// Reads session `id` (long-polling a running turn) until it is idle and `done` holds;
+    /// fails after 30 s instead of hanging.
+    pub async fn settled(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let view = self.ok("session_read", serde_json::json!({"session_id": id, "wait_ms": 1000})).await;
+            if view["state"]["status"] == "idle" && done(&view) {
+                return view;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "did not settle: {view}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl TestDeputy {
     pub async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
         call_tool(&self.client, tool, arguments).await
     }

@@ -41,18 +41,6 @@ fn conversing(
     }
 }
 
-async fn settled(deputy: &TestDeputy, id: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        let view = deputy.ok("session_read", json!({"session_id": id, "wait_ms": 1000})).await;
-        if view["state"]["status"] == "idle" && done(&view) {
-            return view;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "did not settle: {view}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// utime + stime of a process, in clock ticks (`/proc/PID/stat` fields 14 and 15).
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -80,12 +68,12 @@ async fn two_host_sessions_converse_until_max_hops_parks_the_loop_then_idle_at_n
     // alice sends hop 1 to bob, bob hop 2 to alice, … alice's hop 4 handled, her answer (hop 5)
     // is parked at bob.
     let parked_at = |view: &Value| view["state"]["inbox_parked"].as_array().is_some_and(|p| !p.is_empty());
-    let bob_view = settled(&deputy, &bob, parked_at).await;
+    let bob_view = deputy.settled(&bob, parked_at).await;
     let parked = &bob_view["state"]["inbox_parked"][0];
     assert_eq!(parked["hops"], 5, "{bob_view}");
     assert_eq!(parked["from"]["kind"], "session");
     assert_eq!(parked["from"]["name"], "alice");
-    let alice_view = settled(&deputy, &alice, |_| true).await;
+    let alice_view = deputy.settled(&alice, |_| true).await;
     // Each answers in a turn of its own (the first turn, then hops 2 and 4 for alice, 1 and 3
     // for bob), unless a reply came in while the other was still in its turn: then that turn
     // answered it.
@@ -218,11 +206,11 @@ async fn max_auto_turns_from_the_config_stops_a_host_until_its_caller_takes_a_tu
         .to_owned();
     let sent = deputy.ok("session_send", json!({"session_id": id, "message": "one"})).await;
     assert_eq!(sent["delivered"], "started_turn");
-    settled(&deputy, &id, |view| view["state"]["turns"] == 2).await;
+    deputy.settled(&id, |view| view["state"]["turns"] == 2).await;
     let sent = deputy.ok("session_send", json!({"session_id": id, "message": "two"})).await;
     assert_eq!(sent["delivered"], "queued", "the one auto-turn is spent");
     deputy.ok("session_turn", json!({"session_id": id, "prompt": "carry on"})).await;
     let sent = deputy.ok("session_send", json!({"session_id": id, "message": "three"})).await;
     assert_eq!(sent["delivered"], "started_turn", "the caller's turn reset the count");
-    settled(&deputy, &id, |view| view["state"]["turns"] == 4).await;
+    deputy.settled(&id, |view| view["state"]["turns"] == 4).await;
 }

@@ -76,19 +76,6 @@ fn ids(list: &Value) -> Vec<String> {
     ids
 }
 
-/// Reads `id` until it is idle and `done` holds; fails after [`LIMIT`].
-async fn settled(deputy: &TestDeputy, id: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        let view = deputy.ok("session_read", json!({"session_id": id, "wait_ms": 1000})).await;
-        if view["state"]["status"] == "idle" && done(&view) {
-            return view;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "did not settle: {view}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Waits until a recorded request satisfies `matches`; returns it.
 async fn request_where(deputy: &TestDeputy, matches: impl Fn(&RecordedRequest) -> bool) -> RecordedRequest {
     let deadline = tokio::time::Instant::now() + LIMIT;
@@ -187,7 +174,7 @@ async fn an_over_budget_request_is_capped_to_what_the_parent_has_left_and_the_re
     assert_eq!(carved, 1000 - CALL_TOKENS, "capped to what the parent had left: {child_view}");
 
     release.open();
-    let done = settled(&deputy, &parent, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
+    let done = deputy.settled(&parent, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
     assert_eq!(done["state"]["last_turn"]["text"], "the child said: cheap answer", "{done}");
     let child_tokens =
         deputy.ok("session_read", json!({"session_id": child})).await["billing"]["total_tokens"].as_u64().unwrap();
@@ -354,10 +341,9 @@ async fn interrupting_the_parent_cancels_its_running_child() {
     assert_eq!(interrupted["interrupted"], true, "{interrupted}");
     assert_eq!(interrupted["cascaded"], json!([child]), "{interrupted}");
 
-    let parent_view =
-        settled(&deputy, &parent, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
+    let parent_view = deputy.settled(&parent, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
     assert_eq!(parent_view["state"]["last_turn"]["status"], "cancelled", "{parent_view}");
-    let child_view = settled(&deputy, &child, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
+    let child_view = deputy.settled(&child, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
     assert_eq!(child_view["state"]["last_turn"]["status"], "cancelled", "{child_view}");
     held.open();
 }
@@ -416,9 +402,9 @@ async fn a_background_childs_result_reaches_its_parents_inbox_and_settles_the_ho
     assert_eq!(held["reserved_tokens"], 1000, "held while the child works: {held}");
 
     release.open();
-    let child_view = settled(&deputy, &child, |view| view["state"]["last_turn"]["status"] == "completed").await;
+    let child_view = deputy.settled(&child, |view| view["state"]["last_turn"]["status"] == "completed").await;
     let child_tokens = child_view["billing"]["total_tokens"].as_u64().unwrap();
-    settled(&deputy, &parent, |view| view["state"]["inbox"]["waiting"] == 1).await;
+    deputy.settled(&parent, |view| view["state"]["inbox"]["waiting"] == 1).await;
 
     let next = deputy.ok("session_turn", json!({"session_id": parent, "prompt": "any news?"})).await;
     assert_eq!(next["text"], "noted the child's result", "{next}");
@@ -569,7 +555,7 @@ async fn the_default_child_budget_applies_where_delegate_names_none() {
     let parent_view = deputy.ok("session_read", json!({"session_id": parent})).await;
     assert_eq!(parent_view["billing"]["reserved_tokens"].as_u64(), Some(500), "held from the parent");
     held.open();
-    settled(&deputy, &child, |view| view["state"]["last_turn"]["status"] == "completed").await;
+    deputy.settled(&child, |view| view["state"]["last_turn"]["status"] == "completed").await;
 }
 
 /// `session_interrupt {cascade: false}` leaves a running child alone.

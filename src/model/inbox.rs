@@ -154,6 +154,17 @@ mod tests {
         for status in [SessionStatus::Idle, SessionStatus::Running, SessionStatus::Archived] {
             assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
         }
+        use crate::model::TurnStatus;
+        let turns = [
+            TurnStatus::Completed,
+            TurnStatus::Running,
+            TurnStatus::Cancelled,
+            TurnStatus::Failed,
+            TurnStatus::PendingToolCalls,
+        ];
+        for status in turns {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
     }
 
     #[test]

@@ -30,6 +30,19 @@ pub enum TurnStatus {
     PendingToolCalls,
 }
 
+impl TurnStatus {
+    /// The name it has on every wire (its serde name), for text that shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Running => "running",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+            Self::PendingToolCalls => "pending_tool_calls",
+        }
+    }
+}
+
 /// The result of a turn (or of waiting for one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunResult {

@@ -246,16 +246,7 @@ impl LiveSessionService {
             if peer.session_id == *of {
                 continue;
             }
-            let view = match self.live(&peer.session_id) {
-                Some(handle) => handle.view(),
-                None => match &self.store {
-                    Some(store) => match store.record(&peer.session_id).await? {
-                        Some(record) => record.view(record.resting_status(), None),
-                        None => continue,
-                    },
-                    None => continue,
-                },
-            };
+            let Some(view) = self.view_of(&peer.session_id).await? else { continue };
             peers.push(PeerInfo {
                 name: peer.name,
                 session_id: peer.session_id,

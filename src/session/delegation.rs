@@ -170,6 +170,12 @@ fn ended_for_good(status: TurnStatus) -> bool {
     matches!(status, TurnStatus::Completed | TurnStatus::Cancelled | TurnStatus::Failed)
 }
 
+/// A session whose last turn ended for good and that runs nothing now: a finished child.
+fn finished(view: &SessionView) -> bool {
+    view.state.running_turn.is_none()
+        && view.state.last_turn.as_ref().is_some_and(|turn| ended_for_good(turn.status))
+}
+
 /// What a child used, as its parent is charged: its own use and its children's.
 fn usage_of(view: &SessionView) -> ChildUsage {
     let billing = &view.billing;
@@ -376,7 +382,7 @@ impl LiveSessionService {
     }
 
     /// A session's view, live or stored.
-    async fn view_of(&self, id: &SessionId) -> Result<Option<SessionView>, SessionError> {
+    pub(super) async fn view_of(&self, id: &SessionId) -> Result<Option<SessionView>, SessionError> {
         if let Some(handle) = self.live(id) {
             return Ok(Some(handle.view()));
         }
@@ -640,8 +646,7 @@ impl LiveSessionService {
         }
         for child in children {
             let Some(view) = self.live(child).map(|handle| handle.view()) else { continue };
-            let finished = view.state.last_turn.as_ref().is_some_and(|turn| ended_for_good(turn.status));
-            if finished && view.state.running_turn.is_none() {
+            if finished(&view) {
                 self.notify_parent(&view, "finished").await;
             }
         }
@@ -819,8 +824,7 @@ impl LiveSessionService {
                 // Most changes are not a child's: those cost one small clone.
                 for handle in handles.iter().filter(|handle| handle.lineage().is_delegated()) {
                     let view = handle.view();
-                    let finished = view.state.last_turn.as_ref().is_some_and(|turn| ended_for_good(turn.status));
-                    if finished && view.state.running_turn.is_none() {
+                    if finished(&view) {
                         service.notify_parent(&view, "finished").await;
                     }
                 }
@@ -856,8 +860,8 @@ impl LiveSessionService {
         let used = usage_of(view);
         let name = view.state.name.clone().unwrap_or_else(|| child.to_string());
         let (status, text) = match &view.state.last_turn {
-            Some(turn) => (wire_name(turn.status), bounded(&turn.text).0),
-            None => ("archived".to_owned(), String::new()),
+            Some(turn) => (turn.status.as_str(), bounded(&turn.text).0),
+            None => ("archived", String::new()),
         };
         let body = format!(
             "[child {name} ({child}) {what}: {status}; {} tokens; {} tool calls]\n{text}",
@@ -895,11 +899,6 @@ impl LiveSessionService {
         self.notify_parent(view, "archived").await;
         self.followed().forget(&view.session_id);
     }
-}
-
-/// A turn status as every wire names it (`completed`, `cancelled`, …).
-fn wire_name(status: TurnStatus) -> String {
-    serde_json::to_value(status).ok().and_then(|name| name.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 /// The answer the model sees, or the error text.

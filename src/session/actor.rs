@@ -31,16 +31,16 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::live::delegation::Provenance;
-use crate::agent::{Agent, EventSink, FullOutputs, InboxLimits, Journal, Ledger, Mailbox, TurnInput};
+use crate::agent::{Agent, AgentFactory, EventSink, FullOutputs, InboxLimits, Journal, Ledger, Mailbox, TurnInput};
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::llm::Message;
 #[cfg(feature = "session-compaction")]
 use crate::model::CompactResult;
 use crate::model::inbox::{Delivery, InboxMessage};
-use crate::model::{RunResult, SessionRecord, SessionStatus, SessionSummary, SessionView};
+use crate::model::{AgentSpec, RunResult, SessionRecord, SessionStatus, SessionSummary, SessionView};
 use crate::store::{SaveRequest, SharedStore, StoreError, StoredInbox, StoredMail};
+use crate::tools::Grants;
 
 /// What the actor is asked to do. Only one `RunTurn` or `Compact` is ever queued: the turn
 /// lock is taken before either is sent.
@@ -60,6 +60,14 @@ enum Command {
     Compact { cancel: CancellationToken, reply: oneshot::Sender<Result<CompactResult, SessionError>> },
     /// Stop after whatever is in flight (the channel is FIFO, so a running turn finishes).
     Shutdown,
+}
+
+/// How a live session's agent was built: its children are built with the same factory and
+/// grants, from its resolved spec.
+pub struct Provenance {
+    pub factory: Arc<AgentFactory>,
+    pub grants: Grants,
+    pub spec: AgentSpec,
 }
 
 /// State shared by the handle and the actor, readable without waiting.

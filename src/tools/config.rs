@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::approval::ApprovalPolicy;
 use super::builtin::{self, OUTPUT_CAP_BYTES};
 use super::callback::CallbackTool;
+use super::delegation::DelegateArgs;
 use super::mcp::{McpServerRequest, McpServerSpec, McpTransport};
 use super::policy::{AuditTag, Grants, Guarded, PolicySwitches};
 use super::shell::{Shell, ShellConfig};
@@ -142,6 +143,78 @@ pub enum ToolScopeError {
 }
 
 impl ToolConfig {
+    /// A delegated child's tools: these (its parent's resolved ones), narrowed by the `delegate`
+    /// call: a workspace at or below this one, a subset of the builtins and MCP servers, the
+    /// shell only if this has it; never callbacks; the same approval policy.
+    pub fn narrow(&self, args: &DelegateArgs) -> Result<ToolConfig, SessionError> {
+        let parent = self;
+        let workspace = match (&args.workspace, &parent.workspace) {
+            (None, workspace) => workspace.clone(),
+            (Some(_), None) => {
+                return Err(SessionError::invalid(
+                    "workspace: this session has no workspace to give a child part of",
+                ));
+            }
+            (Some(dir), Some(root)) => {
+                let asked = Path::new(dir);
+                let joined = if asked.is_absolute() { asked.to_path_buf() } else { root.join(asked) };
+                let canonical = std::fs::canonicalize(&joined)
+                    .map_err(|err| SessionError::invalid(format!("workspace {dir}: {err}")))?;
+                if !canonical.starts_with(root) || !canonical.is_dir() {
+                    return Err(SessionError::invalid(format!(
+                        "workspace {dir}: a child's workspace is a directory at or below this session's ({})",
+                        root.display()
+                    )));
+                }
+                Some(canonical)
+            }
+        };
+        let builtins = match &args.builtins {
+            None => parent.builtins.clone(),
+            Some(asked) => {
+                if let Some(missing) = asked.iter().find(|tool| !parent.builtins.contains(tool)) {
+                    return Err(SessionError::invalid(format!(
+                        "builtins: {} is not among this session's tools, and a child gets only a subset",
+                        missing.name()
+                    )));
+                }
+                let mut builtins = asked.clone();
+                builtins.sort();
+                builtins.dedup();
+                builtins
+            }
+        };
+        let shell = match args.shell {
+            None => parent.shell,
+            Some(false) => None,
+            Some(true) => Some(
+                parent
+                    .shell
+                    .ok_or_else(|| SessionError::invalid("shell: this session has no shell to give a child"))?,
+            ),
+        };
+        let mcp_servers = match &args.mcp_servers {
+            None => parent.mcp_servers.clone(),
+            Some(names) => names
+                .iter()
+                .map(|name| {
+                    parent.mcp_servers.iter().find(|server| server.name == *name).cloned().ok_or_else(|| {
+                        SessionError::invalid(format!("mcp_servers: {name:?} is not one of this session's servers"))
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(ToolConfig {
+            workspace,
+            builtins,
+            shell,
+            callbacks: Vec::new(),
+            approval: parent.approval.clone(),
+            approval_timeout_ms: parent.approval_timeout_ms,
+            mcp_servers,
+        })
+    }
+
     /// What sessions stored before per-session tools had: read-only file tools in the
     /// server's workspace.
     pub fn legacy() -> Self {

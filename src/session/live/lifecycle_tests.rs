@@ -10,6 +10,7 @@ use crate::error::{ErrorCode, ErrorKind};
 use crate::llm::scripted::{Gate, ScriptedProvider, ScriptedResponse, Step};
 use crate::llm::{StopReason, StreamEvent};
 use crate::model::SessionStatus;
+use crate::model::TurnStatus;
 
 /// How long a test waits for something that should be immediate before failing instead of
 /// hanging.

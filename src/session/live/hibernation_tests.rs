@@ -33,6 +33,7 @@ mod stored {
 
     use super::*;
     use crate::llm::Role;
+    use crate::model::TurnStatus;
 
     fn stored_service(
         provider: &Arc<ScriptedProvider>,

@@ -14,6 +14,7 @@ use crate::llm::scripted::{Gate, ScriptedProvider, ScriptedResponse, Step};
 use crate::llm::{ContentBlock, LlmError, LlmErrorKind, Role, StopReason, StreamEvent, Usage};
 use crate::model::Budget;
 use crate::model::SessionStatus;
+use crate::model::TurnStatus;
 use crate::tools::Workspace;
 
 fn service_with(provider: Arc<ScriptedProvider>, workspace: Option<Workspace>) -> Arc<LiveSessionService> {

@@ -19,6 +19,7 @@ use crate::llm::registry::ProviderRegistry;
 use crate::llm::retry::{RetryPolicy, RetryingProvider};
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use crate::llm::{LlmError, LlmErrorKind};
+use crate::model::TurnStatus;
 use crate::model::{ApprovalAnswer, Decision, MAX_EVENTS_PAGE, StoredEvent};
 use crate::session::projection::{CHECKPOINT_FILE, EVENTS_FILE, Projector, TRANSCRIPT_FILE, project_session};
 use crate::store::{RedbStore, SessionStore};

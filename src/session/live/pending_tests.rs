@@ -9,6 +9,7 @@ use super::test_support::*;
 use super::*;
 use crate::error::ErrorCode;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
+use crate::model::TurnStatus;
 use crate::model::{ApprovalAnswer, Decision, PendingKind, ToolResultAnswer};
 use crate::model::{SessionStatus, StopReason};
 use crate::store::SharedStore;

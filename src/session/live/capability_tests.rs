@@ -12,6 +12,7 @@ use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::{Gate, ScriptedProvider, ScriptedResponse, Step};
 use crate::llm::{StopReason, StreamEvent};
 use crate::model::SessionStatus;
+use crate::model::TurnStatus;
 use crate::store::SharedStore;
 
 const PERSISTENT: bool = cfg!(feature = "session-store");

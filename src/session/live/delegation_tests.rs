@@ -12,6 +12,7 @@ use super::*;
 use crate::error::ErrorCode;
 use crate::llm::scripted::{Gate, ScriptedProvider, ScriptedResponse};
 use crate::llm::{ContentBlock, ModelRequest};
+use crate::model::TurnStatus;
 use crate::model::{Budget, Origin, SessionStatus};
 use crate::tools::BuiltinTool;
 

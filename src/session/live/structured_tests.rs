@@ -10,6 +10,7 @@ use super::*;
 use crate::error::ErrorCode;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use crate::llm::{ContentBlock, FINAL_ANSWER_TOOL, Role};
+use crate::model::TurnStatus;
 use crate::model::{Budget, SessionStatus, StopReason};
 use crate::tools::{CallbackTool, ToolRequest, Workspace};
 

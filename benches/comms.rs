@@ -23,13 +23,13 @@ use deputy::ids::SessionId;
 use deputy::llm::ContentBlock;
 use deputy::llm::registry::ProviderRegistry;
 use deputy::llm::scripted::{ScriptedProvider, ScriptedResponse};
+use deputy::peers::{PeerServerConfig, RemotePeers};
 use deputy::session::{
     CallerServices, CreateSessionRequest, LiveSessionService, PerCaller, SendRequest, SessionService,
 };
 use deputy::surfaces::http::{HttpConfig, router};
 use deputy::tools::comms::Outgoing;
 use deputy::tools::mcp::McpFactory;
-use deputy::tools::peers::{PeerServerConfig, RemotePeers};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -118,7 +118,7 @@ async fn run(messages: usize) {
     let (receiver, mut arrivals) = service();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let services = Arc::new(PerCaller::new(receiver, deputy::tools::Surface::Http));
+    let services = Arc::new(PerCaller::new(receiver, deputy::policy::Surface::Http));
     let app = router(services.clone(), &HttpConfig::new(address), CancellationToken::new());
     tokio::spawn(async move { axum::serve(listener, app).await });
     // Loopback without a token: the sender arrives as the anonymous caller, who owns `bob`.

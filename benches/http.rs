@@ -130,7 +130,7 @@ async fn run(turns: usize, seconds: u64) {
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     // Loopback without a token: every request is the anonymous caller, who owns the sessions.
-    let services = Arc::new(PerCaller::new(service, deputy::tools::Surface::Http));
+    let services = Arc::new(PerCaller::new(service, deputy::policy::Surface::Http));
     let app = router(services.clone(), &HttpConfig::new(address), shutdown.child_token());
     let service = services.for_caller(&Caller::anonymous());
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -14,17 +14,19 @@ use serde::Deserialize;
 
 use crate::agent::{AgentFactory, InboxLimits};
 use crate::caller::Scope;
+use crate::hooks::{HookConfig, Hooks};
 use crate::llm::anthropic::{AnthropicConfig, AnthropicProvider};
 use crate::llm::openai::{OpenAiConfig, OpenAiProvider};
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::retry::{RetryPolicy, RetryingProvider};
 use crate::llm::{HttpTimeouts, Provider};
+use crate::peers::{PeerServerConfig, RemotePeers};
+use crate::policy::{PolicySwitches, Switch};
 use crate::session::DelegationLimits;
 use crate::session::SessionLimits;
 use crate::store::SharedStore;
 use crate::tools::mcp::{self, McpFactory, McpPoolSettings, McpServerConfig};
-use crate::tools::peers::{PeerServerConfig, RemotePeers};
-use crate::tools::{HookConfig, Hooks, PolicySwitches, Switch, ToolDefaults, Workspace};
+use crate::tools::{ToolDefaults, Workspace};
 
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -152,7 +154,7 @@ pub struct ConfigFile {
     /// Other deputy servers this one's sessions may message (`send_message {to: "NAME:…"}`).
     #[serde(default)]
     pub peers: BTreeMap<String, PeerServerConfig>,
-    /// Programs and endpoints that watch and steer sessions (see [`crate::tools::hooks`]).
+    /// Programs and endpoints that watch and steer sessions (see [`crate::hooks`]).
     #[serde(default)]
     pub hooks: Vec<HookConfig>,
     /// Where the live projector writes sessions' journals as files, if anywhere.
@@ -247,7 +249,7 @@ pub struct ProjectionConfig {
 /// An unset switch takes the surface's default: stdio and the background server's clients
 /// allow (the caller is the user's own client), `serve --http` denies unless the caller's token
 /// has the scope (`shell`, `mcp:inline`). An explicit `deny` is a hard deny no scope overrides;
-/// an explicit `allow` allows every caller. See [`crate::tools::policy`].
+/// an explicit `allow` allows every caller. See [`crate::policy`].
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
@@ -776,7 +778,7 @@ mod tests {
 
     #[test]
     fn hooks_parse_and_bad_ones_are_refused_at_load() {
-        use crate::tools::hooks::HookEventKind;
+        use crate::hooks::HookEventKind;
         let config: ConfigFile = toml::from_str(
             r#"
             [[hooks]]

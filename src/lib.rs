@@ -13,11 +13,13 @@
 //!  agent ───────── the loop (turn, step), compaction, pending calls, events, factory
 //!  store ───────── SessionStore: redb tables, codec (feature session-store)
 //!  model ───────── plain data: record, views, results, spec, budget, held steps
+//!  hooks, peers ── operator hooks around sessions, turns and tools; remote deputy servers
 //!  tools ───────── Tool, ToolScope, builtins, shell, external MCP servers
 //!  llm ─────────── Provider, wire adapters, the retry gate
+//!  policy ──────── Grants: what a caller on a surface may switch on; audit tags
 //!  caller ──────── Caller: a subject and its scopes (who asks, what they may do)
 //!  error ───────── SessionError, the one code table, ErrorKind
-//!  ids, text ───── id newtypes; char-boundary truncation
+//!  ids, text, secrets ─ id newtypes; char-boundary truncation; Secret, a value never echoed
 //! ```
 //!
 //! # How one request travels
@@ -39,9 +41,13 @@ pub mod caller;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod hooks;
 pub mod ids;
 pub mod llm;
 pub mod model;
+pub mod peers;
+pub mod policy;
+pub mod secrets;
 pub mod server;
 pub mod session;
 pub mod store;

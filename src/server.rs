@@ -17,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::caller::Caller;
 use crate::config::{AppState, Environment, Settings};
+use crate::policy;
 use crate::session::{LiveSessionService, PerCaller, ScopedService, SessionService};
 use crate::store::persistence_disabled;
 use crate::surfaces::http::{self, HttpConfig};
 use crate::surfaces::mcp::McpServer;
 use crate::tools::mcp::McpFactory;
-use crate::tools::policy;
 
 /// Where `serve` answers.
 #[derive(Debug, Clone)]

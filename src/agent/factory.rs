@@ -13,15 +13,17 @@ use std::sync::Arc;
 use super::{Agent, ContextOverrides, FullOutputs, OutputContract, RestoredState};
 use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
+use crate::hooks::Hooks;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::{FINAL_ANSWER_TOOL, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
+use crate::policy::AuditTag;
+use crate::policy::{Grants, Surface};
 use crate::tools::comms::{ListPeers, SendMessage};
 use crate::tools::delegation::{CancelDelegate, Delegate, Wait};
 use crate::tools::link::SessionLink;
 use crate::tools::mcp::{self, McpFactory, McpServerConfig, McpServerSpec};
-use crate::tools::policy::AuditTag;
-use crate::tools::{BuiltinTool, Grants, Hooks, Surface, ToolDefaults, ToolRequest, Workspace};
+use crate::tools::{BuiltinTool, ToolDefaults, ToolRequest, Workspace};
 
 /// Everything that decides how a session's agent behaves. Unset fields take the server's
 /// defaults.
@@ -312,7 +314,7 @@ impl AgentFactory {
             }
             // Inline `url` servers reach public addresses only, unless the operator allows more.
             let inline_reach = match self.tool_defaults.policy.inline_mcp_private_urls {
-                Some(crate::tools::Switch::Allow) => mcp::Reach::Any,
+                Some(crate::policy::Switch::Allow) => mcp::Reach::Any,
                 _ => mcp::Reach::Public,
             };
             let reach_of = |server: &McpServerSpec| {

@@ -32,11 +32,12 @@ pub use journal::Journal;
 pub use structured::OutputContract;
 pub use turn::{TurnEnd, TurnInput, TurnReport};
 
+use crate::hooks::Hooks;
 use crate::ids::SessionId;
 use crate::llm::{Message, Provider, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState, DelegationBook, PendingStep};
 use crate::tools::link::SessionLink;
-use crate::tools::{Hooks, ToolConfig, ToolScope};
+use crate::tools::{ToolConfig, ToolScope};
 
 /// Fields are private to the `agent` module: its children (the loop in `turn` and `step`, and
 /// `compaction`, which rewrites the history) work on them directly; everything else goes

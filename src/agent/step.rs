@@ -12,10 +12,10 @@ use super::context::cap_tool_output;
 use super::pending::{Resolution, Settlement};
 use super::turn::{StepOutcome, TurnTotals};
 use super::{Agent, AgentEvent, EventSink};
+use crate::hooks::{HookEvent, HookEventKind, HookToolResult};
 use crate::llm::{ContentBlock, Message, Role};
 use crate::model::{CallState, PendingCall, PendingKind, PendingStep, StepCall};
 use crate::tools::ToolOutput;
-use crate::tools::hooks::{HookEvent, HookEventKind, HookToolResult};
 
 impl Agent {
     /// Runs a step's tool calls: callbacks and calls needing approval are held for the caller,

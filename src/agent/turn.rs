@@ -18,12 +18,12 @@ use tokio_util::sync::CancellationToken;
 use super::pending::Resolution;
 use super::structured::Verdict;
 use super::{Agent, AgentEvent, EventSink, OutputContract};
+use crate::hooks::{HookEvent, HookEventKind};
 use crate::llm::{
     self as llm, ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StreamEvent, Usage,
 };
 use crate::model::inbox::{InboxMessage, MessageSender};
 use crate::model::{Exhausted, PendingCall, StopReason};
-use crate::tools::hooks::{HookEvent, HookEventKind};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]

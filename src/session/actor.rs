@@ -39,8 +39,8 @@ use crate::llm::Message;
 use crate::model::CompactResult;
 use crate::model::inbox::{Delivery, InboxMessage};
 use crate::model::{AgentSpec, RunResult, SessionRecord, SessionStatus, SessionSummary, SessionView};
+use crate::policy::Grants;
 use crate::store::{SaveRequest, SharedStore, StoreError, StoredInbox, StoredMail};
-use crate::tools::Grants;
 
 /// What the actor is asked to do. Only one `RunTurn` or `Compact` is ever queued: the turn
 /// lock is taken before either is sent.

@@ -35,7 +35,7 @@ use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
     ToolOutputResult,
 };
-use crate::tools::{Grants, Surface};
+use crate::policy::{Grants, Surface};
 
 /// Makes the view of one caller: what a surface serving many callers holds.
 pub trait CallerServices: Send + Sync + 'static {

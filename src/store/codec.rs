@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::StoreError;
-use crate::tools::secret::{SecretSealer, with_sealer};
+use crate::secrets::{SecretSealer, with_sealer};
 
 const VERSION: u8 = 1;
 
@@ -27,12 +27,12 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     }
 }
 
-/// [`encode`] with `sealer` sealing every [`crate::tools::Secret`] inside `value`.
+/// [`encode`] with `sealer` sealing every [`crate::secrets::Secret`] inside `value`.
 pub fn encode_sealed<T: Serialize>(sealer: &Arc<dyn SecretSealer>, value: &T) -> Result<Vec<u8>, StoreError> {
     with_sealer(sealer.clone(), || encode(value))
 }
 
-/// [`decode`] with `sealer` opening every sealed [`crate::tools::Secret`] inside.
+/// [`decode`] with `sealer` opening every sealed [`crate::secrets::Secret`] inside.
 pub fn decode_sealed<T: DeserializeOwned>(sealer: &Arc<dyn SecretSealer>, bytes: &[u8]) -> Result<T, StoreError> {
     with_sealer(sealer.clone(), || decode(bytes))
 }

@@ -28,7 +28,7 @@ use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::{ListPosition, SessionSummary, StoredEvent};
-use crate::tools::secret::SecretSealer;
+use crate::secrets::SecretSealer;
 
 #[derive(Debug, Clone)]
 pub struct RedbStore {

@@ -1,5 +1,5 @@
 //! Secrets sealed at rest (security review F9): the `env` and `headers` values of a session's
-//! MCP servers ([`crate::tools::Secret`]) are encrypted inside every stored record, so the
+//! MCP servers ([`crate::secrets::Secret`]) are encrypted inside every stored record, so the
 //! store file never holds them in plaintext, whoever manages to read it.
 //!
 //! **Cipher.** XChaCha20-Poly1305 from RustCrypto's `chacha20poly1305` (audited, widely used,
@@ -27,7 +27,7 @@ use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
 
 use super::StoreError;
-use crate::tools::secret::SecretSealer;
+use crate::secrets::SecretSealer;
 
 /// Bytes of a key.
 const KEY_LEN: usize = 32;

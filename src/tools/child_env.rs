@@ -7,7 +7,7 @@
 
 use std::ffi::OsString;
 
-use super::secret::Secret;
+use crate::secrets::Secret;
 
 /// What a child inherits from deputy, if set.
 pub const INHERITED: &[&str] =

@@ -17,10 +17,10 @@ use super::builtin::{self, OUTPUT_CAP_BYTES};
 use super::callback::CallbackTool;
 use super::delegation::DelegateArgs;
 use super::mcp::{McpServerRequest, McpServerSpec, McpTransport};
-use super::policy::{AuditTag, Grants, Guarded, PolicySwitches};
 use super::shell::{Shell, ShellConfig};
 use super::{Tool, ToolScope, TypedTool, Workspace, WorkspaceError};
 use crate::error::SessionError;
+use crate::policy::{AuditTag, Grants, Guarded, PolicySwitches};
 
 /// A builtin file tool, by the name the model sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
@@ -314,7 +314,7 @@ pub struct ToolRequest {
 ///
 /// `allow_shell` and `allow_inline_mcp_servers` are deprecated aliases of `[policy] shell` and
 /// `[policy] inline_mcp_commands` + `inline_mcp_urls` (`false`: deny, `true`: allow); `[policy]`
-/// wins where both are set ([`super::policy`]).
+/// wins where both are set ([`crate::policy`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDefaults {
@@ -546,7 +546,7 @@ mod tests {
     use super::*;
     use crate::caller::Caller;
     use crate::error::ErrorCode;
-    use crate::tools::Surface;
+    use crate::policy::Surface;
 
     #[test]
     fn an_operator_can_forbid_the_shell_and_inline_mcp_servers() {

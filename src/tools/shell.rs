@@ -15,9 +15,9 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
-use super::policy::AuditTag;
 use super::process_group::GroupGuard;
 use super::{ToolOutput, TypedTool, Workspace};
+use crate::policy::AuditTag;
 
 /// How long to keep reading output after the group was killed: only a process that escaped
 /// the group (`setsid`) can still hold the pipes open, and it is not waited for.
@@ -140,7 +140,7 @@ impl Shell {
 
 /// Reads `reader` to its end, keeping the first `cap` bytes and counting all of them. Stops
 /// [`DRAIN_GRACE`] after `finished` fires even if the pipe is still open.
-pub(super) async fn read_capped(
+pub async fn read_capped(
     reader: Option<impl AsyncRead + Unpin>,
     cap: usize,
     finished: CancellationToken,

@@ -8,9 +8,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::builtin::OUTPUT_CAP_BYTES;
-use super::policy::AuditTag;
 use super::process_group::group_exists;
 use super::{BuiltinTool, CallbackTool, ShellConfig, ToolConfig, ToolOutput, ToolScope};
+use crate::policy::AuditTag;
 
 fn scope(root: &Path, shell: Option<ShellConfig>) -> ToolScope {
     let config = ToolConfig {

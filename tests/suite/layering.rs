@@ -12,11 +12,13 @@ use std::path::{Path, PathBuf};
 /// Top-level modules from the bottom up. Modules on one line share a layer and may not name
 /// each other: they are independent.
 const LAYERS: &[&[&str]] = &[
-    &["ids", "text"],
+    &["ids", "text", "secrets"],
     &["error"],
     &["caller"],
+    &["policy"],
     &["llm"],
     &["tools"],
+    &["hooks", "peers"],
     &["model"],
     &["store"],
     &["agent"],

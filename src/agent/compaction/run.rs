@@ -5,9 +5,9 @@ use tokio_util::sync::CancellationToken;
 use super::{COMPACTION_PROMPT, Pruned, clean_turn_starts, due, prune, rebuild_history};
 use crate::agent::turn::{Interruption, Response, Trigger};
 use crate::agent::{Agent, AgentEvent, EventSink};
+use crate::hooks::{HookEvent, HookEventKind};
 use crate::llm::{ContentBlock, Message, Role, Usage};
 use crate::model::context::{estimate_message, estimate_text};
-use crate::tools::hooks::{HookEvent, HookEventKind};
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -10,14 +10,14 @@ use super::registry::Slot;
 use crate::agent::{Agent, AgentFactory};
 use crate::caller::Caller;
 use crate::error::SessionError;
+use crate::hooks::{HookEvent, HookEventKind};
 use crate::ids::SessionId;
 use crate::model::RunResult;
 use crate::model::{Lineage, SessionRecord};
+use crate::policy::AuditTag;
+use crate::policy::Grants;
 use crate::session::types::*;
 use crate::store::{SaveRequest, StoredInbox};
-use crate::tools::Grants;
-use crate::tools::hooks::{HookEvent, HookEventKind};
-use crate::tools::policy::AuditTag;
 
 /// Labels a session may carry, and the size of each key and value: labels travel in every list
 /// page and every record, so they stay small (security review F10).

@@ -8,9 +8,9 @@ use super::LiveSessionService;
 use super::registry::Slot;
 use crate::agent::AgentFactory;
 use crate::error::SessionError;
+use crate::hooks::{HookEvent, HookEventKind};
 use crate::ids::SessionId;
 use crate::model::{ArchiveResult, SessionStatus, SessionView};
-use crate::tools::hooks::{HookEvent, HookEventKind};
 
 impl LiveSessionService {
     /// `archive`, with the `session_end` hooks of `factory` (the caller's configuration).

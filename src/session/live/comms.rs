@@ -18,8 +18,8 @@ use crate::ids::{MessageId, SessionId};
 use crate::model::SessionRecord;
 use crate::model::inbox::{InboxMessage, MAX_MESSAGE_BYTES, MessageSender, SendResult};
 use crate::model::record::peer_key;
+use crate::policy::Grants;
 use crate::session::types::SendRequest;
-use crate::tools::Grants;
 use crate::tools::comms::{Outgoing, PeerDirectory, PeerInfo, Sent};
 use crate::tools::link::SessionHub;
 
@@ -225,7 +225,7 @@ impl LiveSessionService {
         };
         // The recipient has the sender's owner; a stored one resumes with the server's own
         // grants, which its spec was checked against when it was created.
-        let grants = self.factory.grants(&Caller::local(), crate::tools::Surface::Local);
+        let grants = self.factory.grants(&Caller::local(), crate::policy::Surface::Local);
         let sent = self.deliver(&self.factory, &grants, &id, message).await?;
         Ok(Sent { message_id: sent.message_id.to_string(), delivered: sent.delivered.as_str().to_owned() })
     }

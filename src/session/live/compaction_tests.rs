@@ -326,9 +326,9 @@ async fn three_hundred_turns_with_large_tool_outputs_stay_within_the_window() {
 #[tokio::test]
 async fn a_compaction_start_hook_may_skip_the_compaction() {
     use crate::agent::AgentFactory;
+    use crate::hooks::Hooks;
+    use crate::hooks::{HookConfig, HookEventKind};
     use crate::llm::registry::ProviderRegistry;
-    use crate::tools::Hooks;
-    use crate::tools::hooks::{HookConfig, HookEventKind};
 
     let dir = tempfile::tempdir().unwrap();
     let seen = dir.path().join("event.json");

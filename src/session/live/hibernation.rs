@@ -13,10 +13,10 @@ use super::registry::{Lookup, Registry, Slot};
 use crate::agent::AgentFactory;
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::policy::AuditTag;
+use crate::policy::Grants;
 use crate::session::actor::SessionHandle;
 use crate::store::persistence_disabled;
-use crate::tools::Grants;
-use crate::tools::policy::AuditTag;
 
 impl LiveSessionService {
     /// Starts the idle reaper (with a store and a non-zero `idle_unload`): one task that wakes

@@ -161,7 +161,7 @@ mod stored {
         let stale = service.live(&id).unwrap();
         let mut attempts = 0;
         let won = service
-            .with_handle(&service.factory, &crate::tools::Grants::local(), &id, async |handle| {
+            .with_handle(&service.factory, &crate::policy::Grants::local(), &id, async |handle| {
                 attempts += 1;
                 if attempts == 1 {
                     assert!(service.unload(&id, handle, "test").await);

@@ -85,8 +85,8 @@ async fn a_panic_after_the_caller_stopped_waiting_still_releases_the_session() {
 async fn a_panicked_turn_closes_its_open_tool_calls() {
     use crate::agent::{AgentBuildConfig, EventSink, RestoredState, TurnEnd};
     use crate::llm::{ContentBlock, Message, Role};
-    use crate::tools::Grants;
-    use crate::tools::policy::AuditTag;
+    use crate::policy::AuditTag;
+    use crate::policy::Grants;
 
     let provider = ScriptedProvider::new([]);
     let service = scripted_service(provider, None, None);

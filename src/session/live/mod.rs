@@ -35,9 +35,9 @@ use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
     ToolOutputResult,
 };
+use crate::peers::RemotePeers;
+use crate::policy::{Grants, Surface};
 use crate::store::{SharedStore, StoredInbox};
-use crate::tools::peers::RemotePeers;
-use crate::tools::{Grants, Surface};
 use registry::Registry;
 
 /// How long `drain` waits for interrupted turns, then for the actors, to end.

@@ -14,9 +14,9 @@ use crate::agent::{AgentFactory, EventSink, TurnInput};
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::model::{CompactResult, RunResult, TurnStatus};
+use crate::policy::Grants;
 use crate::session::actor::{SessionHandle, TurnReply, TurnTicket};
 use crate::session::types::*;
-use crate::tools::Grants;
 
 impl LiveSessionService {
     /// `start_turn`; a session that is not live is resumed with `factory`'s providers and

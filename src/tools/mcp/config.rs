@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::{McpServerSpec, McpTransport};
 use crate::error::SessionError;
-use crate::tools::secret::Secret;
+use crate::secrets::Secret;
 
 /// One server in the config file, or inline in `session_create`: exactly one of `command`
 /// (stdio child) and `url` (streamable HTTP).

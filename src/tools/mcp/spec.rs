@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::reach::Reach;
-use crate::tools::secret::Secret;
+use crate::secrets::Secret;
 
 /// How deputy reaches a server.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -15,10 +15,10 @@ use crate::caller::{Caller, Scope};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::{Budget, Lineage, RunResult, SessionState};
+use crate::policy::AuditTag;
 use crate::session::actor::SessionHandle;
 use crate::session::types::{MAX_WAIT, TurnOptions};
 use crate::tools::delegation::{CancelArgs, ChildContext, DelegateArgs};
-use crate::tools::policy::AuditTag;
 
 impl LiveSessionService {
     /// `delegate` of session `parent_id`.

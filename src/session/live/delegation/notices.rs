@@ -114,7 +114,7 @@ impl LiveSessionService {
         };
         let (factory, grants) = match &parent {
             Some(parent) => (parent.provenance().factory.clone(), parent.provenance().grants.clone()),
-            None => (self.factory.clone(), self.factory.grants(&Caller::local(), crate::tools::Surface::Local)),
+            None => (self.factory.clone(), self.factory.grants(&Caller::local(), crate::policy::Surface::Local)),
         };
         if let Err(error) = self.deliver(&factory, &grants, &parent_id, message).await {
             tracing::warn!(session_id = %child, parent_id = %parent_id, %error, "a child's result could not reach its parent");

@@ -15,7 +15,7 @@
 //! order; the first `deny` stops the rest, and a `modify` is what the next hook sees.
 //!
 //! Hooks are operator configuration only (sessions cannot bring their own), and command hooks
-//! get the clean environment of [`super::child_env`], never deputy's secrets. This module only
+//! get the clean environment of [`crate::tools::child_env`], never deputy's secrets. This module only
 //! runs hooks and folds their answers into a [`Verdict`]; the agent decides what a verdict
 //! means at each event.
 
@@ -30,8 +30,8 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::Switch;
 use crate::ids::SessionId;
+use crate::policy::Switch;
 
 /// The most of a hook's answer that is read; a longer answer is a failure.
 pub const MAX_REPLY_BYTES: usize = 64 * 1024;

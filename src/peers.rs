@@ -12,9 +12,9 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Secret;
-use super::comms::{Outgoing, Sent};
-use super::mcp::{McpFactory, McpServerSpec, McpTransport};
+use crate::secrets::Secret;
+use crate::tools::comms::{Outgoing, Sent};
+use crate::tools::mcp::{McpFactory, McpServerSpec, McpTransport};
 
 /// `[peers.NAME]`: another deputy's MCP endpoint and the environment variable holding the
 /// bearer token it gave this server.

@@ -25,7 +25,8 @@ use crate::session::{
     TurnRequest, TurnStatus,
 };
 use crate::surfaces::http::HttpConfig;
-use crate::surfaces::{render, schemas, wire};
+use super::render;
+use crate::surfaces::{schemas, wire};
 use crate::tools::ToolRequest;
 
 /// `deputy serve`: the flags choose the surface and the drain timeout; [`server::serve`] does

@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod commands;
+pub mod render;
 
 use std::process::ExitCode;
 

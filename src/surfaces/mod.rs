@@ -21,7 +21,6 @@ pub mod mcp_tasks;
 pub mod operation;
 pub mod portable;
 pub mod progress;
-pub mod render;
 pub mod resources;
 pub mod rpc_stdio;
 pub mod schemas;

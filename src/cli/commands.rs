@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::args::{BackgroundCommand, BackgroundServerArgs, RunArgs, ServeArgs, SessionsCommand, StructuredArgs};
 use super::exit_with;
+use super::render;
 use crate::agent::{AgentBuildConfig, AgentEvent, ContextOverrides};
 use crate::background::{self, HostExit, HostOptions, StartOptions};
 use crate::config::Settings;
@@ -25,7 +26,6 @@ use crate::session::{
     TurnRequest, TurnStatus,
 };
 use crate::surfaces::http::HttpConfig;
-use super::render;
 use crate::surfaces::{schemas, wire};
 use crate::tools::ToolRequest;
 

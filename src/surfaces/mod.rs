@@ -13,15 +13,10 @@
 //!   [`approvals`]: held approvals as elicitations.
 //! - [`render`]: the command line's human-readable text (the CLI itself is [`crate::cli`]).
 
-pub mod approvals;
 pub mod http;
 pub mod mcp;
-pub mod mcp_logging;
-pub mod mcp_tasks;
 pub mod operation;
 pub mod portable;
-pub mod progress;
-pub mod resources;
 pub mod rpc_stdio;
 pub mod schemas;
 pub mod wire;

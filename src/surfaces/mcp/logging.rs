@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ServerCapabilities};
 use serde_json::Value;
 
-use super::wire::ErrorBody;
+use crate::surfaces::wire::ErrorBody;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 

@@ -11,16 +11,25 @@
 //! first), two resources per session (state and transcript); its cursor *is* the
 //! `session_list` cursor. Tool outputs are reached through the template only.
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
+use std::sync::{Arc, PoisonError};
 
-use rmcp::ErrorData as McpError;
-use rmcp::model::{ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
+use rmcp::model::{
+    ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResourceUpdatedNotificationParam,
+};
+use rmcp::{ErrorData as McpError, Peer, RoleServer};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::McpServer;
 
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::llm::{ContentBlock, Message, Role};
 use crate::model::{ListPosition, SessionView};
-use crate::session::{ListQuery, SessionService};
+use crate::session::{CallerServices, ListQuery, SessionService};
 
 /// Every resource URI of deputy starts so.
 pub const PREFIX: &str = "deputy://sessions/";
@@ -258,5 +267,65 @@ mod tests {
         ] {
             assert_eq!(SessionResource::parse(foreign), None, "{foreign}");
         }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Subscriptions {
+    pub(super) uris: BTreeSet<String>,
+    pub(super) watcher: Option<DropGuard>,
+}
+
+/// One of deputy's resources, or `resource_not_found` for any other URI.
+pub(super) fn parse_resource(uri: &str) -> Result<SessionResource, McpError> {
+    SessionResource::parse(uri).ok_or_else(|| {
+        McpError::resource_not_found(
+            format!("{uri} is not a deputy resource (deputy://sessions/...)"),
+            Some(serde_json::json!({ "uri": uri })),
+        )
+    })
+}
+
+impl<P: CallerServices> McpServer<P> {
+    /// Starts telling this connection about changes to its subscribed resources, once.
+    pub(super) fn watch_subscriptions(&self, peer: Peer<RoleServer>, service: <P as CallerServices>::Service) {
+        let mut subscriptions = self.subscriptions.lock().unwrap_or_else(PoisonError::into_inner);
+        if subscriptions.watcher.is_some() {
+            return;
+        }
+        let stop = CancellationToken::new();
+        subscriptions.watcher = Some(stop.clone().drop_guard());
+        let watched = Arc::downgrade(&self.subscriptions);
+        let mut changes = service.changes();
+        tokio::spawn(async move {
+            loop {
+                let changed = tokio::select! {
+                    changed = changes.recv() => changed,
+                    () = stop.cancelled() => return,
+                };
+                let id = match changed {
+                    Ok(id) => id,
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return,
+                };
+                let Some(watched) = watched.upgrade() else { return };
+                let uris: Vec<String> = {
+                    let subscriptions = watched.lock().unwrap_or_else(PoisonError::into_inner);
+                    subscriptions
+                        .uris
+                        .iter()
+                        .filter(|uri| {
+                            SessionResource::parse(uri).is_some_and(|resource| *resource.session_id() == id)
+                        })
+                        .cloned()
+                        .collect()
+                };
+                for uri in uris {
+                    if peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await.is_err() {
+                        return; // the client went away
+                    }
+                }
+            }
+        });
     }
 }

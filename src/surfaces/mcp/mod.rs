@@ -10,51 +10,45 @@
 //! error. rmcp negotiates the protocol version (2026-07-28 and 2025-11-25).
 //!
 //! deputy declares `tools`, `logging`, `resources` (with `subscribe` and `listChanged`: its
-//! sessions, [`super::resources`]) and the tasks extension ([`super::mcp_tasks`]). The methods
+//! sessions, [`super::resources`]) and the tasks extension ([`tasks`]). The methods
 //! of capabilities it does not have (`prompts/*`, `completion/complete`) answer `-32601`
 //! instead of rmcp's default empty lists: a client must not be told a capability is absent and
 //! then find it answered.
 //!
 //! A turn that stops on approvals alone is asked about: clients of the tasks extension get a
 //! task that turns `input_required`; 2025-11-25 clients that declared `elicitation` get one
-//! `elicitation/create` per approval while their call waits ([`super::approvals`]). Either way
+//! `elicitation/create` per approval while their call waits ([`approvals`]). Either way
 //! a missing answer leaves the approvals pending, as for any other client.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CancelledNotificationParam,
-    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, GetTaskParams,
-    GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    RequestId, ResourceUpdatedNotificationParam, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, RequestId, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::{ElicitationMode, NotificationContext, RequestContext, SubscriptionContext};
-use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio::sync::broadcast::error::RecvError;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::approvals;
-use super::mcp_logging::{self, CallLog, CallSummary};
-use super::mcp_tasks::{self, TASK_GRACE, TaskRegistry};
 use super::operation::Operation;
-use super::progress::ProgressForwarder;
-use super::resources::{self, SessionResource};
-use super::wire::{ERROR_META_KEY, ErrorBody};
+use super::wire::ErrorBody;
 use crate::agent::event_channel;
 use crate::caller::Caller;
-use crate::model::{RunResult, TurnStatus};
-use crate::session::{CallerServices, SessionService, TurnOptions, TurnRequest};
-
-/// How long one approval question (`elicitation/create`) waits for its answer; past it the
-/// approvals stay pending and the call answers `pending_tool_calls`.
-pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(120);
-/// Held steps asked about within one call at most (each answer may lead to another).
-const ELICITATION_ROUNDS: usize = 8;
+use crate::model::RunResult;
+use crate::session::{CallerServices, SessionService, TurnOptions};
+use approvals::{asks_approvals, elicit_approvals};
+use errors::render_error;
+use logging::{CallLog, CallSummary};
+use progress::ProgressForwarder;
+use resources::{SessionResource, Subscriptions, parse_resource};
+use tasks::{TASK_GRACE, TaskRegistry};
 
 const INSTRUCTIONS: &str = "deputy runs LLM agent sessions for you. Start one with session_create (it runs the first \
 turn and returns the answer plus a session_id), continue it with session_turn, and inspect it with session_read. \
@@ -81,12 +75,6 @@ pub struct McpServer<P> {
     /// This connection's `resources/subscribe` URIs (2025-11-25 clients), and the watcher
     /// that tells it about them (stopped when the connection's server is dropped).
     subscriptions: Arc<Mutex<Subscriptions>>,
-}
-
-#[derive(Default)]
-struct Subscriptions {
-    uris: BTreeSet<String>,
-    watcher: Option<DropGuard>,
 }
 
 /// Turn tokens by request id, cancelled by `notifications/cancelled` only.
@@ -220,7 +208,7 @@ impl<P: CallerServices> McpServer<P> {
         }
         let outcome = match outcome {
             Ok(value) if runs_turn => match serde_json::from_value::<RunResult>(value.clone()) {
-                Ok(run) if as_task && mcp_tasks::needs_task(&run) => {
+                Ok(run) if as_task && tasks::needs_task(&run) => {
                     let summary = CallSummary::success(&value);
                     let events = task_events.lock().unwrap_or_else(PoisonError::into_inner).take();
                     let task = self.tasks.follow(Arc::new(service), run, caller.subject(), events);
@@ -252,126 +240,6 @@ impl<P: CallerServices> McpServer<P> {
             }
         })
     }
-
-    /// Starts telling this connection about changes to its subscribed resources, once.
-    fn watch_subscriptions(&self, peer: Peer<RoleServer>, service: <P as CallerServices>::Service) {
-        let mut subscriptions = self.subscriptions.lock().unwrap_or_else(PoisonError::into_inner);
-        if subscriptions.watcher.is_some() {
-            return;
-        }
-        let stop = CancellationToken::new();
-        subscriptions.watcher = Some(stop.clone().drop_guard());
-        let watched = Arc::downgrade(&self.subscriptions);
-        let mut changes = service.changes();
-        tokio::spawn(async move {
-            loop {
-                let changed = tokio::select! {
-                    changed = changes.recv() => changed,
-                    () = stop.cancelled() => return,
-                };
-                let id = match changed {
-                    Ok(id) => id,
-                    Err(RecvError::Lagged(_)) => continue,
-                    Err(RecvError::Closed) => return,
-                };
-                let Some(watched) = watched.upgrade() else { return };
-                let uris: Vec<String> = {
-                    let subscriptions = watched.lock().unwrap_or_else(PoisonError::into_inner);
-                    subscriptions
-                        .uris
-                        .iter()
-                        .filter(|uri| {
-                            SessionResource::parse(uri).is_some_and(|resource| *resource.session_id() == id)
-                        })
-                        .cloned()
-                        .collect()
-                };
-                for uri in uris {
-                    if peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await.is_err() {
-                        return; // the client went away
-                    }
-                }
-            }
-        });
-    }
-}
-
-/// Whether a turn's answer should be asked about through `elicitation/create`: it holds
-/// approvals alone and the caller declared form elicitation (on 2026-07-28, where servers may
-/// not send requests, rmcp refuses the request and the approvals stay pending).
-fn asks_approvals(run: &RunResult, context: &RequestContext<RoleServer>) -> bool {
-    run.status == TurnStatus::PendingToolCalls
-        && approvals::approvals_only(&run.pending)
-        && context.peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
-}
-
-/// Asks the caller about each held approval and, when every one is answered, answers the
-/// step with a `session_turn` (waiting `wait` as the call did): the turn's new result. Any
-/// other outcome (declined, cancelled, no answer within [`ELICITATION_TIMEOUT`], a client
-/// error) is the held result, pending as before.
-async fn elicit_approvals<S: SessionService>(
-    service: &S,
-    mut run: RunResult,
-    context: &RequestContext<RoleServer>,
-    wait: Duration,
-    cancel: Option<CancellationToken>,
-) -> Result<serde_json::Value, crate::error::SessionError> {
-    for _ in 0..ELICITATION_ROUNDS {
-        if !(run.status == TurnStatus::PendingToolCalls && approvals::approvals_only(&run.pending)) {
-            break;
-        }
-        let mut results = Vec::with_capacity(run.pending.len());
-        for call in &run.pending {
-            let Ok(params) = approvals::elicitation(call) else { break };
-            let reply = context.peer.create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT)).await;
-            match reply {
-                Ok(result) => results.push(serde_json::to_value(result).ok()),
-                Err(error) => {
-                    tracing::info!(session_id = %run.session_id, "approval not elicited: {error}");
-                    break;
-                }
-            }
-        }
-        let Some(answers) = approvals::answers(&run.pending, &results) else { break };
-        let request = TurnRequest {
-            approvals: answers,
-            options: TurnOptions { wait: Some(wait), events: None, cancel: cancel.clone() },
-            ..TurnRequest::default()
-        };
-        run = service.start_turn(&run.session_id.clone(), request).await?;
-    }
-    serde_json::to_value(&run).map_err(|error| {
-        crate::error::SessionError::agent(
-            Some(run.session_id.clone()),
-            crate::error::ErrorKind::Internal,
-            format!("could not encode the result: {error}"),
-        )
-    })
-}
-
-/// An error as a tool result: `isError`, the text `CODE: message` for an LLM, and the whole
-/// [`ErrorBody`] (whatever fields it has) in `_meta["deputy/error"]` for programs.
-pub(super) fn render_error(body: &ErrorBody) -> CallToolResult {
-    let text = format!("{}: {}", body.code, body.message);
-    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-    // `ErrorBody` is plain strings, so encoding cannot fail; if it ever did, the text still
-    // carries the code.
-    if let Ok(value) = serde_json::to_value(body) {
-        let mut meta = MetaObject::new();
-        meta.insert(ERROR_META_KEY.to_owned(), value);
-        result.meta = Some(meta);
-    }
-    result
-}
-
-/// One of deputy's resources, or `resource_not_found` for any other URI.
-fn parse_resource(uri: &str) -> Result<SessionResource, McpError> {
-    SessionResource::parse(uri).ok_or_else(|| {
-        McpError::resource_not_found(
-            format!("{uri} is not a deputy resource (deputy://sessions/...)"),
-            Some(serde_json::json!({ "uri": uri })),
-        )
-    })
 }
 
 /// The answer to a method of a capability deputy does not declare.
@@ -385,7 +253,7 @@ fn not_declared(method: &str) -> McpError {
 
 impl<P: CallerServices> ServerHandler for McpServer<P> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(mcp_logging::capabilities())
+        ServerConfig::new(logging::capabilities())
             .with_server_info(Implementation::new("deputy", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -430,13 +298,13 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         }
     }
 
-    #[allow(deprecated)] // logging/setLevel: see `mcp_logging`
+    #[allow(deprecated)] // logging/setLevel: see `logging`
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        mcp_logging::accept_level(&self.log, request.level)
+        logging::accept_level(&self.log, request.level)
     }
 
     // No prompts or completions: rmcp's defaults would answer empty lists.
@@ -602,3 +470,10 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         Err(not_declared("completion/complete"))
     }
 }
+
+pub mod approvals;
+mod errors;
+pub mod logging;
+pub mod progress;
+pub mod resources;
+pub mod tasks;

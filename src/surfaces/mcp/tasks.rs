@@ -25,11 +25,11 @@ use serde_json::Value;
 
 use super::approvals;
 use super::progress::{PROGRESS_INTERVAL, ProgressState};
-use super::wire::ErrorBody;
 use crate::agent::EventReceiver;
 use crate::ids::SessionId;
 use crate::model::{RunResult, TurnStatus};
 use crate::session::{MAX_WAIT, SessionService, TurnOptions, TurnRequest, turn_outcome};
+use crate::surfaces::wire::ErrorBody;
 
 /// How long a task-declaring caller's turn may take before the answer is a task instead.
 pub const TASK_GRACE: Duration = Duration::from_secs(2);
@@ -151,7 +151,7 @@ pub fn render(outcome: Result<RunResult, crate::error::SessionError>) -> CallToo
         })
     }) {
         Ok(value) => CallToolResult::structured(value),
-        Err(error) => super::mcp::render_error(&ErrorBody::from(&error)),
+        Err(error) => super::errors::render_error(&ErrorBody::from(&error)),
     }
 }
 

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::SessionError;
+use crate::llm::catalog::known_context_window;
 use crate::model::context::{ContextSettings, DEFAULT_CONTEXT_WINDOW, DEFAULT_TOOL_OUTPUT_CAP_BYTES};
 use crate::text::{tail_at_char_boundary, truncate_at_char_boundary};
 
@@ -44,22 +45,6 @@ impl ContextOverrides {
 }
 
 const MIN_TOOL_OUTPUT_CAP_BYTES: u64 = 1024;
-
-/// The context window of well-known models; the config file or the caller can say otherwise.
-pub fn known_context_window(model: &str) -> Option<u64> {
-    let name = model.rsplit(':').next().unwrap_or(model).to_ascii_lowercase();
-    let table: [(&str, u64); 8] = [
-        ("claude", 200_000),
-        ("gpt-4.1", 1_047_576),
-        ("gpt-4o", 128_000),
-        ("gpt-4-turbo", 128_000),
-        ("gpt-5", 400_000),
-        ("o1", 200_000),
-        ("o3", 200_000),
-        ("o4", 200_000),
-    ];
-    table.iter().find(|(prefix, _)| name.starts_with(prefix)).map(|(_, window)| *window)
-}
 
 impl ContextSettings {
     /// Fills the defaults for `model` (`provider:model`) answering with `max_tokens` per response.

@@ -8,6 +8,7 @@
 //! under `cfg(test)` or the `test-support` feature.
 
 pub mod anthropic;
+pub mod catalog;
 mod http;
 pub mod message;
 pub mod openai;

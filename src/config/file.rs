@@ -1,0 +1,267 @@
+//! The optional TOML config file and its sections, as read; [`super::AppState`] turns them into
+//! what the server uses.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use super::{AuthConfig, Environment};
+use crate::agent::InboxLimits;
+use crate::hooks::HookConfig;
+use crate::llm::catalog::Wire;
+use crate::peers::PeerServerConfig;
+use crate::policy::{PolicySwitches, Switch};
+use crate::session::DelegationLimits;
+use crate::tools::ToolDefaults;
+use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
+
+/// The optional TOML config file.
+///
+/// ```toml
+/// default_model = "ollama:llama3.2"
+/// max_tokens = 8192
+///
+/// [providers.ollama]
+/// api = "openai"                      # wire format: "openai" (Chat Completions) or "anthropic"
+/// base_url = "http://127.0.0.1:11434/v1"
+/// # api_key_env = "OLLAMA_API_KEY"    # env var holding the key, if the server needs one
+/// context_window = 32768              # tokens; compaction keeps histories below it
+///
+/// [tools]                             # defaults for sessions that do not choose
+/// builtins = ["read_file", "list_dir", "search"]   # default: all five file tools
+/// shell = false                       # default: off
+/// shell_timeout_ms = 60000
+/// shell_max_output_bytes = 65536
+///
+/// [mcp_servers.files]                 # sessions opt in with `mcp_servers: ["files"]`
+/// command = "npx"
+/// args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+/// env = { LOG_LEVEL = "warn" }        # part of the sharing key
+/// idle_timeout_secs = 60              # overrides [mcp_pool] for this server
+/// [mcp_servers.remote]
+/// url = "https://mcp.example.com/mcp"
+/// headers = { Authorization = "Bearer ..." }
+///
+/// [mcp_pool]                          # unused servers stay warm, then stop
+/// idle_timeout_secs = 300
+/// max_idle_servers = 32
+///
+/// [sessions]                          # the live set (hibernation); flags of `serve` override
+/// idle_unload_secs = 600              # unload a session idle this long (with a store); 0: never
+/// max_live_sessions = 1000            # beyond: unload the least recently used, or refuse (no store)
+///
+/// [policy]                            # what callers may do, whatever they ask (PolicyConfig)
+/// shell = "deny"                      # "allow" | "deny"; unset: stdio allows, HTTP denies
+/// inline_mcp_commands = "deny"
+/// inline_mcp_urls = "allow"
+///
+/// [[auth.tokens]]                     # HTTP callers: one subject and its scopes per token
+/// subject = "alice"
+/// token_env = "DEPUTY_TOKEN_ALICE"    # env var holding the token (at least 16 characters)
+/// scopes = ["sessions", "shell"]
+/// [[auth.tokens]]
+/// subject = "ops"
+/// token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+/// scopes = ["sessions:all"]
+///
+/// [[hooks]]                           # run by deputy at an event of every session
+/// event = "pre_tool_use"              # session_start, turn_start, pre_tool_use, post_tool_use,
+///                                     # turn_end, compaction_start, session_end
+/// matcher = "write_file|edit_file"    # tool events: a regex over the whole tool name
+/// command = ["/usr/local/bin/guard"]  # argv, no shell; the event as JSON on stdin
+/// # url = "http://127.0.0.1:8080/hook" # or: the event POSTed as JSON
+/// timeout_ms = 5000                   # default 10000; killed (whole process group) after it
+/// on_error = "deny"                   # a failed hook: "allow" (default) or "deny"
+/// ```
+///
+/// `[tools] shell_timeout_ms`, `shell_max_output_bytes` and `max_tool_output_cap_bytes` are
+/// ceilings: a session may ask for less, never more. `[tools] allow_shell` and
+/// `allow_inline_mcp_servers` are deprecated aliases of the `[policy]` switches, which win.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub default_model: Option<String>,
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Defaults for the tools of sessions that do not choose their own.
+    #[serde(default)]
+    pub tools: ToolDefaults,
+    /// External MCP servers sessions may name in `mcp_servers`.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// How long unused MCP servers stay warm.
+    #[serde(default)]
+    pub mcp_pool: McpPoolSettings,
+    /// What callers may do, whatever they ask.
+    #[serde(default)]
+    pub policy: PolicyConfig,
+    /// How many sessions stay live, and for how long.
+    #[serde(default)]
+    pub sessions: SessionsConfig,
+    /// Who may call over HTTP, as whom.
+    #[serde(default)]
+    pub auth: AuthConfig,
+    /// Bounds of every session's inbox (comms).
+    #[serde(default)]
+    pub inbox: InboxConfig,
+    /// Other deputy servers this one's sessions may message (`send_message {to: "NAME:…"}`).
+    #[serde(default)]
+    pub peers: BTreeMap<String, PeerServerConfig>,
+    /// Programs and endpoints that watch and steer sessions (see [`crate::hooks`]).
+    #[serde(default)]
+    pub hooks: Vec<HookConfig>,
+    /// Where the live projector writes sessions' journals as files, if anywhere.
+    #[serde(default)]
+    pub projection: ProjectionConfig,
+    /// Sub-agents: whether sessions may delegate, and the caps.
+    #[serde(default)]
+    pub delegation: DelegationConfig,
+}
+
+/// The `[delegation]` section.
+///
+/// ```toml
+/// [delegation]
+/// enabled = true                   # sessions get delegate / wait / cancel_delegate by default
+/// max_depth = 1                    # a caller's session may delegate; its children may not
+/// max_children_per_session = 8     # children not archived, per session
+/// max_live_delegated = 32          # delegated sessions not archived, on this server
+/// default_child_budget = { max_tokens = 200000 }   # where delegate names no budget
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DelegationConfig {
+    pub enabled: Option<bool>,
+    pub max_depth: Option<u32>,
+    pub max_children_per_session: Option<usize>,
+    pub max_live_delegated: Option<usize>,
+    pub default_child_budget: Option<crate::model::Budget>,
+}
+
+impl DelegationConfig {
+    pub fn limits(&self) -> DelegationLimits {
+        let default = DelegationLimits::default();
+        DelegationLimits {
+            enabled: self.enabled.unwrap_or(default.enabled),
+            max_depth: self.max_depth.unwrap_or(default.max_depth),
+            max_children_per_session: self.max_children_per_session.unwrap_or(default.max_children_per_session),
+            max_live_delegated: self.max_live_delegated.unwrap_or(default.max_live_delegated),
+            default_budget: self.default_child_budget.unwrap_or(default.default_budget),
+        }
+    }
+}
+
+/// The `[inbox]` section.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct InboxConfig {
+    /// Waiting messages per session at most (default 256).
+    pub capacity: Option<usize>,
+    /// Hops after which a message is parked instead of delivered (default 8).
+    pub max_hops: Option<u32>,
+    /// Turns a host-mode session starts by itself between two caller turns (default 50).
+    pub max_auto_turns: Option<u32>,
+}
+
+impl InboxConfig {
+    pub fn limits(&self) -> InboxLimits {
+        let default = InboxLimits::default();
+        InboxLimits {
+            capacity: self.capacity.unwrap_or(default.capacity),
+            max_hops: self.max_hops.unwrap_or(default.max_hops),
+            max_auto_turns: self.max_auto_turns.unwrap_or(default.max_auto_turns),
+        }
+    }
+}
+
+/// The `[projection]` section: with `dir`, a long-running deputy writes every session's journal
+/// under `dir/sessions/<id>/` after each commit (see `crate::session::projection`), in the
+/// background; a projection failure is logged and never fails a turn.
+///
+/// ```toml
+/// [projection]
+/// dir = "/srv/deputy/projection"
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectionConfig {
+    pub dir: Option<PathBuf>,
+}
+
+/// The `[policy]` section: limits the operator sets for every caller.
+///
+/// ```toml
+/// [policy]
+/// workspace_roots = ["/srv/work"]   # default: the server's --workspace only
+/// shell = "allow"                   # "allow" | "deny"
+/// inline_mcp_commands = "deny"      # inline MCP servers with a `command` (programs on this host)
+/// inline_mcp_urls = "deny"          # inline MCP servers with a `url` (requests from this host)
+/// inline_mcp_private_urls = "deny"  # may those reach loopback/private/link-local addresses?
+/// ```
+///
+/// An unset switch takes the surface's default: stdio and the background server's clients
+/// allow (the caller is the user's own client), `serve --http` denies unless the caller's token
+/// has the scope (`shell`, `mcp:inline`). An explicit `deny` is a hard deny no scope overrides;
+/// an explicit `allow` allows every caller. See [`crate::policy`].
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// A session's `workspace` must be one of these directories or below one.
+    pub workspace_roots: Option<Vec<PathBuf>>,
+    pub shell: Option<Switch>,
+    pub inline_mcp_commands: Option<Switch>,
+    pub inline_mcp_urls: Option<Switch>,
+    pub inline_mcp_private_urls: Option<Switch>,
+}
+
+impl PolicyConfig {
+    pub fn switches(&self) -> PolicySwitches {
+        PolicySwitches {
+            shell: self.shell,
+            inline_mcp_commands: self.inline_mcp_commands,
+            inline_mcp_urls: self.inline_mcp_urls,
+            inline_mcp_private_urls: self.inline_mcp_private_urls,
+        }
+    }
+}
+
+/// The `[sessions]` section: bounds of the live set (see [`SessionLimits`]).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    pub idle_unload_secs: Option<u64>,
+    pub max_live_sessions: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub api: Wire,
+    pub base_url: String,
+    pub api_key_env: Option<String>,
+    /// The context window of this provider's models, in tokens (for compaction).
+    pub context_window: Option<u64>,
+}
+
+impl ConfigFile {
+    /// Reads `path`. A missing file is an error only when the path was given explicitly.
+    pub fn load(path: &Path, explicit: bool) -> anyhow::Result<Self> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text).with_context(|| format!("config file {}", path.display())),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !explicit => Ok(Self::default()),
+            Err(err) => Err(err).with_context(|| format!("config file {}", path.display())),
+        }
+    }
+
+    /// `$XDG_CONFIG_HOME/deputy/config.toml`, else `~/.config/deputy/config.toml`.
+    pub fn default_path(env: &Environment) -> Option<PathBuf> {
+        let base = match env.get("XDG_CONFIG_HOME") {
+            Some(dir) => PathBuf::from(dir),
+            None => PathBuf::from(env.get("HOME")?).join(".config"),
+        };
+        Some(base.join("deputy").join("config.toml"))
+    }
+}

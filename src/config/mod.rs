@@ -1,0 +1,232 @@
+//! Configuration, resolved once at start-up into an immutable [`AppState`].
+//!
+//! Sources, by precedence: command-line flags (and their `DEPUTY_*` env vars, via clap), the
+//! optional TOML config file, then the providers' usual environment variables
+//! (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_BASE_URL`). Nothing
+//! reads the environment after this; requests never mutate it.
+//!
+//! - [`file`]: the TOML config file and its sections;
+//! - [`auth`]: `[auth]`, the tokens HTTP callers present;
+//! - [`providers`]: the provider registry, from the built-in rows of
+//!   [`crate::llm::catalog::BUILT_IN`] and the file's `[providers.NAME]`;
+//! - here: the captured environment, the command line's settings, and [`AppState`], everything
+//!   built once from them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::agent::{AgentFactory, InboxLimits};
+use crate::hooks::Hooks;
+use crate::peers::RemotePeers;
+use crate::session::DelegationLimits;
+use crate::session::SessionLimits;
+use crate::store::SharedStore;
+use crate::tools::mcp::{self, McpFactory};
+use crate::tools::{ToolDefaults, Workspace};
+
+mod auth;
+mod file;
+mod providers;
+
+pub use auth::{AccessToken, AuthConfig, MIN_TOKEN_CHARS, TokenConfig, TokenSecret};
+pub use file::{
+    ConfigFile, DelegationConfig, InboxConfig, PolicyConfig, ProjectionConfig, ProviderConfig, SessionsConfig,
+};
+pub use providers::{provider_registry, provider_variables};
+
+/// The process environment, captured once so configuration is a pure function of it.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    vars: BTreeMap<String, String>,
+}
+
+impl Environment {
+    pub fn from_process() -> Self {
+        Self { vars: std::env::vars().collect() }
+    }
+
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self { vars: pairs.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect() }
+    }
+
+    /// The given variables that are set (and not empty), for handing over to another process.
+    pub fn subset(&self, names: &[String]) -> BTreeMap<String, String> {
+        names.iter().filter_map(|name| Some((name.clone(), self.get(name)?.to_owned()))).collect()
+    }
+
+    pub fn from_map(vars: BTreeMap<String, String>) -> Self {
+        Self { vars }
+    }
+
+    /// A variable's value; an empty value counts as unset.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str).filter(|value| !value.is_empty())
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    pub model: Option<String>,
+    pub config: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+    /// The session store file; `None` means the default location.
+    pub store: Option<PathBuf>,
+    /// Run without a store: sessions live as long as the process.
+    pub ephemeral: bool,
+    /// `serve --idle-unload-secs`, over the config file's `[sessions]`.
+    pub idle_unload_secs: Option<u64>,
+    /// `serve --max-live-sessions`, over the config file's `[sessions]`.
+    pub max_live_sessions: Option<usize>,
+}
+
+impl Settings {
+    /// The live set's bounds: the flags, else the config file, else the defaults.
+    pub fn session_limits(&self, config: &SessionsConfig) -> SessionLimits {
+        let idle_unload_secs =
+            self.idle_unload_secs.or(config.idle_unload_secs).unwrap_or(SessionLimits::DEFAULT_IDLE_UNLOAD_SECS);
+        SessionLimits {
+            idle_unload: std::time::Duration::from_secs(idle_unload_secs),
+            max_live: self
+                .max_live_sessions
+                .or(config.max_live_sessions)
+                .unwrap_or(SessionLimits::DEFAULT_MAX_LIVE),
+        }
+    }
+}
+
+/// Everything built once and shared read-only by every request. The config file and the
+/// provider registry are consumed into the factory (and the MCP pool): nothing else reads them.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub factory: AgentFactory,
+    /// The session store, opened once per process (`None`: ephemeral).
+    pub store: SharedStore,
+    /// External MCP servers, shared by every session (the factory holds the same `Arc`).
+    pub mcp: Arc<McpFactory>,
+    /// Bounds of the live set.
+    pub limits: SessionLimits,
+    /// The config file's `[[auth.tokens]]`, secrets read (used by `serve --http`).
+    pub tokens: Vec<AccessToken>,
+    /// The config file's `[inbox]`.
+    pub inbox: InboxLimits,
+    /// The config file's `[delegation]`.
+    pub delegation: DelegationLimits,
+    /// The config file's `[peers.NAME]`, tokens read.
+    pub remote: RemotePeers,
+    /// `[projection] dir`: where the live projector writes, if anywhere.
+    pub projection: Option<PathBuf>,
+}
+
+/// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
+pub fn default_store_path(env: &Environment) -> Option<PathBuf> {
+    let base = match env.get("XDG_DATA_HOME") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env.get("HOME")?).join(".local").join("share"),
+    };
+    Some(base.join("deputy").join("sessions.redb"))
+}
+
+/// Opens the session store the settings ask for, once.
+#[cfg(feature = "session-store")]
+fn open_store(settings: &Settings, env: &Environment) -> anyhow::Result<SharedStore> {
+    if settings.ephemeral {
+        return Ok(None);
+    }
+    let path = match &settings.store {
+        Some(path) => path.clone(),
+        None => default_store_path(env)
+            .context("no place for the session store: set --store / DEPUTY_STORE (or HOME), or use --ephemeral")?,
+    };
+    let store = crate::store::RedbStore::open(&path)?;
+    tracing::info!(path = %path.display(), "session store open");
+    Ok(Some(Arc::new(store)))
+}
+
+/// This build has no store: every run is ephemeral, and asking for a file is an error.
+#[cfg(not(feature = "session-store"))]
+fn open_store(settings: &Settings, _env: &Environment) -> anyhow::Result<SharedStore> {
+    if let Some(path) = &settings.store {
+        anyhow::bail!(
+            "--store {} needs persistence, which this build of deputy does not include (feature session-store)",
+            path.display()
+        );
+    }
+    Ok(None)
+}
+
+impl AppState {
+    pub fn load(settings: &Settings, env: &Environment) -> anyhow::Result<Self> {
+        let config = load_config_file(settings, env)?;
+        let mcp = Arc::new(McpFactory::new(config.mcp_pool.into()));
+        let factory = agent_factory(settings, env, &config, mcp.clone())?;
+        let store = open_store(settings, env)?;
+        let limits = settings.session_limits(&config.sessions);
+        let tokens = config.auth.resolve(env)?;
+        let remote = RemotePeers::new(&config.peers, mcp.clone(), |variable| env.get(variable).map(str::to_owned))
+            .map_err(anyhow::Error::msg)?;
+        let projection = config.projection.dir.clone();
+        let (inbox, delegation) = (config.inbox.limits(), config.delegation.limits());
+        Ok(Self { factory, store, mcp, limits, tokens, inbox, delegation, remote, projection })
+    }
+}
+
+/// The config file the settings name (`--config`), else the default one if it exists, else
+/// none.
+pub fn load_config_file(settings: &Settings, env: &Environment) -> anyhow::Result<ConfigFile> {
+    match (&settings.config, ConfigFile::default_path(env)) {
+        (Some(path), _) => ConfigFile::load(path, true),
+        (None, Some(path)) => ConfigFile::load(&path, false),
+        (None, None) => Ok(ConfigFile::default()),
+    }
+}
+
+/// The agent factory one client's settings, config file and environment describe (default
+/// model and workspace, providers and their credentials, tool defaults, named MCP servers),
+/// over an MCP server pool owned elsewhere. It opens no store, so a background server builds
+/// one per attached client while it owns the store and the pool once.
+pub fn agent_factory(
+    settings: &Settings,
+    env: &Environment,
+    config: &ConfigFile,
+    mcp: Arc<McpFactory>,
+) -> anyhow::Result<AgentFactory> {
+    let providers = Arc::new(provider_registry(config, env));
+    let workspace_dir = match &settings.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("current directory")?,
+    };
+    let workspace =
+        Workspace::new(&workspace_dir).with_context(|| format!("workspace {}", workspace_dir.display()))?;
+    let default_model = settings.model.clone().or_else(|| config.default_model.clone());
+    let windows = config
+        .providers
+        .iter()
+        .filter_map(|(name, provider)| provider.context_window.map(|window| (name.clone(), window)))
+        .collect();
+    for (name, server) in &config.mcp_servers {
+        mcp::config::spec_of(name, server).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
+    }
+    let hooks = Hooks::from_config(&config.hooks).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
+    let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
+        .with_context_windows(windows)
+        .with_tool_defaults(ToolDefaults {
+            workspace_roots: config.policy.workspace_roots.clone(),
+            policy: config.policy.switches(),
+            ..config.tools.clone()
+        })
+        .with_mcp(mcp, config.mcp_servers.clone())
+        .with_hooks(hooks);
+    if let Some(max_tokens) = config.max_tokens {
+        factory = factory.with_default_max_tokens(max_tokens);
+    }
+    Ok(factory)
+}
+
+/// The names of the environment variables that configure providers: the built-in ones and
+/// each `api_key_env` of the config file. A client attaching to a background server hands over
+
+#[cfg(test)]
+mod tests;

@@ -16,11 +16,9 @@
 #[cfg(feature = "session-store")]
 mod codec;
 #[cfg(feature = "session-store")]
-mod redb_store;
+mod redb;
 #[cfg(feature = "session-store")]
 pub mod sealer;
-#[cfg(feature = "session-store")]
-pub mod tables;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,7 +26,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 #[cfg(feature = "session-store")]
-pub use redb_store::{ARCHIVED_EVENT, RedbStore};
+pub use redb::{ARCHIVED_EVENT, RedbStore};
 
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId};

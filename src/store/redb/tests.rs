@@ -2,9 +2,10 @@
 
 use chrono::{Duration, TimeZone, Utc};
 
+use super::tables::{OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS};
 use super::*;
 use crate::llm::Message;
-use crate::model::SessionStatus;
+use crate::model::{ListPosition, SessionStatus};
 
 fn record(n: u64, message_count: u64) -> SessionRecord {
     let at =
@@ -144,7 +145,7 @@ fn f9_a_new_store_and_the_directories_made_for_it_are_private() {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     drop(RedbStore::open(&path).unwrap());
     assert_eq!(mode(&path), 0o644);
-    assert!(super::private::is_shared(0o644) && !super::private::is_shared(0o600));
+    assert!(super::files::is_shared(0o644) && !super::files::is_shared(0o600));
 }
 
 /// F8: one owner's list is filtered before paging: pages, the cursor and `total` see only that

@@ -1,0 +1,184 @@
+//! Writes, each one redb write transaction: a turn's save (the record, the new messages, a
+//! compaction's discarded ones, tool outputs, journal events and the delivered mail), an
+//! archive, and mail posted to an inbox.
+
+use chrono::Utc;
+use redb::ReadableTable;
+
+use super::backend;
+use super::schema::Indexes;
+use super::tables::{CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, MESSAGES, PEERS, RECORDS, TOOL_OUTPUTS};
+use super::{ARCHIVED_EVENT, Inner};
+use crate::ids::MessageId;
+use crate::model::SessionRecord;
+use crate::model::StoredEvent;
+use crate::store::{SaveRequest, StoreError, StoredMail};
+
+/// Writes one save inside an open write transaction.
+pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
+    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events } = save;
+    let replace_from = *replace_from;
+    let id = record.session_id.as_str();
+    {
+        let mut records = write.open_table(RECORDS).map_err(backend)?;
+        let previous: Option<SessionRecord> = match records.get(id).map_err(backend)? {
+            Some(bytes) => Some(store.decode(bytes.value())?),
+            None => None,
+        };
+
+        // Archiving is final: a save that raced an archive must not bring the session back.
+        if previous.as_ref().is_some_and(|previous| previous.archived) && !record.archived {
+            return Err(StoreError::Archived(id.to_owned()));
+        }
+
+        let mut stored_len = previous.as_ref().map_or(0, |previous| previous.message_count);
+        let mut history = write.open_table(MESSAGES).map_err(backend)?;
+        // A compacted history: the old epoch moves to `discarded`, the new one is written whole.
+        if let Some(previous) = previous.as_ref().filter(|previous| previous.history_epoch != record.history_epoch)
+        {
+            if replace_from != 0 {
+                return Err(StoreError::Corrupt(format!(
+                    "session {id}: a new history epoch must be saved whole, not from message {replace_from}"
+                )));
+            }
+            let mut discarded = write.open_table(DISCARDED).map_err(backend)?;
+            for seq in 0..previous.message_count {
+                if let Some(bytes) = history.remove((id, seq)).map_err(backend)? {
+                    discarded.insert((id, previous.history_epoch, seq), bytes.value()).map_err(backend)?;
+                }
+            }
+            stored_len = 0;
+        }
+        if replace_from > stored_len {
+            return Err(StoreError::Corrupt(format!(
+                "session {id}: a save from message {replace_from} would leave a gap after message {stored_len}"
+            )));
+        }
+        for seq in replace_from..stored_len {
+            history.remove((id, seq)).map_err(backend)?;
+        }
+        for (seq, message) in (replace_from..).zip(messages) {
+            history.insert((id, seq), store.encode(message)?.as_slice()).map_err(backend)?;
+        }
+        if !tool_outputs.is_empty() {
+            let mut outputs = write.open_table(TOOL_OUTPUTS).map_err(backend)?;
+            for (tool_use_id, content) in tool_outputs {
+                outputs.insert((id, tool_use_id.as_str()), content.as_bytes()).map_err(backend)?;
+            }
+        }
+
+        if !delivered.is_empty() {
+            let mut inbox = write.open_table(INBOX).map_err(backend)?;
+            for message_id in delivered {
+                inbox.remove((id, message_id.as_str())).map_err(backend)?;
+            }
+        }
+        if previous.is_none()
+            && let Some(name) = &record.name
+        {
+            let group = record.peer_key();
+            write
+                .open_table(PEERS)
+                .map_err(backend)?
+                .insert((group.as_str(), id), name.as_str())
+                .map_err(backend)?;
+        }
+        if previous.is_none()
+            && let Some(parent) = &record.lineage.parent_id
+        {
+            write.open_table(CHILDREN).map_err(backend)?.insert((parent.as_str(), id), ()).map_err(backend)?;
+            write.open_table(DELEGATED).map_err(backend)?.insert(id, parent.as_str()).map_err(backend)?;
+        }
+        if !events.is_empty() {
+            let stored_seq = previous.as_ref().map_or(0, |previous| previous.event_seq);
+            let mut journal = write.open_table(EVENTS).map_err(backend)?;
+            for (expected, event) in (stored_seq..).zip(events) {
+                if event.seq != expected {
+                    return Err(StoreError::Corrupt(format!(
+                        "session {id}: journal event {} saved where event {expected} comes next",
+                        event.seq
+                    )));
+                }
+                journal.insert((id, event.seq), store.encode(event)?.as_slice()).map_err(backend)?;
+            }
+        }
+
+        let mut indexes = Indexes::open(write)?;
+        if let Some(previous) = &previous {
+            indexes.remove(previous)?;
+        }
+        indexes.insert(store, record)?;
+        records.insert(id, store.encode(record)?.as_slice()).map_err(backend)?;
+    }
+    Ok(())
+}
+
+pub(super) fn save(store: &Inner, save: SaveRequest) -> Result<(), StoreError> {
+    let write = store.db.begin_write().map_err(backend)?;
+    save_in(store, &write, &save)?;
+    write.commit().map_err(backend)
+}
+
+/// Read-modify-write in one write transaction: redb serialises writers, so a save committing
+/// at the same time lands either wholly before (its counters and index entry are archived with
+/// it) or after (and [`save_in`] refuses to make the record active again).
+pub(super) fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    let write = store.db.begin_write().map_err(backend)?;
+    let archived = {
+        let mut records = write.open_table(RECORDS).map_err(backend)?;
+        let stored: Option<SessionRecord> = match records.get(id).map_err(backend)? {
+            Some(bytes) => Some(store.decode(bytes.value())?),
+            None => None,
+        };
+        let Some(mut stored) = stored else { return Ok(None) };
+        if stored.archived {
+            return Ok(Some(stored));
+        }
+        let mut indexes = Indexes::open(&write)?;
+        indexes.remove(&stored)?;
+        stored.archived = true;
+        stored.updated_at = Utc::now();
+        // The journal's last word, in the archive's own transaction.
+        let archived = StoredEvent {
+            seq: stored.event_seq,
+            turn: stored.turns,
+            at: stored.updated_at,
+            event: serde_json::json!({ "type": ARCHIVED_EVENT }),
+        };
+        write
+            .open_table(EVENTS)
+            .map_err(backend)?
+            .insert((id, archived.seq), store.encode(&archived)?.as_slice())
+            .map_err(backend)?;
+        stored.event_seq += 1;
+        indexes.insert(store, &stored)?;
+        records.insert(id, store.encode(&stored)?.as_slice()).map_err(backend)?;
+        if stored.name.is_some() {
+            let group = stored.peer_key();
+            write.open_table(PEERS).map_err(backend)?.remove((group.as_str(), id)).map_err(backend)?;
+        }
+        if stored.lineage.parent_id.is_some() {
+            write.open_table(DELEGATED).map_err(backend)?.remove(id).map_err(backend)?;
+        }
+        stored
+    };
+    write.commit().map_err(backend)?;
+    Ok(Some(archived))
+}
+
+pub(super) fn post(
+    store: &Inner,
+    id: &str,
+    mail: &StoredMail,
+    evict: Option<&MessageId>,
+) -> Result<(), StoreError> {
+    let write = store.db.begin_write().map_err(backend)?;
+    {
+        let mut inbox = write.open_table(INBOX).map_err(backend)?;
+        inbox.insert((id, mail.message.id.as_str()), store.encode(mail)?.as_slice()).map_err(backend)?;
+        if let Some(evict) = evict {
+            inbox.remove((id, evict.as_str())).map_err(backend)?;
+        }
+    }
+    write.commit().map_err(backend)
+}

@@ -1,0 +1,238 @@
+//! The actor task: runs turns one at a time, saves what each added, then publishes the idle
+//! view before it releases the turn lock; a guard leaves the session unlocked and stopped
+//! however the task ends.
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use chrono::Utc;
+use futures::FutureExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::shared::Shared;
+use super::{Command, TurnReply, may_auto_turn};
+use crate::agent::{Agent, EventSink, Journal, Mailbox, TurnInput};
+#[cfg(feature = "session-compaction")]
+use crate::error::{ErrorKind, SessionError};
+use crate::ids::SessionId;
+#[cfg(feature = "session-compaction")]
+use crate::model::CompactResult;
+use crate::model::{RunResult, SessionRecord, SessionStatus};
+use crate::store::{SaveRequest, SharedStore, StoreError};
+
+/// Runs the actor and, however it ends (shut down, every handle gone, a panic outside a turn,
+/// the runtime dropping it), leaves the session unlocked, idle and marked stopped.
+pub(super) async fn supervised(id: SessionId, shared: Arc<Shared>, actor: impl Future<Output = ()>) {
+    let _stopped = ActorGuard(shared);
+    if let Err(panic) = AssertUnwindSafe(actor).catch_unwind().await {
+        tracing::error!(session_id = %id, "the session actor panicked: {}", panic_message(&*panic));
+    }
+}
+
+/// Dropped when the actor task ends, on every path (unwinding included).
+struct ActorGuard(Arc<Shared>);
+
+impl Drop for ActorGuard {
+    fn drop(&mut self) {
+        let shared = &self.0;
+        if shared.is_busy() {
+            shared.abandon_turn();
+        }
+        shared.stopped.cancel();
+    }
+}
+
+/// The text of a panic's payload (`panic!` with a literal or a formatted message).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// The actor loop: runs turns one at a time until shut down or every handle is gone.
+pub(super) async fn run(
+    mut agent: Agent,
+    mut record: SessionRecord,
+    store: SharedStore,
+    mut commands: mpsc::Receiver<Command>,
+    shared: Arc<Shared>,
+) {
+    let span = tracing::info_span!("session", session_id = %record.session_id, owner = %record.owner);
+    loop {
+        // Mail that arrived during the last turn (after its last step boundary), or that a
+        // rehydrated host session kept, starts the next turn here: the loop goes round only
+        // while mail waits, so an idle host costs nothing.
+        if shared.mailbox.has_mail()
+            && may_auto_turn(&shared.view(), shared.mailbox.limits())
+            && let Ok(ticket) = shared.try_begin_turn(&record.session_id)
+        {
+            let events = EventSink::new(None);
+            let input = TurnInput::default();
+            run_one_turn(&mut agent, &mut record, &store, &shared, &span, (input, ticket.cancel, &events), true)
+                .await;
+            continue;
+        }
+        let Some(command) = commands.recv().await else { break };
+        match command {
+            Command::RunTurn { input, cancel, events, reply, auto } => {
+                // The mail an auto-turn was started for may have gone with a caller's turn.
+                if auto && !shared.mailbox.has_mail() {
+                    shared.abandon_turn();
+                    continue;
+                }
+                let reply_value =
+                    run_one_turn(&mut agent, &mut record, &store, &shared, &span, (input, cancel, &events), auto)
+                        .await;
+                // The caller may have stopped waiting; the result stays readable in the view.
+                let _ = reply.send(reply_value);
+            }
+            Command::History { reply } => {
+                let _ = reply.send(agent.history().to_vec());
+            }
+            #[cfg(feature = "session-compaction")]
+            Command::Compact { cancel, reply } => {
+                // A held step's tool_use must stay the last message until it is answered.
+                if agent.pending_step().is_some() {
+                    shared.end_turn();
+                    let _ = reply.send(Err(SessionError::invalid(format!(
+                        "session {} has pending tool calls: answer them with session_turn before compacting",
+                        record.session_id
+                    ))));
+                    continue;
+                }
+                let report = match AssertUnwindSafe(
+                    agent.compact_now(&cancel, &EventSink::default().with_journal(shared.journal.clone())),
+                )
+                .catch_unwind()
+                .await
+                {
+                    Ok(crate::agent::compaction::Outcome::Done(report)) => Ok(report),
+                    Ok(crate::agent::compaction::Outcome::Cancelled) => {
+                        Ok(crate::agent::compaction::Report::default())
+                    }
+                    Err(panic) => {
+                        let panic = panic_message(&*panic);
+                        tracing::error!(parent: &span, "the compaction panicked: {panic}");
+                        Err(SessionError::agent(
+                            Some(record.session_id.clone()),
+                            ErrorKind::Internal,
+                            format!("internal error: the compaction panicked ({panic})"),
+                        ))
+                    }
+                };
+                let saved = finish(&mut agent, &mut record, &store, &shared, None).await;
+                let result = report.and_then(|report| {
+                    saved.map_err(SessionError::from).map(|()| CompactResult {
+                        session_id: record.session_id.clone(),
+                        compacted: report.compacted,
+                        summarized: report.summarized,
+                        pruned_results: report.pruned.results,
+                        tokens_before: report.tokens_before,
+                        tokens_after: report.tokens_after,
+                    })
+                });
+                let _ = reply.send(result);
+            }
+            Command::Shutdown => break,
+        }
+    }
+}
+
+/// Runs one turn whose lock is held, saves it and publishes it. A caller's turn resets the
+/// count of auto-turns; an auto-turn (started by mail) adds one.
+async fn run_one_turn(
+    agent: &mut Agent,
+    record: &mut SessionRecord,
+    store: &SharedStore,
+    shared: &Shared,
+    span: &tracing::Span,
+    (input, cancel, events): (TurnInput, CancellationToken, &EventSink),
+    auto: bool,
+) -> TurnReply {
+    let turn = agent.turns() + 1;
+    tracing::info!(parent: span, turn, auto, "turn started");
+    record.auto_turns = if auto { record.auto_turns.saturating_add(1) } else { 0 };
+    shared.journal.turn_input(turn, &input);
+    let events = &events.clone().with_journal(shared.journal.clone());
+    let report = match AssertUnwindSafe(agent.run_turn(input, cancel, events)).catch_unwind().await {
+        Ok(report) => report,
+        Err(panic) => {
+            let panic = panic_message(&*panic);
+            tracing::error!(parent: span, turn, "the turn panicked: {panic}");
+            let message = format!("internal error: the turn panicked ({panic})");
+            agent.end_panicked_turn(turn, message, events)
+        }
+    };
+    let result = RunResult::from_report(record.session_id.clone(), &report);
+    tracing::info!(parent: span, turn = result.turn, status = ?result.status, stop_reason = ?result.stop_reason, "turn ended");
+    let save_error = finish(agent, record, store, shared, Some(Arc::new(result.clone()))).await.err();
+    if let Some(error) = &save_error {
+        tracing::error!(parent: span, turn = result.turn, "saving the turn failed: {error}");
+    }
+    TurnReply { result, save_error }
+}
+
+/// The epilogue of everything that held the turn lock (a turn, a compaction): take the agent's
+/// counters into the record, save, then publish the idle view *before* releasing the lock, so
+/// whoever sees the session idle also sees what the command did. A turn also leaves its result.
+async fn finish(
+    agent: &mut Agent,
+    record: &mut SessionRecord,
+    store: &SharedStore,
+    shared: &Shared,
+    // Shared by the record and the published view: a long answer is held once, not twice.
+    last_turn: Option<Arc<RunResult>>,
+) -> Result<(), StoreError> {
+    record.absorb(agent);
+    if let Some(result) = last_turn {
+        record.last_turn = Some(result);
+    }
+    record.updated_at = Utc::now();
+    record.event_seq = shared.journal.next_seq();
+    let saved = save(store, agent, record, &shared.journal, &shared.mailbox).await;
+    shared.set_unsaved(saved.is_err());
+    shared.view.send_replace(record.view(SessionStatus::Idle, None));
+    shared.touch();
+    shared.end_turn();
+    // Nobody listening is the usual case, not an error.
+    let _ = shared.changes.send(record.session_id.clone());
+    saved
+}
+
+/// Writes what changed since the last save. On failure nothing is marked saved, so the next
+/// save writes it again: a failed save loses nothing while the session stays live.
+async fn save(
+    store: &SharedStore,
+    agent: &mut Agent,
+    record: &SessionRecord,
+    journal: &Journal,
+    mailbox: &Mailbox,
+) -> Result<(), StoreError> {
+    let events = journal.unsaved();
+    let delivered = mailbox.delivered_unsaved();
+    let Some(store) = store else {
+        journal.mark_saved(events.len());
+        mailbox.mark_delivered_saved(delivered.len());
+        return Ok(());
+    };
+    let (replace_from, messages) = agent.unsaved();
+    let delivered_count = delivered.len();
+    let request = SaveRequest {
+        record: record.clone(),
+        replace_from: replace_from as u64,
+        messages: messages.to_vec(),
+        tool_outputs: agent.unsaved_tool_outputs(),
+        delivered,
+        events,
+    };
+    let saved_events = request.events.len();
+    store.save(request).await?;
+    agent.mark_saved();
+    mailbox.mark_delivered_saved(delivered_count);
+    journal.mark_saved(saved_events);
+    Ok(())
+}

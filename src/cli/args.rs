@@ -86,6 +86,16 @@ pub enum Command {
     /// Inspect and manage stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Call any session operation by its MCP tool or JSON-RPC method name (`session_read`,
+    /// `session/read`, …) with its JSON arguments, on the stored sessions; prints the JSON
+    /// result. The same table drives the MCP tools, JSON-RPC, REST and this command.
+    Call {
+        /// The operation: an MCP tool name or a JSON-RPC method name.
+        operation: String,
+        /// Its arguments, a JSON object (as the tool's input schema in `schemas/`).
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
     /// Write the JSON Schemas of the MCP tools' inputs and outputs, and the REST OpenAPI document.
     Schemas {
         /// Directory to write into.
@@ -302,6 +312,7 @@ impl Command {
             | Self::Turn { .. }
             | Self::Send { .. }
             | Self::Sessions(_)
+            | Self::Call { .. }
             | Self::Schemas { .. }
             | Self::Project { .. }
             | Self::Background(_) => "warn",

@@ -26,6 +26,7 @@ use crate::session::{
     TurnRequest, TurnStatus,
 };
 use crate::surfaces::http::HttpConfig;
+use crate::surfaces::operation::Operation;
 use crate::surfaces::{schemas, wire};
 use crate::tools::ToolRequest;
 
@@ -374,6 +375,33 @@ pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) ->
         Ok(text) => {
             let mut stdout = std::io::stdout();
             let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.flush();
+            ExitCode::SUCCESS
+        }
+        Err(error) => exit_with(&error),
+    }
+}
+
+/// `deputy call OPERATION ARGUMENTS`: one operation of the table every surface shares, by its
+/// tool or method name, its result as pretty JSON. Turns wait as long as the tools' `wait_ms`
+/// says (30 s by default), like any MCP caller.
+pub async fn call(service: &LiveSessionService, name: &str, arguments: &str) -> ExitCode {
+    let Some(operation) = Operation::from_name(name) else {
+        let known: Vec<&str> = Operation::ALL.iter().map(|operation| operation.tool()).collect();
+        return exit_with(&SessionError::invalid(format!(
+            "unknown operation {name:?}: one of {} (or their JSON-RPC method names)",
+            known.join(", ")
+        )));
+    };
+    let arguments = match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(arguments) => arguments,
+        Err(error) => return exit_with(&SessionError::invalid(format!("{name}: arguments are not JSON: {error}"))),
+    };
+    let waiting = |wait| (TurnOptions::waiting(wait), ());
+    match operation.run(name, service, arguments, waiting).await {
+        Ok(result) => {
+            let mut stdout = std::io::stdout();
+            let _ = stdout.write_all(to_json(&result).as_bytes());
             let _ = stdout.flush();
             ExitCode::SUCCESS
         }

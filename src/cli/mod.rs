@@ -1,4 +1,4 @@
-//! The command line: `deputy serve`, `run`, `turn`, `sessions …`, `schemas`, `background …`
+//! The command line: `deputy serve`, `run`, `turn`, `sessions …`, `call`, `schemas`, `background …`
 //! (and the hidden `background-server`).
 //!
 //! It sits above [`crate::server`] (which `serve` calls) and beside the surfaces: like every
@@ -64,6 +64,10 @@ pub async fn run(cli: Cli) -> ExitCode {
         },
         Command::Sessions(command) => match server::stored_service(&settings, "deputy sessions") {
             Ok(service) => return commands::sessions(&service, command).await,
+            Err(err) => Err(err),
+        },
+        Command::Call { operation, arguments } => match server::stored_service(&settings, "deputy call") {
+            Ok(service) => return commands::call(&service, &operation, &arguments).await,
             Err(err) => Err(err),
         },
     };

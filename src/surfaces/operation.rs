@@ -1,17 +1,25 @@
-//! The session operations of the surfaces that address them by name (MCP tools, JSON-RPC
-//! methods): one table from a name and JSON arguments to exactly one `SessionService` call, so
-//! the two surfaces cannot drift apart, and the tool catalog that describes each operation to
-//! an LLM caller. REST addresses the same operations by path instead.
+//! The session operations, as one declarative table: a row per operation ([`Spec`]) gives its
+//! MCP tool, its JSON-RPC method, its description and schemas (the tool catalog and
+//! `schemas/`), and its REST route (the router and the OpenAPI document); `deputy call` reaches
+//! any of them by name. [`Operation::run`] is the one place that turns JSON arguments into the
+//! one `SessionService` call, so no surface can drift from another.
+//!
+//! A new operation is a variant, its row in [`SPECS`] and its arm in [`Operation::run`] (here),
+//! and its params type in [`wire`]; every surface then has it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::portable::portable;
 use super::wire;
+use crate::error::ErrorCode::{
+    self, AgentError, InvalidRequest, SessionBusy, SessionCompactionDisabled, SessionInboxFull, SessionNotFound,
+    SessionNotRunning, SessionPersistenceDisabled, SessionStoreError,
+};
 use crate::error::{ErrorKind, SessionError};
 use crate::model::inbox::SendResult;
 use crate::model::{
@@ -19,7 +27,7 @@ use crate::model::{
 };
 use crate::session::{SessionService, TurnOptions};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumCount)]
 pub enum Operation {
     Create,
     Turn,
@@ -33,8 +41,334 @@ pub enum Operation {
     Events,
 }
 
+/// One operation's row of the table: everything the surfaces say of it.
+#[derive(Debug)]
+pub struct Spec {
+    /// The MCP tool's name (also `deputy call`'s).
+    pub tool: &'static str,
+    /// The JSON-RPC method's name (also `deputy call`'s).
+    pub method: &'static str,
+    /// Whether it only reads (the tool's `readOnlyHint`).
+    pub read_only: bool,
+    /// What the operation does, for an LLM caller.
+    pub description: &'static str,
+    /// The params type's schema, as the tool's input schema.
+    pub input_schema: fn() -> Map<String, Value>,
+    /// The result type's schema, as the tool's output schema.
+    pub output_schema: fn() -> Map<String, Value>,
+    pub rest: RestRoute,
+}
+
+/// Where an operation is on the REST surface, and how the OpenAPI document describes it.
+#[derive(Debug, Clone, Copy)]
+pub struct RestRoute {
+    pub method: Method,
+    /// axum and OpenAPI spell path parameters alike: `{name}`, one of
+    /// [`PATH_PARAMETERS`](super::http::routes::PATH_PARAMETERS).
+    pub path: &'static str,
+    /// Whose properties are the route's query parameters (minus those the path supplies).
+    pub query: Option<QueryParams>,
+    pub operation_id: &'static str,
+    pub summary: &'static str,
+    pub description: Option<&'static str>,
+    /// The component schema of the success answer; `None`: any JSON object.
+    pub result: Option<&'static str>,
+    /// What the success answer means.
+    pub answer: &'static str,
+    /// The codes the operation can fail with (the `SessionService` method's errors). Their
+    /// statuses come from the code table; 413 is added for routes with a body, and the guard's
+    /// 401/403 for every route.
+    pub errors: &'static [ErrorCode],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Delete,
+}
+
+impl Method {
+    /// As in a request line: `GET`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "GET",
+            Self::Post => "POST",
+            Self::Delete => "DELETE",
+        }
+    }
+
+    /// As an OpenAPI path item's key: `get`.
+    pub fn openapi_key(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::Post => "post",
+            Self::Delete => "delete",
+        }
+    }
+}
+
+/// The params types whose properties a route takes as query parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueryParams {
+    /// `SessionReadParams`: `wait_ms`.
+    Read,
+    /// `SessionListParams`: `offset`, `limit`, `include_archived`.
+    List,
+    /// `SessionEventsParams`: `after_seq`, `limit` (plus the REST-only `follow`).
+    Events,
+}
+
+/// The table, one row per [`Operation`] in its order.
+pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
+    // Operation::Create
+    Spec {
+        tool: "session_create",
+        method: "session/create",
+        read_only: false,
+        description: "Start a new agent session and run its first turn. The agent works on `prompt` with its model and \
+                 tools and answers in `text`. Keep `session_id` to continue the conversation with session_turn. If \
+                 the turn takes longer than `wait_ms`, the answer is `status: \"running\"`: the agent keeps working, \
+                 and session_read with `wait_ms` collects the result (clients of the MCP tasks extension get a \
+                 task after 2 s instead).",
+        input_schema: input_schema::<wire::SessionCreateParams>,
+        output_schema: output_schema::<RunResult>,
+        rest: RestRoute {
+            method: Method::Post,
+            path: "/v1/sessions",
+            query: None,
+            operation_id: "createSession",
+            summary: "Create a session and run its first turn",
+            description: Some(
+                "Waits `wait_ms` (default 30000, max 600000) for the first turn; a turn still running then answers \
+                 `status: \"running\"`: collect it with `GET /v1/sessions/{id}?wait_ms=`.",
+            ),
+            result: Some("RunResult"),
+            answer: "The session exists: the first turn's result (or `running`); `Location` names it.",
+            errors: &[InvalidRequest, AgentError, SessionStoreError, SessionCompactionDisabled],
+        },
+    },
+    // Operation::Turn
+    Spec {
+        tool: "session_turn",
+        method: "turn/start",
+        read_only: false,
+        description: "Send the next message to an existing session and run one turn; the agent remembers the whole \
+                 conversation. Only one turn runs per session at a time: a call while a turn runs fails with \
+                 SESSION_BUSY. Same `wait_ms` / `status: \"running\"` behaviour as session_create. After \
+                 `status: \"pending_tool_calls\"`, answer every call in `pending` here (`tool_results` for \
+                 callbacks, `approvals` for approvals; `prompt` optional) and the agent goes on from there.",
+        input_schema: input_schema::<wire::SessionTurnParams>,
+        output_schema: output_schema::<RunResult>,
+        rest: RestRoute {
+            method: Method::Post,
+            path: "/v1/sessions/{id}/turns",
+            query: None,
+            operation_id: "startTurn",
+            summary: "Run the next turn of a session",
+            description: Some(
+                "One turn runs per session at a time: a turn while another runs is `SESSION_BUSY` (409). Same \
+                 `wait_ms` behaviour as creating a session.",
+            ),
+            result: Some("RunResult"),
+            answer: "The turn's result (or `running`).",
+            errors: &[InvalidRequest, SessionNotFound, SessionBusy, AgentError, SessionStoreError],
+        },
+    },
+    // Operation::Interrupt
+    Spec {
+        tool: "session_interrupt",
+        method: "turn/interrupt",
+        read_only: false,
+        description: "Cancel the turn a session is running. The turn ends with status `cancelled`, keeping what was done \
+                 so far, and the session accepts new turns. Fails with SESSION_NOT_RUNNING when no turn runs.",
+        input_schema: input_schema::<wire::SessionInterruptParams>,
+        output_schema: output_schema::<InterruptResult>,
+        rest: RestRoute {
+            method: Method::Post,
+            path: "/v1/sessions/{id}/interrupt",
+            query: None,
+            operation_id: "interruptTurn",
+            summary: "Cancel the running turn",
+            description: Some(
+                "The turn ends `cancelled`; the session takes new turns. `SESSION_NOT_RUNNING` (409) when no turn runs.",
+            ),
+            result: Some("InterruptResult"),
+            answer: "The turn was interrupted.",
+            errors: &[SessionNotFound, SessionNotRunning],
+        },
+    },
+    // Operation::Read
+    Spec {
+        tool: "session_read",
+        method: "session/read",
+        read_only: true,
+        description: "Read a session: `state` (status, model, turns, the last turn's result in `last_turn`) and `billing` \
+                 (tokens, tool calls, budget left). Never waits behind a running turn unless `wait_ms` is given, in \
+                 which case it waits for the running turn to end and returns its result.",
+        input_schema: input_schema::<wire::SessionReadParams>,
+        output_schema: output_schema::<SessionView>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/sessions/{id}",
+            query: Some(QueryParams::Read),
+            operation_id: "readSession",
+            summary: "Read a session's state and billing",
+            description: Some(
+                "Never waits behind a running turn unless `wait_ms` is given: then it long-polls the running turn and \
+                 answers when it ends (or when `wait_ms` runs out).",
+            ),
+            result: Some("SessionView"),
+            answer: "The session.",
+            errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
+        },
+    },
+    // Operation::List
+    Spec {
+        tool: "session_list",
+        method: "session/list",
+        read_only: true,
+        description: "List sessions, most recently updated first, with paging (`offset`, `limit`).",
+        input_schema: input_schema::<wire::SessionListParams>,
+        output_schema: output_schema::<SessionList>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/sessions",
+            query: Some(QueryParams::List),
+            operation_id: "listSessions",
+            summary: "List sessions, most recently updated first",
+            description: None,
+            result: Some("SessionList"),
+            answer: "A page of sessions.",
+            errors: &[InvalidRequest, SessionPersistenceDisabled, SessionStoreError],
+        },
+    },
+    // Operation::Archive
+    Spec {
+        tool: "session_archive",
+        method: "session/archive",
+        read_only: false,
+        description: "Stop a session and remove it from the live sessions. A running turn is allowed to finish first.",
+        input_schema: input_schema::<wire::SessionArchiveParams>,
+        output_schema: output_schema::<ArchiveResult>,
+        rest: RestRoute {
+            method: Method::Delete,
+            path: "/v1/sessions/{id}",
+            query: None,
+            operation_id: "archiveSession",
+            summary: "Archive a session (a running turn finishes first)",
+            description: None,
+            result: Some("ArchiveResult"),
+            answer: "The session is archived.",
+            errors: &[SessionNotFound, SessionStoreError],
+        },
+    },
+    // Operation::Compact
+    Spec {
+        tool: "session_compact",
+        method: "session/compact",
+        read_only: false,
+        description: "Compact a session's history now: old tool outputs are pruned and older turns are replaced by a \
+                 summary, so the session can go on within the model's context window. Sessions also compact by \
+                 themselves when their history nears the threshold. Fails with SESSION_BUSY while a turn runs.",
+        input_schema: input_schema::<wire::SessionCompactParams>,
+        output_schema: output_schema::<CompactResult>,
+        rest: RestRoute {
+            method: Method::Post,
+            path: "/v1/sessions/{id}/compact",
+            query: None,
+            operation_id: "compactSession",
+            summary: "Compact a session's history now",
+            description: Some(
+                "`SESSION_COMPACTION_DISABLED` (501) in builds without compaction; `SESSION_BUSY` (409) while a turn \
+                 runs.",
+            ),
+            result: Some("CompactResult"),
+            answer: "What compaction did.",
+            // INVALID_REQUEST: the session holds pending tool calls, which must be answered first.
+            errors: &[InvalidRequest, SessionNotFound, SessionBusy, SessionStoreError, SessionCompactionDisabled],
+        },
+    },
+    // Operation::ToolOutput
+    Spec {
+        tool: "session_tool_output",
+        method: "session/tool_output",
+        read_only: true,
+        description: "Read the whole output of a tool result that entered a session's history shortened (its middle \
+                 replaced by an elision marker naming the tool_use_id).",
+        input_schema: input_schema::<wire::SessionToolOutputParams>,
+        output_schema: output_schema::<ToolOutputResult>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/sessions/{id}/tool-outputs/{tool_use_id}",
+            query: None,
+            operation_id: "readToolOutput",
+            summary: "The whole output of a capped tool result",
+            description: None,
+            result: Some("ToolOutputResult"),
+            answer: "The tool result's whole output.",
+            errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
+        },
+    },
+    // Operation::Send
+    Spec {
+        tool: "session_send",
+        method: "session/send",
+        read_only: false,
+        description: "Send a message to a session's inbox without waiting for it. The agent reads it at the next \
+                 boundary: between two steps of a running turn, or before the prompt of its next turn. A session \
+                 in host mode that is idle starts a turn for it by itself (`delivered: \"started_turn\"`); \
+                 otherwise the message waits (`queued`). Read the answer with session_read (`wait_ms`). Fails \
+                 with SESSION_INBOX_FULL when 256 messages already wait.",
+        input_schema: input_schema::<wire::SessionSendParams>,
+        output_schema: output_schema::<SendResult>,
+        rest: RestRoute {
+            method: Method::Post,
+            path: "/v1/sessions/{id}/inbox",
+            query: None,
+            operation_id: "sendMessage",
+            summary: "Send a message to a session's inbox",
+            description: Some(
+                "Never waits for the session: the message is delivered at its next boundary (between two steps of a \
+                 running turn, or before the next turn's prompt). An idle host-mode session starts a turn for it \
+                 (`delivered: \"started_turn\"`). `SESSION_INBOX_FULL` (429) when 256 messages already wait.",
+            ),
+            result: Some("SendResult"),
+            answer: "The message was taken in.",
+            errors: &[InvalidRequest, SessionNotFound, SessionInboxFull, SessionStoreError],
+        },
+    },
+    // Operation::Events
+    Spec {
+        tool: "session_events",
+        method: "session/events",
+        read_only: true,
+        description: "Read a session's event journal: everything that happened (prompts, streamed text merged per \
+                 block, tool calls and results, usage, retries, compactions, approvals, turn ends), numbered by \
+                 `seq`, with timestamps. Pages of up to `limit` events after `after_seq`; pass the answer's \
+                 `next_seq` as `after_seq` to get what happened since. A turn's events appear once it ended.",
+        input_schema: input_schema::<wire::SessionEventsParams>,
+        output_schema: output_schema::<EventPage>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/sessions/{id}/events",
+            query: Some(QueryParams::Events),
+            operation_id: "readEvents",
+            summary: "A page of a session's event journal",
+            description: Some(
+                "Events with a `seq` after `after_seq`, at most `limit` (1 to 500). With `follow=true` the answer is \
+                 Server-Sent Events: one `event` per journal event (its data a `StoredEvent`), from `after_seq` on, \
+                 continuing as the session's turns end, until the client leaves.",
+            ),
+            result: Some("EventPage"),
+            answer: "The page, and the `after_seq` of the next one.",
+            errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
+        },
+    },
+];
+
 impl Operation {
-    pub const ALL: [Operation; 10] = [
+    pub const ALL: [Operation; <Operation as strum::EnumCount>::COUNT] = [
         Self::Create,
         Self::Turn,
         Self::Interrupt,
@@ -47,36 +381,19 @@ impl Operation {
         Self::Events,
     ];
 
+    /// The operation's row.
+    pub fn spec(self) -> &'static Spec {
+        &SPECS[self as usize]
+    }
+
     /// The MCP tool's name.
     pub fn tool(self) -> &'static str {
-        match self {
-            Self::Create => "session_create",
-            Self::Turn => "session_turn",
-            Self::Interrupt => "session_interrupt",
-            Self::Read => "session_read",
-            Self::List => "session_list",
-            Self::Archive => "session_archive",
-            Self::Compact => "session_compact",
-            Self::ToolOutput => "session_tool_output",
-            Self::Send => "session_send",
-            Self::Events => "session_events",
-        }
+        self.spec().tool
     }
 
     /// The JSON-RPC method's name.
     pub fn method(self) -> &'static str {
-        match self {
-            Self::Create => "session/create",
-            Self::Turn => "turn/start",
-            Self::Interrupt => "turn/interrupt",
-            Self::Read => "session/read",
-            Self::List => "session/list",
-            Self::Archive => "session/archive",
-            Self::Compact => "session/compact",
-            Self::ToolOutput => "session/tool_output",
-            Self::Send => "session/send",
-            Self::Events => "session/events",
-        }
+        self.spec().method
     }
 
     pub fn from_tool(name: &str) -> Option<Self> {
@@ -85,6 +402,11 @@ impl Operation {
 
     pub fn from_method(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|operation| operation.method() == name)
+    }
+
+    /// By either name: the MCP tool's or the JSON-RPC method's (`deputy call`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::from_tool(name).or_else(|| Self::from_method(name))
     }
 
     /// Parses `arguments` (errors name the operation as `name`), makes the one service call and
@@ -150,78 +472,13 @@ impl Operation {
     /// The tool's entry in the catalog: its description for an LLM caller, whether it only
     /// reads, and the schemas of its arguments and result.
     pub fn descriptor(self) -> ToolDescriptor {
-        match self {
-            Self::Create => descriptor::<wire::SessionCreateParams, RunResult>(
-                self.tool(),
-                false,
-                "Start a new agent session and run its first turn. The agent works on `prompt` with its model and \
-                 tools and answers in `text`. Keep `session_id` to continue the conversation with session_turn. If \
-                 the turn takes longer than `wait_ms`, the answer is `status: \"running\"`: the agent keeps working, \
-                 and session_read with `wait_ms` collects the result (clients of the MCP tasks extension get a \
-                 task after 2 s instead).",
-            ),
-            Self::Turn => descriptor::<wire::SessionTurnParams, RunResult>(
-                self.tool(),
-                false,
-                "Send the next message to an existing session and run one turn; the agent remembers the whole \
-                 conversation. Only one turn runs per session at a time: a call while a turn runs fails with \
-                 SESSION_BUSY. Same `wait_ms` / `status: \"running\"` behaviour as session_create. After \
-                 `status: \"pending_tool_calls\"`, answer every call in `pending` here (`tool_results` for \
-                 callbacks, `approvals` for approvals; `prompt` optional) and the agent goes on from there.",
-            ),
-            Self::Interrupt => descriptor::<wire::SessionInterruptParams, InterruptResult>(
-                self.tool(),
-                false,
-                "Cancel the turn a session is running. The turn ends with status `cancelled`, keeping what was done \
-                 so far, and the session accepts new turns. Fails with SESSION_NOT_RUNNING when no turn runs.",
-            ),
-            Self::Read => descriptor::<wire::SessionReadParams, SessionView>(
-                self.tool(),
-                true,
-                "Read a session: `state` (status, model, turns, the last turn's result in `last_turn`) and `billing` \
-                 (tokens, tool calls, budget left). Never waits behind a running turn unless `wait_ms` is given, in \
-                 which case it waits for the running turn to end and returns its result.",
-            ),
-            Self::List => descriptor::<wire::SessionListParams, SessionList>(
-                self.tool(),
-                true,
-                "List sessions, most recently updated first, with paging (`offset`, `limit`).",
-            ),
-            Self::Archive => descriptor::<wire::SessionArchiveParams, ArchiveResult>(
-                self.tool(),
-                false,
-                "Stop a session and remove it from the live sessions. A running turn is allowed to finish first.",
-            ),
-            Self::Compact => descriptor::<wire::SessionCompactParams, CompactResult>(
-                self.tool(),
-                false,
-                "Compact a session's history now: old tool outputs are pruned and older turns are replaced by a \
-                 summary, so the session can go on within the model's context window. Sessions also compact by \
-                 themselves when their history nears the threshold. Fails with SESSION_BUSY while a turn runs.",
-            ),
-            Self::ToolOutput => descriptor::<wire::SessionToolOutputParams, ToolOutputResult>(
-                self.tool(),
-                true,
-                "Read the whole output of a tool result that entered a session's history shortened (its middle \
-                 replaced by an elision marker naming the tool_use_id).",
-            ),
-            Self::Send => descriptor::<wire::SessionSendParams, SendResult>(
-                self.tool(),
-                false,
-                "Send a message to a session's inbox without waiting for it. The agent reads it at the next \
-                 boundary: between two steps of a running turn, or before the prompt of its next turn. A session \
-                 in host mode that is idle starts a turn for it by itself (`delivered: \"started_turn\"`); \
-                 otherwise the message waits (`queued`). Read the answer with session_read (`wait_ms`). Fails \
-                 with SESSION_INBOX_FULL when 256 messages already wait.",
-            ),
-            Self::Events => descriptor::<wire::SessionEventsParams, EventPage>(
-                self.tool(),
-                true,
-                "Read a session's event journal: everything that happened (prompts, streamed text merged per \
-                 block, tool calls and results, usage, retries, compactions, approvals, turn ends), numbered by \
-                 `seq`, with timestamps. Pages of up to `limit` events after `after_seq`; pass the answer's \
-                 `next_seq` as `after_seq` to get what happened since. A turn's events appear once it ended.",
-            ),
+        let spec = self.spec();
+        ToolDescriptor {
+            name: spec.tool,
+            description: spec.description,
+            read_only: spec.read_only,
+            input_schema: Arc::new((spec.input_schema)()),
+            output_schema: Arc::new((spec.output_schema)()),
         }
     }
 }
@@ -238,25 +495,18 @@ pub struct ToolDescriptor {
     pub name: &'static str,
     pub description: &'static str,
     pub read_only: bool,
-    pub input_schema: Arc<serde_json::Map<String, serde_json::Value>>,
-    pub output_schema: Arc<serde_json::Map<String, serde_json::Value>>,
+    pub input_schema: Arc<Map<String, Value>>,
+    pub output_schema: Arc<Map<String, Value>>,
 }
 
-fn descriptor<P, R>(name: &'static str, read_only: bool, description: &'static str) -> ToolDescriptor
-where
-    P: JsonSchema + 'static,
-    R: JsonSchema + 'static,
-{
-    ToolDescriptor {
-        name,
-        description,
-        read_only,
-        // Every params type is a struct, so the object-root requirement always holds.
-        input_schema: Arc::new(portable(
-            &rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default(),
-        )),
-        output_schema: Arc::new(portable(&rmcp::handler::server::common::schema_for_output::<R>())),
-    }
+/// A params type's schema. Every params type is a struct, so the object-root requirement
+/// always holds.
+fn input_schema<P: JsonSchema + 'static>() -> Map<String, Value> {
+    portable(&rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default())
+}
+
+fn output_schema<R: JsonSchema + 'static>() -> Map<String, Value> {
+    portable(&rmcp::handler::server::common::schema_for_output::<R>())
 }
 
 /// Renders a service result as JSON. The result types are plain data that always serialize, so
@@ -272,6 +522,13 @@ fn json<T: Serialize>(result: Result<T, SessionError>) -> Result<Value, SessionE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_lists_every_operation_in_order() {
+        for (index, operation) in Operation::ALL.into_iter().enumerate() {
+            assert_eq!(operation as usize, index);
+        }
+    }
 
     #[test]
     fn every_operation_has_one_tool_and_one_method_and_the_catalog_lists_the_tools() {

@@ -194,3 +194,44 @@ async fn send_puts_a_message_in_a_stored_sessions_inbox_for_its_next_turn() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("SESSION_NOT_FOUND"));
 }
+
+/// `deputy call`: any operation of the table every surface shares, by its tool or its
+/// JSON-RPC method name, with JSON arguments; the result on stdout, errors as every command's.
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn call_reaches_every_operation_by_tool_or_method_name() {
+    let mock = MockLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let command = |args: &[&str]| {
+        let mut command = tokio::process::Command::from(deputy(home.path()));
+        command.args(args).env("ANTHROPIC_API_KEY", "k").env("ANTHROPIC_BASE_URL", mock.base_url());
+        command
+    };
+    mock.push(MockResponse::sse(anthropic::text(&["Created."])));
+    let create = r#"{"prompt": "hello", "model": "anthropic:claude-test"}"#;
+    let output = command(&["call", "session_create", create]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let created: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!((created["status"].as_str(), created["text"].as_str()), (Some("completed"), Some("Created.")));
+    let id = created["session_id"].as_str().unwrap().to_owned();
+
+    let read = serde_json::json!({"session_id": id}).to_string();
+    let output = command(&["call", "session/read", &read]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let view: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(view["state"]["turns"], 1);
+
+    let output = command(&["call", "session_list"]).output().await.unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(list["sessions"][0]["session_id"].as_str(), Some(id.as_str()));
+
+    let output = command(&["call", "session_read", r#"{"session_id": "no-such-session"}"#]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("SESSION_NOT_FOUND"));
+    let output = command(&["call", "session_fly", "{}"]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("INVALID_REQUEST: unknown operation"));
+    let output = command(&["call", "session_list", "not json"]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("arguments are not JSON"));
+}

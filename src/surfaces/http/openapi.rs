@@ -92,7 +92,7 @@ pub fn document() -> Value {
     queries.insert("SessionEventsParams".to_owned(), events);
 
     let mut paths = Map::new();
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         let item = paths.entry(route.path).or_insert_with(|| Value::Object(Map::new()));
         item[route.method.openapi_key()] = operation(route, &queries);
     }

@@ -1,18 +1,19 @@
-//! The REST routes under `/v1`, listed once.
+//! The REST routes under `/v1`.
 //!
 //! [`ROUTES`] drives the axum router ([`rest`](super::rest)) and the `paths` of the OpenAPI
 //! document ([`openapi`](super::openapi)), each operation's error responses included, so the
-//! three cannot drift apart. Pure data: what each route does lives in `rest`, how it is
-//! described in `openapi`.
+//! three cannot drift apart. It is the operation table's REST rows
+//! ([`RestRoute`](crate::surfaces::operation::RestRoute)) plus the two routes only REST has.
+//! Pure data: what each route does lives in `rest`, how it is described in `openapi`.
 
-use crate::error::ErrorCode::{
-    self, AgentError, InvalidRequest, SessionBusy, SessionCompactionDisabled, SessionInboxFull, SessionNotFound,
-    SessionNotRunning, SessionPersistenceDisabled, SessionStoreError,
-};
-use crate::surfaces::operation::Operation;
+use std::sync::LazyLock;
+
+use crate::error::ErrorCode::{self, SessionNotFound, SessionStoreError};
+pub use crate::surfaces::operation::{Method, QueryParams};
+use crate::surfaces::operation::{Operation, RestRoute};
 
 /// One REST route: where it is, what it does, how the OpenAPI document describes it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Route {
     pub method: Method,
     /// axum and OpenAPI spell path parameters alike: `{name}`, one of [`PATH_PARAMETERS`].
@@ -31,13 +32,6 @@ pub struct Route {
     /// statuses come from the code table; 413 is added for routes with a body, and the guard's
     /// 401/403 for every route.
     pub errors: &'static [ErrorCode],
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Post,
-    Delete,
 }
 
 /// What a route does.
@@ -63,17 +57,6 @@ pub enum Action {
     Document,
 }
 
-/// The params types whose properties a route takes as query parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueryParams {
-    /// `SessionReadParams`: `wait_ms`.
-    Read,
-    /// `SessionListParams`: `offset`, `limit`, `include_archived`.
-    List,
-    /// `SessionEventsParams`: `after_seq`, `limit` (plus the REST-only `follow`).
-    Events,
-}
-
 /// A `{name}` segment of a route's path: the argument it fills and what it is.
 #[derive(Debug)]
 pub struct PathParameter {
@@ -92,135 +75,12 @@ pub const PATH_PARAMETERS: &[PathParameter] = &[
     },
 ];
 
-/// Every REST route, in the order the OpenAPI document lists them.
-pub const ROUTES: &[Route] = &[
-    Route {
-        method: Method::Post,
-        path: "/v1/sessions",
-        action: Action::Create,
-        query: None,
-        operation_id: "createSession",
-        summary: "Create a session and run its first turn",
-        description: Some(
-            "Waits `wait_ms` (default 30000, max 600000) for the first turn; a turn still running then answers \
-             `status: \"running\"`: collect it with `GET /v1/sessions/{id}?wait_ms=`.",
-        ),
-        result: Some("RunResult"),
-        answer: "The session exists: the first turn's result (or `running`); `Location` names it.",
-        errors: &[InvalidRequest, AgentError, SessionStoreError, SessionCompactionDisabled],
-    },
-    Route {
-        method: Method::Get,
-        path: "/v1/sessions",
-        action: Action::Call(Operation::List),
-        query: Some(QueryParams::List),
-        operation_id: "listSessions",
-        summary: "List sessions, most recently updated first",
-        description: None,
-        result: Some("SessionList"),
-        answer: "A page of sessions.",
-        errors: &[InvalidRequest, SessionPersistenceDisabled, SessionStoreError],
-    },
-    Route {
-        method: Method::Get,
-        path: "/v1/sessions/{id}",
-        action: Action::Call(Operation::Read),
-        query: Some(QueryParams::Read),
-        operation_id: "readSession",
-        summary: "Read a session's state and billing",
-        description: Some(
-            "Never waits behind a running turn unless `wait_ms` is given: then it long-polls the running turn and \
-             answers when it ends (or when `wait_ms` runs out).",
-        ),
-        result: Some("SessionView"),
-        answer: "The session.",
-        errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
-    },
-    Route {
-        method: Method::Delete,
-        path: "/v1/sessions/{id}",
-        action: Action::Call(Operation::Archive),
-        query: None,
-        operation_id: "archiveSession",
-        summary: "Archive a session (a running turn finishes first)",
-        description: None,
-        result: Some("ArchiveResult"),
-        answer: "The session is archived.",
-        errors: &[SessionNotFound, SessionStoreError],
-    },
-    Route {
-        method: Method::Post,
-        path: "/v1/sessions/{id}/turns",
-        action: Action::Turn,
-        query: None,
-        operation_id: "startTurn",
-        summary: "Run the next turn of a session",
-        description: Some(
-            "One turn runs per session at a time: a turn while another runs is `SESSION_BUSY` (409). Same \
-             `wait_ms` behaviour as creating a session.",
-        ),
-        result: Some("RunResult"),
-        answer: "The turn's result (or `running`).",
-        errors: &[InvalidRequest, SessionNotFound, SessionBusy, AgentError, SessionStoreError],
-    },
-    Route {
-        method: Method::Post,
-        path: "/v1/sessions/{id}/inbox",
-        action: Action::Send,
-        query: None,
-        operation_id: "sendMessage",
-        summary: "Send a message to a session's inbox",
-        description: Some(
-            "Never waits for the session: the message is delivered at its next boundary (between two steps of a \
-             running turn, or before the next turn's prompt). An idle host-mode session starts a turn for it \
-             (`delivered: \"started_turn\"`). `SESSION_INBOX_FULL` (429) when 256 messages already wait.",
-        ),
-        result: Some("SendResult"),
-        answer: "The message was taken in.",
-        errors: &[InvalidRequest, SessionNotFound, SessionInboxFull, SessionStoreError],
-    },
-    Route {
-        method: Method::Post,
-        path: "/v1/sessions/{id}/interrupt",
-        action: Action::Call(Operation::Interrupt),
-        query: None,
-        operation_id: "interruptTurn",
-        summary: "Cancel the running turn",
-        description: Some(
-            "The turn ends `cancelled`; the session takes new turns. `SESSION_NOT_RUNNING` (409) when no turn runs.",
-        ),
-        result: Some("InterruptResult"),
-        answer: "The turn was interrupted.",
-        errors: &[SessionNotFound, SessionNotRunning],
-    },
-    Route {
-        method: Method::Post,
-        path: "/v1/sessions/{id}/compact",
-        action: Action::Call(Operation::Compact),
-        query: None,
-        operation_id: "compactSession",
-        summary: "Compact a session's history now",
-        description: Some(
-            "`SESSION_COMPACTION_DISABLED` (501) in builds without compaction; `SESSION_BUSY` (409) while a turn \
-             runs.",
-        ),
-        result: Some("CompactResult"),
-        answer: "What compaction did.",
-        // INVALID_REQUEST: the session holds pending tool calls, which must be answered first.
-        errors: &[InvalidRequest, SessionNotFound, SessionBusy, SessionStoreError, SessionCompactionDisabled],
-    },
-    Route {
-        method: Method::Get,
-        path: "/v1/sessions/{id}/tool-outputs/{tool_use_id}",
-        action: Action::Call(Operation::ToolOutput),
-        query: None,
-        operation_id: "readToolOutput",
-        summary: "The whole output of a capped tool result",
-        description: None,
-        result: Some("ToolOutputResult"),
-        answer: "The tool result's whole output.",
-        errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
-    },
+/// Every REST route: the operations' in the table's order, then the REST-only ones.
+pub static ROUTES: LazyLock<Vec<Route>> =
+    LazyLock::new(|| Operation::ALL.into_iter().map(Route::of).chain(REST_ONLY.iter().cloned()).collect());
+
+/// The routes no MCP tool or JSON-RPC method shares.
+const REST_ONLY: &[Route] = &[
     Route {
         method: Method::Get,
         path: "/v1/sessions/{id}/messages",
@@ -232,22 +92,6 @@ pub const ROUTES: &[Route] = &[
         result: Some("SessionHistory"),
         answer: "The messages, oldest first.",
         errors: &[SessionNotFound, SessionStoreError],
-    },
-    Route {
-        method: Method::Get,
-        path: "/v1/sessions/{id}/events",
-        action: Action::Events,
-        query: Some(QueryParams::Events),
-        operation_id: "readEvents",
-        summary: "A page of a session's event journal",
-        description: Some(
-            "Events with a `seq` after `after_seq`, at most `limit` (1 to 500). With `follow=true` the answer is \
-             Server-Sent Events: one `event` per journal event (its data a `StoredEvent`), from `after_seq` on, \
-             continuing as the session's turns end, until the client leaves.",
-        ),
-        result: Some("EventPage"),
-        answer: "The page, and the `after_seq` of the next one.",
-        errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
     },
     Route {
         method: Method::Get,
@@ -263,27 +107,22 @@ pub const ROUTES: &[Route] = &[
     },
 ];
 
-impl Method {
-    /// As in a request line: `GET`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Get => "GET",
-            Self::Post => "POST",
-            Self::Delete => "DELETE",
-        }
-    }
-
-    /// As an OpenAPI path item's key: `get`.
-    pub fn openapi_key(self) -> &'static str {
-        match self {
-            Self::Get => "get",
-            Self::Post => "post",
-            Self::Delete => "delete",
-        }
-    }
-}
-
 impl Route {
+    /// An operation's route, from its row of the table. The operations with a body or a stream
+    /// of their own have handlers of their own; any other is a [`Action::Call`].
+    fn of(operation: Operation) -> Self {
+        let RestRoute { method, path, query, operation_id, summary, description, result, answer, errors } =
+            operation.spec().rest;
+        let action = match operation {
+            Operation::Create => Action::Create,
+            Operation::Turn => Action::Turn,
+            Operation::Send => Action::Send,
+            Operation::Events => Action::Events,
+            other => Action::Call(other),
+        };
+        Self { method, path, action, query, operation_id, summary, description, result, answer, errors }
+    }
+
     /// `POST /v1/sessions/{id}/turns`: how errors about the request name it.
     pub fn name(&self) -> String {
         format!("{} {}", self.method.as_str(), self.path)
@@ -317,7 +156,7 @@ mod tests {
 
     #[test]
     fn every_path_segment_is_a_known_parameter_and_every_route_is_listed_once() {
-        for route in ROUTES {
+        for route in ROUTES.iter() {
             let named = route.path.matches('{').count();
             assert_eq!(route.path_parameters().count(), named, "{}", route.name());
             let twins = ROUTES.iter().filter(|other| other.path == route.path && other.method == route.method);

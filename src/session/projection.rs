@@ -19,9 +19,7 @@
 //! lengths the checkpoint records (dropping whatever a crashed step appended after it), then
 //! appends, then writes `session.json` and finally `checkpoint`, each to a temporary file
 //! renamed into place. A crash anywhere leaves the checkpoint at the last whole step, and the
-//! next step redoes the rest: no line is ever duplicated or lost. (Meerkat's projector appended
-//! before it checkpointed and resumed from the checkpoint without truncating, so a crash in
-//! between duplicated lines.)
+//! next step redoes the rest: no line is ever duplicated or lost.
 //!
 //! Directories are created 0700 and files 0600: the journal holds the conversation.
 //!

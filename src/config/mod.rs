@@ -225,8 +225,5 @@ pub fn agent_factory(
     Ok(factory)
 }
 
-/// The names of the environment variables that configure providers: the built-in ones and
-/// each `api_key_env` of the config file. A client attaching to a background server hands over
-
 #[cfg(test)]
 mod tests;

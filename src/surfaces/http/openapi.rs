@@ -93,8 +93,8 @@ pub fn document() -> Value {
 
     let mut paths = Map::new();
     for route in ROUTES.iter() {
-        let item = paths.entry(route.path).or_insert_with(|| Value::Object(Map::new()));
-        item[route.method.openapi_key()] = operation(route, &queries);
+        let item = paths.entry(route.rest.path).or_insert_with(|| Value::Object(Map::new()));
+        item[route.rest.method.openapi_key()] = operation(route, &queries);
     }
     json!({
         "openapi": "3.1.0",
@@ -121,9 +121,9 @@ pub fn document() -> Value {
 /// One route's operation object: its documentation, parameters, body and responses.
 fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
     let mut operation = Map::new();
-    operation.insert("operationId".into(), route.operation_id.into());
-    operation.insert("summary".into(), route.summary.into());
-    if let Some(description) = route.description {
+    operation.insert("operationId".into(), route.rest.operation_id.into());
+    operation.insert("summary".into(), route.rest.summary.into());
+    if let Some(description) = route.rest.description {
         operation.insert("description".into(), description.into());
     }
     let mut parameters: Vec<Value> = route
@@ -133,7 +133,7 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
                    "schema": {"type": "string"}})
         })
         .collect();
-    if let Some(query) = route.query {
+    if let Some(query) = route.rest.query {
         let params = match query {
             QueryParams::Read => "SessionReadParams",
             QueryParams::List => "SessionListParams",
@@ -158,7 +158,7 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
 /// The success response (by the route's action) plus references to the shared error responses:
 /// the statuses of the route's codes, 413 when it takes a body, and the guard's 401 and 403.
 fn responses(route: &Route) -> Value {
-    let result = |description: &str| match route.result {
+    let result = |description: &str| match route.rest.result {
         Some(schema) => ok(schema, description),
         None => {
             json!({"description": description, "content": {"application/json": {"schema": {"type": "object"}}}})
@@ -169,7 +169,7 @@ fn responses(route: &Route) -> Value {
         // A created session answers 201 with JSON; a streamed one 200, as the status line goes
         // out before the turn (and so the result) is known.
         Action::Create => {
-            all.insert("201".into(), result(route.answer));
+            all.insert("201".into(), result(route.rest.answer));
             all.insert(
                 "200".into(),
                 json!({
@@ -179,19 +179,19 @@ fn responses(route: &Route) -> Value {
             );
         }
         Action::Turn => {
-            all.insert("200".into(), turn_result(route.answer));
+            all.insert("200".into(), turn_result(route.rest.answer));
         }
         Action::Send => {
-            all.insert("202".into(), result(route.answer));
+            all.insert("202".into(), result(route.rest.answer));
         }
         Action::Call(_) | Action::History | Action::Document => {
-            all.insert("200".into(), result(route.answer));
+            all.insert("200".into(), result(route.rest.answer));
         }
         Action::Events => {
             all.insert(
                 "200".into(),
                 json!({
-                    "description": format!("{} With `follow=true`: Server-Sent Events, one per `StoredEvent`.", route.answer),
+                    "description": format!("{} With `follow=true`: Server-Sent Events, one per `StoredEvent`.", route.rest.answer),
                     "content": {
                         "application/json": {"schema": schema_ref("EventPage")},
                         "text/event-stream": {"schema": {"type": "string"}},
@@ -200,7 +200,7 @@ fn responses(route: &Route) -> Value {
             );
         }
     }
-    let statuses = route.errors.iter().map(|code| code.http_status());
+    let statuses = route.rest.errors.iter().map(|code| code.http_status());
     let body_limit = route.has_body().then_some(413);
     let guard = [TransportCode::Unauthorized, TransportCode::Forbidden].map(TransportCode::http_status);
     for status in statuses.chain(body_limit).chain(guard) {

@@ -36,14 +36,14 @@ use crate::surfaces::wire::{self, SessionCreateParams, SessionListParams, Sessio
 
 pub fn router<P: CallerServices>() -> Router<Arc<P>> {
     // Routes on one path (GET and DELETE of a session) merge into one method router.
-    ROUTES.iter().fold(Router::new(), |router, route| router.route(route.path, handler::<P>(route)))
+    ROUTES.iter().fold(Router::new(), |router, route| router.route(route.rest.path, handler::<P>(route)))
 }
 
 type Answer = Result<Response, ApiError>;
 
 /// The handler of one route of the table.
 fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
-    let method = match route.method {
+    let method = match route.rest.method {
         Method::Get => MethodFilter::GET,
         Method::Post => MethodFilter::POST,
         Method::Delete => MethodFilter::DELETE,
@@ -189,7 +189,7 @@ async fn call<S: SessionService>(
     uri: Uri,
 ) -> Answer {
     let Path(ids) = ids?;
-    let mut arguments = match route.query {
+    let mut arguments = match route.rest.query {
         Some(QueryParams::Read) => object(Query::<ReadQuery>::try_from_uri(&uri)?.0),
         Some(QueryParams::List) => object(Query::<SessionListParams>::try_from_uri(&uri)?.0),
         Some(QueryParams::Events) => object(Query::<EventsQuery>::try_from_uri(&uri)?.0),

@@ -8,30 +8,15 @@
 
 use std::sync::LazyLock;
 
-use crate::error::ErrorCode::{self, SessionNotFound, SessionStoreError};
+use crate::error::ErrorCode::{SessionNotFound, SessionStoreError};
 pub use crate::surfaces::operation::{Method, QueryParams};
 use crate::surfaces::operation::{Operation, RestRoute};
 
-/// One REST route: where it is, what it does, how the OpenAPI document describes it.
+/// One REST route: what it does, where it is and how the OpenAPI document describes it.
 #[derive(Debug, Clone)]
 pub struct Route {
-    pub method: Method,
-    /// axum and OpenAPI spell path parameters alike: `{name}`, one of [`PATH_PARAMETERS`].
-    pub path: &'static str,
     pub action: Action,
-    /// Whose properties are the route's query parameters (minus those the path supplies).
-    pub query: Option<QueryParams>,
-    pub operation_id: &'static str,
-    pub summary: &'static str,
-    pub description: Option<&'static str>,
-    /// The component schema of the success answer; `None`: any JSON object.
-    pub result: Option<&'static str>,
-    /// What the success answer means.
-    pub answer: &'static str,
-    /// The codes the operation can fail with (the `SessionService` method's errors). Their
-    /// statuses come from the code table; 413 is added for routes with a body, and the guard's
-    /// 401/403 for every route.
-    pub errors: &'static [ErrorCode],
+    pub rest: RestRoute,
 }
 
 /// What a route does.
@@ -82,28 +67,32 @@ pub static ROUTES: LazyLock<Vec<Route>> =
 /// The routes no MCP tool or JSON-RPC method shares.
 const REST_ONLY: &[Route] = &[
     Route {
-        method: Method::Get,
-        path: "/v1/sessions/{id}/messages",
         action: Action::History,
-        query: None,
-        operation_id: "readMessages",
-        summary: "A session's whole conversation",
-        description: Some("Waits for a running turn to end."),
-        result: Some("SessionHistory"),
-        answer: "The messages, oldest first.",
-        errors: &[SessionNotFound, SessionStoreError],
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/sessions/{id}/messages",
+            query: None,
+            operation_id: "readMessages",
+            summary: "A session's whole conversation",
+            description: Some("Waits for a running turn to end."),
+            result: Some("SessionHistory"),
+            answer: "The messages, oldest first.",
+            errors: &[SessionNotFound, SessionStoreError],
+        },
     },
     Route {
-        method: Method::Get,
-        path: "/v1/openapi.json",
         action: Action::Document,
-        query: None,
-        operation_id: "openapi",
-        summary: "This document",
-        description: None,
-        result: None,
-        answer: "The OpenAPI document.",
-        errors: &[],
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/openapi.json",
+            query: None,
+            operation_id: "openapi",
+            summary: "This document",
+            description: None,
+            result: None,
+            answer: "The OpenAPI document.",
+            errors: &[],
+        },
     },
 ];
 
@@ -111,8 +100,6 @@ impl Route {
     /// An operation's route, from its row of the table. The operations with a body or a stream
     /// of their own have handlers of their own; any other is a [`Action::Call`].
     fn of(operation: Operation) -> Self {
-        let RestRoute { method, path, query, operation_id, summary, description, result, answer, errors } =
-            operation.spec().rest;
         let action = match operation {
             Operation::Create => Action::Create,
             Operation::Turn => Action::Turn,
@@ -120,12 +107,12 @@ impl Route {
             Operation::Events => Action::Events,
             other => Action::Call(other),
         };
-        Self { method, path, action, query, operation_id, summary, description, result, answer, errors }
+        Self { action, rest: operation.spec().rest }
     }
 
     /// `POST /v1/sessions/{id}/turns`: how errors about the request name it.
     pub fn name(&self) -> String {
-        format!("{} {}", self.method.as_str(), self.path)
+        format!("{} {}", self.rest.method.as_str(), self.rest.path)
     }
 
     /// Whether the route takes a JSON body (and so can be refused with 413).
@@ -138,7 +125,8 @@ impl Route {
 
     /// The `{name}` segments of the path, in order.
     pub fn path_parameters(&self) -> impl Iterator<Item = &'static PathParameter> + use<> {
-        self.path
+        self.rest
+            .path
             .split('/')
             .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
             .filter_map(|name| path_parameter(name))
@@ -157,9 +145,11 @@ mod tests {
     #[test]
     fn every_path_segment_is_a_known_parameter_and_every_route_is_listed_once() {
         for route in ROUTES.iter() {
-            let named = route.path.matches('{').count();
+            let named = route.rest.path.matches('{').count();
             assert_eq!(route.path_parameters().count(), named, "{}", route.name());
-            let twins = ROUTES.iter().filter(|other| other.path == route.path && other.method == route.method);
+            let twins = ROUTES
+                .iter()
+                .filter(|other| other.rest.path == route.rest.path && other.rest.method == route.rest.method);
             assert_eq!(twins.count(), 1, "{}", route.name());
         }
     }

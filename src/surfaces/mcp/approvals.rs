@@ -98,6 +98,65 @@ pub fn answers(calls: &[PendingCall], results: &[Option<Value>]) -> Option<Vec<A
         .collect()
 }
 
+/// How long one approval question (`elicitation/create`) waits for its answer; past it the
+/// approvals stay pending and the call answers `pending_tool_calls`.
+pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(120);
+/// Held steps asked about within one call at most (each answer may lead to another).
+const ELICITATION_ROUNDS: usize = 8;
+
+/// Whether a turn's answer should be asked about through `elicitation/create`: it holds
+/// approvals alone and the caller declared form elicitation (on 2026-07-28, where servers may
+/// not send requests, rmcp refuses the request and the approvals stay pending).
+pub(super) fn asks_approvals(run: &RunResult, context: &RequestContext<RoleServer>) -> bool {
+    run.status == TurnStatus::PendingToolCalls
+        && approvals_only(&run.pending)
+        && context.peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
+}
+
+/// Asks the caller about each held approval and, when every one is answered, answers the
+/// step with a `session_turn` (waiting `wait` as the call did): the turn's new result. Any
+/// other outcome (declined, cancelled, no answer within [`ELICITATION_TIMEOUT`], a client
+/// error) is the held result, pending as before.
+pub(super) async fn elicit_approvals<S: SessionService>(
+    service: &S,
+    mut run: RunResult,
+    context: &RequestContext<RoleServer>,
+    wait: Duration,
+    cancel: Option<CancellationToken>,
+) -> Result<serde_json::Value, crate::error::SessionError> {
+    for _ in 0..ELICITATION_ROUNDS {
+        if !(run.status == TurnStatus::PendingToolCalls && approvals_only(&run.pending)) {
+            break;
+        }
+        let mut results = Vec::with_capacity(run.pending.len());
+        for call in &run.pending {
+            let Ok(params) = elicitation(call) else { break };
+            let reply = context.peer.create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT)).await;
+            match reply {
+                Ok(result) => results.push(serde_json::to_value(result).ok()),
+                Err(error) => {
+                    tracing::info!(session_id = %run.session_id, "approval not elicited: {error}");
+                    break;
+                }
+            }
+        }
+        let Some(answers) = answers(&run.pending, &results) else { break };
+        let request = TurnRequest {
+            approvals: answers,
+            options: TurnOptions { wait: Some(wait), events: None, cancel: cancel.clone() },
+            ..TurnRequest::default()
+        };
+        run = service.start_turn(&run.session_id.clone(), request).await?;
+    }
+    serde_json::to_value(&run).map_err(|error| {
+        crate::error::SessionError::agent(
+            Some(run.session_id.clone()),
+            crate::error::ErrorKind::Internal,
+            format!("could not encode the result: {error}"),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,63 +223,4 @@ mod tests {
         assert!(!approvals_only(&[call("a", PendingKind::Approval), call("b", PendingKind::Callback)]));
         assert!(!approvals_only(&[]));
     }
-}
-
-/// How long one approval question (`elicitation/create`) waits for its answer; past it the
-/// approvals stay pending and the call answers `pending_tool_calls`.
-pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(120);
-/// Held steps asked about within one call at most (each answer may lead to another).
-const ELICITATION_ROUNDS: usize = 8;
-
-/// Whether a turn's answer should be asked about through `elicitation/create`: it holds
-/// approvals alone and the caller declared form elicitation (on 2026-07-28, where servers may
-/// not send requests, rmcp refuses the request and the approvals stay pending).
-pub(super) fn asks_approvals(run: &RunResult, context: &RequestContext<RoleServer>) -> bool {
-    run.status == TurnStatus::PendingToolCalls
-        && approvals_only(&run.pending)
-        && context.peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
-}
-
-/// Asks the caller about each held approval and, when every one is answered, answers the
-/// step with a `session_turn` (waiting `wait` as the call did): the turn's new result. Any
-/// other outcome (declined, cancelled, no answer within [`ELICITATION_TIMEOUT`], a client
-/// error) is the held result, pending as before.
-pub(super) async fn elicit_approvals<S: SessionService>(
-    service: &S,
-    mut run: RunResult,
-    context: &RequestContext<RoleServer>,
-    wait: Duration,
-    cancel: Option<CancellationToken>,
-) -> Result<serde_json::Value, crate::error::SessionError> {
-    for _ in 0..ELICITATION_ROUNDS {
-        if !(run.status == TurnStatus::PendingToolCalls && approvals_only(&run.pending)) {
-            break;
-        }
-        let mut results = Vec::with_capacity(run.pending.len());
-        for call in &run.pending {
-            let Ok(params) = elicitation(call) else { break };
-            let reply = context.peer.create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT)).await;
-            match reply {
-                Ok(result) => results.push(serde_json::to_value(result).ok()),
-                Err(error) => {
-                    tracing::info!(session_id = %run.session_id, "approval not elicited: {error}");
-                    break;
-                }
-            }
-        }
-        let Some(answers) = answers(&run.pending, &results) else { break };
-        let request = TurnRequest {
-            approvals: answers,
-            options: TurnOptions { wait: Some(wait), events: None, cancel: cancel.clone() },
-            ..TurnRequest::default()
-        };
-        run = service.start_turn(&run.session_id.clone(), request).await?;
-    }
-    serde_json::to_value(&run).map_err(|error| {
-        crate::error::SessionError::agent(
-            Some(run.session_id.clone()),
-            crate::error::ErrorKind::Internal,
-            format!("could not encode the result: {error}"),
-        )
-    })
 }

@@ -210,7 +210,7 @@ impl Agent {
             });
             results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error });
         }
-        self.history.push(Message { role: Role::User, content: results });
+        self.history_mut().push(Message { role: Role::User, content: results });
         StepOutcome::Closed { skipped }
     }
 

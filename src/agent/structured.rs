@@ -183,7 +183,9 @@ impl Agent {
                 totals.structured_output_errors = errors;
                 match final_call {
                     Some(index) => self.answer_final_call(&calls, index, feedback, true),
-                    None if *rejected <= contract.retries() => self.history.push(Message::user_text(feedback)),
+                    None if *rejected <= contract.retries() => {
+                        self.history_mut().push(Message::user_text(feedback))
+                    }
                     None => {}
                 }
                 if *rejected > contract.retries() {
@@ -211,7 +213,7 @@ impl Agent {
                 is_error: is_error || index != final_index,
             })
             .collect();
-        self.history.push(Message { role: Role::User, content: results });
+        self.history_mut().push(Message { role: Role::User, content: results });
     }
 }
 

@@ -308,12 +308,14 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
                     ContentBlock::ToolResult { tool_use_id: "t1".into(), content: "out".into(), is_error: true },
                 ],
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }],
+        }]
+        .into(),
         max_tokens: 100,
         output: None,
         retries: Default::default(),
@@ -342,12 +344,13 @@ fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_ca
     let request = ModelRequest {
         model: "m".into(),
         system: None,
-        messages: vec![Message::user_text("hi")],
+        messages: vec![Message::user_text("hi")].into(),
         tools: vec![ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }],
+        }]
+        .into(),
         max_tokens: 100,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema.clone()))),
         retries: Default::default(),
@@ -362,7 +365,7 @@ fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_ca
              "input_schema": schema}
         ])
     );
-    let plain = request_body(&ModelRequest { output: None, tools: Vec::new(), ..request });
+    let plain = request_body(&ModelRequest { output: None, tools: Vec::new().into(), ..request });
     assert!(plain.get("tool_choice").is_none() && plain.get("tools").is_none(), "{plain}");
 }
 

@@ -19,6 +19,7 @@ pub mod scripted;
 pub mod sse;
 pub mod structured;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -36,8 +37,12 @@ pub struct ModelRequest {
     /// The model name as the provider knows it (without the `provider:` prefix).
     pub model: String,
     pub system: Option<String>,
-    pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// The history, shared with the agent that holds it: building a request, and copying it,
+    /// copies no message. A caller that changes a request's messages gets its own copy of them
+    /// (`Arc::make_mut`).
+    pub messages: Arc<Vec<Message>>,
+    /// The tools the model may call, shared the same way.
+    pub tools: Arc<[ToolSpec]>,
     /// Upper bound on the tokens of this one response.
     pub max_tokens: u32,
     /// The final answer must be JSON valid against this schema (structured output); each

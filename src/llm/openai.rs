@@ -121,7 +121,7 @@ pub(crate) fn request_body(request: &ModelRequest, max_tokens_field: &str) -> Va
     if let Some(system) = system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    for message in &request.messages {
+    for message in request.messages.iter() {
         push_message(&mut messages, message);
     }
     let mut body = json!({

@@ -165,12 +165,14 @@ fn request_body_splits_tool_results_and_text() {
                     ContentBlock::ToolResult { tool_use_id: "b".into(), content: "boom".into(), is_error: true },
                 ],
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }],
+        }]
+        .into(),
         max_tokens: 64,
         output: None,
         retries: Default::default(),
@@ -200,8 +202,8 @@ fn structured_output_is_a_response_format_or_an_instruction_after_the_system_pro
     let request = |schema: Value| ModelRequest {
         model: "m".into(),
         system: Some("sys".into()),
-        messages: vec![Message::user_text("hi")],
-        tools: vec![],
+        messages: vec![Message::user_text("hi")].into(),
+        tools: vec![].into(),
         max_tokens: 64,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
         retries: Default::default(),

@@ -318,8 +318,8 @@ mod tests {
         ModelRequest {
             model: "m".into(),
             system: None,
-            messages: vec![],
-            tools: vec![],
+            messages: Default::default(),
+            tools: Default::default(),
             max_tokens: 10,
             output: None,
             retries: Default::default(),

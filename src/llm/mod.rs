@@ -3,11 +3,13 @@
 //! Adapters (`anthropic`, `openai`) translate a [`ModelRequest`] into their wire format and the
 //! provider's SSE stream back into [`StreamEvent`]s. They only *classify* failures into
 //! [`LlmError`]; the single place that waits and retries is [`retry::RetryingProvider`], which
-//! retries only while no content has been forwarded yet. [`registry`] resolves `provider:model`
+//! retries only while no content has been forwarded yet. A request's body is serialized once
+//! per call, whatever the number of attempts ([`body`]). [`registry`] resolves `provider:model`
 //! ids. `scripted` is an in-process provider for tests and benches of the agent loop, built only
 //! under `cfg(test)` or the `test-support` feature.
 
 pub mod anthropic;
+pub mod body;
 pub mod catalog;
 mod http;
 pub mod message;
@@ -27,6 +29,7 @@ use futures::stream::BoxStream;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use body::Resendable;
 pub use http::HttpTimeouts;
 pub use message::{ContentBlock, Message, Role, ToolSpec};
 pub use structured::{FINAL_ANSWER_TOOL, OutputFormat};
@@ -243,6 +246,14 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// Opens one streaming response. Errors before the first event (HTTP status, connect)
     /// come back as `Err`; later ones as `Err` items of the stream.
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>>;
+
+    /// One attempt of a request that may be sent again ([`retry::RetryingProvider`]'s attempts),
+    /// opened like [`Self::stream`]. The wire adapters serialize the body on the first attempt
+    /// and send the same bytes on every later one. By default an attempt streams a copy of the
+    /// request, which copies no message (they are shared).
+    fn attempt(&self, request: &Resendable) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        self.stream(request.request().clone())
+    }
 }
 
 #[cfg(test)]

@@ -6,20 +6,26 @@
 //! stream must close with `[DONE]` (OpenAI's and every major compatible server's do), since one
 //! that stops after its finish reason may have lost its usage and cannot be told from a cut.
 //! Chunks are walked as `serde_json::Value` rather than typed: those servers vary too much.
+//! The request body is written from borrowed wire structs straight to bytes ([`super::body`]).
 //! Failures are only classified here; waiting and retrying happen in [`super::retry`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
-use reqwest::header::HeaderValue;
-use serde_json::{Value, json};
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
+use serde::ser::SerializeSeq;
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
+use super::body::{self, Resendable};
 use super::http::{self, ErrorResponse, HttpTimeouts, WireDecoder};
 use super::sse::SseEvent;
 use super::structured::{self, FINAL_ANSWER_TOOL};
 use super::{
     ContentBlock, EventStream, LlmError, LlmErrorKind, Message, ModelRequest, Provider, Role, StopReason,
-    StreamEvent, Usage,
+    StreamEvent, ToolSpec, Usage,
 };
 
 const PROVIDER: &str = "openai";
@@ -49,7 +55,7 @@ impl std::fmt::Debug for OpenAiConfig {
 pub struct OpenAiProvider {
     url: String,
     api_key: Option<String>,
-    /// See [`request_body`] for why the token limit's name depends on the host.
+    /// See [`encode`] for why the token limit's name depends on the host.
     max_tokens_field: &'static str,
     client: Result<reqwest::Client, LlmError>,
 }
@@ -77,10 +83,18 @@ impl std::fmt::Debug for OpenAiProvider {
 
 impl Provider for OpenAiProvider {
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
-        let body = request_body(&request, self.max_tokens_field);
+        self.attempt(&Resendable::new(request))
+    }
+
+    fn attempt(&self, request: &Resendable) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        let body = self.body(request);
         Box::pin(async move {
             let client = self.client.clone()?;
-            let mut builder = client.post(&self.url).header("accept", "text/event-stream").json(&body);
+            let mut builder = client
+                .post(&self.url)
+                .header("accept", "text/event-stream")
+                .header(CONTENT_TYPE, "application/json")
+                .body(body?);
             if let Some(key) = &self.api_key {
                 let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
                     LlmError::new(LlmErrorKind::Config, "openai API key is not a valid header value")
@@ -102,104 +116,280 @@ impl Provider for OpenAiProvider {
 // ---------------------------------------------------------------------------------------------
 // Request
 
-/// The JSON body of one streaming request.
+impl OpenAiProvider {
+    /// The JSON body an attempt of `request` sends: written by the first attempt, the same
+    /// bytes for every later one.
+    pub fn body(&self, request: &Resendable) -> Result<Bytes, LlmError> {
+        request.body(|request| encode(request, self.max_tokens_field))
+    }
+}
+
+/// The JSON body of one streaming request, written straight from the request.
 ///
 /// The token limit goes out as `max_tokens`, which every compatible server understands. Only
 /// for `api.openai.com` it is `max_completion_tokens`: OpenAI deprecated `max_tokens` there and
 /// its reasoning models reject it, while several compatible servers ignore the newer name.
-pub(crate) fn request_body(request: &ModelRequest, max_tokens_field: &str) -> Value {
-    let mut messages = Vec::new();
+pub(crate) fn encode(request: &ModelRequest, max_tokens_field: &str) -> Result<Bytes, LlmError> {
     // Structured output: `response_format` for an object root; any other root cannot go there,
     // so the system prompt asks for it and the agent parses the text (see `structured`).
     let instruction =
         request.output.as_ref().filter(|format| !format.is_object_root()).map(structured::instruction);
     let system = match (request.system.as_deref().filter(|s| !s.is_empty()), instruction) {
-        (Some(system), Some(instruction)) => Some(format!("{system}\n\n{instruction}")),
-        (Some(system), None) => Some(system.to_owned()),
-        (None, instruction) => instruction,
+        (Some(system), Some(instruction)) => Some(Cow::Owned(format!("{system}\n\n{instruction}"))),
+        (Some(system), None) => Some(Cow::Borrowed(system)),
+        (None, instruction) => instruction.map(Cow::Owned),
     };
-    if let Some(system) = system {
-        messages.push(json!({"role": "system", "content": system}));
-    }
-    for message in request.messages.iter() {
-        push_message(&mut messages, message);
-    }
-    let mut body = json!({
-        "model": request.model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-    });
-    body[max_tokens_field] = json!(request.max_tokens);
-    if let Some(format) = request.output.as_ref().filter(|format| format.is_object_root()) {
-        body["response_format"] = json!({"type": "json_schema", "json_schema": {
-            "name": FINAL_ANSWER_TOOL,
-            "schema": format.schema.as_ref(),
-            "strict": structured::fits_openai_strict(&format.schema),
-        }});
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.input_schema,
-                }})
-            })
-            .collect();
-    }
-    body
+    let completion_field = max_tokens_field == "max_completion_tokens";
+    let body = Body {
+        max_completion_tokens: completion_field.then_some(request.max_tokens),
+        max_tokens: (!completion_field).then_some(request.max_tokens),
+        messages: ChatMessages { system: system.as_deref(), messages: &request.messages },
+        model: &request.model,
+        response_format: request.output.as_ref().filter(|format| format.is_object_root()).map(|format| {
+            ResponseFormat {
+                json_schema: JsonSchema {
+                    name: FINAL_ANSWER_TOOL,
+                    schema: &format.schema,
+                    strict: structured::fits_openai_strict(&format.schema),
+                },
+                kind: "json_schema",
+            }
+        }),
+        stream: true,
+        stream_options: StreamOptions { include_usage: true },
+        tools: Tools(&request.tools),
+    };
+    body::to_bytes(&body, body::size_hint(request), PROVIDER)
 }
 
-/// Text blocks of one message as one string (chat messages carry a single content string).
-fn joined_text(message: &Message) -> Option<String> {
-    let texts: Vec<&str> = message
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } if !text.is_empty() => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    (!texts.is_empty()).then(|| texts.join("\n"))
+/// The request body, borrowed from the [`ModelRequest`]. Keys are listed in alphabetical order
+/// here and in every wire struct below: the order serde_json writes a JSON object's keys in,
+/// which the bodies have always had on the wire.
+#[derive(Serialize)]
+struct Body<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    messages: ChatMessages<'a>,
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ResponseFormat<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Tools::is_empty")]
+    tools: Tools<'a>,
 }
 
+#[derive(Serialize)]
+struct ResponseFormat<'a> {
+    json_schema: JsonSchema<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct JsonSchema<'a> {
+    name: &'static str,
+    schema: &'a Value,
+    strict: bool,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Tools<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|tool| FunctionTool {
+            function: Function { description: &tool.description, name: &tool.name, parameters: &tool.input_schema },
+            kind: "function",
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct FunctionTool<'a> {
+    function: Function<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    description: &'a str,
+    name: &'a str,
+    parameters: &'a Value,
+}
+
+/// The system prompt, then our messages as chat messages.
+///
 /// One of our messages becomes one or more chat messages: tool results are separate `tool`
 /// messages and must directly follow the assistant message that called them, so they go
 /// before any text of the same user message.
-fn push_message(out: &mut Vec<Value>, message: &Message) {
-    match message.role {
-        Role::User => {
-            for block in &message.content {
-                if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
-                    // Chat Completions has no error flag on tool results; say it in the text.
-                    let content = if *is_error { format!("Error: {content}") } else { content.clone() };
-                    out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+struct ChatMessages<'a> {
+    system: Option<&'a str>,
+    messages: &'a [Message],
+}
+
+impl Serialize for ChatMessages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(None)?;
+        if let Some(content) = self.system {
+            seq.serialize_element(&ChatMessage::System { content, role: "system" })?;
+        }
+        for message in self.messages {
+            let blocks = &message.content;
+            match message.role {
+                Role::User => {
+                    for block in blocks {
+                        if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
+                            let content = ToolContent { content, is_error: *is_error };
+                            seq.serialize_element(&ChatMessage::Tool {
+                                content,
+                                role: "tool",
+                                tool_call_id: tool_use_id,
+                            })?;
+                        }
+                    }
+                    if has_text(blocks) {
+                        seq.serialize_element(&ChatMessage::User { content: JoinedText(blocks), role: "user" })?;
+                    }
                 }
-            }
-            if let Some(text) = joined_text(message) {
-                out.push(json!({"role": "user", "content": text}));
+                Role::Assistant => seq.serialize_element(&ChatMessage::Assistant {
+                    content: has_text(blocks).then_some(JoinedText(blocks)),
+                    role: "assistant",
+                    tool_calls: ToolCalls(blocks),
+                })?,
             }
         }
-        Role::Assistant => {
-            let calls: Vec<Value> = message
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::ToolUse { id, name, input } => Some(json!({
-                        "id": id, "type": "function",
-                        "function": {"name": name, "arguments": input.to_string()},
-                    })),
-                    _ => None,
-                })
-                .collect();
-            let mut msg = json!({"role": "assistant", "content": joined_text(message)});
-            if !calls.is_empty() {
-                msg["tool_calls"] = Value::Array(calls);
-            }
-            out.push(msg);
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ChatMessage<'a> {
+    System {
+        content: &'a str,
+        role: &'static str,
+    },
+    User {
+        content: JoinedText<'a>,
+        role: &'static str,
+    },
+    Tool {
+        content: ToolContent<'a>,
+        role: &'static str,
+        tool_call_id: &'a str,
+    },
+    Assistant {
+        content: Option<JoinedText<'a>>,
+        role: &'static str,
+        #[serde(skip_serializing_if = "ToolCalls::is_empty")]
+        tool_calls: ToolCalls<'a>,
+    },
+}
+
+fn has_text(blocks: &[ContentBlock]) -> bool {
+    blocks.iter().any(|block| matches!(block, ContentBlock::Text { text } if !text.is_empty()))
+}
+
+/// A message's non-empty text blocks as one string, one per line (chat messages carry a
+/// single content string). Written as it is serialized, never collected.
+struct JoinedText<'a>(&'a [ContentBlock]);
+
+impl std::fmt::Display for JoinedText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut texts = self.0.iter().filter_map(|block| match block {
+            ContentBlock::Text { text } if !text.is_empty() => Some(text),
+            _ => None,
+        });
+        if let Some(first) = texts.next() {
+            f.write_str(first)?;
         }
+        for text in texts {
+            f.write_str("\n")?;
+            f.write_str(text)?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for JoinedText<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A tool result's content. Chat Completions has no error flag on tool results; an error
+/// says so in the text.
+struct ToolContent<'a> {
+    content: &'a str,
+    is_error: bool,
+}
+
+impl Serialize for ToolContent<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.is_error {
+            serializer.collect_str(&format_args!("Error: {}", self.content))
+        } else {
+            serializer.serialize_str(self.content)
+        }
+    }
+}
+
+/// The tool calls of an assistant message.
+struct ToolCalls<'a>(&'a [ContentBlock]);
+
+impl ToolCalls<'_> {
+    fn is_empty(&self) -> bool {
+        !self.0.iter().any(|block| matches!(block, ContentBlock::ToolUse { .. }))
+    }
+}
+
+impl Serialize for ToolCalls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().filter_map(|block| match block {
+            ContentBlock::ToolUse { id, name, input } => Some(ToolCall {
+                function: FunctionCall { arguments: Arguments(input), name },
+                id,
+                kind: "function",
+            }),
+            _ => None,
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct ToolCall<'a> {
+    function: FunctionCall<'a>,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct FunctionCall<'a> {
+    arguments: Arguments<'a>,
+    name: &'a str,
+}
+
+/// A call's arguments: its input as a string of compact JSON, written as it is serialized.
+struct Arguments<'a>(&'a Value);
+
+impl Serialize for Arguments<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self.0)
     }
 }
 

@@ -1,8 +1,14 @@
 //! The OpenAI adapter's pure parts: the stream decoder fed chunk by chunk and the request
 //! body, without a server. The wire end to end is in `tests/suite/provider_*.rs`.
 
+use serde_json::json;
+
 use super::*;
-use crate::llm::ToolSpec;
+
+/// The body a request goes out with, as JSON.
+fn request_body(request: &ModelRequest, max_tokens_field: &str) -> Value {
+    serde_json::from_slice(&encode(request, max_tokens_field).unwrap()).unwrap()
+}
 
 fn feed(chunks: &[Value], eof: bool) -> (Vec<StreamEvent>, Option<LlmError>) {
     let mut decoder = StreamDecoder::default();
@@ -231,4 +237,55 @@ fn official_host_uses_max_completion_tokens() {
         |url: &str| OpenAiConfig { base_url: url.into(), api_key: None, timeouts: HttpTimeouts::default() };
     assert_eq!(OpenAiProvider::new(config("https://api.openai.com/v1")).max_tokens_field, "max_completion_tokens");
     assert_eq!(OpenAiProvider::new(config("http://127.0.0.1:11434/v1/")).max_tokens_field, "max_tokens");
+}
+
+#[test]
+fn the_body_goes_out_with_its_keys_sorted() {
+    // As a JSON tree is written (serde_json's order), which bodies have always been: parsing
+    // the body and writing it again changes no byte.
+    let request = |schema: Option<Value>| ModelRequest {
+        model: "m".into(),
+        system: Some("Say \"hi\"\n\tthen stop.".into()),
+        messages: vec![
+            Message::user_text("hi"),
+            Message::assistant(vec![
+                ContentBlock::Text { text: "é \u{1}".into() },
+                ContentBlock::Text { text: String::new() },
+                ContentBlock::Text { text: "two".into() },
+                ContentBlock::ToolUse {
+                    id: "a".into(),
+                    name: "ls".into(),
+                    input: json!({"p": "\"q\"", "n": [1, 2.5]}),
+                },
+            ]),
+            Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::Text { text: "and now?".into() },
+                    ContentBlock::ToolResult { tool_use_id: "a".into(), content: "bo\"om".into(), is_error: true },
+                ],
+            },
+            Message::assistant(vec![]),
+        ]
+        .into(),
+        tools: vec![ToolSpec {
+            name: "ls".into(),
+            description: "list".into(),
+            input_schema: json!({"type":"object"}),
+        }]
+        .into(),
+        max_tokens: 64,
+        output: schema.map(|schema| crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
+        retries: Default::default(),
+    };
+    let closed = json!({"type": "object", "additionalProperties": false, "required": ["a"],
+                        "properties": {"a": {"type": "integer"}}});
+    let list = json!({"type": "array", "items": {"type": "integer"}});
+    for request in [request(None), request(Some(closed)), request(Some(list))] {
+        for field in ["max_tokens", "max_completion_tokens"] {
+            let body = encode(&request, field).unwrap();
+            let tree: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(String::from_utf8_lossy(&body), serde_json::to_string(&tree).unwrap());
+        }
+    }
 }

@@ -17,6 +17,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::pending::Resolution;
+use super::step::step_calls;
 use super::structured::Verdict;
 use super::{Agent, AgentEvent, EventSink, OutputContract};
 use crate::hooks::{HookEvent, HookEventKind};
@@ -438,14 +439,7 @@ impl Agent {
                 }
             };
 
-            let calls: Vec<(String, String, serde_json::Value)> = response
-                .blocks
-                .iter()
-                .filter_map(|block| match block {
-                    ContentBlock::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
-                    _ => None,
-                })
-                .collect();
+            let calls = step_calls(&response.blocks);
             if !response.blocks.is_empty() {
                 self.history_mut().push(Message::assistant(compact_blocks(response.blocks)));
             }

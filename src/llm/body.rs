@@ -44,7 +44,9 @@ impl Resendable {
     }
 }
 
-/// `body` as JSON bytes, written into one buffer of about the right size ([`size_hint`]).
+/// `body` as JSON bytes, written into one buffer of about the right size ([`size_hint`]). A
+/// wire struct that would not serialize (none does: every key is a string) is a `Config` error,
+/// as reqwest's `.json` reported one.
 pub(crate) fn to_bytes(body: &impl Serialize, size_hint: usize, provider: &str) -> Result<Bytes, LlmError> {
     let mut out = Vec::with_capacity(size_hint);
     serde_json::to_writer(&mut out, body).map_err(|err| {

@@ -34,7 +34,7 @@ pub use turn::{TurnEnd, TurnInput, TurnReport};
 
 use crate::hooks::Hooks;
 use crate::ids::SessionId;
-use crate::llm::{Message, Provider, Usage};
+use crate::llm::{Message, Provider, ToolSpec, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState, DelegationBook, PendingStep};
 use crate::tools::link::SessionLink;
 use crate::tools::{ToolConfig, ToolScope};
@@ -51,11 +51,15 @@ pub struct Agent {
     system_prompt: Option<String>,
     max_tokens: u32,
     tools: ToolScope,
+    /// What the model is told of `tools`, built once: every model request shares it.
+    tool_specs: Arc<[ToolSpec]>,
     /// What `tools` was built from, kept for the session's record.
     tool_config: ToolConfig,
     budget: Budget,
     context_settings: ContextSettings,
-    history: Vec<Message>,
+    /// Shared with the model request of the running step, so building that request copies no
+    /// message. Changed only through [`Self::history_mut`].
+    history: Arc<Vec<Message>>,
     usage: Usage,
     used: Consumption,
     turns: u64,
@@ -263,6 +267,12 @@ impl Agent {
         }
     }
 
+    /// The history to change. Copy-on-write: a request still holding the history (one a test
+    /// provider keeps) keeps it as it was; in a turn, none does by the time the loop writes.
+    fn history_mut(&mut self) -> &mut Vec<Message> {
+        Arc::make_mut(&mut self.history)
+    }
+
     /// Counts a model call's tokens in the session's usage and against its budget: the one
     /// place both totals move, for turns and compaction's summary calls alike.
     fn charge(&mut self, usage: &Usage) {
@@ -273,7 +283,7 @@ impl Agent {
     /// Gives a freshly built agent the state of a stored session.
     pub(crate) fn restore(&mut self, state: RestoredState) {
         self.unsaved_from = state.history.len();
-        self.history = state.history;
+        self.history = Arc::new(state.history);
         self.usage = state.usage;
         self.used = state.used;
         self.turns = state.turns;

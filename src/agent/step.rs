@@ -17,30 +17,49 @@ use crate::llm::{ContentBlock, Message, Role};
 use crate::model::{CallState, PendingCall, PendingKind, PendingStep, StepCall};
 use crate::tools::ToolOutput;
 
+/// The tool calls of a model response, in order, each as a call to run whose output is still to
+/// come (`Done` and empty until `execute` fills it in); [`Agent::run_tools`] holds the ones the
+/// caller must answer.
+pub(super) fn step_calls(blocks: &[ContentBlock]) -> Vec<StepCall> {
+    blocks
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolUse { id, name, input } => Some(StepCall {
+                tool_use_id: id.clone(),
+                name: name.clone(),
+                arguments: input.clone(),
+                state: CallState::Done { content: String::new(), is_error: false },
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
 impl Agent {
     /// Runs a step's tool calls: callbacks and calls needing approval are held for the caller,
     /// the others run concurrently within the tool-call budget. Once nothing waits, the
     /// results enter the history as one user message, in call order.
     pub(super) async fn run_tools(
         &mut self,
-        calls: Vec<(String, String, serde_json::Value)>,
+        mut step: Vec<StepCall>,
         cancel: &CancellationToken,
         events: &EventSink,
         totals: &mut TurnTotals,
     ) -> StepOutcome {
-        let mut step = Vec::with_capacity(calls.len());
         let mut to_run = Vec::new();
-        for (index, (id, name, input)) in calls.into_iter().enumerate() {
-            events.emit(AgentEvent::ToolCallRequested { id: id.clone(), name: name.clone(), input: input.clone() });
-            let state = if self.tool_config.approval.requires(&name) {
-                CallState::Waiting { kind: PendingKind::Approval }
-            } else if self.tools.is_callback(&name) {
-                CallState::Waiting { kind: PendingKind::Callback }
+        for (index, call) in step.iter_mut().enumerate() {
+            events.emit(AgentEvent::ToolCallRequested {
+                id: call.tool_use_id.clone(),
+                name: call.name.clone(),
+                input: call.arguments.clone(),
+            });
+            if self.tool_config.approval.requires(&call.name) {
+                call.state = CallState::Waiting { kind: PendingKind::Approval };
+            } else if self.tools.is_callback(&call.name) {
+                call.state = CallState::Waiting { kind: PendingKind::Callback };
             } else {
                 to_run.push(index);
-                CallState::Done { content: String::new(), is_error: false }
-            };
-            step.push(StepCall { tool_use_id: id, name, arguments: input, state });
+            }
         }
         let skipped = self.execute(&mut step, to_run, cancel, totals).await;
         self.finish_step(step, skipped, cancel, events)
@@ -133,8 +152,14 @@ impl Agent {
             }
             context = verdict.context;
         }
-        let mut output = self.tools.call(&call.name, arguments.clone(), cancel.clone()).await;
-        if self.hooks.listens(HookEventKind::PostToolUse) {
+        // The tool takes the arguments; a post_tool_use hook is shown them too, from a copy.
+        let (input, shown) = if self.hooks.listens(HookEventKind::PostToolUse) {
+            (arguments.clone(), Some(arguments))
+        } else {
+            (arguments, None)
+        };
+        let mut output = self.tools.call(&call.name, input, cancel.clone()).await;
+        if let Some(arguments) = shown {
             let event = self.tool_event(HookEventKind::PostToolUse, call, &arguments, Some(&output));
             let verdict = self.hooks.run(event, cancel).await;
             // Interrupted: the tool ran, and its own result stands.
@@ -210,7 +235,7 @@ impl Agent {
             });
             results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error });
         }
-        self.history.push(Message { role: Role::User, content: results });
+        self.history_mut().push(Message { role: Role::User, content: results });
         StepOutcome::Closed { skipped }
     }
 

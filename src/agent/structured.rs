@@ -17,7 +17,7 @@ use super::{Agent, AgentEvent, EventSink};
 use crate::error::SessionError;
 use crate::llm::structured::final_answer_value;
 use crate::llm::{ContentBlock, FINAL_ANSWER_TOOL, Message, OutputFormat, Role};
-use crate::model::{StopReason, StructuredOutput};
+use crate::model::{StepCall, StopReason, StructuredOutput};
 
 /// Validation errors reported to the model and the caller, at most this many.
 const MAX_ERRORS: usize = 20;
@@ -124,13 +124,10 @@ impl OutputContract {
     }
 }
 
-/// A tool call as the loop holds it: `(tool_use_id, name, input)`.
-type Call = (String, String, Value);
-
 /// What a response means for a turn with an output schema.
 pub(super) enum Verdict {
     /// No final answer in it: run its tool calls as a normal step.
-    RunTools(Vec<Call>),
+    RunTools(Vec<StepCall>),
     /// The turn is over: a valid answer, or the last retry failed.
     End(TurnEnd),
     /// The answer did not validate and the errors went back to the model: ask it again.
@@ -147,15 +144,15 @@ impl Agent {
     pub(super) fn judge_answer(
         &mut self,
         contract: &OutputContract,
-        calls: Vec<Call>,
+        calls: Vec<StepCall>,
         text: &str,
         totals: &mut TurnTotals,
         rejected: &mut u32,
         events: &EventSink,
     ) -> Verdict {
-        let final_call = calls.iter().position(|(_, name, _)| name == FINAL_ANSWER_TOOL);
+        let final_call = calls.iter().position(|call| call.name == FINAL_ANSWER_TOOL);
         let answer = match final_call {
-            Some(index) => Ok(contract.from_tool_input(calls[index].2.clone())),
+            Some(index) => Ok(contract.from_tool_input(calls[index].arguments.clone())),
             None if calls.is_empty() => contract.parse_text(text),
             None => return Verdict::RunTools(calls),
         };
@@ -183,7 +180,9 @@ impl Agent {
                 totals.structured_output_errors = errors;
                 match final_call {
                     Some(index) => self.answer_final_call(&calls, index, feedback, true),
-                    None if *rejected <= contract.retries() => self.history.push(Message::user_text(feedback)),
+                    None if *rejected <= contract.retries() => {
+                        self.history_mut().push(Message::user_text(feedback))
+                    }
                     None => {}
                 }
                 if *rejected > contract.retries() {
@@ -196,13 +195,13 @@ impl Agent {
 
     /// Answers every call of a response holding a final-answer call: that one with `content`,
     /// the others as not run, in call order.
-    fn answer_final_call(&mut self, calls: &[Call], final_index: usize, content: String, is_error: bool) {
+    fn answer_final_call(&mut self, calls: &[StepCall], final_index: usize, content: String, is_error: bool) {
         let mut content = Some(content);
         let results = calls
             .iter()
             .enumerate()
-            .map(|(index, (id, _, _))| ContentBlock::ToolResult {
-                tool_use_id: id.clone(),
+            .map(|(index, call)| ContentBlock::ToolResult {
+                tool_use_id: call.tool_use_id.clone(),
                 content: if index == final_index {
                     content.take().unwrap_or_default()
                 } else {
@@ -211,7 +210,7 @@ impl Agent {
                 is_error: is_error || index != final_index,
             })
             .collect();
-        self.history.push(Message { role: Role::User, content: results });
+        self.history_mut().push(Message { role: Role::User, content: results });
     }
 }
 

@@ -10,12 +10,14 @@
 //! exception is a step held for the caller ([`super::pending`]): the turn ends with the step
 //! open, and the next turn closes it before any model call.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::pending::Resolution;
+use super::step::step_calls;
 use super::structured::Verdict;
 use super::{Agent, AgentEvent, EventSink, OutputContract};
 use crate::hooks::{HookEvent, HookEventKind};
@@ -290,7 +292,7 @@ impl Agent {
                 })
                 .collect();
             if !results.is_empty() {
-                self.history.push(Message { role: Role::User, content: results });
+                self.history_mut().push(Message { role: Role::User, content: results });
             }
         }
         events.emit(AgentEvent::TurnFailed { turn, error: message.clone() });
@@ -311,14 +313,14 @@ impl Agent {
     fn push_user_prompt(&mut self, prompt: String) {
         let block = ContentBlock::Text { text: prompt };
         let last_index = self.history.len().saturating_sub(1);
-        match self.history.last_mut() {
+        match self.history_mut().last_mut() {
             Some(last) if last.role == Role::User => {
                 last.content.push(block);
                 self.unsaved_from = self.unsaved_from.min(last_index);
                 self.turn_prompt_index = last_index;
             }
             _ => {
-                self.history.push(Message { role: Role::User, content: vec![block] });
+                self.history_mut().push(Message { role: Role::User, content: vec![block] });
                 self.turn_prompt_index = self.history.len() - 1;
             }
         }
@@ -351,7 +353,7 @@ impl Agent {
             return;
         }
         let last_index = self.history.len().saturating_sub(1);
-        if let Some(last) = self.history.last_mut()
+        if let Some(last) = self.history_mut().last_mut()
             && last.role == Role::User
         {
             last.content.extend(context.into_iter().map(|text| ContentBlock::Text { text }));
@@ -437,16 +439,9 @@ impl Agent {
                 }
             };
 
-            let calls: Vec<(String, String, serde_json::Value)> = response
-                .blocks
-                .iter()
-                .filter_map(|block| match block {
-                    ContentBlock::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
-                    _ => None,
-                })
-                .collect();
+            let calls = step_calls(&response.blocks);
             if !response.blocks.is_empty() {
-                self.history.push(Message::assistant(compact_blocks(response.blocks)));
+                self.history_mut().push(Message::assistant(compact_blocks(response.blocks)));
             }
             if response.usage != Usage::default() {
                 self.context.measured(&response.usage, self.history.len());
@@ -504,9 +499,10 @@ impl Agent {
         }
         self.settle_children(&mail);
         let block = ContentBlock::Text { text: InboxMessage::render_all(&mail) };
-        match self.history.last_mut() {
+        let history = self.history_mut();
+        match history.last_mut() {
             Some(last) if last.role == Role::User => last.content.push(block),
-            _ => self.history.push(Message { role: Role::User, content: vec![block] }),
+            _ => history.push(Message { role: Role::User, content: vec![block] }),
         }
         events.emit(AgentEvent::InboxDelivered { messages: mail });
     }
@@ -521,13 +517,14 @@ impl Agent {
         }
     }
 
-    /// The request for the next model call: the whole history and every tool.
+    /// The request for the next model call: the whole history and every tool, shared with the
+    /// agent rather than copied.
     pub(super) fn model_request(&self) -> ModelRequest {
         ModelRequest {
             model: self.model.clone(),
             system: self.system_prompt.clone(),
-            messages: self.history.clone(),
-            tools: self.tools.specs(),
+            messages: Arc::clone(&self.history),
+            tools: Arc::clone(&self.tool_specs),
             max_tokens: self.max_tokens,
             output: self.turn_output.as_ref().map(|contract| contract.format().clone()),
             retries: llm::retry::RetryReporter::default(),
@@ -654,9 +651,10 @@ impl Agent {
                 _ => None,
             })
             .collect();
-        self.history.push(Message::assistant(blocks));
+        let history = self.history_mut();
+        history.push(Message::assistant(blocks));
         if !results.is_empty() {
-            self.history.push(Message { role: Role::User, content: results });
+            history.push(Message { role: Role::User, content: results });
         }
     }
 }

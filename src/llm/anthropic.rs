@@ -1,6 +1,7 @@
 //! The Anthropic Messages API (`POST /v1/messages`, streaming), hand-written on reqwest.
 //!
-//! Request: our [`Message`]s map one to one onto Anthropic messages with content blocks.
+//! Request: our [`Message`]s map one to one onto Anthropic messages with content blocks,
+//! written from borrowed wire structs straight to bytes ([`super::body`]).
 //! Response: the SSE event flow of `message_start` → blocks (`content_block_start` / `_delta` /
 //! `_stop`, keyed by `index`) → `message_delta` → `message_stop`, normalized into
 //! [`StreamEvent`]s. Structured output is a forced final tool ([`super::structured`]). Each event is read into a typed value (`Event`) whose fields are lenient:
@@ -9,18 +10,20 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
-use reqwest::header::HeaderValue;
-use serde::Deserialize;
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde::de::{DeserializeOwned, Deserializer};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Value, json};
 
+use super::body::{self, Resendable};
 use super::http::{self, ErrorResponse, HttpTimeouts, WireDecoder};
 use super::sse::SseEvent;
 use super::structured::{self, FINAL_ANSWER_TOOL};
 use super::{
     ContentBlock, EventStream, LlmError, LlmErrorKind, Message, ModelRequest, Provider, Role, StopReason,
-    StreamEvent, Usage,
+    StreamEvent, ToolSpec, Usage,
 };
 
 const PROVIDER: &str = "anthropic";
@@ -71,7 +74,11 @@ impl std::fmt::Debug for AnthropicProvider {
 
 impl Provider for AnthropicProvider {
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
-        let body = request_body(&request);
+        self.attempt(&Resendable::new(request))
+    }
+
+    fn attempt(&self, request: &Resendable) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        let body = self.body(request);
         Box::pin(async move {
             let client = self.client.clone()?;
             let mut key = HeaderValue::from_str(&self.api_key).map_err(|_| {
@@ -83,7 +90,8 @@ impl Provider for AnthropicProvider {
                 .header("x-api-key", key)
                 .header("anthropic-version", API_VERSION)
                 .header("accept", "text/event-stream")
-                .json(&body)
+                .header(CONTENT_TYPE, "application/json")
+                .body(body?)
                 .send()
                 .await
                 .map_err(|err| http::send_error(PROVIDER, &err))?;
@@ -100,67 +108,161 @@ impl Provider for AnthropicProvider {
 // ---------------------------------------------------------------------------------------------
 // Request
 
-/// The JSON body of one streaming request.
-pub(crate) fn request_body(request: &ModelRequest) -> Value {
-    let mut body = json!({
-        "model": request.model,
-        "max_tokens": request.max_tokens,
-        "messages": request.messages.iter().map(message_json).collect::<Vec<_>>(),
-        "stream": true,
-    });
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        body["system"] = json!(system);
+impl AnthropicProvider {
+    /// The JSON body an attempt of `request` sends: written by the first attempt, the same
+    /// bytes for every later one.
+    pub fn body(&self, request: &Resendable) -> Result<Bytes, LlmError> {
+        request.body(encode)
     }
-    let mut tools: Vec<Value> = request
-        .tools
-        .iter()
-        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-        .collect();
+}
+
+/// The JSON body of one streaming request, written straight from the request.
+pub(crate) fn encode(request: &ModelRequest) -> Result<Bytes, LlmError> {
     // Structured output: a forced final tool whose input is the answer (see `structured`).
-    if let Some(format) = &request.output {
-        tools.push(json!({
-            "name": FINAL_ANSWER_TOOL,
-            "description": structured::final_answer_description(),
-            "input_schema": structured::final_answer_input_schema(format),
-        }));
-        body["tool_choice"] = json!({"type": "any"});
-    }
-    if !tools.is_empty() {
-        body["tools"] = Value::Array(tools);
-    }
-    body
-}
-
-fn message_json(message: &Message) -> Value {
-    let role = match message.role {
-        Role::User => "user",
-        Role::Assistant => "assistant",
+    let final_schema = request.output.as_ref().map(structured::final_answer_input_schema);
+    let final_answer = final_schema.as_ref().map(|input_schema| Tool {
+        description: structured::final_answer_description(),
+        input_schema,
+        name: FINAL_ANSWER_TOOL,
+    });
+    let body = Body {
+        max_tokens: request.max_tokens,
+        messages: Messages(&request.messages),
+        model: &request.model,
+        stream: true,
+        system: request.system.as_deref().filter(|s| !s.is_empty()),
+        tool_choice: request.output.as_ref().map(|_| ToolChoice { kind: "any" }),
+        tools: Tools { specs: &request.tools, final_answer },
     };
-    // Anthropic rejects empty text blocks, and wants a user message's tool_result blocks
-    // before any text. Both are fixed up here rather than trusted to every history writer.
-    let mut blocks: Vec<&ContentBlock> =
-        message.content.iter().filter(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty())).collect();
-    if blocks.is_empty() {
-        blocks = message.content.iter().collect();
-    }
-    blocks.sort_by_key(|b| !matches!(b, ContentBlock::ToolResult { .. }));
-    json!({"role": role, "content": blocks.into_iter().map(block_json).collect::<Vec<_>>()})
+    body::to_bytes(&body, body::size_hint(request), PROVIDER)
 }
 
-fn block_json(block: &ContentBlock) -> Value {
-    match block {
-        ContentBlock::Text { text } => json!({"type": "text", "text": text}),
-        ContentBlock::ToolUse { id, name, input } => {
-            json!({"type": "tool_use", "id": id, "name": name, "input": input})
-        }
-        ContentBlock::ToolResult { tool_use_id, content, is_error } => {
-            let mut v = json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
-            if *is_error {
-                v["is_error"] = json!(true);
+/// The request body, borrowed from the [`ModelRequest`]. Keys are listed in alphabetical order
+/// here and in every wire struct below: the order serde_json writes a JSON object's keys in,
+/// which the bodies have always had on the wire.
+#[derive(Serialize)]
+struct Body<'a> {
+    max_tokens: u32,
+    messages: Messages<'a>,
+    model: &'a str,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice>,
+    #[serde(skip_serializing_if = "Tools::is_empty")]
+    tools: Tools<'a>,
+}
+
+#[derive(Serialize)]
+struct ToolChoice {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+struct Messages<'a>(&'a [Message]);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|message| WireMessage {
+            content: Content(&message.content),
+            role: match message.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            },
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    content: Content<'a>,
+    role: &'static str,
+}
+
+/// A message's blocks as Anthropic takes them. It rejects empty text blocks, and wants a user
+/// message's tool_result blocks before any text. Both are fixed up here rather than trusted to
+/// every history writer: empty text goes (unless nothing else is left), and tool results come
+/// first, each group in its own order.
+struct Content<'a>(&'a [ContentBlock]);
+
+impl Serialize for Content<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let empty_text = |block: &&ContentBlock| matches!(block, ContentBlock::Text { text } if text.is_empty());
+        let keep_empty = self.0.iter().all(|block| empty_text(&block));
+        let kept = move |block: &&ContentBlock| keep_empty || !empty_text(block);
+        let is_result = |block: &&ContentBlock| matches!(block, ContentBlock::ToolResult { .. });
+        let results = self.0.iter().filter(kept).filter(is_result);
+        let others = self.0.iter().filter(kept).filter(|block| !is_result(block));
+        serializer.collect_seq(results.chain(others).map(WireBlock::from))
+    }
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireBlock<'a> {
+    Text {
+        text: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    ToolUse {
+        id: &'a str,
+        input: &'a Value,
+        name: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    ToolResult {
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+        tool_use_id: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+}
+
+impl<'a> From<&'a ContentBlock> for WireBlock<'a> {
+    fn from(block: &'a ContentBlock) -> Self {
+        match block {
+            ContentBlock::Text { text } => Self::Text { text, kind: "text" },
+            ContentBlock::ToolUse { id, name, input } => Self::ToolUse { id, input, name, kind: "tool_use" },
+            ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+                Self::ToolResult { content, is_error: *is_error, tool_use_id, kind: "tool_result" }
             }
-            v
         }
     }
+}
+
+/// The request's tools, then the final-answer tool when the answer is structured.
+struct Tools<'a> {
+    specs: &'a [ToolSpec],
+    final_answer: Option<Tool<'a>>,
+}
+
+impl Tools<'_> {
+    fn is_empty(&self) -> bool {
+        self.specs.is_empty() && self.final_answer.is_none()
+    }
+}
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let specs = self.specs.iter().map(|spec| Tool {
+            description: &spec.description,
+            input_schema: &spec.input_schema,
+            name: &spec.name,
+        });
+        serializer.collect_seq(specs.chain(self.final_answer))
+    }
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Tool<'a> {
+    description: &'a str,
+    input_schema: &'a Value,
+    name: &'a str,
 }
 
 // ---------------------------------------------------------------------------------------------

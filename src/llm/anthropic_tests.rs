@@ -2,7 +2,11 @@
 //! event, without a server. The wire end to end is in `tests/suite/provider_*.rs`.
 
 use super::*;
-use crate::llm::ToolSpec;
+
+/// The body a request goes out with, as JSON.
+fn request_body(request: &ModelRequest) -> Value {
+    serde_json::from_slice(&encode(request).unwrap()).unwrap()
+}
 
 fn feed(events: &[(&str, Value)]) -> (Vec<StreamEvent>, Option<LlmError>) {
     let mut decoder = StreamDecoder::default();
@@ -308,12 +312,14 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
                     ContentBlock::ToolResult { tool_use_id: "t1".into(), content: "out".into(), is_error: true },
                 ],
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }],
+        }]
+        .into(),
         max_tokens: 100,
         output: None,
         retries: Default::default(),
@@ -342,12 +348,13 @@ fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_ca
     let request = ModelRequest {
         model: "m".into(),
         system: None,
-        messages: vec![Message::user_text("hi")],
+        messages: vec![Message::user_text("hi")].into(),
         tools: vec![ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }],
+        }]
+        .into(),
         max_tokens: 100,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema.clone()))),
         retries: Default::default(),
@@ -362,7 +369,7 @@ fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_ca
              "input_schema": schema}
         ])
     );
-    let plain = request_body(&ModelRequest { output: None, tools: Vec::new(), ..request });
+    let plain = request_body(&ModelRequest { output: None, tools: Vec::new().into(), ..request });
     assert!(plain.get("tool_choice").is_none() && plain.get("tools").is_none(), "{plain}");
 }
 
@@ -371,5 +378,53 @@ fn every_known_event_name_has_a_variant() {
     for name in KNOWN_EVENTS {
         let event = Event::deserialize(json!({ "type": name })).unwrap();
         assert!(!matches!(event, Event::Unknown), "{name}");
+    }
+}
+
+#[test]
+fn the_body_goes_out_with_its_keys_sorted() {
+    // As a JSON tree is written (serde_json's order), which bodies have always been: parsing
+    // the body and writing it again changes no byte.
+    let schema = json!({"type": "array", "items": {"type": "string"}});
+    let request = ModelRequest {
+        model: "m".into(),
+        system: Some("Say \"hi\"\n\tthen stop.".into()),
+        messages: vec![
+            Message::user_text("hi"),
+            Message::assistant(vec![
+                ContentBlock::Text { text: String::new() },
+                ContentBlock::Text { text: "é \u{1}".into() },
+                ContentBlock::ToolUse {
+                    id: "t1".into(),
+                    name: "ls".into(),
+                    input: json!({"p": ".", "n": [1, 2.5]}),
+                },
+            ]),
+            Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::Text { text: "also".into() },
+                    ContentBlock::ToolResult { tool_use_id: "t1".into(), content: "out".into(), is_error: true },
+                    ContentBlock::ToolResult { tool_use_id: "t2".into(), content: "ok".into(), is_error: false },
+                ],
+            },
+            Message::assistant(vec![ContentBlock::Text { text: String::new() }]),
+        ]
+        .into(),
+        tools: vec![ToolSpec {
+            name: "ls".into(),
+            description: "list".into(),
+            input_schema: json!({"type":"object"}),
+        }]
+        .into(),
+        max_tokens: 100,
+        output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
+        retries: Default::default(),
+    };
+    let plain = ModelRequest { output: None, system: None, tools: Vec::new().into(), ..request.clone() };
+    for request in [request, plain] {
+        let body = encode(&request).unwrap();
+        let tree: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(String::from_utf8_lossy(&body), serde_json::to_string(&tree).unwrap());
     }
 }

@@ -3,11 +3,13 @@
 //! Adapters (`anthropic`, `openai`) translate a [`ModelRequest`] into their wire format and the
 //! provider's SSE stream back into [`StreamEvent`]s. They only *classify* failures into
 //! [`LlmError`]; the single place that waits and retries is [`retry::RetryingProvider`], which
-//! retries only while no content has been forwarded yet. [`registry`] resolves `provider:model`
+//! retries only while no content has been forwarded yet. A request's body is serialized once
+//! per call, whatever the number of attempts ([`body`]). [`registry`] resolves `provider:model`
 //! ids. `scripted` is an in-process provider for tests and benches of the agent loop, built only
 //! under `cfg(test)` or the `test-support` feature.
 
 pub mod anthropic;
+pub mod body;
 pub mod catalog;
 mod http;
 pub mod message;
@@ -19,6 +21,7 @@ pub mod scripted;
 pub mod sse;
 pub mod structured;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -26,6 +29,7 @@ use futures::stream::BoxStream;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use body::Resendable;
 pub use http::HttpTimeouts;
 pub use message::{ContentBlock, Message, Role, ToolSpec};
 pub use structured::{FINAL_ANSWER_TOOL, OutputFormat};
@@ -36,8 +40,12 @@ pub struct ModelRequest {
     /// The model name as the provider knows it (without the `provider:` prefix).
     pub model: String,
     pub system: Option<String>,
-    pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// The history, shared with the agent that holds it: building a request, and copying it,
+    /// copies no message. A caller that changes a request's messages gets its own copy of them
+    /// (`Arc::make_mut`).
+    pub messages: Arc<Vec<Message>>,
+    /// The tools the model may call, shared the same way.
+    pub tools: Arc<[ToolSpec]>,
     /// Upper bound on the tokens of this one response.
     pub max_tokens: u32,
     /// The final answer must be JSON valid against this schema (structured output); each
@@ -238,6 +246,14 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// Opens one streaming response. Errors before the first event (HTTP status, connect)
     /// come back as `Err`; later ones as `Err` items of the stream.
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>>;
+
+    /// One attempt of a request that may be sent again ([`retry::RetryingProvider`]'s attempts),
+    /// opened like [`Self::stream`]. The wire adapters serialize the body on the first attempt
+    /// and send the same bytes on every later one. By default an attempt streams a copy of the
+    /// request, which copies no message (they are shared).
+    fn attempt(&self, request: &Resendable) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        self.stream(request.request().clone())
+    }
 }
 
 #[cfg(test)]

@@ -6,20 +6,26 @@
 //! stream must close with `[DONE]` (OpenAI's and every major compatible server's do), since one
 //! that stops after its finish reason may have lost its usage and cannot be told from a cut.
 //! Chunks are walked as `serde_json::Value` rather than typed: those servers vary too much.
+//! The request body is written from borrowed wire structs straight to bytes ([`super::body`]).
 //! Failures are only classified here; waiting and retrying happen in [`super::retry`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
-use reqwest::header::HeaderValue;
-use serde_json::{Value, json};
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
+use serde::ser::SerializeSeq;
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
+use super::body::{self, Resendable};
 use super::http::{self, ErrorResponse, HttpTimeouts, WireDecoder};
 use super::sse::SseEvent;
 use super::structured::{self, FINAL_ANSWER_TOOL};
 use super::{
     ContentBlock, EventStream, LlmError, LlmErrorKind, Message, ModelRequest, Provider, Role, StopReason,
-    StreamEvent, Usage,
+    StreamEvent, ToolSpec, Usage,
 };
 
 const PROVIDER: &str = "openai";
@@ -49,7 +55,7 @@ impl std::fmt::Debug for OpenAiConfig {
 pub struct OpenAiProvider {
     url: String,
     api_key: Option<String>,
-    /// See [`request_body`] for why the token limit's name depends on the host.
+    /// See [`encode`] for why the token limit's name depends on the host.
     max_tokens_field: &'static str,
     client: Result<reqwest::Client, LlmError>,
 }
@@ -77,10 +83,18 @@ impl std::fmt::Debug for OpenAiProvider {
 
 impl Provider for OpenAiProvider {
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
-        let body = request_body(&request, self.max_tokens_field);
+        self.attempt(&Resendable::new(request))
+    }
+
+    fn attempt(&self, request: &Resendable) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        let body = self.body(request);
         Box::pin(async move {
             let client = self.client.clone()?;
-            let mut builder = client.post(&self.url).header("accept", "text/event-stream").json(&body);
+            let mut builder = client
+                .post(&self.url)
+                .header("accept", "text/event-stream")
+                .header(CONTENT_TYPE, "application/json")
+                .body(body?);
             if let Some(key) = &self.api_key {
                 let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
                     LlmError::new(LlmErrorKind::Config, "openai API key is not a valid header value")
@@ -102,104 +116,280 @@ impl Provider for OpenAiProvider {
 // ---------------------------------------------------------------------------------------------
 // Request
 
-/// The JSON body of one streaming request.
+impl OpenAiProvider {
+    /// The JSON body an attempt of `request` sends: written by the first attempt, the same
+    /// bytes for every later one.
+    pub fn body(&self, request: &Resendable) -> Result<Bytes, LlmError> {
+        request.body(|request| encode(request, self.max_tokens_field))
+    }
+}
+
+/// The JSON body of one streaming request, written straight from the request.
 ///
 /// The token limit goes out as `max_tokens`, which every compatible server understands. Only
 /// for `api.openai.com` it is `max_completion_tokens`: OpenAI deprecated `max_tokens` there and
 /// its reasoning models reject it, while several compatible servers ignore the newer name.
-pub(crate) fn request_body(request: &ModelRequest, max_tokens_field: &str) -> Value {
-    let mut messages = Vec::new();
+pub(crate) fn encode(request: &ModelRequest, max_tokens_field: &str) -> Result<Bytes, LlmError> {
     // Structured output: `response_format` for an object root; any other root cannot go there,
     // so the system prompt asks for it and the agent parses the text (see `structured`).
     let instruction =
         request.output.as_ref().filter(|format| !format.is_object_root()).map(structured::instruction);
     let system = match (request.system.as_deref().filter(|s| !s.is_empty()), instruction) {
-        (Some(system), Some(instruction)) => Some(format!("{system}\n\n{instruction}")),
-        (Some(system), None) => Some(system.to_owned()),
-        (None, instruction) => instruction,
+        (Some(system), Some(instruction)) => Some(Cow::Owned(format!("{system}\n\n{instruction}"))),
+        (Some(system), None) => Some(Cow::Borrowed(system)),
+        (None, instruction) => instruction.map(Cow::Owned),
     };
-    if let Some(system) = system {
-        messages.push(json!({"role": "system", "content": system}));
-    }
-    for message in &request.messages {
-        push_message(&mut messages, message);
-    }
-    let mut body = json!({
-        "model": request.model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-    });
-    body[max_tokens_field] = json!(request.max_tokens);
-    if let Some(format) = request.output.as_ref().filter(|format| format.is_object_root()) {
-        body["response_format"] = json!({"type": "json_schema", "json_schema": {
-            "name": FINAL_ANSWER_TOOL,
-            "schema": format.schema.as_ref(),
-            "strict": structured::fits_openai_strict(&format.schema),
-        }});
-    }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.input_schema,
-                }})
-            })
-            .collect();
-    }
-    body
+    let completion_field = max_tokens_field == "max_completion_tokens";
+    let body = Body {
+        max_completion_tokens: completion_field.then_some(request.max_tokens),
+        max_tokens: (!completion_field).then_some(request.max_tokens),
+        messages: ChatMessages { system: system.as_deref(), messages: &request.messages },
+        model: &request.model,
+        response_format: request.output.as_ref().filter(|format| format.is_object_root()).map(|format| {
+            ResponseFormat {
+                json_schema: JsonSchema {
+                    name: FINAL_ANSWER_TOOL,
+                    schema: &format.schema,
+                    strict: structured::fits_openai_strict(&format.schema),
+                },
+                kind: "json_schema",
+            }
+        }),
+        stream: true,
+        stream_options: StreamOptions { include_usage: true },
+        tools: Tools(&request.tools),
+    };
+    body::to_bytes(&body, body::size_hint(request), PROVIDER)
 }
 
-/// Text blocks of one message as one string (chat messages carry a single content string).
-fn joined_text(message: &Message) -> Option<String> {
-    let texts: Vec<&str> = message
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } if !text.is_empty() => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    (!texts.is_empty()).then(|| texts.join("\n"))
+/// The request body, borrowed from the [`ModelRequest`]. Keys are listed in alphabetical order
+/// here and in every wire struct below: the order serde_json writes a JSON object's keys in,
+/// which the bodies have always had on the wire.
+#[derive(Serialize)]
+struct Body<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    messages: ChatMessages<'a>,
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ResponseFormat<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Tools::is_empty")]
+    tools: Tools<'a>,
 }
 
+#[derive(Serialize)]
+struct ResponseFormat<'a> {
+    json_schema: JsonSchema<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct JsonSchema<'a> {
+    name: &'static str,
+    schema: &'a Value,
+    strict: bool,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Tools<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|tool| FunctionTool {
+            function: Function { description: &tool.description, name: &tool.name, parameters: &tool.input_schema },
+            kind: "function",
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct FunctionTool<'a> {
+    function: Function<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    description: &'a str,
+    name: &'a str,
+    parameters: &'a Value,
+}
+
+/// The system prompt, then our messages as chat messages.
+///
 /// One of our messages becomes one or more chat messages: tool results are separate `tool`
 /// messages and must directly follow the assistant message that called them, so they go
 /// before any text of the same user message.
-fn push_message(out: &mut Vec<Value>, message: &Message) {
-    match message.role {
-        Role::User => {
-            for block in &message.content {
-                if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
-                    // Chat Completions has no error flag on tool results; say it in the text.
-                    let content = if *is_error { format!("Error: {content}") } else { content.clone() };
-                    out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+struct ChatMessages<'a> {
+    system: Option<&'a str>,
+    messages: &'a [Message],
+}
+
+impl Serialize for ChatMessages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(None)?;
+        if let Some(content) = self.system {
+            seq.serialize_element(&ChatMessage::System { content, role: "system" })?;
+        }
+        for message in self.messages {
+            let blocks = &message.content;
+            match message.role {
+                Role::User => {
+                    for block in blocks {
+                        if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
+                            let content = ToolContent { content, is_error: *is_error };
+                            seq.serialize_element(&ChatMessage::Tool {
+                                content,
+                                role: "tool",
+                                tool_call_id: tool_use_id,
+                            })?;
+                        }
+                    }
+                    if has_text(blocks) {
+                        seq.serialize_element(&ChatMessage::User { content: JoinedText(blocks), role: "user" })?;
+                    }
                 }
-            }
-            if let Some(text) = joined_text(message) {
-                out.push(json!({"role": "user", "content": text}));
+                Role::Assistant => seq.serialize_element(&ChatMessage::Assistant {
+                    content: has_text(blocks).then_some(JoinedText(blocks)),
+                    role: "assistant",
+                    tool_calls: ToolCalls(blocks),
+                })?,
             }
         }
-        Role::Assistant => {
-            let calls: Vec<Value> = message
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::ToolUse { id, name, input } => Some(json!({
-                        "id": id, "type": "function",
-                        "function": {"name": name, "arguments": input.to_string()},
-                    })),
-                    _ => None,
-                })
-                .collect();
-            let mut msg = json!({"role": "assistant", "content": joined_text(message)});
-            if !calls.is_empty() {
-                msg["tool_calls"] = Value::Array(calls);
-            }
-            out.push(msg);
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ChatMessage<'a> {
+    System {
+        content: &'a str,
+        role: &'static str,
+    },
+    User {
+        content: JoinedText<'a>,
+        role: &'static str,
+    },
+    Tool {
+        content: ToolContent<'a>,
+        role: &'static str,
+        tool_call_id: &'a str,
+    },
+    Assistant {
+        content: Option<JoinedText<'a>>,
+        role: &'static str,
+        #[serde(skip_serializing_if = "ToolCalls::is_empty")]
+        tool_calls: ToolCalls<'a>,
+    },
+}
+
+fn has_text(blocks: &[ContentBlock]) -> bool {
+    blocks.iter().any(|block| matches!(block, ContentBlock::Text { text } if !text.is_empty()))
+}
+
+/// A message's non-empty text blocks as one string, one per line (chat messages carry a
+/// single content string). Written as it is serialized, never collected.
+struct JoinedText<'a>(&'a [ContentBlock]);
+
+impl std::fmt::Display for JoinedText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut texts = self.0.iter().filter_map(|block| match block {
+            ContentBlock::Text { text } if !text.is_empty() => Some(text),
+            _ => None,
+        });
+        if let Some(first) = texts.next() {
+            f.write_str(first)?;
         }
+        for text in texts {
+            f.write_str("\n")?;
+            f.write_str(text)?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for JoinedText<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A tool result's content. Chat Completions has no error flag on tool results; an error
+/// says so in the text.
+struct ToolContent<'a> {
+    content: &'a str,
+    is_error: bool,
+}
+
+impl Serialize for ToolContent<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.is_error {
+            serializer.collect_str(&format_args!("Error: {}", self.content))
+        } else {
+            serializer.serialize_str(self.content)
+        }
+    }
+}
+
+/// The tool calls of an assistant message.
+struct ToolCalls<'a>(&'a [ContentBlock]);
+
+impl ToolCalls<'_> {
+    fn is_empty(&self) -> bool {
+        !self.0.iter().any(|block| matches!(block, ContentBlock::ToolUse { .. }))
+    }
+}
+
+impl Serialize for ToolCalls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().filter_map(|block| match block {
+            ContentBlock::ToolUse { id, name, input } => Some(ToolCall {
+                function: FunctionCall { arguments: Arguments(input), name },
+                id,
+                kind: "function",
+            }),
+            _ => None,
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct ToolCall<'a> {
+    function: FunctionCall<'a>,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct FunctionCall<'a> {
+    arguments: Arguments<'a>,
+    name: &'a str,
+}
+
+/// A call's arguments: its input as a string of compact JSON, written as it is serialized.
+struct Arguments<'a>(&'a Value);
+
+impl Serialize for Arguments<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self.0)
     }
 }
 
@@ -446,245 +636,5 @@ impl WireDecoder for StreamDecoder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::llm::ToolSpec;
-
-    fn feed(chunks: &[Value], eof: bool) -> (Vec<StreamEvent>, Option<LlmError>) {
-        let mut decoder = StreamDecoder::default();
-        let mut out = Vec::new();
-        for chunk in chunks {
-            let data = match chunk {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            if let Err(err) = decoder.on_event(SseEvent { event: None, data }, &mut out) {
-                return (out, Some(err));
-            }
-        }
-        if eof && let Err(err) = decoder.on_eof(&mut out) {
-            return (out, Some(err));
-        }
-        (out, None)
-    }
-
-    fn delta(delta: Value) -> Value {
-        json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}], "usage": null})
-    }
-
-    fn finish(reason: &str) -> Value {
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
-    }
-
-    fn usage_value() -> Value {
-        json!({"prompt_tokens": 100, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 40}})
-    }
-
-    const WANT_USAGE: Usage =
-        Usage { input_tokens: 60, output_tokens: 7, cache_read_input_tokens: 40, cache_creation_input_tokens: 0 };
-
-    #[test]
-    fn usage_chunk_variants() {
-        for usage_chunk in [
-            json!({"choices": [], "usage": usage_value()}),
-            json!({"choices": null, "usage": usage_value()}),
-            json!({"usage": usage_value()}),
-        ] {
-            let (events, err) =
-                feed(&[delta(json!({"content": "hi"})), finish("stop"), usage_chunk, json!("[DONE]")], false);
-            assert_eq!(err, None);
-            assert_eq!(
-                events,
-                vec![
-                    StreamEvent::TextDelta("hi".into()),
-                    StreamEvent::Usage(WANT_USAGE),
-                    StreamEvent::Finished { stop_reason: StopReason::EndTurn }
-                ]
-            );
-        }
-        let mut on_finish = finish("length");
-        on_finish["usage"] = usage_value();
-        let (events, err) = feed(&[on_finish, json!("[DONE]")], false);
-        assert_eq!(err, None);
-        assert_eq!(
-            events,
-            vec![StreamEvent::Usage(WANT_USAGE), StreamEvent::Finished { stop_reason: StopReason::MaxTokens }]
-        );
-    }
-
-    #[test]
-    fn tool_calls_without_ids_or_index_get_synthesized_ids() {
-        let (events, err) = feed(
-            &[
-                delta(json!({"tool_calls": [{"function": {"name": "a", "arguments": {"x": 1}}}]})),
-                delta(json!({"tool_calls": [{"id": "given", "function": {"name": "b", "arguments": "{}"}}]})),
-                finish("stop"),
-                json!("[DONE]"),
-            ],
-            false,
-        );
-        assert_eq!(err, None);
-        let ends: Vec<_> = events
-            .iter()
-            .filter_map(|e| match e {
-                StreamEvent::ToolCallEnd { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(ends.len(), 2);
-        assert!(ends[0].0.starts_with("call_") && ends[0].1 == "a" && ends[0].2 == json!({"x": 1}));
-        assert_eq!(ends[1], ("given".into(), "b".into(), json!({})));
-        // `stop` with tool calls is reported as tool use.
-        assert_eq!(events.last(), Some(&StreamEvent::Finished { stop_reason: StopReason::ToolUse }));
-    }
-
-    #[test]
-    fn truncated_call_is_dropped_on_length_but_invalid_on_tool_calls() {
-        let call =
-            delta(json!({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "n", "arguments": "{\"a"}}]}));
-        let (events, err) = feed(&[call.clone(), finish("length"), json!("[DONE]")], false);
-        assert_eq!(err, None);
-        assert!(!events.iter().any(|e| matches!(e, StreamEvent::ToolCallEnd { .. })));
-        let (_, err) = feed(&[call, finish("tool_calls")], false);
-        assert_eq!(err.unwrap().kind, LlmErrorKind::Decode);
-    }
-
-    #[test]
-    fn late_name_defers_the_start() {
-        let (events, err) = feed(
-            &[
-                delta(json!({"tool_calls": [{"index": 0, "id": "c", "function": {"arguments": "{\"a\""}}]})),
-                delta(json!({"tool_calls": [{"index": 0, "function": {"name": "n", "arguments": ":1}"}}]})),
-                finish("tool_calls"),
-                json!("[DONE]"),
-            ],
-            false,
-        );
-        assert_eq!(err, None);
-        assert_eq!(
-            events[..3],
-            [
-                StreamEvent::ToolCallStart { id: "c".into(), name: "n".into() },
-                StreamEvent::ToolCallDelta { id: "c".into(), fragment: "{\"a\":1}".into() },
-                StreamEvent::ToolCallEnd { id: "c".into(), name: "n".into(), input: json!({"a": 1}) },
-            ]
-        );
-    }
-
-    #[test]
-    fn truncation_and_errors() {
-        let (_, err) = feed(&[delta(json!({"content": "x"}))], true);
-        assert_eq!(err.unwrap().kind, LlmErrorKind::StreamBroken);
-        let (_, err) = feed(&[delta(json!({"content": "x"})), json!("[DONE]")], false);
-        assert_eq!(err.unwrap().kind, LlmErrorKind::StreamBroken);
-        let cases = [
-            (json!({"message": "m", "type": "server_error"}), LlmErrorKind::Server),
-            (json!({"message": "m", "code": "rate_limit_exceeded", "type": "requests"}), LlmErrorKind::RateLimited),
-            (
-                json!({"message": "m", "code": "context_length_exceeded", "type": "invalid_request_error"}),
-                LlmErrorKind::ContextOverflow,
-            ),
-            (json!({"message": "m", "type": "whatever"}), LlmErrorKind::Server),
-            (json!("plain string"), LlmErrorKind::Server),
-        ];
-        for (error, kind) in cases {
-            let (_, err) = feed(&[delta(json!({"content": "x"})), json!({"error": error})], false);
-            assert_eq!(err.unwrap().kind, kind);
-        }
-    }
-
-    #[test]
-    fn request_body_splits_tool_results_and_text() {
-        let request = ModelRequest {
-            model: "m".into(),
-            system: Some("sys".into()),
-            messages: vec![
-                Message::assistant(vec![
-                    ContentBlock::ToolUse { id: "a".into(), name: "ls".into(), input: json!({"p": 1}) },
-                    ContentBlock::ToolUse { id: "b".into(), name: "ls".into(), input: json!({}) },
-                ]),
-                Message {
-                    role: Role::User,
-                    content: vec![
-                        ContentBlock::Text { text: "and now?".into() },
-                        ContentBlock::ToolResult {
-                            tool_use_id: "a".into(),
-                            content: "one".into(),
-                            is_error: false,
-                        },
-                        ContentBlock::ToolResult {
-                            tool_use_id: "b".into(),
-                            content: "boom".into(),
-                            is_error: true,
-                        },
-                    ],
-                },
-            ],
-            tools: vec![ToolSpec {
-                name: "ls".into(),
-                description: "list".into(),
-                input_schema: json!({"type":"object"}),
-            }],
-            max_tokens: 64,
-            output: None,
-            retries: Default::default(),
-        };
-        let body = request_body(&request, "max_tokens");
-        assert_eq!(
-            body,
-            json!({
-                "model": "m", "stream": true, "stream_options": {"include_usage": true}, "max_tokens": 64,
-                "tools": [{"type":"function","function":{"name":"ls","description":"list","parameters":{"type":"object"}}}],
-                "messages": [
-                    {"role":"system","content":"sys"},
-                    {"role":"assistant","content":null,"tool_calls":[
-                        {"id":"a","type":"function","function":{"name":"ls","arguments":"{\"p\":1}"}},
-                        {"id":"b","type":"function","function":{"name":"ls","arguments":"{}"}}
-                    ]},
-                    {"role":"tool","tool_call_id":"a","content":"one"},
-                    {"role":"tool","tool_call_id":"b","content":"Error: boom"},
-                    {"role":"user","content":"and now?"}
-                ]
-            })
-        );
-    }
-
-    #[test]
-    fn structured_output_is_a_response_format_or_an_instruction_after_the_system_prompt() {
-        let request = |schema: Value| ModelRequest {
-            model: "m".into(),
-            system: Some("sys".into()),
-            messages: vec![Message::user_text("hi")],
-            tools: vec![],
-            max_tokens: 64,
-            output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
-            retries: Default::default(),
-        };
-        let closed = json!({"type": "object", "additionalProperties": false, "required": ["a"],
-                            "properties": {"a": {"type": "integer"}}});
-        let body = request_body(&request(closed.clone()), "max_tokens");
-        assert_eq!(
-            body["response_format"],
-            json!({"type": "json_schema", "json_schema": {"name": "deputy_final_answer", "schema": closed, "strict": true}})
-        );
-        assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
-
-        let list = json!({"type": "array", "items": {"type": "integer"}});
-        let body = request_body(&request(list.clone()), "max_tokens");
-        assert!(body.get("response_format").is_none());
-        let system = body["messages"][0]["content"].as_str().unwrap();
-        assert!(system.starts_with("sys\n\nYour final answer must be only a JSON value"), "{system}");
-        assert!(system.ends_with(&list.to_string()), "{system}");
-    }
-
-    #[test]
-    fn official_host_uses_max_completion_tokens() {
-        let config =
-            |url: &str| OpenAiConfig { base_url: url.into(), api_key: None, timeouts: HttpTimeouts::default() };
-        assert_eq!(
-            OpenAiProvider::new(config("https://api.openai.com/v1")).max_tokens_field,
-            "max_completion_tokens"
-        );
-        assert_eq!(OpenAiProvider::new(config("http://127.0.0.1:11434/v1/")).max_tokens_field, "max_tokens");
-    }
-}
+#[path = "openai_tests.rs"]
+mod tests;

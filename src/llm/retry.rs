@@ -19,7 +19,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream;
 
-use super::{EventStream, LlmError, ModelRequest, Provider, StreamEvent};
+use super::{EventStream, LlmError, ModelRequest, Provider, Resendable, StreamEvent};
 
 /// How often and how long to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,11 +114,12 @@ impl RetryingProvider {
     }
 }
 
-/// One call's attempts: the provider, the request re-sent, and the retries spent so far.
+/// One call's attempts: the provider, the request re-sent (its body serialized once), and the
+/// retries spent so far.
 struct Attempts {
     inner: Arc<dyn Provider>,
     policy: RetryPolicy,
-    request: ModelRequest,
+    request: Resendable,
     retries: u32,
 }
 
@@ -139,7 +140,7 @@ enum Phase {
 
 impl Attempts {
     async fn attempt(&self) -> Attempt {
-        let mut inner = match self.inner.stream(self.request.clone()).await {
+        let mut inner = match self.inner.attempt(&self.request).await {
             Ok(inner) => inner,
             Err(error) => return Attempt::Failed(error),
         };
@@ -183,7 +184,7 @@ impl Attempts {
     /// Waits out the backoff before the retry just granted by [`Self::may_retry`].
     async fn back_off(&self, error: &LlmError, after_content: bool) {
         let delay = self.policy.delay(self.retries - 1, error);
-        self.request.retries.report(RetryNotice {
+        self.request.request().retries.report(RetryNotice {
             attempt: self.retries + 1,
             delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             reason: error.message.clone(),
@@ -252,6 +253,7 @@ impl Attempts {
 
 impl Provider for RetryingProvider {
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+        let request = Resendable::new(request);
         let mut attempts = Attempts { inner: self.inner.clone(), policy: self.policy, request, retries: 0 };
         Box::pin(async move {
             let first = attempts.open().await?;
@@ -280,6 +282,8 @@ mod tests {
     struct Fake {
         script: Mutex<VecDeque<Script>>,
         calls: AtomicUsize,
+        /// How often a body was serialized.
+        encoded: AtomicUsize,
     }
 
     impl std::fmt::Debug for Script {
@@ -299,10 +303,23 @@ mod tests {
                 }
             })
         }
+
+        /// As the wire adapters do: the body is serialized by the first attempt only.
+        fn attempt(&self, request: &Resendable) -> BoxFuture<'_, Result<EventStream, LlmError>> {
+            let _ = request.body(|_| {
+                self.encoded.fetch_add(1, Ordering::SeqCst);
+                Ok(bytes::Bytes::new())
+            });
+            self.stream(request.request().clone())
+        }
     }
 
     fn fake(script: Vec<Script>) -> Arc<Fake> {
-        Arc::new(Fake { script: Mutex::new(script.into()), calls: AtomicUsize::new(0) })
+        Arc::new(Fake {
+            script: Mutex::new(script.into()),
+            calls: AtomicUsize::new(0),
+            encoded: AtomicUsize::new(0),
+        })
     }
 
     fn fast() -> RetryPolicy {
@@ -318,8 +335,8 @@ mod tests {
         ModelRequest {
             model: "m".into(),
             system: None,
-            messages: vec![],
-            tools: vec![],
+            messages: Default::default(),
+            tools: Default::default(),
             max_tokens: 10,
             output: None,
             retries: Default::default(),
@@ -361,6 +378,18 @@ mod tests {
         ]);
         assert_eq!(run(&fake, fast()).await.unwrap(), ok_events());
         assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn every_attempt_of_a_call_sends_the_body_serialized_once() {
+        let fake = fake(vec![
+            Script::OpenError(err(LlmErrorKind::Overloaded)),
+            Script::Events(vec![Ok(text("par")), Err(err(LlmErrorKind::StreamBroken))]),
+            Script::Events(ok_events()),
+        ]);
+        run(&fake, fast()).await.unwrap();
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
+        assert_eq!(fake.encoded.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -81,8 +81,8 @@ pub fn simple_request(text: &str) -> ModelRequest {
     ModelRequest {
         model: "mock-model".into(),
         system: None,
-        messages: vec![deputy::llm::Message::user_text(text)],
-        tools: vec![],
+        messages: vec![deputy::llm::Message::user_text(text)].into(),
+        tools: vec![].into(),
         max_tokens: 256,
         output: None,
         retries: Default::default(),

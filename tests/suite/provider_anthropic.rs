@@ -57,12 +57,14 @@ async fn sends_the_documented_request() {
                     is_error: true,
                 }],
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "ls".into(),
             description: "List a directory".into(),
             input_schema: json!({"type": "object", "properties": {"dir": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_tokens: 1024,
         output: None,
         retries: Default::default(),

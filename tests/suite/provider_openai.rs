@@ -39,12 +39,14 @@ async fn sends_the_documented_request() {
                     ContentBlock::Text { text: "in fahrenheit please".into() },
                 ],
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "get_weather".into(),
             description: "Weather by city".into(),
             input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_tokens: 512,
         output: None,
         retries: Default::default(),

@@ -1,5 +1,7 @@
 //! The compaction flow on an [`Agent`], called before model calls and by `session_compact`.
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 
 use super::{COMPACTION_PROMPT, Pruned, clean_turn_starts, due, prune, rebuild_history};
@@ -70,7 +72,7 @@ impl Agent {
         let keep_from = if self.turn_running { self.turn_prompt_index } else { self.history.len() };
 
         // Stage 1: prune old tool results.
-        report.pruned = prune(&mut self.history, settings.prune_protect_tokens);
+        report.pruned = prune(self.history_mut(), settings.prune_protect_tokens);
         if report.pruned.results > 0 {
             events.emit(AgentEvent::Pruned {
                 results: report.pruned.results,
@@ -86,19 +88,21 @@ impl Agent {
 
         // Stage 2: summarize.
         let mut request = self.model_request();
-        request.tools.clear();
+        request.tools = Arc::default();
         // The summary is prose, whatever the turn's answer must be.
         request.output = None;
         request.max_tokens = settings.max_summary_tokens;
         let prompt = ContentBlock::Text { text: COMPACTION_PROMPT.to_owned() };
-        match request.messages.last_mut() {
+        // The summary call's own messages: a copy of the history, which stays as it is.
+        let messages = Arc::make_mut(&mut request.messages);
+        match messages.last_mut() {
             Some(last) if last.role == Role::User => last.content.push(prompt),
-            _ => request.messages.push(Message { role: Role::User, content: vec![prompt] }),
+            _ => messages.push(Message { role: Role::User, content: vec![prompt] }),
         }
         // The summary call must fit the window itself: the oldest turns go first.
         let system = request.system.as_deref().map_or(0, estimate_text);
         let room = settings.context_window.saturating_sub(u64::from(settings.max_summary_tokens) + system);
-        let dropped = drop_oldest_turns(&mut request.messages, room);
+        let dropped = drop_oldest_turns(messages, room);
         if dropped > 0 {
             tracing::info!(dropped, "oldest messages left out of the summary call to fit the window");
         }
@@ -129,7 +133,7 @@ impl Agent {
             let kept_after_prompt = self.history.len() - keep_from.min(self.history.len());
             self.turn_prompt_index = rebuilt.len().saturating_sub(kept_after_prompt);
         }
-        self.history = rebuilt;
+        self.history = Arc::new(rebuilt);
         self.history_rewritten();
         report.compacted = true;
         Outcome::Done(self.finish(report, true, events))

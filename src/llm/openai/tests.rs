@@ -1,9 +1,16 @@
 //! The OpenAI adapter's pure parts: the stream decoder fed chunk by chunk and the request
 //! body, without a server. The wire end to end is in `tests/suite/provider_*.rs`.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::request::*;
+use super::stream::*;
 use super::*;
+use crate::llm::http::WireDecoder;
+use crate::llm::sse::SseEvent;
+use crate::llm::{
+    ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, ToolSpec, Usage,
+};
 
 /// The body a request goes out with, as JSON.
 fn request_body(request: &ModelRequest, max_tokens_field: &str) -> Value {

@@ -1,7 +1,16 @@
 //! The Anthropic adapter's pure parts: the request body and the stream decoder fed event by
 //! event, without a server. The wire end to end is in `tests/suite/provider_*.rs`.
 
-use super::*;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::request::*;
+use super::stream::*;
+use crate::llm::http::WireDecoder;
+use crate::llm::sse::SseEvent;
+use crate::llm::{
+    ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, ToolSpec, Usage,
+};
 
 /// The body a request goes out with, as JSON.
 fn request_body(request: &ModelRequest) -> Value {

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono::{DateTime, Utc};
 
 use super::events::AgentEvent;
-use super::turn::TurnInput;
+use super::report::TurnInput;
 use crate::model::{SessionRecord, StoredEvent};
 
 /// Events a store-less session keeps for its feed; older ones are dropped (the feed then

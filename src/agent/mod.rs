@@ -14,7 +14,9 @@ pub mod events;
 pub mod factory;
 pub mod inbox;
 pub mod journal;
+pub mod model_call;
 pub mod pending;
+pub mod report;
 mod step;
 pub mod structured;
 pub mod turn;
@@ -29,8 +31,8 @@ pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channe
 pub use factory::{AgentBuildConfig, AgentFactory};
 pub use inbox::{InboxLimits, Mailbox};
 pub use journal::Journal;
+pub use report::{TurnEnd, TurnInput, TurnReport};
 pub use structured::OutputContract;
-pub use turn::{TurnEnd, TurnInput, TurnReport};
 
 use crate::hooks::Hooks;
 use crate::ids::SessionId;

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::cap_tool_output;
 use super::pending::{Resolution, Settlement};
-use super::turn::{StepOutcome, TurnTotals};
+use super::report::{StepOutcome, TurnTotals};
 use super::{Agent, AgentEvent, EventSink};
 use crate::hooks::{HookEvent, HookEventKind, HookToolResult};
 use crate::llm::{ContentBlock, Message, Role};

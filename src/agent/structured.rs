@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::turn::{TurnEnd, TurnTotals};
+use super::report::{TurnEnd, TurnTotals};
 use super::{Agent, AgentEvent, EventSink};
 use crate::error::SessionError;
 use crate::llm::structured::final_answer_value;

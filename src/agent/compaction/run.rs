@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{COMPACTION_PROMPT, Pruned, clean_turn_starts, due, prune, rebuild_history};
-use crate::agent::turn::{Interruption, Response, Trigger};
+use crate::agent::model_call::{Interruption, Response, Trigger};
 use crate::agent::{Agent, AgentEvent, EventSink};
 use crate::hooks::{HookEvent, HookEventKind};
 use crate::llm::{ContentBlock, Message, Role, Usage};

@@ -28,7 +28,7 @@ impl Harness {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         #[cfg(feature = "session-store")]
-        let store: SharedStore = Some(Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap()));
+        let store: SharedStore = Some(temp_store(dir.path()));
         #[cfg(not(feature = "session-store"))]
         let store: SharedStore = None;
         assert_eq!(store.is_some(), PERSISTENT, "a store exactly in the profiles that have one");

@@ -2,6 +2,8 @@
 //! events, its failure modes, its budget, the reactive path, persistence, and a long session.
 
 use super::test_support::scripted_service;
+#[cfg(feature = "session-store")]
+use super::test_support::temp_store;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -16,7 +18,6 @@ use crate::llm::{ContentBlock, LlmError, LlmErrorKind, ModelRequest, Usage};
 use crate::model::Budget;
 use crate::model::context::{estimate_message, estimate_text};
 use crate::session::{CreateSessionRequest, LiveSessionService, SessionService, TurnOptions, TurnRequest};
-use crate::store::SharedStore;
 use crate::tools::Workspace;
 
 const SYSTEM: &str = "You are a careful assistant.";
@@ -40,14 +41,6 @@ fn last_prompt(request: &ModelRequest) -> String {
         Some(ContentBlock::Text { text }) => text.clone(),
         _ => String::new(),
     }
-}
-
-fn service(
-    provider: Arc<ScriptedProvider>,
-    workspace: Option<Workspace>,
-    store: SharedStore,
-) -> LiveSessionService {
-    scripted_service(provider, workspace, store)
 }
 
 fn create(prompt: &str, context: ContextOverrides) -> CreateSessionRequest {
@@ -94,7 +87,7 @@ fn kinds(events: &[AgentEvent]) -> Vec<String> {
 #[tokio::test]
 async fn a_long_history_is_summarized_in_order_keeping_the_system_prompt_verbatim() {
     let provider = summarizing_model("SUMMARY: the user sent a long text");
-    let service = service(provider.clone(), None, None);
+    let service = scripted_service(provider.clone(), None, None);
     let id = service.create_session(create(&"a".repeat(8000), small_window())).await.unwrap().session_id;
 
     let events = turn_with_events(&service, &id, "second").await;
@@ -132,7 +125,7 @@ async fn a_failed_summary_is_not_fatal_and_leaves_the_history_untouched() {
         }
         ScriptedResponse::text_with_usage(&["ok"], realistic_usage(request))
     });
-    let service = service(provider.clone(), None, None);
+    let service = scripted_service(provider.clone(), None, None);
     let id = service.create_session(create(&"a".repeat(8000), small_window())).await.unwrap().session_id;
 
     let events = turn_with_events(&service, &id, "second").await;
@@ -158,7 +151,7 @@ async fn pruning_alone_avoids_the_summary_call_when_it_is_enough() {
         }
         ScriptedResponse::text_with_usage(&["ok"], realistic_usage(request))
     });
-    let service = service(provider.clone(), Some(Workspace::new(dir.path()).unwrap()), None);
+    let service = scripted_service(provider.clone(), Some(Workspace::new(dir.path()).unwrap()), None);
     let context =
         ContextOverrides { context_window: Some(20_000), threshold_tokens: Some(2_600), ..Default::default() };
     let id = service.create_session(create("read", context)).await.unwrap().session_id;
@@ -189,7 +182,7 @@ async fn pruning_alone_avoids_the_summary_call_when_it_is_enough() {
 #[tokio::test]
 async fn compaction_is_billed_and_skipped_once_the_budget_is_spent() {
     let provider = summarizing_model("S");
-    let service = service(provider.clone(), None, None);
+    let service = scripted_service(provider.clone(), None, None);
     let id = service.create_session(create("hello", small_window())).await.unwrap().session_id;
     let before = service.read(&id, None).await.unwrap().billing.total_tokens;
     let done = service.compact(&id).await.unwrap();
@@ -219,7 +212,7 @@ async fn a_context_overflow_compacts_once_and_sends_the_request_again() {
         }
         ScriptedResponse::text_with_usage(&["ok"], realistic_usage(request))
     });
-    let service = service(provider.clone(), None, None);
+    let service = scripted_service(provider.clone(), None, None);
     let id = service.create_session(create("hello", ContextOverrides::default())).await.unwrap().session_id;
     let result = service.start_turn(&id, TurnRequest { prompt: "too long".into(), ..TurnRequest::default() }).await;
     assert_eq!(result.unwrap().text, "ok");
@@ -239,7 +232,7 @@ async fn a_persistent_overflow_fails_the_turn_after_one_compaction() {
         }
         ScriptedResponse::text_with_usage(&["ok"], realistic_usage(request))
     });
-    let service = service(provider.clone(), None, None);
+    let service = scripted_service(provider.clone(), None, None);
     let id = service.create_session(create("hello", ContextOverrides::default())).await.unwrap().session_id;
     let error = service
         .start_turn(&id, TurnRequest { prompt: "too long".into(), ..TurnRequest::default() })
@@ -254,9 +247,9 @@ async fn a_persistent_overflow_fails_the_turn_after_one_compaction() {
 async fn a_compacted_history_is_a_new_epoch_that_survives_a_restart() {
     use crate::store::SessionStore;
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap());
+    let store = temp_store(dir.path());
     let provider = summarizing_model("SUMMARY");
-    let before = service(provider.clone(), None, Some(store.clone()));
+    let before = scripted_service(provider.clone(), None, Some(store.clone()));
     let id = before.create_session(create(&"a".repeat(8000), small_window())).await.unwrap().session_id;
     before.start_turn(&id, TurnRequest { prompt: "second".into(), ..TurnRequest::default() }).await.unwrap();
     drop(before);
@@ -268,7 +261,7 @@ async fn a_compacted_history_is_a_new_epoch_that_survives_a_restart() {
     let record = store.record(&id).await.unwrap().unwrap();
     assert_eq!((record.history_epoch, record.context.compactions), (1, 1));
 
-    let after = service(provider.clone(), None, Some(store));
+    let after = scripted_service(provider.clone(), None, Some(store));
     after.start_turn(&id, TurnRequest { prompt: "third".into(), ..TurnRequest::default() }).await.unwrap();
     let resumed = provider.requests().last().unwrap().clone();
     assert_eq!(resumed.messages.len(), 3);
@@ -298,7 +291,7 @@ async fn three_hundred_turns_with_large_tool_outputs_stay_within_the_window() {
         }
         ScriptedResponse::text_with_usage(&["Read it; the rows look fine."], realistic_usage(request))
     });
-    let service = service(provider.clone(), Some(Workspace::new(dir.path()).unwrap()), None);
+    let service = scripted_service(provider.clone(), Some(Workspace::new(dir.path()).unwrap()), None);
     let window = 6_000;
     let context = ContextOverrides {
         context_window: Some(window),

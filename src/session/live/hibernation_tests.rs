@@ -40,7 +40,7 @@ mod stored {
         limits: SessionLimits,
     ) -> (Arc<LiveSessionService>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap());
+        let store = temp_store(dir.path());
         let service = scripted_service(provider.clone(), None, Some(store)).with_limits(limits);
         (Arc::new(service), dir)
     }

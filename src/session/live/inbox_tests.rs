@@ -213,8 +213,7 @@ async fn a_session_never_receives_its_own_messages_and_bad_messages_are_refused(
 #[tokio::test]
 async fn mail_survives_a_restart_and_is_delivered_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store: std::sync::Arc<dyn crate::store::SessionStore> =
-        std::sync::Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap());
+    let store: std::sync::Arc<dyn crate::store::SessionStore> = temp_store(dir.path());
     let provider = ScriptedProvider::new([ScriptedResponse::text(&["hi"])]);
     let first = scripted_service(provider, None, Some(store.clone()));
     let id = first.create_session(create("hello")).await.unwrap().session_id;

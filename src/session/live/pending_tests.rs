@@ -1,8 +1,6 @@
 //! Callback tools and approvals through the live service, against the scripted provider: the
 //! turn stops on held calls, the caller's answers resume the loop exactly there.
 
-use std::sync::Arc;
-
 use serde_json::json;
 
 use super::test_support::*;
@@ -12,16 +10,7 @@ use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 use crate::model::TurnStatus;
 use crate::model::{ApprovalAnswer, Decision, PendingKind, ToolResultAnswer};
 use crate::model::{SessionStatus, StopReason};
-use crate::store::SharedStore;
 use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, ToolRequest, Workspace};
-
-fn service_over(
-    provider: &Arc<ScriptedProvider>,
-    workspace: Option<Workspace>,
-    store: SharedStore,
-) -> LiveSessionService {
-    scripted_service(provider.clone(), workspace, store)
-}
 
 fn callback(name: &str) -> CallbackTool {
     CallbackTool {
@@ -59,7 +48,7 @@ async fn a_callback_round_trip_resumes_the_loop_where_it_stopped() {
         ScriptedResponse::tool_calls(&[("call_1", "lookup", json!({"q": "weather"}))]),
         ScriptedResponse::text(&["It is sunny."]),
     ]);
-    let service = service_over(&provider, None, None);
+    let service = scripted_service(provider.clone(), None, None);
     let held = service.create_session(create_with(callbacks(&["lookup"]))).await.unwrap();
     assert_eq!(
         (held.status, held.stop_reason.as_ref().map(StopReason::as_str)),
@@ -90,7 +79,7 @@ async fn two_calls_of_one_step_are_answered_together_in_call_order() {
         ScriptedResponse::tool_calls(&[("a", "lookup", json!({"q": "1"})), ("b", "notify", json!({}))]),
         ScriptedResponse::text(&["both done"]),
     ]);
-    let service = service_over(&provider, None, None);
+    let service = scripted_service(provider.clone(), None, None);
     let held = service.create_session(create_with(callbacks(&["lookup", "notify"]))).await.unwrap();
     let ids: Vec<&str> = held.pending.iter().map(|call| call.tool_use_id.as_str()).collect();
     assert_eq!(ids, ["a", "b"]);
@@ -119,7 +108,7 @@ async fn a_mixed_step_runs_the_builtin_and_holds_the_callback() {
         ]),
         ScriptedResponse::text(&["merged"]),
     ]);
-    let service = service_over(&provider, Some(Workspace::new(dir.path()).unwrap()), None);
+    let service = scripted_service(provider.clone(), Some(Workspace::new(dir.path()).unwrap()), None);
     let tools = ToolRequest { builtins: Some(vec![BuiltinTool::ReadFile]), ..callbacks(&["lookup"]) };
     let held = service.create_session(create_with(tools)).await.unwrap();
     assert_eq!(held.tool_calls, 1, "the builtin ran");
@@ -140,7 +129,7 @@ async fn wrong_answers_are_invalid_and_lose_nothing() {
         ScriptedResponse::tool_calls(&[("a", "lookup", json!({})), ("b", "lookup", json!({}))]),
         ScriptedResponse::text(&["finally"]),
     ]);
-    let service = service_over(&provider, None, None);
+    let service = scripted_service(provider.clone(), None, None);
     let id = service.create_session(create_with(callbacks(&["lookup"]))).await.unwrap().session_id;
     // Answers while nothing is pending.
     let error = service.start_turn(&id, answer(vec![result("a", "x")], vec![])).await.unwrap_err();
@@ -190,7 +179,7 @@ async fn an_allowed_call_runs_and_a_denied_one_is_an_error_for_the_model() {
         ]),
         ScriptedResponse::text(&["ok"]),
     ]);
-    let service = service_over(&provider, Some(Workspace::new(dir.path()).unwrap()), None);
+    let service = scripted_service(provider.clone(), Some(Workspace::new(dir.path()).unwrap()), None);
     let request = create_with(approval_session(serde_json::from_value(json!("always")).unwrap(), None));
     let held = service.create_session(request).await.unwrap();
     assert_eq!(held.status, TurnStatus::PendingToolCalls);
@@ -215,7 +204,7 @@ async fn an_approved_callback_then_waits_for_its_result() {
         ScriptedResponse::tool_calls(&[("d", "deploy", json!({}))]),
         ScriptedResponse::text(&["deployed"]),
     ]);
-    let service = service_over(&provider, None, None);
+    let service = scripted_service(provider.clone(), None, None);
     let tools = ToolRequest {
         approval: Some(ApprovalPolicy::Tools { tools: vec!["deploy".into()] }),
         ..callbacks(&["deploy"])
@@ -237,7 +226,7 @@ async fn an_expired_approval_is_denied_by_the_next_turn() {
         ScriptedResponse::tool_calls(&[("s", "shell", json!({"command": "echo late > late.txt"}))]),
         ScriptedResponse::text(&["understood"]),
     ]);
-    let service = service_over(&provider, Some(Workspace::new(dir.path()).unwrap()), None);
+    let service = scripted_service(provider.clone(), Some(Workspace::new(dir.path()).unwrap()), None);
     let policy = ApprovalPolicy::Tools { tools: vec!["shell".into()] };
     let held = service.create_session(create_with(approval_session(policy, Some(20)))).await.unwrap();
     let expires_at = held.pending[0].expires_at.unwrap();
@@ -259,13 +248,13 @@ async fn a_pending_step_survives_a_restart_with_the_store() {
     use crate::llm::Message;
 
     let dir = tempfile::tempdir().unwrap();
-    let store: SharedStore = Some(Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap()));
+    let store: crate::store::SharedStore = Some(temp_store(dir.path()));
     let provider = ScriptedProvider::new([ScriptedResponse::tool_calls(&[("a", "lookup", json!({"q": "1"}))])]);
     let id: SessionId = {
-        let before = service_over(&provider, None, store.clone());
+        let before = scripted_service(provider.clone(), None, store.clone());
         before.create_session(create_with(callbacks(&["lookup"]))).await.unwrap().session_id
     };
-    let after = service_over(&provider, None, store);
+    let after = scripted_service(provider.clone(), None, store);
     let view = after.read(&id, None).await.unwrap();
     assert_eq!(view.state.pending.iter().map(|c| c.tool_use_id.as_str()).collect::<Vec<_>>(), ["a"]);
     let error = after.start_turn(&id, TurnRequest { prompt: "hi".into(), ..TurnRequest::default() }).await;

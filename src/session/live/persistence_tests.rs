@@ -117,7 +117,7 @@ async fn a_failed_save_is_reported_and_the_next_save_catches_up() {
 #[tokio::test]
 async fn listing_merges_thousands_of_stored_sessions_with_live_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(RedbStore::open(dir.path().join("s.redb")).unwrap());
+    let store = temp_store(dir.path());
     let old = chrono::Utc::now() - chrono::Duration::days(1);
     let saves: Vec<SaveRequest> = (0..2000)
         .map(|n| {

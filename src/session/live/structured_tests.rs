@@ -248,8 +248,7 @@ async fn a_callback_with_the_final_answer_tools_name_is_refused() {
 #[tokio::test]
 async fn the_sessions_schema_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let store: crate::store::SharedStore =
-        Some(std::sync::Arc::new(crate::store::RedbStore::open(dir.path().join("s.redb")).unwrap()));
+    let store: crate::store::SharedStore = Some(temp_store(dir.path()));
     let before_restart =
         scripted_service(ScriptedProvider::new([final_answer("f1", valid())]), None, store.clone());
     let id = before_restart.create_session(structured("go", Some(0))).await.unwrap().session_id;

@@ -7,6 +7,8 @@ use super::{CreateSessionRequest, LiveSessionService, TurnRequest};
 use crate::agent::AgentFactory;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::scripted::ScriptedProvider;
+#[cfg(feature = "session-store")]
+use crate::store::RedbStore;
 use crate::store::SharedStore;
 use crate::tools::Workspace;
 
@@ -19,6 +21,12 @@ pub(crate) fn scripted_service(
     let mut registry = ProviderRegistry::new();
     registry.insert("test", provider);
     LiveSessionService::new(AgentFactory::new(Arc::new(registry), Some("test:model".into()), workspace), store)
+}
+
+/// A store in `dir` (a test's temporary directory), the one file every test opens.
+#[cfg(feature = "session-store")]
+pub(crate) fn temp_store(dir: &std::path::Path) -> Arc<RedbStore> {
+    Arc::new(RedbStore::open(dir.join("s.redb")).unwrap())
 }
 
 pub(crate) fn create(prompt: &str) -> CreateSessionRequest {

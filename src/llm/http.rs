@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use reqwest::header::HeaderMap;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 
 use super::sse::{self, SseEvent};
 use super::{EventStream, LlmError, LlmErrorKind, StreamEvent};
@@ -188,6 +188,40 @@ pub(crate) trait WireDecoder: Send + 'static {
     fn on_event(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), LlmError>;
     /// The body ended. Must either push `Finished` or fail (usually `StreamBroken`).
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), LlmError>;
+}
+
+/// Posts one streaming request's JSON `body` (headers already set on `request`) and drives its
+/// answer: a refusal becomes the provider's error, classified by `classify`; a success is
+/// decoded by `decoder`. What both wires share once their request is built.
+pub(crate) async fn post_stream<D: WireDecoder>(
+    provider: &'static str,
+    request: reqwest::RequestBuilder,
+    body: bytes::Bytes,
+    classify: fn(&ErrorResponse) -> LlmErrorKind,
+    decoder: D,
+) -> Result<EventStream, LlmError> {
+    let response = request
+        .header("accept", "text/event-stream")
+        .header(CONTENT_TYPE, "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|err| send_error(provider, &err))?;
+    if !response.status().is_success() {
+        let error = ErrorResponse::read(response).await;
+        let kind = classify(&error);
+        return Err(error.into_error(provider, kind));
+    }
+    Ok(drive(provider, response, decoder))
+}
+
+/// A credential as a header value, marked sensitive so it never shows in logs or debug output.
+pub(crate) fn secret_header(provider: &str, value: &str) -> Result<HeaderValue, LlmError> {
+    let mut header = HeaderValue::from_str(value).map_err(|_| {
+        LlmError::new(LlmErrorKind::Config, format!("{provider} API key is not a valid header value"))
+    })?;
+    header.set_sensitive(true);
+    Ok(header)
 }
 
 /// Drives `decoder` over the SSE body of `response`. The stream ends right after `Finished`

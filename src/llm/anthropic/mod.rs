@@ -11,7 +11,6 @@
 //! in [`super::retry`].
 
 use futures::future::BoxFuture;
-use reqwest::header::{CONTENT_TYPE, HeaderValue};
 
 use super::body::Resendable;
 use super::http::{self, ErrorResponse, HttpTimeouts};
@@ -72,26 +71,11 @@ impl Provider for AnthropicProvider {
         let body = self.body(request);
         Box::pin(async move {
             let client = self.client.clone()?;
-            let mut key = HeaderValue::from_str(&self.api_key).map_err(|_| {
-                LlmError::new(LlmErrorKind::Config, "anthropic API key is not a valid header value")
-            })?;
-            key.set_sensitive(true);
-            let response = client
+            let request = client
                 .post(&self.url)
-                .header("x-api-key", key)
-                .header("anthropic-version", API_VERSION)
-                .header("accept", "text/event-stream")
-                .header(CONTENT_TYPE, "application/json")
-                .body(body?)
-                .send()
-                .await
-                .map_err(|err| http::send_error(PROVIDER, &err))?;
-            if !response.status().is_success() {
-                let error = ErrorResponse::read(response).await;
-                let kind = classify_http(&error);
-                return Err(error.into_error(PROVIDER, kind));
-            }
-            Ok(http::drive(PROVIDER, response, StreamDecoder::default()))
+                .header("x-api-key", http::secret_header(PROVIDER, &self.api_key)?)
+                .header("anthropic-version", API_VERSION);
+            http::post_stream(PROVIDER, request, body?, classify_http, StreamDecoder::default()).await
         })
     }
 }

@@ -11,7 +11,6 @@
 //! Failures are only classified here; waiting and retrying happen in [`super::retry`].
 
 use futures::future::BoxFuture;
-use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde_json::Value;
 
 use super::body::Resendable;
@@ -80,25 +79,11 @@ impl Provider for OpenAiProvider {
         let body = self.body(request);
         Box::pin(async move {
             let client = self.client.clone()?;
-            let mut builder = client
-                .post(&self.url)
-                .header("accept", "text/event-stream")
-                .header(CONTENT_TYPE, "application/json")
-                .body(body?);
+            let mut request = client.post(&self.url);
             if let Some(key) = &self.api_key {
-                let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                    LlmError::new(LlmErrorKind::Config, "openai API key is not a valid header value")
-                })?;
-                value.set_sensitive(true);
-                builder = builder.header("authorization", value);
+                request = request.header("authorization", http::secret_header(PROVIDER, &format!("Bearer {key}"))?);
             }
-            let response = builder.send().await.map_err(|err| http::send_error(PROVIDER, &err))?;
-            if !response.status().is_success() {
-                let error = ErrorResponse::read(response).await;
-                let kind = classify_http(&error);
-                return Err(error.into_error(PROVIDER, kind));
-            }
-            Ok(http::drive(PROVIDER, response, StreamDecoder::default()))
+            http::post_stream(PROVIDER, request, body?, classify_http, StreamDecoder::default()).await
         })
     }
 }

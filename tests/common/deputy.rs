@@ -224,6 +224,13 @@ impl TestDeputy {
     }
 }
 
+/// The tool results the model received in request `index`: the content of its last message.
+pub fn tool_results(deputy: &TestDeputy, index: usize) -> Vec<Value> {
+    let requests = deputy.mock.requests();
+    let messages = requests[index].body["messages"].as_array().unwrap().clone();
+    messages.last().unwrap()["content"].as_array().unwrap().clone()
+}
+
 impl TestDeputy {
     pub async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
         call_tool(&self.client, tool, arguments).await

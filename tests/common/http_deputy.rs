@@ -29,6 +29,11 @@ pub struct HttpDeputy {
     pub log: StderrLog,
 }
 
+/// A JSON-RPC request: `{"jsonrpc": "2.0", "id": id, "method": method, "params": params}`.
+pub fn rpc_request(id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
 /// A port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -93,6 +98,22 @@ impl HttpDeputy {
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
+    /// `POST /rpc` with `frame` as the JSON body (a request, a batch, or any bytes at all): the
+    /// status and the body as it came.
+    pub async fn rpc_raw(&self, frame: impl Into<reqwest::Body>) -> reqwest::Result<(u16, Vec<u8>)> {
+        let request = self.http.post(self.url("/rpc")).header("content-type", "application/json");
+        let response = request.body(frame).send().await?;
+        let status = response.status().as_u16();
+        Ok((status, response.bytes().await?.to_vec()))
+    }
+
+    /// `POST /rpc` of one JSON-RPC request or a batch: the status and the answer (`null` when
+    /// there is none, as for notifications).
+    pub async fn rpc(&self, frame: &serde_json::Value) -> (u16, serde_json::Value) {
+        let (status, body) = self.rpc_raw(frame.to_string()).await.unwrap();
+        (status, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
     }
 
     /// An rmcp client on `/mcp` presenting `token` (whatever [`HttpDeputy::token`] is).

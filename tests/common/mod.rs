@@ -7,3 +7,10 @@ pub mod http_deputy;
 pub mod mcp_servers;
 pub mod mock_llm;
 pub mod scenarios;
+
+use serde_json::Value;
+
+/// The `session_id` of a session's JSON (created, read, listed, or a turn's answer).
+pub fn id_of(value: &Value) -> String {
+    value["session_id"].as_str().unwrap_or_else(|| panic!("no session_id in {value}")).to_owned()
+}

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 use super::DEADLINE;
 use crate::common::deputy::{TestDeputy, error_of};
 use crate::common::http_deputy::HttpDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
 
 /// What one contender saw.
@@ -96,7 +97,7 @@ async fn busy_200_mcp_stdio_turns_on_one_session_have_exactly_one_winner() {
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
     let created = deputy.ok("session_create", json!({"prompt": "hi"})).await;
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
     let gate = Gate::new();
     deputy.mock.push(MockResponse::sse(anthropic::text(&["the", " winner"])).pause_before_chunk(2, gate.clone()));
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::{DEADLINE, seed};
 use crate::common::deputy::TestDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
 
 const ROUNDS: usize = 30;
@@ -51,7 +52,7 @@ async fn crash_loop() {
     for n in 0..3 {
         deputy.mock.push(MockResponse::sse(anthropic::text(&[&format!("created {n}")])));
         let created = deputy.ok("session_create", json!({"prompt": format!("session {n}")})).await;
-        let id = created["session_id"].as_str().unwrap().to_owned();
+        let id = id_of(&created);
         acked.insert(id.clone(), vec![format!("created {n}")]);
         sessions.push(id);
     }

@@ -72,8 +72,7 @@ async fn run(stall: bool) -> (u64, u64) {
     // runs; a 6 MiB body is refused by its size.
     let batch: Vec<Value> =
         (0..40_000).map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "session/list"})).collect();
-    let refused: Value =
-        deputy.http.post(deputy.url("/rpc")).json(&batch).send().await.unwrap().json().await.unwrap();
+    let (_, refused) = deputy.rpc(&Value::Array(batch)).await;
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
     let huge = vec![b' '; 6 << 20];
     // Its own connection: the server refuses before reading the body and closes the

@@ -16,6 +16,7 @@ use tempfile::TempDir;
 
 use crate::common::deputy::{RecordingClient, connect};
 use crate::common::http_deputy::HttpDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockLlm, MockResponse, anthropic, openai};
 
 /// Far longer than anything here takes; only a hang reaches it.
@@ -153,10 +154,6 @@ impl Client {
         let status = tokio::time::timeout(LIMIT, child.wait()).await.expect("the client exits").unwrap();
         assert!(status.success(), "deputy serve exited with {status:?}");
     }
-}
-
-fn id_of(result: &Value) -> String {
-    result["session_id"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::deputy::TestDeputy;
 use crate::common::http_deputy::{HttpDeputy, free_port};
+use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, RecordedRequest, anthropic};
 
 /// How long a test waits for a conversation to settle before failing instead of hanging.
@@ -62,8 +63,7 @@ async fn two_host_sessions_converse_until_max_hops_parks_the_loop_then_idle_at_n
         .as_str()
         .unwrap()
         .to_owned();
-    let alice =
-        deputy.ok("session_create", create("alice", "start")).await["session_id"].as_str().unwrap().to_owned();
+    let alice = id_of(&deputy.ok("session_create", create("alice", "start")).await);
 
     // alice sends hop 1 to bob, bob hop 2 to alice, … alice's hop 4 handled, her answer (hop 5)
     // is parked at bob.
@@ -122,7 +122,7 @@ async fn session_send_reaches_a_session_by_name_in_its_peer_group_and_refuses_a_
 async fn mail_survives_kill_9_and_is_delivered_after_the_restart() {
     let deputy = TestDeputy::start().await;
     deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["ok"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
     deputy.ok("session_send", json!({"session_id": id, "message": "do not lose me"})).await;
     let deputy = deputy.crash_and_restart().await;
     deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["ok"])));

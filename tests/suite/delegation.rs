@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::deputy::TestDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, RecordedRequest, anthropic};
 
 /// How long a test waits for a tree to settle before failing instead of hanging.
@@ -62,10 +63,6 @@ fn text(answer: &str) -> MockResponse {
 /// One tool call, with an id unique in its conversation.
 fn call(step: usize, tool: &str, input: Value) -> MockResponse {
     MockResponse::sse(anthropic::tool_calls(None, &[(&format!("toolu_{step}"), tool, input)]))
-}
-
-fn id_of(value: &Value) -> String {
-    value["session_id"].as_str().unwrap_or_else(|| panic!("no session_id in {value}")).to_owned()
 }
 
 /// The ids of a `session_list` answer, sorted.

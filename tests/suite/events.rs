@@ -9,7 +9,8 @@ use rmcp::ClientLifecycleMode;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use crate::common::http_deputy::HttpDeputy;
+use crate::common::http_deputy::{HttpDeputy, rpc_request};
+use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
 /// Every event of a session, paged `limit` at a time with `page(after_seq)`.
@@ -30,13 +31,6 @@ where
         after = answer["next_seq"].as_u64();
         events.extend(batch);
     }
-}
-
-async fn rpc(deputy: &HttpDeputy, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let answer: Value =
-        deputy.http.post(deputy.url("/rpc")).json(&body).send().await.unwrap().json().await.unwrap();
-    answer
 }
 
 #[tokio::test]
@@ -68,8 +62,8 @@ async fn session_events_pages_the_same_journal_over_mcp_rest_and_jsonrpc() {
     let jsonrpc = every_page(2, |after| {
         let (deputy, id) = (&deputy, id.clone());
         async move {
-            rpc(deputy, "session/events", json!({"session_id": id, "after_seq": after, "limit": 2})).await["result"]
-                .clone()
+            let page = rpc_request(1, "session/events", json!({"session_id": id, "after_seq": after, "limit": 2}));
+            deputy.rpc(&page).await.1["result"].clone()
         }
     })
     .await;
@@ -109,7 +103,7 @@ async fn session_events_pages_the_same_journal_over_mcp_rest_and_jsonrpc() {
     assert_eq!((status, body["code"].as_str()), (400, Some("INVALID_REQUEST")));
     let (status, _) = deputy.rest(None, reqwest::Method::GET, "/v1/sessions/nope/events", None).await;
     assert_eq!(status, 404);
-    let answer = rpc(&deputy, "session/events", json!({"session_id": "nope"})).await;
+    let answer = deputy.rpc(&rpc_request(1, "session/events", json!({"session_id": "nope"}))).await.1;
     assert_eq!(answer["error"]["data"]["code"], "SESSION_NOT_FOUND", "{answer}");
 }
 
@@ -206,7 +200,7 @@ async fn a_jsonrpc_client_accepting_sse_gets_session_event_notifications_then_th
 
     // Without the Accept header the same call is plain JSON.
     deputy.mock.push(MockResponse::sse(anthropic::text(&["plain"])));
-    let plain = rpc(&deputy, "turn/start", json!({"session_id": id, "prompt": "again"})).await;
+    let plain = deputy.rpc(&rpc_request(1, "turn/start", json!({"session_id": id, "prompt": "again"}))).await.1;
     assert_eq!(plain["result"]["text"], "plain", "{plain}");
 }
 
@@ -262,7 +256,7 @@ async fn serve_rpc_streams_notifications_while_a_turn_runs() {
     );
 
     // Reads answer on the same pipe, and the journal is there too.
-    let id = answer["result"]["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&answer["result"]);
     let events = json!({"jsonrpc": "2.0", "id": 2, "method": "session/events", "params": {"session_id": id}});
     stdin.write_all(format!("{events}\n").as_bytes()).await.unwrap();
     let page = next().await;
@@ -373,7 +367,7 @@ async fn a_streamed_jsonrpc_turn_is_cancelled_when_its_client_leaves() {
     let first = tokio::time::timeout(Duration::from_secs(20), body.next()).await.unwrap().unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("turn_started"));
     drop(body);
-    let read = rpc(&deputy, "session/read", json!({"session_id": id, "wait_ms": 20000})).await;
+    let read = deputy.rpc(&rpc_request(1, "session/read", json!({"session_id": id, "wait_ms": 20000}))).await.1;
     gate.open();
     assert_eq!(read["result"]["state"]["last_turn"]["status"], "cancelled", "{read}");
 }

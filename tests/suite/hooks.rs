@@ -11,16 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::deputy::TestDeputy;
+use crate::common::deputy::{TestDeputy, tool_results};
 use crate::common::mcp_servers::{marker, processes_with};
 use crate::common::mock_llm::{MockResponse, anthropic};
-
-/// The tool results the model received in request `index`.
-fn tool_results(deputy: &TestDeputy, index: usize) -> Vec<Value> {
-    let requests = deputy.mock.requests();
-    let messages = requests[index].body["messages"].as_array().unwrap().clone();
-    messages.last().unwrap()["content"].as_array().unwrap().clone()
-}
 
 /// Writes `body` as a shell script into `dir`; the `command` of a hook running it.
 fn script(dir: &Path, name: &str, body: &str) -> String {

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crate::common::http_deputy::HttpDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
 use crate::common::scenarios::capped_log_read;
 use futures::StreamExt;
@@ -322,7 +323,7 @@ async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
     let created = surface.create(json!({"prompt": "hi", "labels": {"team": "qa"}})).await.unwrap();
     assert_eq!((created["status"].as_str(), created["text"].as_str()), (Some("completed"), Some("Hello there")));
     assert_eq!(created["turn"], 1);
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
 
     mock.push(MockResponse::sse(anthropic::text(&["Second"])));
     let turn = surface.turn(&id, json!({"prompt": "more"})).await.unwrap();
@@ -502,7 +503,7 @@ async fn rest_streams_turns_as_server_sent_events() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let result = assert_streamed_turn(&sse_frames(&response.text().await.unwrap()), "Hello", 1);
-    let id = result["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&result);
 
     deputy.mock.push(MockResponse::sse(anthropic::text(&["Again"])));
     let turns = format!("/v1/sessions/{id}/turns");
@@ -532,7 +533,7 @@ async fn dropping_a_rest_stream_cancels_its_turn() {
     let deputy = HttpDeputy::start(&[]).await;
     let rest = Rest(&deputy);
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let id = rest.create(json!({"prompt": "hi"})).await.unwrap()["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&rest.create(json!({"prompt": "hi"})).await.unwrap());
 
     let never = Gate::new();
     deputy.mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, never.clone()));
@@ -608,7 +609,7 @@ async fn jsonrpc_batches_notifications_and_protocol_errors() {
     let deputy = HttpDeputy::start(&[]).await;
     let rpc = Rpc(&deputy);
     deputy.mock.push(MockResponse::sse(anthropic::text(&["hi"])));
-    let id = rpc.create(json!({"prompt": "hi"})).await.unwrap()["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&rpc.create(json!({"prompt": "hi"})).await.unwrap());
 
     let batch = json!([
         {"jsonrpc": "2.0", "id": 1, "method": "session/list"},

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::common::deputy::{RecordingClient, error_of};
 use crate::common::http_deputy::{HttpDeputy, free_port};
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
 
 type Client = rmcp::service::RunningService<rmcp::RoleClient, RecordingClient>;
@@ -37,7 +38,7 @@ async fn both_protocol_eras_run_sessions_over_http() {
         deputy.mock.push(MockResponse::sse(anthropic::text(&["over ", "http"])));
         let created = ok(&client, "session_create", json!({"prompt": format!("hi in {era}")})).await;
         assert_eq!(created["text"], "over http");
-        let id = created["session_id"].as_str().unwrap().to_owned();
+        let id = id_of(&created);
         deputy.mock.push(MockResponse::sse(anthropic::text(&["again"])));
         assert_eq!(ok(&client, "session_turn", json!({"session_id": id, "prompt": "more"})).await["turn"], 2);
         let (code, _) = error_of(&call(&client, "session_interrupt", json!({"session_id": id})).await);
@@ -58,7 +59,7 @@ async fn progress_and_cancellation_work_over_http() {
     let deltas = ["Slowly ", "the ", "answer ", "comes ", "in."];
     deputy.mock.push(MockResponse::sse(anthropic::text(&deltas)).chunk_delay(Duration::from_millis(400)));
     let created = ok(&client, "session_create", json!({"prompt": "slow"})).await;
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
     let progress = client.service().progress.lock().unwrap().clone();
     assert!(!progress.is_empty(), "progress notifications reach the HTTP client");
 
@@ -130,7 +131,7 @@ async fn sigterm_lets_the_running_turn_finish_then_exits_cleanly() {
         .push(MockResponse::sse(anthropic::text(&["finished", " anyway"])).pause_before_chunk(3, gate.clone()));
     let running = ok(&client, "session_create", json!({"prompt": "long", "wait_ms": 100})).await;
     assert_eq!(running["status"], "running");
-    let id = running["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&running);
     deputy.mock.wait_for_requests(1).await;
     client.cancel().await.unwrap();
 
@@ -173,7 +174,7 @@ async fn a_turn_still_running_at_the_drain_timeout_is_interrupted_and_the_proces
     let client = deputy.mcp(ClientLifecycleMode::Initialize).await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["never"])).pause_before_chunk(3, Gate::new()));
     let running = ok(&client, "session_create", json!({"prompt": "stuck", "wait_ms": 100})).await;
-    let id = running["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&running);
     deputy.mock.wait_for_requests(1).await;
     client.cancel().await.unwrap();
     let status = deputy.terminate().await;

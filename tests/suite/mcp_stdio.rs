@@ -9,6 +9,7 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
 use crate::common::deputy::TestDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic, openai};
 use crate::common::scenarios::capped_log_read;
 
@@ -60,7 +61,7 @@ async fn the_whole_lifecycle_with_a_two_tool_call_turn() {
     assert_eq!(created["status"], "completed");
     assert_eq!(created["text"], "Hello there");
     assert_eq!(created["turn"], 1);
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
 
     deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
         Some("Let me look."),
@@ -156,7 +157,7 @@ async fn bad_arguments_are_invalid_request_and_the_server_keeps_serving() {
 async fn a_provider_failure_is_agent_error_and_the_session_stays_usable() {
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ok"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
 
     // Content was forwarded, then the model failed for good (not retryable): the turn fails.
     let mut failing =
@@ -192,7 +193,7 @@ async fn a_stream_cut_after_content_is_sent_again_and_the_turn_completes() {
 async fn two_concurrent_turns_one_is_busy() {
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
 
     let gate = Gate::new();
     deputy.mock.push(MockResponse::sse(anthropic::text(&["slow", " answer"])).pause_before_chunk(3, gate.clone()));
@@ -217,7 +218,7 @@ async fn a_long_turn_answers_running_then_session_read_long_polls_it() {
     let running = deputy.ok("session_create", json!({"prompt": "long job", "wait_ms": 100})).await;
     assert_eq!(running["status"], "running");
     assert_eq!(running["turn"], 1);
-    let id = running["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&running);
 
     let now = deputy.ok("session_read", json!({"session_id": id})).await;
     assert_eq!(now["state"]["status"], "running");
@@ -251,7 +252,7 @@ async fn progress_notifications_report_a_long_turn() {
 async fn a_cancelled_call_interrupts_its_turn() {
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
 
     let never = Gate::new();
     deputy.mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, never.clone()));
@@ -300,7 +301,7 @@ async fn a_capped_tool_output_is_readable_and_compaction_answers_per_profile() {
     let created = deputy
         .ok("session_create", json!({"prompt": "read log.txt", "context": {"tool_output_cap_bytes": 2048}}))
         .await;
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
     let sent = &deputy.mock.requests()[1].body["messages"][2]["content"][0]["content"];
     assert!(sent.as_str().is_some_and(|text| text.len() < 2600 && text.contains("toolu_log")), "{sent}");
 

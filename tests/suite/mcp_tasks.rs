@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 
 use crate::common::deputy::{deputy_serve, ok_tool};
 use crate::common::http_deputy::HttpDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockLlm, MockResponse, anthropic};
 use crate::common::scenarios::capped_log_read;
 
@@ -265,7 +266,7 @@ async fn over_stateless_http_a_task_is_followed_across_requests_and_cancelled() 
     assert_eq!(completed(&done)["text"], "over http");
 
     let never = Gate::new();
-    let id = completed(&done)["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&completed(&done));
     deputy.mock.push(MockResponse::sse(anthropic::text(&["never"])).pause_before_chunk(3, never));
     let CallToolResponse::Task(second) = client
         .call_tool_once(params("session_turn", json!({"session_id": id, "prompt": "forever"})))
@@ -371,7 +372,7 @@ async fn sessions_are_resources_listed_read_and_notified_after_each_turn() {
 
     let log = capped_log_read(&deputy.mock, deputy.workspace.path());
     let created = ok_tool_any(&deputy.client, "session_create", json!({"prompt": "read log.txt"})).await;
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
 
     let listed = deputy.client.list_resources(None).await.expect("resources/list");
     let uris: Vec<&str> = listed.resources.iter().map(|resource| resource.uri.as_str()).collect();

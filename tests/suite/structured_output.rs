@@ -267,6 +267,6 @@ async fn rest_and_json_rpc_take_the_same_fields() {
     )));
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "turn/start",
                       "params": {"session_id": id, "prompt": "days only", "output_schema": days}});
-    let reply: Value = deputy.http.post(deputy.url("/rpc")).json(&body).send().await.unwrap().json().await.unwrap();
+    let (_, reply) = deputy.rpc(&body).await;
     assert_eq!(reply["result"]["structured_output"], json!(["mon", "tue"]), "{reply}");
 }

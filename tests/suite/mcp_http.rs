@@ -2,10 +2,7 @@
 
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ErrorCode, ProtocolVersion,
-};
-use rmcp::service::PeerRequestOptions;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, ProtocolVersion};
 use rmcp::{ClientLifecycleMode, ServiceError};
 use serde_json::{Value, json};
 
@@ -13,6 +10,7 @@ use crate::common::deputy::{RecordingClient, error_of};
 use crate::common::http_deputy::{HttpDeputy, free_port};
 use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
+use crate::common::scenarios::cancelled_turn;
 
 type Client = rmcp::service::RunningService<rmcp::RoleClient, RecordingClient>;
 
@@ -63,14 +61,7 @@ async fn progress_and_cancellation_work_over_http() {
     let progress = client.service().progress.lock().unwrap().clone();
     assert!(!progress.is_empty(), "progress notifications reach the HTTP client");
 
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["stuck"])).pause_before_chunk(3, Gate::new()));
-    let arguments = json!({"session_id": id, "prompt": "never ends"}).as_object().unwrap().clone();
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-        CallToolRequestParams::new("session_turn").with_arguments(arguments),
-    ));
-    let handle = client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
-    deputy.mock.wait_for_requests(2).await;
-    handle.cancel(Some("stop".into())).await.unwrap();
+    cancelled_turn(&deputy.mock, client.peer(), &id, "never ends", "stop").await;
     let read = ok(&client, "session_read", json!({"session_id": id, "wait_ms": 30000})).await;
     assert_eq!(read["state"]["last_turn"]["status"], "cancelled");
 }

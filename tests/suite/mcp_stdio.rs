@@ -4,14 +4,13 @@
 use std::time::Duration;
 
 use rmcp::ClientLifecycleMode;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ProtocolVersion};
-use rmcp::service::PeerRequestOptions;
+use rmcp::model::ProtocolVersion;
 use serde_json::json;
 
 use crate::common::deputy::TestDeputy;
 use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic, openai};
-use crate::common::scenarios::capped_log_read;
+use crate::common::scenarios::{cancelled_turn, capped_log_read};
 
 #[tokio::test]
 async fn serves_the_session_tools_with_schemas_under_its_own_name() {
@@ -254,16 +253,7 @@ async fn a_cancelled_call_interrupts_its_turn() {
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
     let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
 
-    let never = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, never.clone()));
-    let arguments = json!({"session_id": id, "prompt": "long"}).as_object().unwrap().clone();
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-        CallToolRequestParams::new("session_turn").with_arguments(arguments),
-    ));
-    let handle =
-        deputy.client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
-    deputy.mock.wait_for_requests(2).await;
-    handle.cancel(Some("user pressed stop".into())).await.unwrap();
+    cancelled_turn(&deputy.mock, deputy.client.peer(), &id, "long", "user pressed stop").await;
 
     let read = deputy.ok("session_read", json!({"session_id": id, "wait_ms": 30000})).await;
     assert_eq!(read["state"]["status"], "idle");

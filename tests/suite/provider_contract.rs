@@ -54,6 +54,24 @@ pub trait Dialect {
     fn failing(text: Option<&str>, failure: Failure, message: &str) -> Vec<String>;
 }
 
+/// A dialect's `text`, `text_with_usage` and `tool_calls`: those of its wire's module of
+/// `mock_llm`.
+macro_rules! mock_streams {
+    ($wire:ident) => {
+        fn text(chunks: &[&str]) -> Vec<String> {
+            mock_llm::$wire::text(chunks)
+        }
+
+        fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
+            mock_llm::$wire::text_with_usage(chunks, usage)
+        }
+
+        fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
+            mock_llm::$wire::tool_calls(text, calls)
+        }
+    };
+}
+
 pub struct Anthropic;
 
 impl Dialect for Anthropic {
@@ -76,17 +94,7 @@ impl Dialect for Anthropic {
         })
     }
 
-    fn text(chunks: &[&str]) -> Vec<String> {
-        mock_llm::anthropic::text(chunks)
-    }
-
-    fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
-        mock_llm::anthropic::text_with_usage(chunks, usage)
-    }
-
-    fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
-        mock_llm::anthropic::tool_calls(text, calls)
-    }
+    mock_streams!(anthropic);
 
     fn error_body(failure: Failure) -> Value {
         match failure {
@@ -147,17 +155,7 @@ impl Dialect for OpenAi {
         })
     }
 
-    fn text(chunks: &[&str]) -> Vec<String> {
-        mock_llm::openai::text(chunks)
-    }
-
-    fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
-        mock_llm::openai::text_with_usage(chunks, usage)
-    }
-
-    fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
-        mock_llm::openai::tool_calls(text, calls)
-    }
+    mock_streams!(openai);
 
     fn error_body(failure: Failure) -> Value {
         match failure {

@@ -41,6 +41,18 @@ async fn tally(
     (won, busy, other)
 }
 
+/// Waits (within the deadline) for every contender's outcome; exactly one won and every other
+/// one was told `SESSION_BUSY`. Returns (winners, busy).
+async fn one_winner(outcomes: mpsc::UnboundedReceiver<Outcome>, total: usize, gate: &Gate) -> (usize, usize) {
+    let (won, busy, other) = tokio::time::timeout(DEADLINE, tally(outcomes, total, gate)).await.expect("bounded");
+    assert_eq!(
+        (won, busy, other.as_slice()),
+        (1, total - 1, &[][..] as &[String]),
+        "one winner, the rest SESSION_BUSY"
+    );
+    (won, busy)
+}
+
 #[tokio::test]
 async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
     const N: usize = 1000;
@@ -73,16 +85,10 @@ async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
             report.send(outcome).unwrap();
         });
     }
-    let (won, busy, other) = tokio::time::timeout(DEADLINE, tally(outcomes, N, &gate)).await.expect("bounded");
+    let (won, busy) = one_winner(outcomes, N, &gate).await;
     let elapsed = started.elapsed();
-    assert_eq!(
-        (won, busy, other.as_slice()),
-        (1, N - 1, &[][..] as &[String]),
-        "one winner, the rest SESSION_BUSY"
-    );
 
-    let read: Value =
-        deputy.http.get(deputy.url(&format!("/v1/sessions/{id}"))).send().await.unwrap().json().await.unwrap();
+    let (_, read) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}"), None).await;
     assert_eq!((read["state"]["turns"].as_u64(), read["state"]["status"].as_str()), (Some(2), Some("idle")));
     assert_eq!(deputy.mock.requests().len(), 2, "only the winner reached the model");
     eprintln!(
@@ -123,13 +129,8 @@ async fn busy_200_mcp_stdio_turns_on_one_session_have_exactly_one_winner() {
             report.send(outcome).unwrap();
         });
     }
-    let (won, busy, other) = tokio::time::timeout(DEADLINE, tally(outcomes, N, &gate)).await.expect("bounded");
+    let (won, busy) = one_winner(outcomes, N, &gate).await;
     let elapsed = started.elapsed();
-    assert_eq!(
-        (won, busy, other.as_slice()),
-        (1, N - 1, &[][..] as &[String]),
-        "one winner, the rest SESSION_BUSY"
-    );
     let read = deputy.ok("session_read", json!({"session_id": id})).await;
     assert_eq!((read["state"]["turns"].as_u64(), read["state"]["status"].as_str()), (Some(2), Some("idle")));
     eprintln!(

@@ -119,15 +119,8 @@ async fn run(stall: bool) -> (u64, u64) {
         });
         (None, Some(drain))
     };
-    let read: Value = deputy
-        .http
-        .get(deputy.url(&format!("/v1/sessions/{id}?wait_ms=120000")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, read) =
+        deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}?wait_ms=120000"), None).await;
     assert_eq!(
         (read["state"]["turns"].as_u64(), read["state"]["status"].as_str()),
         (Some(2), Some("idle")),

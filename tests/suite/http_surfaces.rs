@@ -158,11 +158,102 @@ impl Surface for Rest<'_> {
     }
 }
 
+/// The names a [`ByName`] surface calls the lifecycle's operations by.
+struct Names {
+    create: &'static str,
+    turn: &'static str,
+    read: &'static str,
+    list: &'static str,
+    interrupt: &'static str,
+    archive: &'static str,
+    compact: &'static str,
+    tool_output: &'static str,
+}
+
+/// A surface whose operations are calls by name with the wire params (JSON-RPC methods, MCP
+/// tools): its [`Surface`] follows from its names.
+trait ByName {
+    const NAMES: Names;
+    /// [`Surface::expected`].
+    fn expected(&self, code: &str) -> i64;
+    /// Calls `name` with `params`.
+    async fn call(&self, name: &str, params: Value) -> Outcome;
+}
+
+impl<T: ByName> Surface for T {
+    fn expected(&self, code: &str) -> i64 {
+        ByName::expected(self, code)
+    }
+
+    async fn create(&self, params: Value) -> Outcome {
+        self.call(T::NAMES.create, params).await
+    }
+
+    async fn turn(&self, id: &str, mut params: Value) -> Outcome {
+        params["session_id"] = json!(id);
+        self.call(T::NAMES.turn, params).await
+    }
+
+    async fn read(&self, id: &str, wait_ms: Option<u64>) -> Outcome {
+        let mut params = json!({"session_id": id});
+        if let Some(ms) = wait_ms {
+            params["wait_ms"] = json!(ms);
+        }
+        self.call(T::NAMES.read, params).await
+    }
+
+    async fn list(&self, params: Value) -> Outcome {
+        self.call(T::NAMES.list, params).await
+    }
+
+    async fn interrupt(&self, id: &str) -> Outcome {
+        self.call(T::NAMES.interrupt, json!({"session_id": id})).await
+    }
+
+    async fn archive(&self, id: &str) -> Outcome {
+        self.call(T::NAMES.archive, json!({"session_id": id})).await
+    }
+
+    async fn compact(&self, id: &str) -> Outcome {
+        self.call(T::NAMES.compact, json!({"session_id": id})).await
+    }
+
+    async fn tool_output(&self, id: &str, tool_use_id: &str) -> Outcome {
+        self.call(T::NAMES.tool_output, json!({"session_id": id, "tool_use_id": tool_use_id})).await
+    }
+}
+
 struct Rpc<'a>(&'a HttpDeputy);
 
 impl Rpc<'_> {
     async fn post(&self, body: &Value) -> reqwest::Response {
         self.0.http.post(self.0.url("/rpc")).json(body).send().await.unwrap()
+    }
+}
+
+impl ByName for Rpc<'_> {
+    const NAMES: Names = Names {
+        create: "session/create",
+        turn: "turn/start",
+        read: "session/read",
+        list: "session/list",
+        interrupt: "turn/interrupt",
+        archive: "session/archive",
+        compact: "session/compact",
+        tool_output: "session/tool_output",
+    };
+
+    fn expected(&self, code: &str) -> i64 {
+        match code {
+            "SESSION_NOT_FOUND" => -32001,
+            "SESSION_BUSY" => -32002,
+            "SESSION_PERSISTENCE_DISABLED" => -32003,
+            "SESSION_COMPACTION_DISABLED" => -32004,
+            "SESSION_NOT_RUNNING" => -32005,
+            "SESSION_STORE_ERROR" | "AGENT_ERROR" => -32000,
+            "INVALID_REQUEST" => -32602,
+            other => panic!("no such code {other}"),
+        }
     }
 
     async fn call(&self, method: &str, params: Value) -> Outcome {
@@ -185,65 +276,35 @@ impl Rpc<'_> {
     }
 }
 
-impl Surface for Rpc<'_> {
-    fn expected(&self, code: &str) -> i64 {
-        match code {
-            "SESSION_NOT_FOUND" => -32001,
-            "SESSION_BUSY" => -32002,
-            "SESSION_PERSISTENCE_DISABLED" => -32003,
-            "SESSION_COMPACTION_DISABLED" => -32004,
-            "SESSION_NOT_RUNNING" => -32005,
-            "SESSION_STORE_ERROR" | "AGENT_ERROR" => -32000,
-            "INVALID_REQUEST" => -32602,
-            other => panic!("no such code {other}"),
-        }
-    }
-
-    async fn create(&self, params: Value) -> Outcome {
-        self.call("session/create", params).await
-    }
-
-    async fn turn(&self, id: &str, mut params: Value) -> Outcome {
-        params["session_id"] = json!(id);
-        self.call("turn/start", params).await
-    }
-
-    async fn read(&self, id: &str, wait_ms: Option<u64>) -> Outcome {
-        let mut params = json!({"session_id": id});
-        if let Some(ms) = wait_ms {
-            params["wait_ms"] = json!(ms);
-        }
-        self.call("session/read", params).await
-    }
-
-    async fn list(&self, params: Value) -> Outcome {
-        self.call("session/list", params).await
-    }
-
-    async fn interrupt(&self, id: &str) -> Outcome {
-        self.call("turn/interrupt", json!({"session_id": id})).await
-    }
-
-    async fn archive(&self, id: &str) -> Outcome {
-        self.call("session/archive", json!({"session_id": id})).await
-    }
-
-    async fn compact(&self, id: &str) -> Outcome {
-        self.call("session/compact", json!({"session_id": id})).await
-    }
-
-    async fn tool_output(&self, id: &str, tool_use_id: &str) -> Outcome {
-        self.call("session/tool_output", json!({"session_id": id, "tool_use_id": tool_use_id})).await
-    }
-}
-
 /// MCP streamable HTTP through the rmcp client. Its column of the error table is "isError
 /// result" for every code: the code travels in `_meta["deputy/error"]` and `transport` is 0.
 struct Mcp {
     client: rmcp::service::RunningService<rmcp::RoleClient, crate::common::deputy::RecordingClient>,
 }
 
-impl Mcp {
+impl ByName for Mcp {
+    const NAMES: Names = Names {
+        create: "session_create",
+        turn: "session_turn",
+        read: "session_read",
+        list: "session_list",
+        interrupt: "session_interrupt",
+        archive: "session_archive",
+        compact: "session_compact",
+        tool_output: "session_tool_output",
+    };
+
+    fn expected(&self, code: &str) -> i64 {
+        assert!(
+            ["SESSION_NOT_FOUND", "SESSION_BUSY", "SESSION_PERSISTENCE_DISABLED", "SESSION_COMPACTION_DISABLED"]
+                .iter()
+                .chain(&["SESSION_NOT_RUNNING", "SESSION_STORE_ERROR", "AGENT_ERROR", "INVALID_REQUEST"])
+                .any(|known| *known == code),
+            "no such code {code}"
+        );
+        0
+    }
+
     async fn call(&self, tool: &str, arguments: Value) -> Outcome {
         let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
         let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
@@ -260,56 +321,6 @@ impl Mcp {
             session_id: body["session_id"].as_str().map(str::to_owned),
             error_kind: body["error_kind"].as_str().map(str::to_owned),
         })
-    }
-}
-
-impl Surface for Mcp {
-    fn expected(&self, code: &str) -> i64 {
-        assert!(
-            ["SESSION_NOT_FOUND", "SESSION_BUSY", "SESSION_PERSISTENCE_DISABLED", "SESSION_COMPACTION_DISABLED"]
-                .iter()
-                .chain(&["SESSION_NOT_RUNNING", "SESSION_STORE_ERROR", "AGENT_ERROR", "INVALID_REQUEST"])
-                .any(|known| *known == code),
-            "no such code {code}"
-        );
-        0
-    }
-
-    async fn create(&self, params: Value) -> Outcome {
-        self.call("session_create", params).await
-    }
-
-    async fn turn(&self, id: &str, mut params: Value) -> Outcome {
-        params["session_id"] = json!(id);
-        self.call("session_turn", params).await
-    }
-
-    async fn read(&self, id: &str, wait_ms: Option<u64>) -> Outcome {
-        let mut params = json!({"session_id": id});
-        if let Some(ms) = wait_ms {
-            params["wait_ms"] = json!(ms);
-        }
-        self.call("session_read", params).await
-    }
-
-    async fn list(&self, params: Value) -> Outcome {
-        self.call("session_list", params).await
-    }
-
-    async fn interrupt(&self, id: &str) -> Outcome {
-        self.call("session_interrupt", json!({"session_id": id})).await
-    }
-
-    async fn archive(&self, id: &str) -> Outcome {
-        self.call("session_archive", json!({"session_id": id})).await
-    }
-
-    async fn compact(&self, id: &str) -> Outcome {
-        self.call("session_compact", json!({"session_id": id})).await
-    }
-
-    async fn tool_output(&self, id: &str, tool_use_id: &str) -> Outcome {
-        self.call("session_tool_output", json!({"session_id": id, "tool_use_id": tool_use_id})).await
     }
 }
 

@@ -63,6 +63,14 @@ impl MockLlm {
         self.shared.queue.lock().unwrap().push_back(response);
     }
 
+    /// Queues `response` held before its chunk `chunk` until the returned gate opens (for ever,
+    /// if it never does).
+    pub fn push_held(&self, response: MockResponse, chunk: usize) -> Gate {
+        let gate = Gate::new();
+        self.push(response.pause_before_chunk(chunk, gate.clone()));
+        gate
+    }
+
     /// Answers requests with `responder` once the queue is empty.
     pub fn respond_with(&self, responder: impl Fn(&RecordedRequest) -> MockResponse + Send + Sync + 'static) {
         *self.shared.responder.lock().unwrap() = Some(Box::new(responder));

@@ -7,7 +7,7 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleClient};
 use serde_json::json;
 
-use super::mock_llm::{Gate, MockLlm, MockResponse, anthropic};
+use super::mock_llm::{MockLlm, MockResponse, anthropic};
 
 /// Writes a 35 KB `log.txt` into `workspace` and scripts the model to read it with
 /// `read_file` (tool_use id `toolu_log`) and then answer "It is long.". Returns the file's text.
@@ -27,7 +27,7 @@ pub fn capped_log_read(mock: &MockLlm, workspace: &Path) -> String {
 /// arrived, cancels the request with `reason`.
 pub async fn cancelled_turn(mock: &MockLlm, peer: &Peer<RoleClient>, id: &str, prompt: &str, reason: &str) {
     let model_call = mock.requests().len() + 1;
-    mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, Gate::new()));
+    mock.push_held(MockResponse::sse(anthropic::text(&["started"])), 3);
     let arguments = json!({"session_id": id, "prompt": prompt}).as_object().unwrap().clone();
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(
         CallToolRequestParams::new("session_turn").with_arguments(arguments),

@@ -60,8 +60,7 @@ async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
     let deputy = HttpDeputy::start(&["--max-connections", "2000"]).await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
     let id = deputy.create_session("hi").await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["the", " winner"])).pause_before_chunk(2, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["the", " winner"])), 2);
 
     let started = Instant::now();
     let (report, outcomes) = mpsc::unbounded_channel();
@@ -104,8 +103,7 @@ async fn busy_200_mcp_stdio_turns_on_one_session_have_exactly_one_winner() {
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
     let created = deputy.ok("session_create", json!({"prompt": "hi"})).await;
     let id = id_of(&created);
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["the", " winner"])).pause_before_chunk(2, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["the", " winner"])), 2);
 
     let started = Instant::now();
     let (report, outcomes) = mpsc::unbounded_channel();

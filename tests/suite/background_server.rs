@@ -17,7 +17,7 @@ use tempfile::TempDir;
 use crate::common::deputy::{RecordingClient, connect};
 use crate::common::http_deputy::HttpDeputy;
 use crate::common::id_of;
-use crate::common::mock_llm::{Gate, MockLlm, MockResponse, anthropic, openai};
+use crate::common::mock_llm::{MockLlm, MockResponse, anthropic, openai};
 use crate::common::scenarios::cancelled_turn;
 
 /// Far longer than anything here takes; only a hang reaches it.
@@ -219,8 +219,7 @@ async fn two_clients_from_two_projects_keep_their_own_defaults_and_share_the_ses
 async fn a_client_killed_mid_turn_leaves_the_turn_to_the_next_client() {
     let bg = Background::new().await;
     let who = bg.who();
-    let gate = Gate::new();
-    bg.mock.push(MockResponse::sse(anthropic::text(&["finished", " anyway"])).pause_before_chunk(1, gate.clone()));
+    let gate = bg.mock.push_held(MockResponse::sse(anthropic::text(&["finished", " anyway"])), 1);
 
     let mut first = bg.client(&who, &[]).await;
     // The call is in flight, its turn paused inside the model's answer, when the client dies.
@@ -299,8 +298,7 @@ async fn five_parallel_one_call_processes_all_succeed() {
 async fn the_server_exits_when_idle_but_never_while_a_turn_runs() {
     let bg = Background::new().await;
     let who = bg.who();
-    let gate = Gate::new();
-    bg.mock.push(MockResponse::sse(anthropic::text(&["late", " answer"])).pause_before_chunk(1, gate.clone()));
+    let gate = bg.mock.push_held(MockResponse::sse(anthropic::text(&["late", " answer"])), 1);
 
     let client = bg.client(&who, &["--idle-exit-secs", "1"]).await;
     let created = client.ok("session_create", json!({"prompt": "slow", "wait_ms": 100})).await;

@@ -33,6 +33,12 @@ where
     }
 }
 
+/// `POST /rpc` of `request` with `Accept: accept` (streamed answers ask for `text/event-stream`).
+async fn rpc_accepting(deputy: &HttpDeputy, accept: &str, request: &Value) -> reqwest::Response {
+    let post = deputy.http.post(deputy.url("/rpc")).header("accept", accept).json(request);
+    post.send().await.unwrap()
+}
+
 #[tokio::test]
 async fn session_events_pages_the_same_journal_over_mcp_rest_and_jsonrpc() {
     let deputy = HttpDeputy::start(&[]).await;
@@ -168,16 +174,8 @@ async fn a_jsonrpc_client_accepting_sse_gets_session_event_notifications_then_th
     deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
     let id = deputy.create_session("hi").await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["stream", "ed"])));
-    let request =
-        json!({"jsonrpc": "2.0", "id": 7, "method": "turn/start", "params": {"session_id": id, "prompt": "go"}});
-    let response = deputy
-        .http
-        .post(deputy.url("/rpc"))
-        .header("accept", "application/json, text/event-stream")
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
+    let request = rpc_request(7, "turn/start", json!({"session_id": id, "prompt": "go"}));
+    let response = rpc_accepting(&deputy, "application/json, text/event-stream", &request).await;
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let messages = sse_messages(&response.text().await.unwrap());
     let (answer, notifications) = messages.split_last().unwrap();
@@ -209,7 +207,7 @@ async fn serve_rpc_streams_notifications_while_a_turn_runs() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     use crate::common::deputy::deputy_serve;
-    use crate::common::mock_llm::{Gate, MockLlm};
+    use crate::common::mock_llm::MockLlm;
 
     let mock = MockLlm::start().await;
     let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -229,8 +227,7 @@ async fn serve_rpc_streams_notifications_while_a_turn_runs() {
         serde_json::from_str(&line).unwrap()
     };
 
-    let gate = Gate::new();
-    mock.push(MockResponse::sse(anthropic::text(&["held", " back"])).pause_before_chunk(3, gate.clone()));
+    let gate = mock.push_held(MockResponse::sse(anthropic::text(&["held", " back"])), 3);
     let create = json!({"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": {"prompt": "hi"}});
     stdin.write_all(format!("{create}\n").as_bytes()).await.unwrap();
     // The turn is held inside the model's response: its start is out already.
@@ -346,23 +343,12 @@ async fn the_live_projection_and_deputy_project_write_the_same_tree() {
 
 #[tokio::test]
 async fn a_streamed_jsonrpc_turn_is_cancelled_when_its_client_leaves() {
-    use crate::common::mock_llm::Gate;
-
     let deputy = HttpDeputy::start(&[]).await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
     let id = deputy.create_session("hi").await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["never", " seen"])).pause_before_chunk(3, gate.clone()));
-    let request =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "turn/start", "params": {"session_id": id, "prompt": "go"}});
-    let response = deputy
-        .http
-        .post(deputy.url("/rpc"))
-        .header("accept", "text/event-stream")
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["never", " seen"])), 3);
+    let request = rpc_request(1, "turn/start", json!({"session_id": id, "prompt": "go"}));
+    let response = rpc_accepting(&deputy, "text/event-stream", &request).await;
     let mut body = response.bytes_stream();
     let first = tokio::time::timeout(Duration::from_secs(20), body.next()).await.unwrap().unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("turn_started"));

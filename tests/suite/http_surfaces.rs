@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common::http_deputy::HttpDeputy;
 use crate::common::id_of;
-use crate::common::mock_llm::{Gate, MockResponse, anthropic};
+use crate::common::mock_llm::{MockResponse, anthropic};
 use crate::common::scenarios::capped_log_read;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -372,8 +372,7 @@ async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
     expect_err(surface, surface.tool_output(&id, "toolu_none").await, "INVALID_REQUEST");
 
     // busy: a second turn while the first is held inside its model response
-    let gate = Gate::new();
-    mock.push(MockResponse::sse(anthropic::text(&["slow", " answer"])).pause_before_chunk(3, gate.clone()));
+    let gate = mock.push_held(MockResponse::sse(anthropic::text(&["slow", " answer"])), 3);
     let arrived = requests_plus(deputy, 1);
     let first = surface.turn(&id, json!({"prompt": "one"}));
     let second = async {
@@ -388,8 +387,7 @@ async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
     assert_eq!(failure.session_id.as_deref(), Some(id.as_str()));
 
     // wait_ms: the turn answers `running`, then a read long-polls it
-    let gate = Gate::new();
-    mock.push(MockResponse::sse(anthropic::text(&["finally", " done"])).pause_before_chunk(3, gate.clone()));
+    let gate = mock.push_held(MockResponse::sse(anthropic::text(&["finally", " done"])), 3);
     let running = surface.turn(&id, json!({"prompt": "long job", "wait_ms": 100})).await.unwrap();
     assert_eq!((running["status"].as_str(), running["turn"].as_u64()), (Some("running"), Some(4)));
     assert_eq!(surface.read(&id, None).await.unwrap()["state"]["status"], "running");
@@ -546,8 +544,7 @@ async fn dropping_a_rest_stream_cancels_its_turn() {
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
     let id = id_of(&rest.create(json!({"prompt": "hi"})).await.unwrap());
 
-    let never = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, never.clone()));
+    deputy.mock.push_held(MockResponse::sse(anthropic::text(&["started"])), 3);
     let response =
         post_stream(&deputy, &format!("/v1/sessions/{id}/turns"), json!({"prompt": "long", "stream": true})).await;
     let mut body = response.bytes_stream();

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::common::deputy::TestDeputy;
 use crate::common::id_of;
-use crate::common::mock_llm::{Gate, MockResponse, anthropic, openai};
+use crate::common::mock_llm::{MockResponse, anthropic, openai};
 use crate::common::scenarios::{cancelled_turn, capped_log_read};
 
 #[tokio::test]
@@ -194,8 +194,7 @@ async fn two_concurrent_turns_one_is_busy() {
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
     let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
 
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["slow", " answer"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["slow", " answer"])), 3);
     let first = deputy.call("session_turn", json!({"session_id": id, "prompt": "one"}));
     let second = async {
         deputy.mock.wait_for_requests(2).await;
@@ -212,8 +211,7 @@ async fn two_concurrent_turns_one_is_busy() {
 #[tokio::test]
 async fn a_long_turn_answers_running_then_session_read_long_polls_it() {
     let deputy = TestDeputy::start().await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["finally", " done"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["finally", " done"])), 3);
     let running = deputy.ok("session_create", json!({"prompt": "long job", "wait_ms": 100})).await;
     assert_eq!(running["status"], "running");
     assert_eq!(running["turn"], 1);

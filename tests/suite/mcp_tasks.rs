@@ -176,8 +176,7 @@ fn completed(got: &GetTaskResult) -> Value {
 #[tokio::test]
 async fn a_slow_turn_is_a_task_that_ends_with_the_tools_own_result() {
     let deputy = start(Client::new(true, None)).await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["finally", " done"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["finally", " done"])), 3);
     let created = deputy.task("session_create", json!({"prompt": "long job"})).await;
     let meta = created.meta.as_ref().expect("_meta");
     let id = meta["deputy/session_id"].as_str().expect("the session it follows").to_owned();
@@ -225,8 +224,7 @@ async fn a_slow_turn_is_a_task_that_ends_with_the_tools_own_result() {
 #[tokio::test]
 async fn after_a_restart_the_task_is_unknown_and_session_read_has_the_turn() {
     let deputy = start(Client::new(true, None)).await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["kept", " anyway"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["kept", " anyway"])), 3);
     let created = deputy.task("session_create", json!({"prompt": "long job"})).await;
     let id = created.meta.as_ref().unwrap()["deputy/session_id"].as_str().unwrap().to_owned();
     gate.open(); // the restart lets the running turn finish and saves it
@@ -245,8 +243,7 @@ async fn over_stateless_http_a_task_is_followed_across_requests_and_cancelled() 
     let transport = StreamableHttpClientTransport::from_uri(deputy.url("/mcp"));
     let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
     let client = Client::new(true, None).serve_with_lifecycle(transport, modern).await.expect("2026-07-28 client");
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["over", " http"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["over", " http"])), 3);
     let CallToolResponse::Task(created) =
         client.call_tool_once(params("session_create", json!({"prompt": "long job"}))).await.unwrap()
     else {
@@ -290,8 +287,7 @@ async fn over_stateless_http_a_task_is_followed_across_requests_and_cancelled() 
 #[tokio::test]
 async fn tasks_cancel_interrupts_the_turn() {
     let deputy = start(Client::new(true, None)).await;
-    let never = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["never", " sent"])).pause_before_chunk(3, never));
+    deputy.mock.push_held(MockResponse::sse(anthropic::text(&["never", " sent"])), 3);
     let created = deputy.task("session_create", json!({"prompt": "forever"})).await;
     let id = created.meta.as_ref().unwrap()["deputy/session_id"].as_str().unwrap().to_owned();
     deputy.client.cancel_task(CancelTaskParams::new(created.task.task_id.clone())).await.expect("tasks/cancel");

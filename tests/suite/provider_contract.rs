@@ -485,8 +485,7 @@ async fn in_band_error_after_content_restarts_the_response<D: Dialect>() {
 
 async fn idle_read_timeout_before_content_is_a_timeout<D: Dialect>() {
     let mock = MockLlm::start().await;
-    let never = Gate::new();
-    mock.push(MockResponse::sse(D::text(&["never"])).pause_before_chunk(D::CHUNKS_BEFORE_TEXT, never));
+    mock.push_held(MockResponse::sse(D::text(&["never"])), D::CHUNKS_BEFORE_TEXT);
     let provider = D::provider(&mock.base_url(), short_idle(Duration::from_millis(300)));
     let started = Instant::now();
     let (events, err) = run(&provider, simple_request("hi")).await;
@@ -497,8 +496,7 @@ async fn idle_read_timeout_before_content_is_a_timeout<D: Dialect>() {
 
 async fn idle_read_timeout_after_content_keeps_the_text<D: Dialect>() {
     let mock = MockLlm::start().await;
-    let never = Gate::new();
-    mock.push(MockResponse::sse(D::text(&["a", "b"])).pause_before_chunk(D::CHUNKS_BEFORE_TEXT + 1, never));
+    mock.push_held(MockResponse::sse(D::text(&["a", "b"])), D::CHUNKS_BEFORE_TEXT + 1);
     let provider = D::provider(&mock.base_url(), short_idle(Duration::from_millis(300)));
     let (events, err) = run(&provider, simple_request("hi")).await;
     assert_eq!(text_of(&events), "a");
@@ -507,8 +505,7 @@ async fn idle_read_timeout_after_content_keeps_the_text<D: Dialect>() {
 
 async fn idle_timeout_before_content_is_retried<D: Dialect>() {
     let mock = MockLlm::start().await;
-    let never = Gate::new();
-    mock.push(MockResponse::sse(D::text(&["slow"])).pause_before_chunk(0, never));
+    mock.push_held(MockResponse::sse(D::text(&["slow"])), 0);
     mock.push(MockResponse::sse(D::text(&["fast"])));
     let provider = D::provider(&mock.base_url(), short_idle(Duration::from_millis(300)));
     let (events, err) = run(&retrying(provider), simple_request("hi")).await;

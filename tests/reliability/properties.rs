@@ -209,12 +209,26 @@ fn feed(mock: &crate::common::mock_llm::MockLlm) {
     }
 }
 
+/// `deputy serve --http`, its model answering every turn the cases start.
+fn http_deputy(rt: &tokio::runtime::Runtime) -> HttpDeputy {
+    let deputy = rt.block_on(HttpDeputy::start(&[]));
+    feed(&deputy.mock);
+    deputy
+}
+
+/// Prints a test's figure: `CASES` `what`, every one answered with a code.
+fn report(what: &str, started: Instant) {
+    eprintln!(
+        "reliability: properties: {CASES} {what}, every one answered with a code, no panic; {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 #[test]
 fn properties_every_tools_arguments_over_jsonrpc_are_answered_with_a_code() {
     let rt = runtime();
     let started = Instant::now();
-    let deputy = rt.block_on(HttpDeputy::start(&[]));
-    feed(&deputy.mock);
+    let deputy = http_deputy(&rt);
     let (_, created) = rt.block_on(deputy.rpc(&rpc_request(1, "session/create", json!({"prompt": "hi"}))));
     let id = id_of(&created["result"]);
     let strategy = (arguments(), any::<bool>()).prop_filter("harmless", |((_, arguments), _)| match arguments {
@@ -231,18 +245,14 @@ fn properties_every_tools_arguments_over_jsonrpc_are_answered_with_a_code() {
         })
         .unwrap();
     alive(&rt, &deputy);
-    eprintln!(
-        "reliability: properties: {CASES} cases of the tools' arguments over JSON-RPC, every one answered with a code, no panic; {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    report("cases of the tools' arguments over JSON-RPC", started);
 }
 
 #[test]
 fn properties_raw_jsonrpc_frames_are_answered_with_a_code() {
     let rt = runtime();
     let started = Instant::now();
-    let deputy = rt.block_on(HttpDeputy::start(&[]));
-    feed(&deputy.mock);
+    let deputy = http_deputy(&rt);
     let frame =
         prop_oneof![
             proptest::collection::vec(any::<u8>(), 0..256),
@@ -257,10 +267,7 @@ fn properties_raw_jsonrpc_frames_are_answered_with_a_code() {
         ];
     runner().run(&frame, |bytes| rt.block_on(check_frame(&deputy, bytes))).unwrap();
     alive(&rt, &deputy);
-    eprintln!(
-        "reliability: properties: {CASES} raw JSON-RPC frames (bytes, JSON, requests, batches), every one answered with a code, no panic; {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    report("raw JSON-RPC frames (bytes, JSON, requests, batches)", started);
 }
 
 #[test]
@@ -269,10 +276,7 @@ fn properties_every_tools_arguments_over_mcp_stdio_are_answered_with_a_code() {
     let started = Instant::now();
     let deputy = rt.block_on(TestDeputy::start());
     feed(&deputy.mock);
-    let id = rt.block_on(deputy.ok("session_create", json!({"prompt": "hi"})))["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = id_of(&rt.block_on(deputy.ok("session_create", json!({"prompt": "hi"}))));
     let strategy = arguments().prop_filter("harmless and an object", |(_, arguments)| match arguments {
         Arguments::Arbitrary(v) => v.is_object() && harmless(v),
         Arguments::Replace(_, v) | Arguments::Add(_, v) => harmless(v),
@@ -299,10 +303,7 @@ fn properties_every_tools_arguments_over_mcp_stdio_are_answered_with_a_code() {
         .unwrap();
     let read = rt.block_on(deputy.ok("session_read", json!({"session_id": id})));
     assert!(read["state"]["status"].is_string());
-    eprintln!(
-        "reliability: properties: {CASES} cases of the tools' arguments over MCP stdio, every one answered with a code, no panic; {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    report("cases of the tools' arguments over MCP stdio", started);
 }
 
 /// The server still answers and its process still runs.

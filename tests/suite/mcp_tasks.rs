@@ -407,10 +407,7 @@ async fn another_tenants_session_is_no_resource_over_http() {
     let deputy = HttpDeputy::start_with_config(TENANTS, &[], &[]).await;
     let (alice, bob) = (deputy.mcp_as(ALICE).await, deputy.mcp_as(BOB).await);
     deputy.mock.push(MockResponse::sse(anthropic::text(&["mine"])));
-    let id = ok_tool(&alice, "session_create", json!({"prompt": "alice's"})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = id_of(&ok_tool(&alice, "session_create", json!({"prompt": "alice's"})).await);
     let uri = format!("deputy://sessions/{id}");
     assert!(alice.read_resource(ReadResourceRequestParams::new(uri.clone())).await.is_ok());
     let foreign = bob.read_resource(ReadResourceRequestParams::new(uri.clone())).await.unwrap_err();

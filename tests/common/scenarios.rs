@@ -9,6 +9,14 @@ use serde_json::json;
 
 use super::mock_llm::{MockLlm, MockResponse, anthropic};
 
+/// Scripts the model to call `write_file` (tool_use id `toolu_1`) with `path` and `content`.
+pub fn model_writes(mock: &MockLlm, path: &str, content: &str) {
+    mock.push(MockResponse::sse(anthropic::tool_calls(
+        None,
+        &[("toolu_1", "write_file", json!({"path": path, "content": content}))],
+    )));
+}
+
 /// Writes a 35 KB `log.txt` into `workspace` and scripts the model to read it with
 /// `read_file` (tool_use id `toolu_log`) and then answer "It is long.". Returns the file's text.
 pub fn capped_log_read(mock: &MockLlm, workspace: &Path) -> String {

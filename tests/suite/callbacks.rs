@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::common::deputy::{TestDeputy, tool_results};
 use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, anthropic};
+use crate::common::scenarios::model_writes;
 
 #[tokio::test]
 async fn two_callback_calls_of_one_step_round_trip() {
@@ -81,10 +82,7 @@ async fn two_callback_calls_of_one_step_round_trip() {
 #[tokio::test]
 async fn a_denied_approval_reaches_the_model_as_an_error_and_nothing_runs() {
     let deputy = TestDeputy::start().await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "evil.txt", "content": "x"}))],
-    )));
+    model_writes(&deputy.mock, "evil.txt", "x");
     let held = deputy.ok("session_create", json!({"prompt": "write it", "approval": "always"})).await;
     assert_eq!(held["status"], "pending_tool_calls");
     assert_eq!(held["pending"][0]["kind"], "approval");

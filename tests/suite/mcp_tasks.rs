@@ -26,7 +26,7 @@ use crate::common::deputy::{deputy_serve, ok_tool};
 use crate::common::http_deputy::HttpDeputy;
 use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockLlm, MockResponse, anthropic};
-use crate::common::scenarios::capped_log_read;
+use crate::common::scenarios::{capped_log_read, model_writes};
 
 /// What the client answers to `elicitation/create`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -301,10 +301,7 @@ async fn tasks_cancel_interrupts_the_turn() {
 #[tokio::test]
 async fn approvals_turn_the_task_input_required_and_tasks_update_answers_them() {
     let deputy = start(Client::new(true, None)).await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "ok.txt", "content": "yes"}))],
-    )));
+    model_writes(&deputy.mock, "ok.txt", "yes");
     deputy.mock.push(MockResponse::sse(anthropic::text(&["written"])));
     let created = deputy.task("session_create", json!({"prompt": "write it", "approval": "always"})).await;
     let asking = deputy.poll_until(&created.task.task_id, &[TaskStatus::InputRequired]).await;
@@ -329,10 +326,7 @@ async fn approvals_turn_the_task_input_required_and_tasks_update_answers_them() 
 #[tokio::test]
 async fn an_elicitation_client_is_asked_about_approvals_while_its_call_waits() {
     let deputy = start(Client::new(false, Some(Elicit::Allow))).await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "ok.txt", "content": "yes"}))],
-    )));
+    model_writes(&deputy.mock, "ok.txt", "yes");
     deputy.mock.push(MockResponse::sse(anthropic::text(&["written"])));
     let done =
         ok_tool_any(&deputy.client, "session_create", json!({"prompt": "write it", "approval": "always"})).await;
@@ -346,10 +340,7 @@ async fn an_elicitation_client_is_asked_about_approvals_while_its_call_waits() {
 #[tokio::test]
 async fn a_declined_elicitation_leaves_the_approvals_pending() {
     let deputy = start(Client::new(false, Some(Elicit::Decline))).await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "no.txt", "content": "x"}))],
-    )));
+    model_writes(&deputy.mock, "no.txt", "x");
     let held =
         ok_tool_any(&deputy.client, "session_create", json!({"prompt": "write it", "approval": "always"})).await;
     assert_eq!(held["status"], "pending_tool_calls");

@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::deputy::{TestDeputy, tool_results};
+use crate::common::file_in;
 use crate::common::mcp_servers::{marker, processes_with};
 use crate::common::mock_llm::{MockResponse, anthropic};
 use crate::common::scenarios::model_writes;
 
 /// Writes `body` as a shell script into `dir`; the `command` of a hook running it.
 fn script(dir: &Path, name: &str, body: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, body).unwrap();
+    let path = file_in(dir, name, body);
     format!("[\"/bin/sh\", {:?}]", path.to_str().unwrap())
 }
 

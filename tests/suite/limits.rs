@@ -105,8 +105,7 @@ async fn f15_a_sigkilled_deputy_leaves_no_mcp_server_or_grandchild_behind() {
     use crate::common::mock_llm::{MockResponse, anthropic};
 
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("stubborn.py");
-    std::fs::write(&script, STUBBORN_SERVER).unwrap();
+    let script = crate::common::file_in(dir.path(), "stubborn.py", STUBBORN_SERVER);
     let pidfile = dir.path().join("pids");
     let config = format!(
         "[mcp_servers.stubborn]\ncommand = \"python3\"\nargs = [{:?}]\nenv = {{ PIDFILE = {:?} }}\n",

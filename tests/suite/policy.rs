@@ -8,6 +8,7 @@
 use serde_json::json;
 
 use crate::common::deputy::TestDeputy;
+use crate::common::file_in;
 use crate::common::http_deputy::HttpDeputy;
 #[cfg(feature = "session-store")]
 use crate::common::id_of;
@@ -40,8 +41,7 @@ const DEAD_URL: &str = "http://127.0.0.1:9/mcp";
 #[tokio::test]
 async fn f1_an_inline_mcp_server_is_refused_and_never_runs_when_denied() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(&config, LOCKED).unwrap();
+    let config = file_in(dir.path(), "config.toml", LOCKED);
     let marker = dir.path().join("PWNED");
     let deputy = HttpDeputy::start(&["--config", config.to_str().unwrap()]).await;
 

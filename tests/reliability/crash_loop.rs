@@ -40,8 +40,7 @@ async fn crash_loop_kill_9_at_random_moments_loses_no_acknowledged_turn() {
 }
 
 async fn crash_loop() {
-    let seed = seed();
-    eprintln!("reliability: crash loop: seed {seed} (DEPUTY_RELIABILITY_SEED={seed} replays it)");
+    let seed = seed("crash loop");
     let mut rng = fastrand::Rng::with_seed(seed);
     let started = Instant::now();
     let mut deputy = TestDeputy::start().await;

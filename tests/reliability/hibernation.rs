@@ -33,8 +33,7 @@ async fn hibernation_20000_sessions_of_50_kb_stay_under_200_mib_and_all_answer()
 }
 
 async fn hibernation() {
-    let seed = seed();
-    eprintln!("reliability: hibernation: seed {seed}");
+    let seed = seed("hibernation");
     let started = Instant::now();
     // The defaults: max_live_sessions 1,000, idle_unload_secs 600, the store's page cache.
     let deputy = Arc::new(HttpDeputy::start(&[]).await);

@@ -13,7 +13,7 @@ use deputy::llm::openai::{OpenAiConfig, OpenAiProvider};
 use deputy::llm::{HttpTimeouts, LlmErrorKind, Provider, StopReason, StreamEvent, Usage};
 use serde_json::{Value, json};
 
-use super::{restarts, retrying, run, short_idle, simple_request, text_deltas, text_of};
+use super::{restarts, retrying, run, short_idle, simple_request, text_deltas, text_of, usages};
 use crate::common::mock_llm::{self, Gate, MockLlm, MockResponse, MockUsage, usage};
 
 /// A failure the contract provokes; each dialect words it the way its wire does.
@@ -211,16 +211,6 @@ fn finished(reason: StopReason) -> StreamEvent {
 /// The message a dialect put in an HTTP error body; the error must repeat it.
 fn message_of(body: &Value) -> &str {
     body.pointer("/error/message").and_then(Value::as_str).unwrap()
-}
-
-fn usages(events: &[StreamEvent]) -> Vec<Usage> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::Usage(u) => Some(*u),
-            _ => None,
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------

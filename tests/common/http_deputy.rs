@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::watch;
 
-use super::deputy::{RecordingClient, with_store};
+use super::deputy::{RecordingClient, on_mock, with_store};
 use super::mock_llm::MockLlm;
 
 pub struct HttpDeputy {
@@ -149,17 +149,8 @@ impl HttpDeputy {
         env: &[(&str, &str)],
     ) -> Self {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
-        command
-            .args(["serve", "--http", &format!("127.0.0.1:{port}")])
-            .args(extra)
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", mock.base_url()))
-            .env("OPENAI_API_KEY", "test-key")
-            .env("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()))
-            .env("DEPUTY_MODEL", "anthropic:claude-test")
-            .env("DEPUTY_WORKSPACE", workspace.path())
-            .env("XDG_CONFIG_HOME", home.path())
-            .env_remove("DEPUTY_CONFIG")
+        command.args(["serve", "--http", &format!("127.0.0.1:{port}")]).args(extra);
+        on_mock(&mut command, &mock, workspace.path(), home.path())
             .env_remove("DEPUTY_TOKEN")
             // deputy's own info lines mark lifecycle steps (serving, draining) tests wait for.
             .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn,deputy=info".into()))
@@ -171,7 +162,7 @@ impl HttpDeputy {
         if let Some(token) = token {
             command.env("DEPUTY_TOKEN", token);
         }
-        with_store(&mut command, home.path());
+        with_store(command.as_std_mut(), home.path());
         let mut child = command.spawn().unwrap();
         let log = StderrLog::follow(child.stderr.take().unwrap());
         // Idle connections are dropped before deputy's own idle timeout (30 s) closes them, so a

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::common::deputy::with_store;
 use crate::common::file_in;
 use crate::common::mock_llm::{MockLlm, MockResponse, anthropic};
 
@@ -11,11 +12,7 @@ use crate::common::mock_llm::{MockLlm, MockResponse, anthropic};
 fn deputy(home: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_deputy"));
     command.env_remove("DEPUTY_MODEL").env_remove("DEPUTY_CONFIG").env("XDG_CONFIG_HOME", home);
-    if cfg!(feature = "session-store") {
-        command.env("DEPUTY_STORE", home.join("sessions.redb"));
-    } else {
-        command.env_remove("DEPUTY_STORE");
-    }
+    with_store(&mut command, home);
     command
 }
 

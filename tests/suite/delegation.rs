@@ -591,7 +591,7 @@ async fn the_command_line_lists_a_tree() {
     let list = |flag: &str| {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
         command.args(["sessions", "list", flag, &parent, "--json"]).env("XDG_CONFIG_HOME", stopped.home.path());
-        crate::common::deputy::with_store(&mut command, stopped.home.path());
+        crate::common::deputy::with_store(command.as_std_mut(), stopped.home.path());
         command
     };
     let output = list("--parent").output().await.unwrap();

@@ -15,6 +15,11 @@ use tokio::sync::Notify;
 
 use super::mock_llm::MockLlm;
 
+/// The stateless 2026-07-28 handshake (`server/discover`), for a client of that era.
+pub fn stateless() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
+}
+
 /// A client that records the progress notifications it receives.
 #[derive(Clone, Default)]
 pub struct RecordingClient {

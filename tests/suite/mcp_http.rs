@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, ProtocolVersion};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode};
 use rmcp::{ClientLifecycleMode, ServiceError};
 use serde_json::{Value, json};
 
-use crate::common::deputy::{RecordingClient, error_of};
+use crate::common::deputy::{RecordingClient, error_of, stateless};
 use crate::common::http_deputy::{HttpDeputy, free_port};
 use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
@@ -28,7 +28,7 @@ async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
 #[tokio::test]
 async fn both_protocol_eras_run_sessions_over_http() {
     let deputy = HttpDeputy::start(&[]).await;
-    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let modern = stateless();
     for (era, lifecycle) in [("2025-11-25", ClientLifecycleMode::Initialize), ("2026-07-28", modern)] {
         let client = deputy.mcp(lifecycle).await;
         assert_eq!(client.peer_info().unwrap().protocol_version.to_string(), era);
@@ -193,7 +193,7 @@ async fn unknown_routes_and_wrong_methods_answer_json() {
 #[tokio::test]
 async fn undeclared_capabilities_are_method_not_found() {
     let deputy = HttpDeputy::start(&[]).await;
-    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let modern = stateless();
     for lifecycle in [ClientLifecycleMode::Initialize, modern] {
         let client = deputy.mcp(lifecycle).await;
         let capabilities = client.peer_info().unwrap().capabilities.clone();

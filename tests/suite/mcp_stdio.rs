@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use rmcp::ClientLifecycleMode;
 use rmcp::model::ProtocolVersion;
 use serde_json::json;
 
-use crate::common::deputy::TestDeputy;
+use crate::common::deputy::{TestDeputy, stateless};
 use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, anthropic, openai};
 use crate::common::scenarios::{cancelled_turn, capped_log_read};
@@ -264,10 +263,7 @@ async fn a_cancelled_call_interrupts_its_turn() {
 
 #[tokio::test]
 async fn a_2026_07_28_client_gets_the_same_tools_and_results() {
-    let deputy = TestDeputy::start_with(ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    })
-    .await;
+    let deputy = TestDeputy::start_with(stateless()).await;
     let info = deputy.client.peer_info().expect("server info");
     assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
     assert_eq!(

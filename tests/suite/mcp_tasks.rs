@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::Notify;
 
-use crate::common::deputy::{deputy_serve, ok_tool};
+use crate::common::deputy::{deputy_serve, ok_tool, stateless};
 use crate::common::http_deputy::HttpDeputy;
 use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockLlm, MockResponse, anthropic};
@@ -241,7 +241,7 @@ async fn after_a_restart_the_task_is_unknown_and_session_read_has_the_turn() {
 async fn over_stateless_http_a_task_is_followed_across_requests_and_cancelled() {
     let deputy = HttpDeputy::start(&[]).await;
     let transport = StreamableHttpClientTransport::from_uri(deputy.url("/mcp"));
-    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let modern = stateless();
     let client = Client::new(true, None).serve_with_lifecycle(transport, modern).await.expect("2026-07-28 client");
     let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["over", " http"])), 3);
     let CallToolResponse::Task(created) =

@@ -15,6 +15,11 @@ use tokio::sync::Notify;
 
 use super::mock_llm::MockLlm;
 
+/// The stateless 2026-07-28 handshake (`server/discover`), for a client of that era.
+pub fn stateless() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
+}
+
 /// A client that records the progress notifications it receives.
 #[derive(Clone, Default)]
 pub struct RecordingClient {
@@ -140,8 +145,23 @@ pub fn deputy_serve(
     home: &std::path::Path,
 ) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
+    command.args(["serve", "--no-daemon"]);
+    on_mock(&mut command, mock, workspace, home)
+        .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn".into()));
+    with_store(command.as_std_mut(), home);
     command
-        .args(["serve", "--no-daemon"])
+}
+
+/// Points a deputy command's providers (`anthropic` and `openai`) at `mock`, with the default
+/// model `anthropic:claude-test`, its workspace at `workspace` and its config home at `home`
+/// (no `DEPUTY_CONFIG` from the environment).
+pub fn on_mock<'a>(
+    command: &'a mut tokio::process::Command,
+    mock: &MockLlm,
+    workspace: &std::path::Path,
+    home: &std::path::Path,
+) -> &'a mut tokio::process::Command {
+    command
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", mock.base_url()))
         .env("OPENAI_API_KEY", "test-key")
@@ -150,13 +170,10 @@ pub fn deputy_serve(
         .env("DEPUTY_WORKSPACE", workspace)
         .env("XDG_CONFIG_HOME", home)
         .env_remove("DEPUTY_CONFIG")
-        .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn".into()));
-    with_store(&mut command, home);
-    command
 }
 
 /// Points a deputy command at a store under `home`, in builds that have one.
-pub fn with_store(command: &mut tokio::process::Command, home: &std::path::Path) {
+pub fn with_store(command: &mut std::process::Command, home: &std::path::Path) {
     if cfg!(feature = "session-store") {
         command.env("DEPUTY_STORE", home.join("sessions.redb"));
     } else {
@@ -222,6 +239,13 @@ impl TestDeputy {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
+}
+
+/// The tool results the model received in request `index`: the content of its last message.
+pub fn tool_results(deputy: &TestDeputy, index: usize) -> Vec<Value> {
+    let requests = deputy.mock.requests();
+    let messages = requests[index].body["messages"].as_array().unwrap().clone();
+    messages.last().unwrap()["content"].as_array().unwrap().clone()
 }
 
 impl TestDeputy {

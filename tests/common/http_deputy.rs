@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::watch;
 
-use super::deputy::{RecordingClient, with_store};
+use super::deputy::{RecordingClient, on_mock, with_store};
 use super::mock_llm::MockLlm;
 
 pub struct HttpDeputy {
@@ -27,6 +27,11 @@ pub struct HttpDeputy {
     pub home: TempDir,
     /// Everything the child logs, so a test can wait for a lifecycle step instead of sleeping.
     pub log: StderrLog,
+}
+
+/// A JSON-RPC request: `{"jsonrpc": "2.0", "id": id, "method": method, "params": params}`.
+pub fn rpc_request(id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 /// A port nothing listens on right now.
@@ -95,6 +100,22 @@ impl HttpDeputy {
         (status, response.json().await.unwrap_or(serde_json::Value::Null))
     }
 
+    /// `POST /rpc` with `frame` as the JSON body (a request, a batch, or any bytes at all): the
+    /// status and the body as it came.
+    pub async fn rpc_raw(&self, frame: impl Into<reqwest::Body>) -> reqwest::Result<(u16, Vec<u8>)> {
+        let request = self.http.post(self.url("/rpc")).header("content-type", "application/json");
+        let response = request.body(frame).send().await?;
+        let status = response.status().as_u16();
+        Ok((status, response.bytes().await?.to_vec()))
+    }
+
+    /// `POST /rpc` of one JSON-RPC request or a batch: the status and the answer (`null` when
+    /// there is none, as for notifications).
+    pub async fn rpc(&self, frame: &serde_json::Value) -> (u16, serde_json::Value) {
+        let (status, body) = self.rpc_raw(frame.to_string()).await.unwrap();
+        (status, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
+    }
+
     /// An rmcp client on `/mcp` presenting `token` (whatever [`HttpDeputy::token`] is).
     pub async fn mcp_as(&self, token: &str) -> RunningService<RoleClient, RecordingClient> {
         let config = StreamableHttpClientTransportConfig::with_uri(self.url("/mcp")).auth_header(token.to_owned());
@@ -128,17 +149,8 @@ impl HttpDeputy {
         env: &[(&str, &str)],
     ) -> Self {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
-        command
-            .args(["serve", "--http", &format!("127.0.0.1:{port}")])
-            .args(extra)
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", mock.base_url()))
-            .env("OPENAI_API_KEY", "test-key")
-            .env("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()))
-            .env("DEPUTY_MODEL", "anthropic:claude-test")
-            .env("DEPUTY_WORKSPACE", workspace.path())
-            .env("XDG_CONFIG_HOME", home.path())
-            .env_remove("DEPUTY_CONFIG")
+        command.args(["serve", "--http", &format!("127.0.0.1:{port}")]).args(extra);
+        on_mock(&mut command, &mock, workspace.path(), home.path())
             .env_remove("DEPUTY_TOKEN")
             // deputy's own info lines mark lifecycle steps (serving, draining) tests wait for.
             .env("RUST_LOG", std::env::var("DEPUTY_TEST_LOG").unwrap_or_else(|_| "warn,deputy=info".into()))
@@ -150,7 +162,7 @@ impl HttpDeputy {
         if let Some(token) = token {
             command.env("DEPUTY_TOKEN", token);
         }
-        with_store(&mut command, home.path());
+        with_store(command.as_std_mut(), home.path());
         let mut child = command.spawn().unwrap();
         let log = StderrLog::follow(child.stderr.take().unwrap());
         // Idle connections are dropped before deputy's own idle timeout (30 s) closes them, so a

@@ -63,6 +63,14 @@ impl MockLlm {
         self.shared.queue.lock().unwrap().push_back(response);
     }
 
+    /// Queues `response` held before its chunk `chunk` until the returned gate opens (for ever,
+    /// if it never does).
+    pub fn push_held(&self, response: MockResponse, chunk: usize) -> Gate {
+        let gate = Gate::new();
+        self.push(response.pause_before_chunk(chunk, gate.clone()));
+        gate
+    }
+
     /// Answers requests with `responder` once the queue is empty.
     pub fn respond_with(&self, responder: impl Fn(&RecordedRequest) -> MockResponse + Send + Sync + 'static) {
         *self.shared.responder.lock().unwrap() = Some(Box::new(responder));
@@ -372,6 +380,20 @@ pub fn usage(input: u64, output: u64) -> MockUsage {
 
 const DEFAULT_USAGE: MockUsage = MockUsage { input: 12, output: 5, cache_read: 0, cache_creation: 0 };
 
+/// A wire module's `text` and `tool_calls`: its `text_with_usage` and `tool_calls_with_usage`
+/// with the default usage.
+macro_rules! with_default_usage {
+    () => {
+        pub fn text(chunks: &[&str]) -> Vec<String> {
+            text_with_usage(chunks, super::DEFAULT_USAGE)
+        }
+
+        pub fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
+            tool_calls_with_usage(text, calls, super::DEFAULT_USAGE)
+        }
+    };
+}
+
 /// Splits `text` into `parts` pieces at character boundaries (some may be empty for tiny
 /// inputs, but there are always `parts` of them), to stream tool arguments in fragments.
 pub fn fragments(text: &str, parts: usize) -> Vec<String> {
@@ -385,7 +407,7 @@ pub mod anthropic {
     use serde_json::{Value, json};
 
     use super::MockUsage;
-    use super::{DEFAULT_USAGE, fragments};
+    use super::fragments;
 
     pub fn event(name: &str, data: Value) -> String {
         format!("event: {name}\ndata: {data}\n\n")
@@ -463,9 +485,7 @@ pub mod anthropic {
         event("error", json!({"type": "error", "error": {"type": error_type, "message": message}}))
     }
 
-    pub fn text(chunks: &[&str]) -> Vec<String> {
-        text_with_usage(chunks, DEFAULT_USAGE)
-    }
+    with_default_usage!();
 
     pub fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
         let mut out = vec![message_start(usage)];
@@ -473,10 +493,6 @@ pub mod anthropic {
         out.push(message_delta("end_turn", usage.output));
         out.push(message_stop());
         out
-    }
-
-    pub fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
-        tool_calls_with_usage(text, calls, DEFAULT_USAGE)
     }
 
     pub fn tool_calls_with_usage(
@@ -509,7 +525,7 @@ pub mod openai {
     use serde_json::{Value, json};
 
     use super::MockUsage;
-    use super::{DEFAULT_USAGE, fragments};
+    use super::fragments;
 
     pub fn data(value: Value) -> String {
         format!("data: {value}\n\n")
@@ -549,9 +565,7 @@ pub mod openai {
         data(json!({"error": {"message": message, "type": error_type, "param": null, "code": code}}))
     }
 
-    pub fn text(chunks: &[&str]) -> Vec<String> {
-        text_with_usage(chunks, DEFAULT_USAGE)
-    }
+    with_default_usage!();
 
     pub fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
         let mut out = vec![delta(json!({"role": "assistant", "content": ""}))];
@@ -563,10 +577,6 @@ pub mod openai {
     }
 
     /// Each call: a first fragment with id, name and `""`, then the arguments in two pieces.
-    pub fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
-        tool_calls_with_usage(text, calls, DEFAULT_USAGE)
-    }
-
     pub fn tool_calls_with_usage(
         text: Option<&str>,
         calls: &[(&str, &str, Value)],

@@ -11,15 +11,12 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { Report, assert, deputyEnv, serveArgs, startMockLlm, DEPUTY } from "./lib.mjs";
+import { Report, assert, deadline, deputyEnv, serveArgs, startMockLlm, DEPUTY } from "./lib.mjs";
 
 const inspector = join(process.env.INSPECTOR_DIR ?? "", "node_modules/.bin/inspector");
 const TOOL_ERROR_EXIT = 5; // the Inspector's exit code for a result with isError: true
 
-setTimeout(() => {
-  console.log("FAIL: the whole run took over 180 s");
-  process.exit(1);
-}, 180_000).unref();
+deadline(180);
 
 const report = new Report("inspector");
 const mock = await startMockLlm();

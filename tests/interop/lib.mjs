@@ -159,6 +159,14 @@ export class Report {
   }
 }
 
+/** Fails the whole run, rather than let it hang, once it has taken over `seconds`. */
+export function deadline(seconds) {
+  setTimeout(() => {
+    console.log(`FAIL: the whole run took over ${seconds} s`);
+    process.exit(1);
+  }, seconds * 1000).unref();
+}
+
 export function assert(condition, message) {
   if (!condition) throw new Error(message);
 }

@@ -30,8 +30,7 @@ async fn archive_races_20_rounds_of_1000_turns_racing_one_archive() {
 }
 
 async fn archive_races() {
-    let seed = seed();
-    eprintln!("reliability: archive races: seed {seed}");
+    let seed = seed("archive races");
     let mut rng = fastrand::Rng::with_seed(seed);
     let started = Instant::now();
     let mut deputy = HttpDeputy::start(ARGS).await;

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 use super::DEADLINE;
 use crate::common::deputy::{TestDeputy, error_of};
 use crate::common::http_deputy::HttpDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
 
 /// What one contender saw.
@@ -40,6 +41,18 @@ async fn tally(
     (won, busy, other)
 }
 
+/// Waits (within the deadline) for every contender's outcome; exactly one won and every other
+/// one was told `SESSION_BUSY`. Returns (winners, busy).
+async fn one_winner(outcomes: mpsc::UnboundedReceiver<Outcome>, total: usize, gate: &Gate) -> (usize, usize) {
+    let (won, busy, other) = tokio::time::timeout(DEADLINE, tally(outcomes, total, gate)).await.expect("bounded");
+    assert_eq!(
+        (won, busy, other.as_slice()),
+        (1, total - 1, &[][..] as &[String]),
+        "one winner, the rest SESSION_BUSY"
+    );
+    (won, busy)
+}
+
 #[tokio::test]
 async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
     const N: usize = 1000;
@@ -47,8 +60,7 @@ async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
     let deputy = HttpDeputy::start(&["--max-connections", "2000"]).await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
     let id = deputy.create_session("hi").await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["the", " winner"])).pause_before_chunk(2, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["the", " winner"])), 2);
 
     let started = Instant::now();
     let (report, outcomes) = mpsc::unbounded_channel();
@@ -72,16 +84,10 @@ async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
             report.send(outcome).unwrap();
         });
     }
-    let (won, busy, other) = tokio::time::timeout(DEADLINE, tally(outcomes, N, &gate)).await.expect("bounded");
+    let (won, busy) = one_winner(outcomes, N, &gate).await;
     let elapsed = started.elapsed();
-    assert_eq!(
-        (won, busy, other.as_slice()),
-        (1, N - 1, &[][..] as &[String]),
-        "one winner, the rest SESSION_BUSY"
-    );
 
-    let read: Value =
-        deputy.http.get(deputy.url(&format!("/v1/sessions/{id}"))).send().await.unwrap().json().await.unwrap();
+    let (_, read) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}"), None).await;
     assert_eq!((read["state"]["turns"].as_u64(), read["state"]["status"].as_str()), (Some(2), Some("idle")));
     assert_eq!(deputy.mock.requests().len(), 2, "only the winner reached the model");
     eprintln!(
@@ -96,9 +102,8 @@ async fn busy_200_mcp_stdio_turns_on_one_session_have_exactly_one_winner() {
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
     let created = deputy.ok("session_create", json!({"prompt": "hi"})).await;
-    let id = created["session_id"].as_str().unwrap().to_owned();
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["the", " winner"])).pause_before_chunk(2, gate.clone()));
+    let id = id_of(&created);
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["the", " winner"])), 2);
 
     let started = Instant::now();
     let (report, outcomes) = mpsc::unbounded_channel();
@@ -122,13 +127,8 @@ async fn busy_200_mcp_stdio_turns_on_one_session_have_exactly_one_winner() {
             report.send(outcome).unwrap();
         });
     }
-    let (won, busy, other) = tokio::time::timeout(DEADLINE, tally(outcomes, N, &gate)).await.expect("bounded");
+    let (won, busy) = one_winner(outcomes, N, &gate).await;
     let elapsed = started.elapsed();
-    assert_eq!(
-        (won, busy, other.as_slice()),
-        (1, N - 1, &[][..] as &[String]),
-        "one winner, the rest SESSION_BUSY"
-    );
     let read = deputy.ok("session_read", json!({"session_id": id})).await;
     assert_eq!((read["state"]["turns"].as_u64(), read["state"]["status"].as_str()), (Some(2), Some("idle")));
     eprintln!(

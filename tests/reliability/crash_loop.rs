@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::{DEADLINE, seed};
 use crate::common::deputy::TestDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
 
 const ROUNDS: usize = 30;
@@ -39,8 +40,7 @@ async fn crash_loop_kill_9_at_random_moments_loses_no_acknowledged_turn() {
 }
 
 async fn crash_loop() {
-    let seed = seed();
-    eprintln!("reliability: crash loop: seed {seed} (DEPUTY_RELIABILITY_SEED={seed} replays it)");
+    let seed = seed("crash loop");
     let mut rng = fastrand::Rng::with_seed(seed);
     let started = Instant::now();
     let mut deputy = TestDeputy::start().await;
@@ -51,7 +51,7 @@ async fn crash_loop() {
     for n in 0..3 {
         deputy.mock.push(MockResponse::sse(anthropic::text(&[&format!("created {n}")])));
         let created = deputy.ok("session_create", json!({"prompt": format!("session {n}")})).await;
-        let id = created["session_id"].as_str().unwrap().to_owned();
+        let id = id_of(&created);
         acked.insert(id.clone(), vec![format!("created {n}")]);
         sessions.push(id);
     }

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::seed;
 use crate::common::http_deputy::HttpDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
 const SESSIONS: usize = 20_000;
@@ -32,8 +33,7 @@ async fn hibernation_20000_sessions_of_50_kb_stay_under_200_mib_and_all_answer()
 }
 
 async fn hibernation() {
-    let seed = seed();
-    eprintln!("reliability: hibernation: seed {seed}");
+    let seed = seed("hibernation");
     let started = Instant::now();
     // The defaults: max_live_sessions 1,000, idle_unload_secs 600, the store's page cache.
     let deputy = Arc::new(HttpDeputy::start(&[]).await);
@@ -63,7 +63,7 @@ async fn hibernation() {
                 if n % 1000 == 999 {
                     deputy.mock.forget_requests();
                 }
-                body["session_id"].as_str().unwrap().to_owned()
+                id_of(&body)
             }
         })
         .buffered(CONCURRENCY)
@@ -126,7 +126,7 @@ async fn hibernation() {
         let query = cursor.as_ref().map_or(String::new(), |c| format!("&cursor={c}"));
         let page: Value = get(&deputy, &format!("/v1/sessions?limit=500{query}")).await;
         for session in page["sessions"].as_array().unwrap() {
-            listed.insert(session["session_id"].as_str().unwrap().to_owned());
+            listed.insert(id_of(session));
         }
         match page["next_cursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),

@@ -72,8 +72,7 @@ async fn run(stall: bool) -> (u64, u64) {
     // runs; a 6 MiB body is refused by its size.
     let batch: Vec<Value> =
         (0..40_000).map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "session/list"})).collect();
-    let refused: Value =
-        deputy.http.post(deputy.url("/rpc")).json(&batch).send().await.unwrap().json().await.unwrap();
+    let (_, refused) = deputy.rpc(&Value::Array(batch)).await;
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
     let huge = vec![b' '; 6 << 20];
     // Its own connection: the server refuses before reading the body and closes the
@@ -120,15 +119,8 @@ async fn run(stall: bool) -> (u64, u64) {
         });
         (None, Some(drain))
     };
-    let read: Value = deputy
-        .http
-        .get(deputy.url(&format!("/v1/sessions/{id}?wait_ms=120000")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, read) =
+        deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}?wait_ms=120000"), None).await;
     assert_eq!(
         (read["state"]["turns"].as_u64(), read["state"]["status"].as_str()),
         (Some(2), Some("idle")),

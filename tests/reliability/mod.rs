@@ -13,8 +13,13 @@ use std::time::Duration;
 /// Every scenario's overall deadline: a test fails rather than hang.
 pub const DEADLINE: Duration = Duration::from_secs(300);
 
-/// A seed for a scenario's randomness: `DEPUTY_RELIABILITY_SEED` if set (to replay a run),
-/// else fresh; the test prints it.
-pub fn seed() -> u64 {
-    std::env::var("DEPUTY_RELIABILITY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| fastrand::u64(..))
+/// A seed for `scenario`'s randomness: `DEPUTY_RELIABILITY_SEED` if set (to replay a run),
+/// else fresh; printed with how to replay it.
+pub fn seed(scenario: &str) -> u64 {
+    let seed = std::env::var("DEPUTY_RELIABILITY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("reliability: {scenario}: seed {seed} (DEPUTY_RELIABILITY_SEED={seed} replays it)");
+    seed
 }

@@ -10,7 +10,8 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
 
 use crate::common::deputy::{TestDeputy, error_of};
-use crate::common::http_deputy::HttpDeputy;
+use crate::common::http_deputy::{HttpDeputy, rpc_request};
+use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
 const CASES: u32 = 256;
@@ -178,17 +179,9 @@ fn check_answer(answer: &Value) -> Result<(), TestCaseError> {
 }
 
 /// POSTs a raw frame to `/rpc` and checks every answer in it.
-async fn rpc(deputy: &HttpDeputy, body: Vec<u8>) -> Result<(), TestCaseError> {
-    let response = deputy
-        .http
-        .post(deputy.url("/rpc"))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .map_err(|err| TestCaseError::fail(format!("no answer: {err}")))?;
-    let status = response.status().as_u16();
-    let bytes = response.bytes().await.map_err(|err| TestCaseError::fail(err.to_string()))?;
+async fn check_frame(deputy: &HttpDeputy, body: Vec<u8>) -> Result<(), TestCaseError> {
+    let (status, bytes) =
+        deputy.rpc_raw(body).await.map_err(|err| TestCaseError::fail(format!("no answer: {err}")))?;
     if status == 204 {
         prop_assert!(bytes.is_empty());
         return Ok(());
@@ -216,23 +209,28 @@ fn feed(mock: &crate::common::mock_llm::MockLlm) {
     }
 }
 
+/// `deputy serve --http`, its model answering every turn the cases start.
+fn http_deputy(rt: &tokio::runtime::Runtime) -> HttpDeputy {
+    let deputy = rt.block_on(HttpDeputy::start(&[]));
+    feed(&deputy.mock);
+    deputy
+}
+
+/// Prints a test's figure: `CASES` `what`, every one answered with a code.
+fn report(what: &str, started: Instant) {
+    eprintln!(
+        "reliability: properties: {CASES} {what}, every one answered with a code, no panic; {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 #[test]
 fn properties_every_tools_arguments_over_jsonrpc_are_answered_with_a_code() {
     let rt = runtime();
     let started = Instant::now();
-    let deputy = rt.block_on(HttpDeputy::start(&[]));
-    feed(&deputy.mock);
-    let created: Value = rt.block_on(async {
-        let answer = deputy
-            .http
-            .post(deputy.url("/rpc"))
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": {"prompt": "hi"}}))
-            .send()
-            .await
-            .unwrap();
-        answer.json().await.unwrap()
-    });
-    let id = created["result"]["session_id"].as_str().unwrap().to_owned();
+    let deputy = http_deputy(&rt);
+    let (_, created) = rt.block_on(deputy.rpc(&rpc_request(1, "session/create", json!({"prompt": "hi"}))));
+    let id = id_of(&created["result"]);
     let strategy = (arguments(), any::<bool>()).prop_filter("harmless", |((_, arguments), _)| match arguments {
         Arguments::Arbitrary(v) | Arguments::Replace(_, v) | Arguments::Add(_, v) => harmless(v),
         Arguments::Remove(_) => true,
@@ -242,23 +240,19 @@ fn properties_every_tools_arguments_over_jsonrpc_are_answered_with_a_code() {
             let params = build(TOOLS[tool].0, &id, &arguments);
             // Params by position are refused (-32602) whatever they hold.
             let params = if positional { json!([params]) } else { params };
-            let frame = json!({"jsonrpc": "2.0", "id": 7, "method": TOOLS[tool].1, "params": params});
-            rt.block_on(rpc(&deputy, frame.to_string().into_bytes()))
+            let frame = rpc_request(7, TOOLS[tool].1, params);
+            rt.block_on(check_frame(&deputy, frame.to_string().into_bytes()))
         })
         .unwrap();
     alive(&rt, &deputy);
-    eprintln!(
-        "reliability: properties: {CASES} cases of the tools' arguments over JSON-RPC, every one answered with a code, no panic; {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    report("cases of the tools' arguments over JSON-RPC", started);
 }
 
 #[test]
 fn properties_raw_jsonrpc_frames_are_answered_with_a_code() {
     let rt = runtime();
     let started = Instant::now();
-    let deputy = rt.block_on(HttpDeputy::start(&[]));
-    feed(&deputy.mock);
+    let deputy = http_deputy(&rt);
     let frame =
         prop_oneof![
             proptest::collection::vec(any::<u8>(), 0..256),
@@ -271,12 +265,9 @@ fn properties_raw_jsonrpc_frames_are_answered_with_a_code() {
             proptest::collection::vec(json_value().prop_filter("harmless", harmless), 0..8)
                 .prop_map(|v| Value::Array(v).to_string().into_bytes()),
         ];
-    runner().run(&frame, |bytes| rt.block_on(rpc(&deputy, bytes))).unwrap();
+    runner().run(&frame, |bytes| rt.block_on(check_frame(&deputy, bytes))).unwrap();
     alive(&rt, &deputy);
-    eprintln!(
-        "reliability: properties: {CASES} raw JSON-RPC frames (bytes, JSON, requests, batches), every one answered with a code, no panic; {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    report("raw JSON-RPC frames (bytes, JSON, requests, batches)", started);
 }
 
 #[test]
@@ -285,10 +276,7 @@ fn properties_every_tools_arguments_over_mcp_stdio_are_answered_with_a_code() {
     let started = Instant::now();
     let deputy = rt.block_on(TestDeputy::start());
     feed(&deputy.mock);
-    let id = rt.block_on(deputy.ok("session_create", json!({"prompt": "hi"})))["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = id_of(&rt.block_on(deputy.ok("session_create", json!({"prompt": "hi"}))));
     let strategy = arguments().prop_filter("harmless and an object", |(_, arguments)| match arguments {
         Arguments::Arbitrary(v) => v.is_object() && harmless(v),
         Arguments::Replace(_, v) | Arguments::Add(_, v) => harmless(v),
@@ -315,10 +303,7 @@ fn properties_every_tools_arguments_over_mcp_stdio_are_answered_with_a_code() {
         .unwrap();
     let read = rt.block_on(deputy.ok("session_read", json!({"session_id": id})));
     assert!(read["state"]["status"].is_string());
-    eprintln!(
-        "reliability: properties: {CASES} cases of the tools' arguments over MCP stdio, every one answered with a code, no panic; {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    report("cases of the tools' arguments over MCP stdio", started);
 }
 
 /// The server still answers and its process still runs.

@@ -112,41 +112,42 @@ async fn turn(deputy: &HttpDeputy, id: &str, prompt: &str) -> Result<bool, Strin
 static OUTCOMES: std::sync::Mutex<BTreeMap<String, Option<String>>> = std::sync::Mutex::new(BTreeMap::new());
 
 async fn turn_on(http: &reqwest::Client, base: &str, id: &str, prompt: &str) -> Result<bool, String> {
-    let response = http
-        .post(format!("{base}/v1/sessions/{id}/turns"))
-        .json(&json!({"prompt": prompt, "wait_ms": 600_000}))
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.unwrap();
-    let outcome = match (status, body["status"].as_str(), body["code"].as_str()) {
-        (200, Some("completed"), _) => true,
-        (200, Some("failed"), _) | (_, _, Some("AGENT_ERROR")) => false,
-        _ => return Err(format!("{status} {body}")),
-    };
-    let text = outcome.then(|| body["text"].as_str().unwrap_or_default().to_owned());
-    OUTCOMES.lock().unwrap().insert(prompt.to_owned(), text);
-    Ok(outcome)
+    let url = format!("{base}/v1/sessions/{id}/turns");
+    let (_, completed) = answered(http, url, prompt, json!({"prompt": prompt, "wait_ms": 600_000}), 200).await?;
+    Ok(completed)
 }
 
 async fn create(deputy: &HttpDeputy, model: &str, tag: &str) -> String {
-    let response = deputy
-        .http
-        .post(deputy.url("/v1/sessions"))
-        .json(&json!({"prompt": format!("hello {tag}"), "model": model, "wait_ms": 600_000}))
-        .send()
+    let prompt = format!("hello {tag}");
+    let body = json!({"prompt": prompt, "model": model, "wait_ms": 600_000});
+    let (body, _) = answered(&deputy.http, deputy.url("/v1/sessions"), &prompt, body, 201)
         .await
-        .unwrap();
+        .unwrap_or_else(|answer| panic!("create answered {answer}"));
+    body["session_id"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned()
+}
+
+/// POSTs a turn's `request` (`prompt` its prompt) to `url` and records its outcome: the answer
+/// and whether the turn completed, for a turn that completed or failed (`success` is the
+/// status of an answered turn; an `AGENT_ERROR` is a failed one), else the status and body.
+async fn answered(
+    http: &reqwest::Client,
+    url: String,
+    prompt: &str,
+    request: Value,
+    success: u16,
+) -> Result<(Value, bool), String> {
+    let response = http.post(url).json(&request).send().await.unwrap();
     let status = response.status().as_u16();
     let body: Value = response.json().await.unwrap();
-    let text = match (status, body["status"].as_str(), body["code"].as_str()) {
-        (201, Some("completed"), _) => Some(body["text"].as_str().unwrap_or_default().to_owned()),
-        (201, Some("failed"), _) | (_, _, Some("AGENT_ERROR")) => None,
-        _ => panic!("create answered {status} {body}"),
+    let completed = match (status, body["status"].as_str(), body["code"].as_str()) {
+        (answered, Some("completed"), _) if answered == success => true,
+        (answered, Some("failed"), _) if answered == success => false,
+        (_, _, Some("AGENT_ERROR")) => false,
+        _ => return Err(format!("{status} {body}")),
     };
-    OUTCOMES.lock().unwrap().insert(format!("hello {tag}"), text);
-    body["session_id"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned()
+    let text = completed.then(|| body["text"].as_str().unwrap_or_default().to_owned());
+    OUTCOMES.lock().unwrap().insert(prompt.to_owned(), text);
+    Ok((body, completed))
 }
 
 /// A session is usable when a turn completes; a random fault may fail a few in a row.

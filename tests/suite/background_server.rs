@@ -9,14 +9,16 @@ use std::time::{Duration, Instant};
 
 use rmcp::ClientLifecycleMode;
 use rmcp::RoleClient;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
-use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use crate::common::deputy::{RecordingClient, connect};
 use crate::common::http_deputy::HttpDeputy;
-use crate::common::mock_llm::{Gate, MockLlm, MockResponse, anthropic, openai};
+use crate::common::id_of;
+use crate::common::mock_llm::{MockLlm, MockResponse, anthropic, openai};
+use crate::common::scenarios::cancelled_turn;
 
 /// Far longer than anything here takes; only a hang reaches it.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -28,6 +30,8 @@ struct Background {
     runtime: TempDir,
     /// The store, its log, and an empty config home.
     home: TempDir,
+    /// The directory [`Background::who`]'s clients start in.
+    project: TempDir,
 }
 
 /// A `deputy serve` process attached to the background server, with an rmcp client on its stdio.
@@ -49,7 +53,13 @@ impl Background {
             mock: MockLlm::start().await,
             runtime: tempfile::tempdir().unwrap(),
             home: tempfile::tempdir().unwrap(),
+            project: tempfile::tempdir().unwrap(),
         }
+    }
+
+    /// The usual client: in the project directory, on the mock's `anthropic:claude-test`.
+    fn who(&self) -> Who<'_> {
+        Who { dir: self.project.path(), model: "anthropic:claude-test", key: "k" }
     }
 
     fn store(&self) -> PathBuf {
@@ -155,10 +165,6 @@ impl Client {
     }
 }
 
-fn id_of(result: &Value) -> String {
-    result["session_id"].as_str().unwrap().to_owned()
-}
-
 #[tokio::test]
 async fn two_clients_from_two_projects_keep_their_own_defaults_and_share_the_sessions() {
     let bg = Background::new().await;
@@ -212,10 +218,8 @@ async fn two_clients_from_two_projects_keep_their_own_defaults_and_share_the_ses
 #[tokio::test]
 async fn a_client_killed_mid_turn_leaves_the_turn_to_the_next_client() {
     let bg = Background::new().await;
-    let dir = tempfile::tempdir().unwrap();
-    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
-    let gate = Gate::new();
-    bg.mock.push(MockResponse::sse(anthropic::text(&["finished", " anyway"])).pause_before_chunk(1, gate.clone()));
+    let who = bg.who();
+    let gate = bg.mock.push_held(MockResponse::sse(anthropic::text(&["finished", " anyway"])), 1);
 
     let mut first = bg.client(&who, &[]).await;
     // The call is in flight, its turn paused inside the model's answer, when the client dies.
@@ -244,21 +248,11 @@ async fn a_client_killed_mid_turn_leaves_the_turn_to_the_next_client() {
 #[tokio::test]
 async fn a_cancelled_call_still_interrupts_its_turn_through_the_relay() {
     let bg = Background::new().await;
-    let dir = tempfile::tempdir().unwrap();
-    let client = bg.client(&Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" }, &[]).await;
+    let client = bg.client(&bg.who(), &[]).await;
     bg.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
     let id = id_of(&client.ok("session_create", json!({"prompt": "hi"})).await);
 
-    let never = Gate::new();
-    bg.mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, never.clone()));
-    let arguments = json!({"session_id": id, "prompt": "long"}).as_object().unwrap().clone();
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-        CallToolRequestParams::new("session_turn").with_arguments(arguments),
-    ));
-    let handle =
-        client.service.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
-    bg.mock.wait_for_requests(2).await;
-    handle.cancel(Some("user pressed stop".into())).await.unwrap();
+    cancelled_turn(&bg.mock, client.service.peer(), &id, "long", "user pressed stop").await;
 
     let read = client.ok("session_read", json!({"session_id": id, "wait_ms": 30_000})).await;
     assert_eq!(read["state"]["last_turn"]["status"], "cancelled", "{read}");
@@ -268,8 +262,7 @@ async fn a_cancelled_call_still_interrupts_its_turn_through_the_relay() {
 #[tokio::test]
 async fn five_parallel_one_call_processes_all_succeed() {
     let bg = Background::new().await;
-    let dir = tempfile::tempdir().unwrap();
-    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
+    let who = bg.who();
     for _ in 0..5 {
         bg.mock.push(MockResponse::sse(anthropic::text(&["done"])));
     }
@@ -304,10 +297,8 @@ async fn five_parallel_one_call_processes_all_succeed() {
 #[tokio::test]
 async fn the_server_exits_when_idle_but_never_while_a_turn_runs() {
     let bg = Background::new().await;
-    let dir = tempfile::tempdir().unwrap();
-    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
-    let gate = Gate::new();
-    bg.mock.push(MockResponse::sse(anthropic::text(&["late", " answer"])).pause_before_chunk(1, gate.clone()));
+    let who = bg.who();
+    let gate = bg.mock.push_held(MockResponse::sse(anthropic::text(&["late", " answer"])), 1);
 
     let client = bg.client(&who, &["--idle-exit-secs", "1"]).await;
     let created = client.ok("session_create", json!({"prompt": "slow", "wait_ms": 100})).await;
@@ -338,8 +329,7 @@ async fn the_server_exits_when_idle_but_never_while_a_turn_runs() {
 #[tokio::test]
 async fn a_killed_server_is_replaced_by_the_next_client_and_no_completed_turn_is_lost() {
     let bg = Background::new().await;
-    let dir = tempfile::tempdir().unwrap();
-    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
+    let who = bg.who();
     let mut first = bg.client(&who, &[]).await;
     bg.mock.push(MockResponse::sse(anthropic::text(&["one"])));
     let id = id_of(&first.ok("session_create", json!({"prompt": "first"})).await);
@@ -391,8 +381,7 @@ async fn a_stdio_client_on_a_store_an_http_server_holds_is_told_what_to_do() {
 #[tokio::test]
 async fn max_live_sessions_reaches_the_background_server_and_unloaded_sessions_continue() {
     let bg = Background::new().await;
-    let dir = tempfile::tempdir().unwrap();
-    let who = Who { dir: dir.path(), model: "anthropic:claude-test", key: "k" };
+    let who = bg.who();
     let client = bg.client(&who, &["--max-live-sessions", "2"]).await;
     let mut ids = Vec::new();
     for n in 0..3 {

@@ -1,17 +1,12 @@
 //! End to end: callback tools and approvals through the `deputy` binary over stdio, driven by
 //! the rmcp client, the model being the mock LLM.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::deputy::TestDeputy;
+use crate::common::deputy::{TestDeputy, tool_results};
+use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, anthropic};
-
-/// The tool results the model received in request `index`.
-fn tool_results(deputy: &TestDeputy, index: usize) -> Vec<Value> {
-    let requests = deputy.mock.requests();
-    let messages = requests[index].body["messages"].as_array().unwrap().clone();
-    messages.last().unwrap()["content"].as_array().unwrap().clone()
-}
+use crate::common::scenarios::model_writes;
 
 #[tokio::test]
 async fn two_callback_calls_of_one_step_round_trip() {
@@ -32,7 +27,7 @@ async fn two_callback_calls_of_one_step_round_trip() {
         (held["status"].as_str(), held["stop_reason"].as_str()),
         (Some("pending_tool_calls"), Some("pending_tool_calls"))
     );
-    let id = held["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&held);
     let pending = held["pending"].as_array().unwrap();
     assert_eq!(pending.len(), 2);
     assert_eq!(
@@ -87,14 +82,11 @@ async fn two_callback_calls_of_one_step_round_trip() {
 #[tokio::test]
 async fn a_denied_approval_reaches_the_model_as_an_error_and_nothing_runs() {
     let deputy = TestDeputy::start().await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "evil.txt", "content": "x"}))],
-    )));
+    model_writes(&deputy.mock, "evil.txt", "x");
     let held = deputy.ok("session_create", json!({"prompt": "write it", "approval": "always"})).await;
     assert_eq!(held["status"], "pending_tool_calls");
     assert_eq!(held["pending"][0]["kind"], "approval");
-    let id = held["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&held);
     assert!(!deputy.workspace.path().join("evil.txt").exists());
 
     deputy.mock.push(MockResponse::sse(anthropic::text(&["Fine, I won't."])));

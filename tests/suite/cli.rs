@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::common::deputy::with_store;
+use crate::common::file_in;
 use crate::common::mock_llm::{MockLlm, MockResponse, anthropic};
 
 /// `deputy` isolated from the user's config and store; its store (if the build has one) lives
@@ -10,11 +12,7 @@ use crate::common::mock_llm::{MockLlm, MockResponse, anthropic};
 fn deputy(home: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_deputy"));
     command.env_remove("DEPUTY_MODEL").env_remove("DEPUTY_CONFIG").env("XDG_CONFIG_HOME", home);
-    if cfg!(feature = "session-store") {
-        command.env("DEPUTY_STORE", home.join("sessions.redb"));
-    } else {
-        command.env_remove("DEPUTY_STORE");
-    }
+    with_store(&mut command, home);
     command
 }
 
@@ -86,9 +84,8 @@ async fn run_with_an_output_schema_prints_the_validated_json() {
 
     let mock = MockLlm::start().await;
     let home = tempfile::tempdir().unwrap();
-    let schema_file = home.path().join("schema.json");
     let schema = json!({"type": "object", "required": ["answer"], "properties": {"answer": {"type": "integer"}}});
-    std::fs::write(&schema_file, schema.to_string()).unwrap();
+    let schema_file = file_in(home.path(), "schema.json", &schema.to_string());
     let run = |retries: &str| {
         let mut command = tokio::process::Command::from(deputy(home.path()));
         command
@@ -147,8 +144,7 @@ async fn turn_with_an_output_schema_gives_that_turn_its_schema() {
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let id = stderr.lines().find_map(|line| line.strip_prefix("session ")).unwrap().to_owned();
 
-    let schema_file = home.path().join("schema.json");
-    std::fs::write(&schema_file, r#"{"type": "array", "items": {"type": "integer"}}"#).unwrap();
+    let schema_file = file_in(home.path(), "schema.json", r#"{"type": "array", "items": {"type": "integer"}}"#);
     mock.push(MockResponse::sse(openai::text(&["[42]"])));
     let mut turn = tokio::process::Command::from(deputy(home.path()));
     turn.args(["turn", &id, "the number, as a list"]).arg("--output-schema").arg(&schema_file);

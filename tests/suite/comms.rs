@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::deputy::TestDeputy;
 use crate::common::http_deputy::{HttpDeputy, free_port};
+use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, RecordedRequest, anthropic};
 
 /// How long a test waits for a conversation to settle before failing instead of hanging.
@@ -58,12 +59,8 @@ async fn two_host_sessions_converse_until_max_hops_parks_the_loop_then_idle_at_n
         json!({"prompt": prompt, "host_mode": true, "name": name, "peer_group": "duo",
                "system_prompt": format!("You are {name}.")})
     };
-    let bob = deputy.ok("session_create", create("bob", "wait for alice")).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let alice =
-        deputy.ok("session_create", create("alice", "start")).await["session_id"].as_str().unwrap().to_owned();
+    let bob = id_of(&deputy.ok("session_create", create("bob", "wait for alice")).await);
+    let alice = id_of(&deputy.ok("session_create", create("alice", "start")).await);
 
     // alice sends hop 1 to bob, bob hop 2 to alice, … alice's hop 4 handled, her answer (hop 5)
     // is parked at bob.
@@ -101,10 +98,8 @@ async fn two_host_sessions_converse_until_max_hops_parks_the_loop_then_idle_at_n
 async fn session_send_reaches_a_session_by_name_in_its_peer_group_and_refuses_a_full_inbox() {
     let deputy = TestDeputy::start_with_config("[inbox]\ncapacity = 1\n").await;
     deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["noted"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi", "name": "scribe", "peer_group": "g"})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id =
+        id_of(&deputy.ok("session_create", json!({"prompt": "hi", "name": "scribe", "peer_group": "g"})).await);
     let sent =
         deputy.ok("session_send", json!({"session_id": "scribe", "peer_group": "g", "message": "note 1"})).await;
     assert_eq!((sent["session_id"].as_str(), sent["delivered"].as_str()), (Some(id.as_str()), Some("queued")));
@@ -122,7 +117,7 @@ async fn session_send_reaches_a_session_by_name_in_its_peer_group_and_refuses_a_
 async fn mail_survives_kill_9_and_is_delivered_after_the_restart() {
     let deputy = TestDeputy::start().await;
     deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["ok"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
     deputy.ok("session_send", json!({"session_id": id, "message": "do not lose me"})).await;
     let deputy = deputy.crash_and_restart().await;
     deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["ok"])));
@@ -138,26 +133,18 @@ async fn two_deputies_configured_as_each_others_peers_exchange_messages_over_mcp
     const A_TO_B: &str = "token-that-b-gives-a-0123456789";
     const B_TO_A: &str = "token-that-a-gives-b-9876543210";
     let (port_a, port_b) = (free_port(), free_port());
-    let config = |peer: &str, port: u16, accepted_subject: &str| {
-        format!(
-            "[peers.{peer}]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntoken_env = \"PEER_TOKEN\"\n\n\
-             [[auth.tokens]]\nsubject = \"{accepted_subject}\"\ntoken_env = \"ACCEPTED_TOKEN\"\nscopes = [\"sessions\"]\n"
-        )
+    // A deputy on `port` whose peer `peer` listens on `peer_port`: it presents `sends` there and
+    // accepts `accepts` from it (as subject `deputy-<peer>`).
+    let start = async |port: u16, peer: &str, peer_port: u16, sends: &str, accepts: &str| {
+        let config = format!(
+            "[peers.{peer}]\nurl = \"http://127.0.0.1:{peer_port}/mcp\"\ntoken_env = \"PEER_TOKEN\"\n\n\
+             [[auth.tokens]]\nsubject = \"deputy-{peer}\"\ntoken_env = \"ACCEPTED_TOKEN\"\nscopes = [\"sessions\"]\n"
+        );
+        let tokens = [("PEER_TOKEN", sends), ("ACCEPTED_TOKEN", accepts)];
+        HttpDeputy::start_with_config_on(port, &config, &[], &tokens).await
     };
-    let a = HttpDeputy::start_with_config_on(
-        port_a,
-        &config("b", port_b, "deputy-b"),
-        &[],
-        &[("PEER_TOKEN", A_TO_B), ("ACCEPTED_TOKEN", B_TO_A)],
-    )
-    .await;
-    let b = HttpDeputy::start_with_config_on(
-        port_b,
-        &config("a", port_a, "deputy-a"),
-        &[],
-        &[("PEER_TOKEN", B_TO_A), ("ACCEPTED_TOKEN", A_TO_B)],
-    )
-    .await;
+    let a = start(port_a, "b", port_b, A_TO_B, B_TO_A).await;
+    let b = start(port_b, "a", port_a, B_TO_A, A_TO_B).await;
     a.mock.respond_with(conversing(|_| "b:bob".to_owned()));
     b.mock.respond_with(conversing(|_| "a:alice".to_owned()));
 
@@ -200,10 +187,7 @@ async fn two_deputies_configured_as_each_others_peers_exchange_messages_over_mcp
 async fn max_auto_turns_from_the_config_stops_a_host_until_its_caller_takes_a_turn() {
     let deputy = TestDeputy::start_with_config("[inbox]\nmax_auto_turns = 1\n").await;
     deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["noted"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi", "host_mode": true})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi", "host_mode": true})).await);
     let sent = deputy.ok("session_send", json!({"session_id": id, "message": "one"})).await;
     assert_eq!(sent["delivered"], "started_turn");
     deputy.settled(&id, |view| view["state"]["turns"] == 2).await;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::deputy::TestDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, RecordedRequest, anthropic};
 
 /// How long a test waits for a tree to settle before failing instead of hanging.
@@ -64,10 +65,6 @@ fn call(step: usize, tool: &str, input: Value) -> MockResponse {
     MockResponse::sse(anthropic::tool_calls(None, &[(&format!("toolu_{step}"), tool, input)]))
 }
 
-fn id_of(value: &Value) -> String {
-    value["session_id"].as_str().unwrap_or_else(|| panic!("no session_id in {value}")).to_owned()
-}
-
 /// The ids of a `session_list` answer, sorted.
 #[cfg(feature = "session-store")]
 fn ids(list: &Value) -> Vec<String> {
@@ -91,6 +88,24 @@ async fn request_where(deputy: &TestDeputy, matches: impl Fn(&RecordedRequest) -
 /// The last request of the parent's conversation (the one with the most tool results).
 fn last_parent_request(deputy: &TestDeputy) -> RecordedRequest {
     deputy.mock.requests().into_iter().filter(is_parent).max_by_key(|request| tool_results(request).len()).unwrap()
+}
+
+/// Answers children with `answer`, held before its first chunk until the returned gate opens,
+/// and parents with `parent` of the number of tool results they have had.
+fn held_children(
+    deputy: &TestDeputy,
+    answer: &'static str,
+    parent: impl Fn(usize) -> MockResponse + Send + Sync + 'static,
+) -> Gate {
+    let held = Gate::new();
+    let gate = held.clone();
+    deputy.mock.respond_with(move |request: &RecordedRequest| {
+        if is_child(request) {
+            return MockResponse::sse(anthropic::text(&[answer])).pause_before_chunk(1, gate.clone());
+        }
+        parent(tool_results(request).len())
+    });
+    held
 }
 
 /// Parents delegate `CHILD: <task>` (with `extra` arguments) on a caller's prompt and answer
@@ -314,18 +329,11 @@ fn last_parent_request_of(deputy: &TestDeputy, prompt: &str) -> RecordedRequest 
 #[tokio::test]
 async fn interrupting_the_parent_cancels_its_running_child() {
     let deputy = TestDeputy::start().await;
-    let held = Gate::new();
-    let gate = held.clone();
-    deputy.mock.respond_with(move |request: &RecordedRequest| {
-        if is_child(request) {
-            // The child's answer never comes: it is still running when its parent is stopped.
-            return MockResponse::sse(anthropic::text(&["too late"])).pause_before_chunk(1, gate.clone());
-        }
-        match tool_results(request).len() {
-            0 => call(0, "delegate", json!({"task": "CHILD: take your time", "wait": false})),
-            1 => call(1, "wait", json!({"mode": "all", "timeout_ms": 60_000})),
-            _ => text("parent done"),
-        }
+    // The child's answer never comes: it is still running when its parent is stopped.
+    let held = held_children(&deputy, "too late", |results| match results {
+        0 => call(0, "delegate", json!({"task": "CHILD: take your time", "wait": false})),
+        1 => call(1, "wait", json!({"mode": "all", "timeout_ms": 60_000})),
+        _ => text("parent done"),
     });
     let started = deputy.ok("session_create", json!({"prompt": "PARENT: start and wait", "wait_ms": 0})).await;
     assert_eq!(started["status"], "running", "{started}");
@@ -529,17 +537,10 @@ async fn a_server_with_delegation_off_offers_no_delegation_tools() {
 async fn the_default_child_budget_applies_where_delegate_names_none() {
     let config = "[delegation]\ndefault_child_budget = { max_tokens = 500, max_tool_calls = 4 }\n";
     let deputy = TestDeputy::start_with_config(config).await;
-    let held = Gate::new();
-    let gate = held.clone();
-    deputy.mock.respond_with(move |request: &RecordedRequest| {
-        if is_child(request) {
-            // Held while the test reads the child's budget (it closes at what it used).
-            return MockResponse::sse(anthropic::text(&["small answer"])).pause_before_chunk(1, gate.clone());
-        }
-        match tool_results(request).len() {
-            0 => call(0, "delegate", json!({"task": "CHILD: small", "wait": false})),
-            _ => text("parent idle"),
-        }
+    // Held while the test reads the child's budget (it closes at what it used).
+    let held = held_children(&deputy, "small answer", |results| match results {
+        0 => call(0, "delegate", json!({"task": "CHILD: small", "wait": false})),
+        _ => text("parent idle"),
     });
     let done =
         deputy.ok("session_create", json!({"prompt": "PARENT: delegate", "budget": {"max_tokens": 10_000}})).await;
@@ -562,16 +563,9 @@ async fn the_default_child_budget_applies_where_delegate_names_none() {
 #[tokio::test]
 async fn an_interrupt_without_cascade_leaves_the_children_running() {
     let deputy = TestDeputy::start().await;
-    let held = Gate::new();
-    let gate = held.clone();
-    deputy.mock.respond_with(move |request: &RecordedRequest| {
-        if is_child(request) {
-            return MockResponse::sse(anthropic::text(&["late"])).pause_before_chunk(1, gate.clone());
-        }
-        match tool_results(request).len() {
-            0 => call(0, "delegate", json!({"task": "CHILD: slow", "wait": false})),
-            _ => text("parent idle"),
-        }
+    let held = held_children(&deputy, "late", |results| match results {
+        0 => call(0, "delegate", json!({"task": "CHILD: slow", "wait": false})),
+        _ => text("parent idle"),
     });
     let done = deputy.ok("session_create", json!({"prompt": "PARENT: start one"})).await;
     let parent = id_of(&done);
@@ -597,7 +591,7 @@ async fn the_command_line_lists_a_tree() {
     let list = |flag: &str| {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
         command.args(["sessions", "list", flag, &parent, "--json"]).env("XDG_CONFIG_HOME", stopped.home.path());
-        crate::common::deputy::with_store(&mut command, stopped.home.path());
+        crate::common::deputy::with_store(command.as_std_mut(), stopped.home.path());
         command
     };
     let output = list("--parent").output().await.unwrap();

@@ -9,7 +9,8 @@ use rmcp::ClientLifecycleMode;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use crate::common::http_deputy::HttpDeputy;
+use crate::common::http_deputy::{HttpDeputy, rpc_request};
+use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
 /// Every event of a session, paged `limit` at a time with `page(after_seq)`.
@@ -32,11 +33,10 @@ where
     }
 }
 
-async fn rpc(deputy: &HttpDeputy, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let answer: Value =
-        deputy.http.post(deputy.url("/rpc")).json(&body).send().await.unwrap().json().await.unwrap();
-    answer
+/// `POST /rpc` of `request` with `Accept: accept` (streamed answers ask for `text/event-stream`).
+async fn rpc_accepting(deputy: &HttpDeputy, accept: &str, request: &Value) -> reqwest::Response {
+    let post = deputy.http.post(deputy.url("/rpc")).header("accept", accept).json(request);
+    post.send().await.unwrap()
 }
 
 #[tokio::test]
@@ -68,8 +68,8 @@ async fn session_events_pages_the_same_journal_over_mcp_rest_and_jsonrpc() {
     let jsonrpc = every_page(2, |after| {
         let (deputy, id) = (&deputy, id.clone());
         async move {
-            rpc(deputy, "session/events", json!({"session_id": id, "after_seq": after, "limit": 2})).await["result"]
-                .clone()
+            let page = rpc_request(1, "session/events", json!({"session_id": id, "after_seq": after, "limit": 2}));
+            deputy.rpc(&page).await.1["result"].clone()
         }
     })
     .await;
@@ -109,7 +109,7 @@ async fn session_events_pages_the_same_journal_over_mcp_rest_and_jsonrpc() {
     assert_eq!((status, body["code"].as_str()), (400, Some("INVALID_REQUEST")));
     let (status, _) = deputy.rest(None, reqwest::Method::GET, "/v1/sessions/nope/events", None).await;
     assert_eq!(status, 404);
-    let answer = rpc(&deputy, "session/events", json!({"session_id": "nope"})).await;
+    let answer = deputy.rpc(&rpc_request(1, "session/events", json!({"session_id": "nope"}))).await.1;
     assert_eq!(answer["error"]["data"]["code"], "SESSION_NOT_FOUND", "{answer}");
 }
 
@@ -174,16 +174,8 @@ async fn a_jsonrpc_client_accepting_sse_gets_session_event_notifications_then_th
     deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
     let id = deputy.create_session("hi").await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["stream", "ed"])));
-    let request =
-        json!({"jsonrpc": "2.0", "id": 7, "method": "turn/start", "params": {"session_id": id, "prompt": "go"}});
-    let response = deputy
-        .http
-        .post(deputy.url("/rpc"))
-        .header("accept", "application/json, text/event-stream")
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
+    let request = rpc_request(7, "turn/start", json!({"session_id": id, "prompt": "go"}));
+    let response = rpc_accepting(&deputy, "application/json, text/event-stream", &request).await;
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let messages = sse_messages(&response.text().await.unwrap());
     let (answer, notifications) = messages.split_last().unwrap();
@@ -206,7 +198,7 @@ async fn a_jsonrpc_client_accepting_sse_gets_session_event_notifications_then_th
 
     // Without the Accept header the same call is plain JSON.
     deputy.mock.push(MockResponse::sse(anthropic::text(&["plain"])));
-    let plain = rpc(&deputy, "turn/start", json!({"session_id": id, "prompt": "again"})).await;
+    let plain = deputy.rpc(&rpc_request(1, "turn/start", json!({"session_id": id, "prompt": "again"}))).await.1;
     assert_eq!(plain["result"]["text"], "plain", "{plain}");
 }
 
@@ -215,7 +207,7 @@ async fn serve_rpc_streams_notifications_while_a_turn_runs() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     use crate::common::deputy::deputy_serve;
-    use crate::common::mock_llm::{Gate, MockLlm};
+    use crate::common::mock_llm::MockLlm;
 
     let mock = MockLlm::start().await;
     let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -235,8 +227,7 @@ async fn serve_rpc_streams_notifications_while_a_turn_runs() {
         serde_json::from_str(&line).unwrap()
     };
 
-    let gate = Gate::new();
-    mock.push(MockResponse::sse(anthropic::text(&["held", " back"])).pause_before_chunk(3, gate.clone()));
+    let gate = mock.push_held(MockResponse::sse(anthropic::text(&["held", " back"])), 3);
     let create = json!({"jsonrpc": "2.0", "id": 1, "method": "session/create", "params": {"prompt": "hi"}});
     stdin.write_all(format!("{create}\n").as_bytes()).await.unwrap();
     // The turn is held inside the model's response: its start is out already.
@@ -262,7 +253,7 @@ async fn serve_rpc_streams_notifications_while_a_turn_runs() {
     );
 
     // Reads answer on the same pipe, and the journal is there too.
-    let id = answer["result"]["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&answer["result"]);
     let events = json!({"jsonrpc": "2.0", "id": 2, "method": "session/events", "params": {"session_id": id}});
     stdin.write_all(format!("{events}\n").as_bytes()).await.unwrap();
     let page = next().await;
@@ -352,28 +343,17 @@ async fn the_live_projection_and_deputy_project_write_the_same_tree() {
 
 #[tokio::test]
 async fn a_streamed_jsonrpc_turn_is_cancelled_when_its_client_leaves() {
-    use crate::common::mock_llm::Gate;
-
     let deputy = HttpDeputy::start(&[]).await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
     let id = deputy.create_session("hi").await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["never", " seen"])).pause_before_chunk(3, gate.clone()));
-    let request =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "turn/start", "params": {"session_id": id, "prompt": "go"}});
-    let response = deputy
-        .http
-        .post(deputy.url("/rpc"))
-        .header("accept", "text/event-stream")
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["never", " seen"])), 3);
+    let request = rpc_request(1, "turn/start", json!({"session_id": id, "prompt": "go"}));
+    let response = rpc_accepting(&deputy, "text/event-stream", &request).await;
     let mut body = response.bytes_stream();
     let first = tokio::time::timeout(Duration::from_secs(20), body.next()).await.unwrap().unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("turn_started"));
     drop(body);
-    let read = rpc(&deputy, "session/read", json!({"session_id": id, "wait_ms": 20000})).await;
+    let read = deputy.rpc(&rpc_request(1, "session/read", json!({"session_id": id, "wait_ms": 20000}))).await.1;
     gate.open();
     assert_eq!(read["result"]["state"]["last_turn"]["status"], "cancelled", "{read}");
 }

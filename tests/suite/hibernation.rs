@@ -12,6 +12,8 @@ use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
 use crate::common::deputy::{RecordingClient, deputy_serve, error_of};
+#[cfg(feature = "session-store")]
+use crate::common::id_of;
 use crate::common::mock_llm::{MockLlm, MockResponse, anthropic};
 
 /// Far longer than anything here takes; only a hang reaches it.
@@ -81,11 +83,6 @@ impl Served {
         let status = tokio::time::timeout(LIMIT, child.wait()).await.expect("deputy exits").unwrap();
         assert!(status.success(), "deputy exited with {status:?}");
     }
-}
-
-#[cfg(feature = "session-store")]
-fn id_of(result: &Value) -> String {
-    result["session_id"].as_str().unwrap().to_owned()
 }
 
 #[cfg(feature = "session-store")]

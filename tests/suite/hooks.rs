@@ -11,21 +11,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::deputy::TestDeputy;
+use crate::common::deputy::{TestDeputy, tool_results};
+use crate::common::file_in;
 use crate::common::mcp_servers::{marker, processes_with};
 use crate::common::mock_llm::{MockResponse, anthropic};
-
-/// The tool results the model received in request `index`.
-fn tool_results(deputy: &TestDeputy, index: usize) -> Vec<Value> {
-    let requests = deputy.mock.requests();
-    let messages = requests[index].body["messages"].as_array().unwrap().clone();
-    messages.last().unwrap()["content"].as_array().unwrap().clone()
-}
+use crate::common::scenarios::model_writes;
 
 /// Writes `body` as a shell script into `dir`; the `command` of a hook running it.
 fn script(dir: &Path, name: &str, body: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, body).unwrap();
+    let path = file_in(dir, name, body);
     format!("[\"/bin/sh\", {:?}]", path.to_str().unwrap())
 }
 
@@ -222,10 +216,7 @@ async fn a_url_hook_gets_a_sessions_events_and_can_deny() {
             .map(|event| format!("[[hooks]]\nevent = \"{event}\"\nurl = \"{url}\"\ntimeout_ms = 5000\n\n"))
             .collect();
     let deputy = TestDeputy::start_with_config(&config).await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "a.txt", "content": "x"}))],
-    )));
+    model_writes(&deputy.mock, "a.txt", "x");
     deputy.mock.push(MockResponse::sse(anthropic::text(&["Refused, then."])));
     let created = deputy.ok("session_create", json!({"prompt": "write a.txt", "builtins": ["write_file"]})).await;
     assert_eq!(created["text"], "Refused, then.");
@@ -255,10 +246,7 @@ async fn an_interrupt_kills_a_running_hook_and_ends_the_turn() {
         "[[hooks]]\nevent = \"pre_tool_use\"\ncommand = {hang}\ntimeout_ms = 120000\non_error = \"allow\"\n"
     );
     let deputy = TestDeputy::start_with_config(&config).await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "late.txt", "content": "x"}))],
-    )));
+    model_writes(&deputy.mock, "late.txt", "x");
     let created =
         deputy.ok("session_create", json!({"prompt": "go", "builtins": ["write_file"], "wait_ms": 100})).await;
     assert_eq!(created["status"], "running");

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use crate::common::http_deputy::HttpDeputy;
-use crate::common::mock_llm::{Gate, MockResponse, anthropic};
+use crate::common::id_of;
+use crate::common::mock_llm::{MockResponse, anthropic};
 use crate::common::scenarios::capped_log_read;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -157,11 +158,102 @@ impl Surface for Rest<'_> {
     }
 }
 
+/// The names a [`ByName`] surface calls the lifecycle's operations by.
+struct Names {
+    create: &'static str,
+    turn: &'static str,
+    read: &'static str,
+    list: &'static str,
+    interrupt: &'static str,
+    archive: &'static str,
+    compact: &'static str,
+    tool_output: &'static str,
+}
+
+/// A surface whose operations are calls by name with the wire params (JSON-RPC methods, MCP
+/// tools): its [`Surface`] follows from its names.
+trait ByName {
+    const NAMES: Names;
+    /// [`Surface::expected`].
+    fn expected(&self, code: &str) -> i64;
+    /// Calls `name` with `params`.
+    async fn call(&self, name: &str, params: Value) -> Outcome;
+}
+
+impl<T: ByName> Surface for T {
+    fn expected(&self, code: &str) -> i64 {
+        ByName::expected(self, code)
+    }
+
+    async fn create(&self, params: Value) -> Outcome {
+        self.call(T::NAMES.create, params).await
+    }
+
+    async fn turn(&self, id: &str, mut params: Value) -> Outcome {
+        params["session_id"] = json!(id);
+        self.call(T::NAMES.turn, params).await
+    }
+
+    async fn read(&self, id: &str, wait_ms: Option<u64>) -> Outcome {
+        let mut params = json!({"session_id": id});
+        if let Some(ms) = wait_ms {
+            params["wait_ms"] = json!(ms);
+        }
+        self.call(T::NAMES.read, params).await
+    }
+
+    async fn list(&self, params: Value) -> Outcome {
+        self.call(T::NAMES.list, params).await
+    }
+
+    async fn interrupt(&self, id: &str) -> Outcome {
+        self.call(T::NAMES.interrupt, json!({"session_id": id})).await
+    }
+
+    async fn archive(&self, id: &str) -> Outcome {
+        self.call(T::NAMES.archive, json!({"session_id": id})).await
+    }
+
+    async fn compact(&self, id: &str) -> Outcome {
+        self.call(T::NAMES.compact, json!({"session_id": id})).await
+    }
+
+    async fn tool_output(&self, id: &str, tool_use_id: &str) -> Outcome {
+        self.call(T::NAMES.tool_output, json!({"session_id": id, "tool_use_id": tool_use_id})).await
+    }
+}
+
 struct Rpc<'a>(&'a HttpDeputy);
 
 impl Rpc<'_> {
     async fn post(&self, body: &Value) -> reqwest::Response {
         self.0.http.post(self.0.url("/rpc")).json(body).send().await.unwrap()
+    }
+}
+
+impl ByName for Rpc<'_> {
+    const NAMES: Names = Names {
+        create: "session/create",
+        turn: "turn/start",
+        read: "session/read",
+        list: "session/list",
+        interrupt: "turn/interrupt",
+        archive: "session/archive",
+        compact: "session/compact",
+        tool_output: "session/tool_output",
+    };
+
+    fn expected(&self, code: &str) -> i64 {
+        match code {
+            "SESSION_NOT_FOUND" => -32001,
+            "SESSION_BUSY" => -32002,
+            "SESSION_PERSISTENCE_DISABLED" => -32003,
+            "SESSION_COMPACTION_DISABLED" => -32004,
+            "SESSION_NOT_RUNNING" => -32005,
+            "SESSION_STORE_ERROR" | "AGENT_ERROR" => -32000,
+            "INVALID_REQUEST" => -32602,
+            other => panic!("no such code {other}"),
+        }
     }
 
     async fn call(&self, method: &str, params: Value) -> Outcome {
@@ -184,65 +276,35 @@ impl Rpc<'_> {
     }
 }
 
-impl Surface for Rpc<'_> {
-    fn expected(&self, code: &str) -> i64 {
-        match code {
-            "SESSION_NOT_FOUND" => -32001,
-            "SESSION_BUSY" => -32002,
-            "SESSION_PERSISTENCE_DISABLED" => -32003,
-            "SESSION_COMPACTION_DISABLED" => -32004,
-            "SESSION_NOT_RUNNING" => -32005,
-            "SESSION_STORE_ERROR" | "AGENT_ERROR" => -32000,
-            "INVALID_REQUEST" => -32602,
-            other => panic!("no such code {other}"),
-        }
-    }
-
-    async fn create(&self, params: Value) -> Outcome {
-        self.call("session/create", params).await
-    }
-
-    async fn turn(&self, id: &str, mut params: Value) -> Outcome {
-        params["session_id"] = json!(id);
-        self.call("turn/start", params).await
-    }
-
-    async fn read(&self, id: &str, wait_ms: Option<u64>) -> Outcome {
-        let mut params = json!({"session_id": id});
-        if let Some(ms) = wait_ms {
-            params["wait_ms"] = json!(ms);
-        }
-        self.call("session/read", params).await
-    }
-
-    async fn list(&self, params: Value) -> Outcome {
-        self.call("session/list", params).await
-    }
-
-    async fn interrupt(&self, id: &str) -> Outcome {
-        self.call("turn/interrupt", json!({"session_id": id})).await
-    }
-
-    async fn archive(&self, id: &str) -> Outcome {
-        self.call("session/archive", json!({"session_id": id})).await
-    }
-
-    async fn compact(&self, id: &str) -> Outcome {
-        self.call("session/compact", json!({"session_id": id})).await
-    }
-
-    async fn tool_output(&self, id: &str, tool_use_id: &str) -> Outcome {
-        self.call("session/tool_output", json!({"session_id": id, "tool_use_id": tool_use_id})).await
-    }
-}
-
 /// MCP streamable HTTP through the rmcp client. Its column of the error table is "isError
 /// result" for every code: the code travels in `_meta["deputy/error"]` and `transport` is 0.
 struct Mcp {
     client: rmcp::service::RunningService<rmcp::RoleClient, crate::common::deputy::RecordingClient>,
 }
 
-impl Mcp {
+impl ByName for Mcp {
+    const NAMES: Names = Names {
+        create: "session_create",
+        turn: "session_turn",
+        read: "session_read",
+        list: "session_list",
+        interrupt: "session_interrupt",
+        archive: "session_archive",
+        compact: "session_compact",
+        tool_output: "session_tool_output",
+    };
+
+    fn expected(&self, code: &str) -> i64 {
+        assert!(
+            ["SESSION_NOT_FOUND", "SESSION_BUSY", "SESSION_PERSISTENCE_DISABLED", "SESSION_COMPACTION_DISABLED"]
+                .iter()
+                .chain(&["SESSION_NOT_RUNNING", "SESSION_STORE_ERROR", "AGENT_ERROR", "INVALID_REQUEST"])
+                .any(|known| *known == code),
+            "no such code {code}"
+        );
+        0
+    }
+
     async fn call(&self, tool: &str, arguments: Value) -> Outcome {
         let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
         let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
@@ -262,56 +324,6 @@ impl Mcp {
     }
 }
 
-impl Surface for Mcp {
-    fn expected(&self, code: &str) -> i64 {
-        assert!(
-            ["SESSION_NOT_FOUND", "SESSION_BUSY", "SESSION_PERSISTENCE_DISABLED", "SESSION_COMPACTION_DISABLED"]
-                .iter()
-                .chain(&["SESSION_NOT_RUNNING", "SESSION_STORE_ERROR", "AGENT_ERROR", "INVALID_REQUEST"])
-                .any(|known| *known == code),
-            "no such code {code}"
-        );
-        0
-    }
-
-    async fn create(&self, params: Value) -> Outcome {
-        self.call("session_create", params).await
-    }
-
-    async fn turn(&self, id: &str, mut params: Value) -> Outcome {
-        params["session_id"] = json!(id);
-        self.call("session_turn", params).await
-    }
-
-    async fn read(&self, id: &str, wait_ms: Option<u64>) -> Outcome {
-        let mut params = json!({"session_id": id});
-        if let Some(ms) = wait_ms {
-            params["wait_ms"] = json!(ms);
-        }
-        self.call("session_read", params).await
-    }
-
-    async fn list(&self, params: Value) -> Outcome {
-        self.call("session_list", params).await
-    }
-
-    async fn interrupt(&self, id: &str) -> Outcome {
-        self.call("session_interrupt", json!({"session_id": id})).await
-    }
-
-    async fn archive(&self, id: &str) -> Outcome {
-        self.call("session_archive", json!({"session_id": id})).await
-    }
-
-    async fn compact(&self, id: &str) -> Outcome {
-        self.call("session_compact", json!({"session_id": id})).await
-    }
-
-    async fn tool_output(&self, id: &str, tool_use_id: &str) -> Outcome {
-        self.call("session_tool_output", json!({"session_id": id, "tool_use_id": tool_use_id})).await
-    }
-}
-
 /// The whole lifecycle and every error code a surface can be made to produce from outside
 /// (all but SESSION_STORE_ERROR, which needs a failing disk).
 async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
@@ -322,7 +334,7 @@ async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
     let created = surface.create(json!({"prompt": "hi", "labels": {"team": "qa"}})).await.unwrap();
     assert_eq!((created["status"].as_str(), created["text"].as_str()), (Some("completed"), Some("Hello there")));
     assert_eq!(created["turn"], 1);
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
 
     mock.push(MockResponse::sse(anthropic::text(&["Second"])));
     let turn = surface.turn(&id, json!({"prompt": "more"})).await.unwrap();
@@ -360,8 +372,7 @@ async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
     expect_err(surface, surface.tool_output(&id, "toolu_none").await, "INVALID_REQUEST");
 
     // busy: a second turn while the first is held inside its model response
-    let gate = Gate::new();
-    mock.push(MockResponse::sse(anthropic::text(&["slow", " answer"])).pause_before_chunk(3, gate.clone()));
+    let gate = mock.push_held(MockResponse::sse(anthropic::text(&["slow", " answer"])), 3);
     let arrived = requests_plus(deputy, 1);
     let first = surface.turn(&id, json!({"prompt": "one"}));
     let second = async {
@@ -376,8 +387,7 @@ async fn lifecycle(deputy: &HttpDeputy, surface: &impl Surface) {
     assert_eq!(failure.session_id.as_deref(), Some(id.as_str()));
 
     // wait_ms: the turn answers `running`, then a read long-polls it
-    let gate = Gate::new();
-    mock.push(MockResponse::sse(anthropic::text(&["finally", " done"])).pause_before_chunk(3, gate.clone()));
+    let gate = mock.push_held(MockResponse::sse(anthropic::text(&["finally", " done"])), 3);
     let running = surface.turn(&id, json!({"prompt": "long job", "wait_ms": 100})).await.unwrap();
     assert_eq!((running["status"].as_str(), running["turn"].as_u64()), (Some("running"), Some(4)));
     assert_eq!(surface.read(&id, None).await.unwrap()["state"]["status"], "running");
@@ -502,7 +512,7 @@ async fn rest_streams_turns_as_server_sent_events() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let result = assert_streamed_turn(&sse_frames(&response.text().await.unwrap()), "Hello", 1);
-    let id = result["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&result);
 
     deputy.mock.push(MockResponse::sse(anthropic::text(&["Again"])));
     let turns = format!("/v1/sessions/{id}/turns");
@@ -532,10 +542,9 @@ async fn dropping_a_rest_stream_cancels_its_turn() {
     let deputy = HttpDeputy::start(&[]).await;
     let rest = Rest(&deputy);
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let id = rest.create(json!({"prompt": "hi"})).await.unwrap()["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&rest.create(json!({"prompt": "hi"})).await.unwrap());
 
-    let never = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, never.clone()));
+    deputy.mock.push_held(MockResponse::sse(anthropic::text(&["started"])), 3);
     let response =
         post_stream(&deputy, &format!("/v1/sessions/{id}/turns"), json!({"prompt": "long", "stream": true})).await;
     let mut body = response.bytes_stream();
@@ -608,7 +617,7 @@ async fn jsonrpc_batches_notifications_and_protocol_errors() {
     let deputy = HttpDeputy::start(&[]).await;
     let rpc = Rpc(&deputy);
     deputy.mock.push(MockResponse::sse(anthropic::text(&["hi"])));
-    let id = rpc.create(json!({"prompt": "hi"})).await.unwrap()["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&rpc.create(json!({"prompt": "hi"})).await.unwrap());
 
     let batch = json!([
         {"jsonrpc": "2.0", "id": 1, "method": "session/list"},

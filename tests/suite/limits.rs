@@ -10,12 +10,6 @@ use crate::common::http_deputy::HttpDeputy;
 /// Long enough for anything that should be prompt; a test fails rather than hang.
 const LIMIT: Duration = Duration::from_secs(30);
 
-async fn rpc(deputy: &HttpDeputy, body: &Value) -> Value {
-    let response = deputy.http.post(deputy.url("/rpc")).json(body).send().await.unwrap();
-    assert_eq!(response.status(), 200);
-    response.json().await.unwrap()
-}
-
 /// F4: a batch's entries all ran at once, with no cap on their number.
 #[tokio::test]
 async fn f4_oversized_jsonrpc_batch_is_refused_whole() {
@@ -23,13 +17,15 @@ async fn f4_oversized_jsonrpc_batch_is_refused_whole() {
     let list = |id: usize| json!({"jsonrpc": "2.0", "id": id, "method": "session/list"});
 
     let at_the_cap: Vec<Value> = (0..100).map(list).collect();
-    let answers = rpc(&deputy, &Value::Array(at_the_cap)).await;
+    let (status, answers) = deputy.rpc(&Value::Array(at_the_cap)).await;
+    assert_eq!(status, 200);
     let answers = answers.as_array().unwrap();
     assert_eq!(answers.len(), 100);
     assert!(answers.iter().enumerate().all(|(n, answer)| answer["id"] == n && answer["result"].is_object()));
 
     let over: Vec<Value> = (0..101).map(list).collect();
-    let refused = rpc(&deputy, &Value::Array(over)).await;
+    let (status, refused) = deputy.rpc(&Value::Array(over)).await;
+    assert_eq!(status, 200);
     assert_eq!((refused["error"]["code"].as_i64(), &refused["id"]), (Some(-32600), &Value::Null), "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();
     assert!(message.contains("at most 100") && message.contains("101"), "{message}");
@@ -109,8 +105,7 @@ async fn f15_a_sigkilled_deputy_leaves_no_mcp_server_or_grandchild_behind() {
     use crate::common::mock_llm::{MockResponse, anthropic};
 
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("stubborn.py");
-    std::fs::write(&script, STUBBORN_SERVER).unwrap();
+    let script = crate::common::file_in(dir.path(), "stubborn.py", STUBBORN_SERVER);
     let pidfile = dir.path().join("pids");
     let config = format!(
         "[mcp_servers.stubborn]\ncommand = \"python3\"\nargs = [{:?}]\nenv = {{ PIDFILE = {:?} }}\n",

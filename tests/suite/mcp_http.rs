@@ -2,16 +2,15 @@
 
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ErrorCode, ProtocolVersion,
-};
-use rmcp::service::PeerRequestOptions;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode};
 use rmcp::{ClientLifecycleMode, ServiceError};
 use serde_json::{Value, json};
 
-use crate::common::deputy::{RecordingClient, error_of};
+use crate::common::deputy::{RecordingClient, error_of, stateless};
 use crate::common::http_deputy::{HttpDeputy, free_port};
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockResponse, anthropic};
+use crate::common::scenarios::cancelled_turn;
 
 type Client = rmcp::service::RunningService<rmcp::RoleClient, RecordingClient>;
 
@@ -29,7 +28,7 @@ async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
 #[tokio::test]
 async fn both_protocol_eras_run_sessions_over_http() {
     let deputy = HttpDeputy::start(&[]).await;
-    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let modern = stateless();
     for (era, lifecycle) in [("2025-11-25", ClientLifecycleMode::Initialize), ("2026-07-28", modern)] {
         let client = deputy.mcp(lifecycle).await;
         assert_eq!(client.peer_info().unwrap().protocol_version.to_string(), era);
@@ -37,7 +36,7 @@ async fn both_protocol_eras_run_sessions_over_http() {
         deputy.mock.push(MockResponse::sse(anthropic::text(&["over ", "http"])));
         let created = ok(&client, "session_create", json!({"prompt": format!("hi in {era}")})).await;
         assert_eq!(created["text"], "over http");
-        let id = created["session_id"].as_str().unwrap().to_owned();
+        let id = id_of(&created);
         deputy.mock.push(MockResponse::sse(anthropic::text(&["again"])));
         assert_eq!(ok(&client, "session_turn", json!({"session_id": id, "prompt": "more"})).await["turn"], 2);
         let (code, _) = error_of(&call(&client, "session_interrupt", json!({"session_id": id})).await);
@@ -58,18 +57,11 @@ async fn progress_and_cancellation_work_over_http() {
     let deltas = ["Slowly ", "the ", "answer ", "comes ", "in."];
     deputy.mock.push(MockResponse::sse(anthropic::text(&deltas)).chunk_delay(Duration::from_millis(400)));
     let created = ok(&client, "session_create", json!({"prompt": "slow"})).await;
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
     let progress = client.service().progress.lock().unwrap().clone();
     assert!(!progress.is_empty(), "progress notifications reach the HTTP client");
 
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["stuck"])).pause_before_chunk(3, Gate::new()));
-    let arguments = json!({"session_id": id, "prompt": "never ends"}).as_object().unwrap().clone();
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-        CallToolRequestParams::new("session_turn").with_arguments(arguments),
-    ));
-    let handle = client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
-    deputy.mock.wait_for_requests(2).await;
-    handle.cancel(Some("stop".into())).await.unwrap();
+    cancelled_turn(&deputy.mock, client.peer(), &id, "never ends", "stop").await;
     let read = ok(&client, "session_read", json!({"session_id": id, "wait_ms": 30000})).await;
     assert_eq!(read["state"]["last_turn"]["status"], "cancelled");
 }
@@ -130,7 +122,7 @@ async fn sigterm_lets_the_running_turn_finish_then_exits_cleanly() {
         .push(MockResponse::sse(anthropic::text(&["finished", " anyway"])).pause_before_chunk(3, gate.clone()));
     let running = ok(&client, "session_create", json!({"prompt": "long", "wait_ms": 100})).await;
     assert_eq!(running["status"], "running");
-    let id = running["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&running);
     deputy.mock.wait_for_requests(1).await;
     client.cancel().await.unwrap();
 
@@ -173,7 +165,7 @@ async fn a_turn_still_running_at_the_drain_timeout_is_interrupted_and_the_proces
     let client = deputy.mcp(ClientLifecycleMode::Initialize).await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["never"])).pause_before_chunk(3, Gate::new()));
     let running = ok(&client, "session_create", json!({"prompt": "stuck", "wait_ms": 100})).await;
-    let id = running["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&running);
     deputy.mock.wait_for_requests(1).await;
     client.cancel().await.unwrap();
     let status = deputy.terminate().await;
@@ -201,7 +193,7 @@ async fn unknown_routes_and_wrong_methods_answer_json() {
 #[tokio::test]
 async fn undeclared_capabilities_are_method_not_found() {
     let deputy = HttpDeputy::start(&[]).await;
-    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let modern = stateless();
     for lifecycle in [ClientLifecycleMode::Initialize, modern] {
         let client = deputy.mcp(lifecycle).await;
         let capabilities = client.peer_info().unwrap().capabilities.clone();

@@ -3,14 +3,13 @@
 
 use std::time::Duration;
 
-use rmcp::ClientLifecycleMode;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ProtocolVersion};
-use rmcp::service::PeerRequestOptions;
+use rmcp::model::ProtocolVersion;
 use serde_json::json;
 
-use crate::common::deputy::TestDeputy;
-use crate::common::mock_llm::{Gate, MockResponse, anthropic, openai};
-use crate::common::scenarios::capped_log_read;
+use crate::common::deputy::{TestDeputy, stateless};
+use crate::common::id_of;
+use crate::common::mock_llm::{MockResponse, anthropic, openai};
+use crate::common::scenarios::{cancelled_turn, capped_log_read};
 
 #[tokio::test]
 async fn serves_the_session_tools_with_schemas_under_its_own_name() {
@@ -60,7 +59,7 @@ async fn the_whole_lifecycle_with_a_two_tool_call_turn() {
     assert_eq!(created["status"], "completed");
     assert_eq!(created["text"], "Hello there");
     assert_eq!(created["turn"], 1);
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
 
     deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
         Some("Let me look."),
@@ -156,7 +155,7 @@ async fn bad_arguments_are_invalid_request_and_the_server_keeps_serving() {
 async fn a_provider_failure_is_agent_error_and_the_session_stays_usable() {
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ok"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
 
     // Content was forwarded, then the model failed for good (not retryable): the turn fails.
     let mut failing =
@@ -192,10 +191,9 @@ async fn a_stream_cut_after_content_is_sent_again_and_the_turn_completes() {
 async fn two_concurrent_turns_one_is_busy() {
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
 
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["slow", " answer"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["slow", " answer"])), 3);
     let first = deputy.call("session_turn", json!({"session_id": id, "prompt": "one"}));
     let second = async {
         deputy.mock.wait_for_requests(2).await;
@@ -212,12 +210,11 @@ async fn two_concurrent_turns_one_is_busy() {
 #[tokio::test]
 async fn a_long_turn_answers_running_then_session_read_long_polls_it() {
     let deputy = TestDeputy::start().await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["finally", " done"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["finally", " done"])), 3);
     let running = deputy.ok("session_create", json!({"prompt": "long job", "wait_ms": 100})).await;
     assert_eq!(running["status"], "running");
     assert_eq!(running["turn"], 1);
-    let id = running["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&running);
 
     let now = deputy.ok("session_read", json!({"session_id": id})).await;
     assert_eq!(now["state"]["status"], "running");
@@ -251,18 +248,9 @@ async fn progress_notifications_report_a_long_turn() {
 async fn a_cancelled_call_interrupts_its_turn() {
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["ready"])));
-    let id = deputy.ok("session_create", json!({"prompt": "hi"})).await["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&deputy.ok("session_create", json!({"prompt": "hi"})).await);
 
-    let never = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["started"])).pause_before_chunk(3, never.clone()));
-    let arguments = json!({"session_id": id, "prompt": "long"}).as_object().unwrap().clone();
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-        CallToolRequestParams::new("session_turn").with_arguments(arguments),
-    ));
-    let handle =
-        deputy.client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
-    deputy.mock.wait_for_requests(2).await;
-    handle.cancel(Some("user pressed stop".into())).await.unwrap();
+    cancelled_turn(&deputy.mock, deputy.client.peer(), &id, "long", "user pressed stop").await;
 
     let read = deputy.ok("session_read", json!({"session_id": id, "wait_ms": 30000})).await;
     assert_eq!(read["state"]["status"], "idle");
@@ -275,10 +263,7 @@ async fn a_cancelled_call_interrupts_its_turn() {
 
 #[tokio::test]
 async fn a_2026_07_28_client_gets_the_same_tools_and_results() {
-    let deputy = TestDeputy::start_with(ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    })
-    .await;
+    let deputy = TestDeputy::start_with(stateless()).await;
     let info = deputy.client.peer_info().expect("server info");
     assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
     assert_eq!(
@@ -300,7 +285,7 @@ async fn a_capped_tool_output_is_readable_and_compaction_answers_per_profile() {
     let created = deputy
         .ok("session_create", json!({"prompt": "read log.txt", "context": {"tool_output_cap_bytes": 2048}}))
         .await;
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
     let sent = &deputy.mock.requests()[1].body["messages"][2]["content"][0]["content"];
     assert!(sent.as_str().is_some_and(|text| text.len() < 2600 && text.contains("toolu_log")), "{sent}");
 

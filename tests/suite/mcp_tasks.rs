@@ -22,10 +22,11 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::Notify;
 
-use crate::common::deputy::{deputy_serve, ok_tool};
+use crate::common::deputy::{deputy_serve, ok_tool, stateless};
 use crate::common::http_deputy::HttpDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockLlm, MockResponse, anthropic};
-use crate::common::scenarios::capped_log_read;
+use crate::common::scenarios::{capped_log_read, model_writes};
 
 /// What the client answers to `elicitation/create`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -175,8 +176,7 @@ fn completed(got: &GetTaskResult) -> Value {
 #[tokio::test]
 async fn a_slow_turn_is_a_task_that_ends_with_the_tools_own_result() {
     let deputy = start(Client::new(true, None)).await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["finally", " done"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["finally", " done"])), 3);
     let created = deputy.task("session_create", json!({"prompt": "long job"})).await;
     let meta = created.meta.as_ref().expect("_meta");
     let id = meta["deputy/session_id"].as_str().expect("the session it follows").to_owned();
@@ -224,8 +224,7 @@ async fn a_slow_turn_is_a_task_that_ends_with_the_tools_own_result() {
 #[tokio::test]
 async fn after_a_restart_the_task_is_unknown_and_session_read_has_the_turn() {
     let deputy = start(Client::new(true, None)).await;
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["kept", " anyway"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["kept", " anyway"])), 3);
     let created = deputy.task("session_create", json!({"prompt": "long job"})).await;
     let id = created.meta.as_ref().unwrap()["deputy/session_id"].as_str().unwrap().to_owned();
     gate.open(); // the restart lets the running turn finish and saves it
@@ -242,10 +241,9 @@ async fn after_a_restart_the_task_is_unknown_and_session_read_has_the_turn() {
 async fn over_stateless_http_a_task_is_followed_across_requests_and_cancelled() {
     let deputy = HttpDeputy::start(&[]).await;
     let transport = StreamableHttpClientTransport::from_uri(deputy.url("/mcp"));
-    let modern = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let modern = stateless();
     let client = Client::new(true, None).serve_with_lifecycle(transport, modern).await.expect("2026-07-28 client");
-    let gate = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["over", " http"])).pause_before_chunk(3, gate.clone()));
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["over", " http"])), 3);
     let CallToolResponse::Task(created) =
         client.call_tool_once(params("session_create", json!({"prompt": "long job"}))).await.unwrap()
     else {
@@ -265,7 +263,7 @@ async fn over_stateless_http_a_task_is_followed_across_requests_and_cancelled() 
     assert_eq!(completed(&done)["text"], "over http");
 
     let never = Gate::new();
-    let id = completed(&done)["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&completed(&done));
     deputy.mock.push(MockResponse::sse(anthropic::text(&["never"])).pause_before_chunk(3, never));
     let CallToolResponse::Task(second) = client
         .call_tool_once(params("session_turn", json!({"session_id": id, "prompt": "forever"})))
@@ -289,8 +287,7 @@ async fn over_stateless_http_a_task_is_followed_across_requests_and_cancelled() 
 #[tokio::test]
 async fn tasks_cancel_interrupts_the_turn() {
     let deputy = start(Client::new(true, None)).await;
-    let never = Gate::new();
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["never", " sent"])).pause_before_chunk(3, never));
+    deputy.mock.push_held(MockResponse::sse(anthropic::text(&["never", " sent"])), 3);
     let created = deputy.task("session_create", json!({"prompt": "forever"})).await;
     let id = created.meta.as_ref().unwrap()["deputy/session_id"].as_str().unwrap().to_owned();
     deputy.client.cancel_task(CancelTaskParams::new(created.task.task_id.clone())).await.expect("tasks/cancel");
@@ -304,10 +301,7 @@ async fn tasks_cancel_interrupts_the_turn() {
 #[tokio::test]
 async fn approvals_turn_the_task_input_required_and_tasks_update_answers_them() {
     let deputy = start(Client::new(true, None)).await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "ok.txt", "content": "yes"}))],
-    )));
+    model_writes(&deputy.mock, "ok.txt", "yes");
     deputy.mock.push(MockResponse::sse(anthropic::text(&["written"])));
     let created = deputy.task("session_create", json!({"prompt": "write it", "approval": "always"})).await;
     let asking = deputy.poll_until(&created.task.task_id, &[TaskStatus::InputRequired]).await;
@@ -332,10 +326,7 @@ async fn approvals_turn_the_task_input_required_and_tasks_update_answers_them() 
 #[tokio::test]
 async fn an_elicitation_client_is_asked_about_approvals_while_its_call_waits() {
     let deputy = start(Client::new(false, Some(Elicit::Allow))).await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "ok.txt", "content": "yes"}))],
-    )));
+    model_writes(&deputy.mock, "ok.txt", "yes");
     deputy.mock.push(MockResponse::sse(anthropic::text(&["written"])));
     let done =
         ok_tool_any(&deputy.client, "session_create", json!({"prompt": "write it", "approval": "always"})).await;
@@ -349,10 +340,7 @@ async fn an_elicitation_client_is_asked_about_approvals_while_its_call_waits() {
 #[tokio::test]
 async fn a_declined_elicitation_leaves_the_approvals_pending() {
     let deputy = start(Client::new(false, Some(Elicit::Decline))).await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "no.txt", "content": "x"}))],
-    )));
+    model_writes(&deputy.mock, "no.txt", "x");
     let held =
         ok_tool_any(&deputy.client, "session_create", json!({"prompt": "write it", "approval": "always"})).await;
     assert_eq!(held["status"], "pending_tool_calls");
@@ -371,7 +359,7 @@ async fn sessions_are_resources_listed_read_and_notified_after_each_turn() {
 
     let log = capped_log_read(&deputy.mock, deputy.workspace.path());
     let created = ok_tool_any(&deputy.client, "session_create", json!({"prompt": "read log.txt"})).await;
-    let id = created["session_id"].as_str().unwrap().to_owned();
+    let id = id_of(&created);
 
     let listed = deputy.client.list_resources(None).await.expect("resources/list");
     let uris: Vec<&str> = listed.resources.iter().map(|resource| resource.uri.as_str()).collect();
@@ -410,10 +398,7 @@ async fn another_tenants_session_is_no_resource_over_http() {
     let deputy = HttpDeputy::start_with_config(TENANTS, &[], &[]).await;
     let (alice, bob) = (deputy.mcp_as(ALICE).await, deputy.mcp_as(BOB).await);
     deputy.mock.push(MockResponse::sse(anthropic::text(&["mine"])));
-    let id = ok_tool(&alice, "session_create", json!({"prompt": "alice's"})).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = id_of(&ok_tool(&alice, "session_create", json!({"prompt": "alice's"})).await);
     let uri = format!("deputy://sessions/{id}");
     assert!(alice.read_resource(ReadResourceRequestParams::new(uri.clone())).await.is_ok());
     let foreign = bob.read_resource(ReadResourceRequestParams::new(uri.clone())).await.unwrap_err();

@@ -77,6 +77,17 @@ pub fn text_deltas(events: &[StreamEvent]) -> Vec<&str> {
         .collect()
 }
 
+/// Every `Usage` event, in order.
+pub fn usages(events: &[StreamEvent]) -> Vec<deputy::llm::Usage> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Usage(u) => Some(*u),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn simple_request(text: &str) -> ModelRequest {
     ModelRequest {
         model: "mock-model".into(),

@@ -8,15 +8,12 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 use crate::common::deputy::TestDeputy;
+use crate::common::id_of;
 use crate::common::mock_llm::{Gate, MockLlm, MockResponse, anthropic};
 
 /// The `messages` of the model request number `index` (0-based).
 fn sent_messages(deputy: &TestDeputy, index: usize) -> Vec<Value> {
     deputy.mock.requests()[index].body["messages"].as_array().unwrap().clone()
-}
-
-fn id_of(result: &Value) -> String {
-    result["session_id"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]

@@ -8,7 +8,10 @@
 use serde_json::json;
 
 use crate::common::deputy::TestDeputy;
+use crate::common::file_in;
 use crate::common::http_deputy::HttpDeputy;
+#[cfg(feature = "session-store")]
+use crate::common::id_of;
 use crate::common::mcp_servers::bin;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
@@ -38,8 +41,7 @@ const DEAD_URL: &str = "http://127.0.0.1:9/mcp";
 #[tokio::test]
 async fn f1_an_inline_mcp_server_is_refused_and_never_runs_when_denied() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(&config, LOCKED).unwrap();
+    let config = file_in(dir.path(), "config.toml", LOCKED);
     let marker = dir.path().join("PWNED");
     let deputy = HttpDeputy::start(&["--config", config.to_str().unwrap()]).await;
 
@@ -86,11 +88,11 @@ async fn f18_a_stored_session_is_rechecked_against_a_tightened_policy_on_resume(
         let deputy = TestDeputy::start().await;
         deputy.mock.push(MockResponse::sse(anthropic::text(&["Shell ready."])));
         let created = deputy.ok("session_create", json!({"prompt": "hi", "shell": true})).await;
-        let with_shell = created["session_id"].as_str().unwrap().to_owned();
+        let with_shell = id_of(&created);
         deputy.mock.push(MockResponse::sse(anthropic::text(&["Server ready."])));
         let created =
             deputy.ok("session_create", json!({"prompt": "hi", "mcp_servers": [inline_everything()]})).await;
-        let with_server = created["session_id"].as_str().unwrap().to_owned();
+        let with_server = id_of(&created);
 
         let stopped = deputy.stop().await;
         std::fs::create_dir_all(stopped.home.path().join("deputy")).unwrap();

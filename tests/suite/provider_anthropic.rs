@@ -6,7 +6,7 @@ use deputy::llm::{ContentBlock, HttpTimeouts, Message, ModelRequest, Role, Strea
 use serde_json::json;
 
 use super::provider_contract::{Anthropic, Dialect};
-use super::{run, simple_request};
+use super::{run, simple_request, usages};
 use crate::common::mock_llm::{MockLlm, MockResponse, anthropic, usage};
 
 #[tokio::test]
@@ -16,13 +16,7 @@ async fn reports_usage_including_cache_fields() {
     let (events, err) =
         run(&Anthropic::provider(&mock.base_url(), HttpTimeouts::default()), simple_request("hi")).await;
     assert_eq!(err, None);
-    let usages: Vec<Usage> = events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::Usage(u) => Some(*u),
-            _ => None,
-        })
-        .collect();
+    let usages = usages(&events);
     let want = Usage {
         input_tokens: 1200,
         output_tokens: 42,

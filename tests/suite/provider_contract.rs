@@ -13,7 +13,7 @@ use deputy::llm::openai::{OpenAiConfig, OpenAiProvider};
 use deputy::llm::{HttpTimeouts, LlmErrorKind, Provider, StopReason, StreamEvent, Usage};
 use serde_json::{Value, json};
 
-use super::{restarts, retrying, run, short_idle, simple_request, text_deltas, text_of};
+use super::{restarts, retrying, run, short_idle, simple_request, text_deltas, text_of, usages};
 use crate::common::mock_llm::{self, Gate, MockLlm, MockResponse, MockUsage, usage};
 
 /// A failure the contract provokes; each dialect words it the way its wire does.
@@ -54,6 +54,24 @@ pub trait Dialect {
     fn failing(text: Option<&str>, failure: Failure, message: &str) -> Vec<String>;
 }
 
+/// A dialect's `text`, `text_with_usage` and `tool_calls`: those of its wire's module of
+/// `mock_llm`.
+macro_rules! mock_streams {
+    ($wire:ident) => {
+        fn text(chunks: &[&str]) -> Vec<String> {
+            mock_llm::$wire::text(chunks)
+        }
+
+        fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
+            mock_llm::$wire::text_with_usage(chunks, usage)
+        }
+
+        fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
+            mock_llm::$wire::tool_calls(text, calls)
+        }
+    };
+}
+
 pub struct Anthropic;
 
 impl Dialect for Anthropic {
@@ -76,17 +94,7 @@ impl Dialect for Anthropic {
         })
     }
 
-    fn text(chunks: &[&str]) -> Vec<String> {
-        mock_llm::anthropic::text(chunks)
-    }
-
-    fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
-        mock_llm::anthropic::text_with_usage(chunks, usage)
-    }
-
-    fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
-        mock_llm::anthropic::tool_calls(text, calls)
-    }
+    mock_streams!(anthropic);
 
     fn error_body(failure: Failure) -> Value {
         match failure {
@@ -147,17 +155,7 @@ impl Dialect for OpenAi {
         })
     }
 
-    fn text(chunks: &[&str]) -> Vec<String> {
-        mock_llm::openai::text(chunks)
-    }
-
-    fn text_with_usage(chunks: &[&str], usage: MockUsage) -> Vec<String> {
-        mock_llm::openai::text_with_usage(chunks, usage)
-    }
-
-    fn tool_calls(text: Option<&str>, calls: &[(&str, &str, Value)]) -> Vec<String> {
-        mock_llm::openai::tool_calls(text, calls)
-    }
+    mock_streams!(openai);
 
     fn error_body(failure: Failure) -> Value {
         match failure {
@@ -213,16 +211,6 @@ fn finished(reason: StopReason) -> StreamEvent {
 /// The message a dialect put in an HTTP error body; the error must repeat it.
 fn message_of(body: &Value) -> &str {
     body.pointer("/error/message").and_then(Value::as_str).unwrap()
-}
-
-fn usages(events: &[StreamEvent]) -> Vec<Usage> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::Usage(u) => Some(*u),
-            _ => None,
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -487,8 +475,7 @@ async fn in_band_error_after_content_restarts_the_response<D: Dialect>() {
 
 async fn idle_read_timeout_before_content_is_a_timeout<D: Dialect>() {
     let mock = MockLlm::start().await;
-    let never = Gate::new();
-    mock.push(MockResponse::sse(D::text(&["never"])).pause_before_chunk(D::CHUNKS_BEFORE_TEXT, never));
+    mock.push_held(MockResponse::sse(D::text(&["never"])), D::CHUNKS_BEFORE_TEXT);
     let provider = D::provider(&mock.base_url(), short_idle(Duration::from_millis(300)));
     let started = Instant::now();
     let (events, err) = run(&provider, simple_request("hi")).await;
@@ -499,8 +486,7 @@ async fn idle_read_timeout_before_content_is_a_timeout<D: Dialect>() {
 
 async fn idle_read_timeout_after_content_keeps_the_text<D: Dialect>() {
     let mock = MockLlm::start().await;
-    let never = Gate::new();
-    mock.push(MockResponse::sse(D::text(&["a", "b"])).pause_before_chunk(D::CHUNKS_BEFORE_TEXT + 1, never));
+    mock.push_held(MockResponse::sse(D::text(&["a", "b"])), D::CHUNKS_BEFORE_TEXT + 1);
     let provider = D::provider(&mock.base_url(), short_idle(Duration::from_millis(300)));
     let (events, err) = run(&provider, simple_request("hi")).await;
     assert_eq!(text_of(&events), "a");
@@ -509,8 +495,7 @@ async fn idle_read_timeout_after_content_keeps_the_text<D: Dialect>() {
 
 async fn idle_timeout_before_content_is_retried<D: Dialect>() {
     let mock = MockLlm::start().await;
-    let never = Gate::new();
-    mock.push(MockResponse::sse(D::text(&["slow"])).pause_before_chunk(0, never));
+    mock.push_held(MockResponse::sse(D::text(&["slow"])), 0);
     mock.push(MockResponse::sse(D::text(&["fast"])));
     let provider = D::provider(&mock.base_url(), short_idle(Duration::from_millis(300)));
     let (events, err) = run(&retrying(provider), simple_request("hi")).await;

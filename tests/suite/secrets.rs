@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::http_deputy::HttpDeputy;
+use crate::common::id_of;
 use crate::common::mcp_servers::bin;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
@@ -47,7 +48,7 @@ async fn f9_inline_mcp_secrets_reach_the_server_and_no_view_log_error_or_store_b
         deputy.http.post(deputy.url("/v1/sessions")).json(&json!({"prompt": "hi", "mcp_servers": [server]}));
     let (status, created) = send(&deputy, create).await;
     assert!(status < 300, "{status}: {created}");
-    let session_id = serde_json::from_str::<Value>(&created).unwrap()["session_id"].as_str().unwrap().to_owned();
+    let session_id = id_of(&serde_json::from_str::<Value>(&created).unwrap());
     let child_env = std::fs::read_to_string(&dump).unwrap();
     assert!(child_env.lines().any(|line| line == format!("API_SECRET={ENV_SECRET}")), "{child_env}");
 

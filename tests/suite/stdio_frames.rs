@@ -36,6 +36,13 @@ impl RawDeputy {
         self.stdin.flush().await.unwrap();
     }
 
+    /// Sends `initialize` (id 1, protocol 2025-11-25); its answer is the next response.
+    async fn send_initialize(&mut self) {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+        self.send(&initialize.to_string()).await;
+    }
+
     /// The next JSON-RPC message with an id (responses), skipping notifications.
     async fn response(&mut self) -> Value {
         loop {
@@ -51,9 +58,7 @@ impl RawDeputy {
 #[tokio::test]
 async fn malformed_frames_never_kill_the_server() {
     let mut deputy = RawDeputy::spawn();
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
-    deputy.send(&initialize.to_string()).await;
+    deputy.send_initialize().await;
     let reply = deputy.response().await;
     assert_eq!(reply["result"]["serverInfo"]["name"], "deputy");
     deputy.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
@@ -95,9 +100,7 @@ async fn malformed_frames_never_kill_the_server() {
 #[tokio::test]
 async fn sigterm_ends_the_stdio_server_cleanly() {
     let mut deputy = RawDeputy::spawn();
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
-    deputy.send(&initialize.to_string()).await;
+    deputy.send_initialize().await;
     assert_eq!(deputy.response().await["result"]["serverInfo"]["name"], "deputy");
     let pid = deputy.child.id().unwrap().to_string();
     assert!(tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap().success());

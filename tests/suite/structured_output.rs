@@ -27,6 +27,11 @@ impl Wire {
         }
     }
 
+    /// `session_create` params asking this wire's model for a forecast (`forecast_schema`).
+    fn forecast_request(self) -> Value {
+        json!({"prompt": "forecast?", "model": self.model(), "output_schema": forecast_schema()})
+    }
+
     /// The model's final answer `value`, the way this wire gives it for `schema`.
     fn answer(self, mock: &MockLlm, value: &Value) {
         mock.push(MockResponse::sse(match self {
@@ -117,12 +122,7 @@ async fn a_valid_first_answer_is_structured_output_a_client_uses_directly() {
     for wire in WIRES {
         let before = deputy.mock.requests().len();
         wire.answer(&deputy.mock, &forecast());
-        let created = deputy
-            .ok(
-                "session_create",
-                json!({"prompt": "forecast?", "model": wire.model(), "output_schema": forecast_schema()}),
-            )
-            .await;
+        let created = deputy.ok("session_create", wire.forecast_request()).await;
         assert_eq!(created["status"], "completed", "{wire:?}: {created}");
         assert_eq!(created["stop_reason"], "end_turn", "{wire:?}");
         // Straight from the tool result's structured content, no parsing of `text`.
@@ -144,12 +144,7 @@ async fn an_answer_valid_after_one_retry_saw_its_errors() {
         let before = deputy.mock.requests().len();
         wire.answer(&deputy.mock, &wrong);
         wire.answer(&deputy.mock, &forecast());
-        let created = deputy
-            .ok(
-                "session_create",
-                json!({"prompt": "forecast?", "model": wire.model(), "output_schema": forecast_schema()}),
-            )
-            .await;
+        let created = deputy.ok("session_create", wire.forecast_request()).await;
         assert_eq!(created["structured_output"], forecast(), "{wire:?}: {created}");
         // Both calls were charged (the mock's default usage, twice).
         let requests = deputy.mock.requests();
@@ -167,13 +162,9 @@ async fn an_answer_never_valid_completes_structured_output_invalid_and_the_sessi
         let before = deputy.mock.requests().len();
         wire.answer(&deputy.mock, &json!({"city": "Oslo"}));
         wire.answer(&deputy.mock, &json!({"city": "Oslo", "days": []}));
-        let created = deputy
-            .ok(
-                "session_create",
-                json!({"prompt": "forecast?", "model": wire.model(), "output_schema": forecast_schema(),
-                       "structured_output_retries": 1}),
-            )
-            .await;
+        let mut request = wire.forecast_request();
+        request["structured_output_retries"] = json!(1);
+        let created = deputy.ok("session_create", request).await;
         assert_eq!(
             (&created["status"], &created["stop_reason"]),
             (&json!("completed"), &json!("structured_output_invalid"))
@@ -267,6 +258,6 @@ async fn rest_and_json_rpc_take_the_same_fields() {
     )));
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "turn/start",
                       "params": {"session_id": id, "prompt": "days only", "output_schema": days}});
-    let reply: Value = deputy.http.post(deputy.url("/rpc")).json(&body).send().await.unwrap().json().await.unwrap();
+    let (_, reply) = deputy.rpc(&body).await;
     assert_eq!(reply["result"]["structured_output"], json!(["mon", "tue"]), "{reply}");
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::common::deputy::{call_tool, error_of, ok_tool};
 use crate::common::http_deputy::HttpDeputy;
+use crate::common::id_of;
 use crate::common::mcp_servers::bin;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
@@ -39,14 +40,14 @@ async fn create(deputy: &HttpDeputy, token: &str, prompt: &str) -> String {
         deputy.rest(Some(token), Method::POST, "/v1/sessions", Some(json!({"prompt": prompt}))).await;
     assert_eq!(status, 201, "{created}");
     assert_eq!(created["text"], "Hello.");
-    created["session_id"].as_str().unwrap().to_owned()
+    id_of(&created)
 }
 
 /// The ids `token` lists, and the total it is told.
 async fn listed(deputy: &HttpDeputy, token: &str) -> (Vec<String>, u64) {
     let (status, list) = deputy.rest(Some(token), Method::GET, "/v1/sessions", None).await;
     assert_eq!(status, 200, "{list}");
-    let ids = list["sessions"].as_array().unwrap().iter().map(|s| s["session_id"].as_str().unwrap().to_owned());
+    let ids = list["sessions"].as_array().unwrap().iter().map(id_of);
     (ids.collect(), list["total"].as_u64().unwrap())
 }
 

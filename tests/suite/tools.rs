@@ -1,17 +1,10 @@
 //! End to end: per-session tools through the `deputy` binary over stdio, the model being the
 //! mock LLM. What the model does through its tools shows on disk.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::deputy::TestDeputy;
+use crate::common::deputy::{TestDeputy, tool_results};
 use crate::common::mock_llm::{MockResponse, anthropic};
-
-/// The tool results the model received in request `index`.
-fn tool_results(deputy: &TestDeputy, index: usize) -> Vec<Value> {
-    let requests = deputy.mock.requests();
-    let messages = requests[index].body["messages"].as_array().unwrap().clone();
-    messages.last().unwrap()["content"].as_array().unwrap().clone()
-}
 
 #[tokio::test]
 async fn the_model_writes_then_edits_a_file_in_the_session_workspace() {

@@ -16,6 +16,14 @@ fn deputy(home: &Path) -> Command {
     command
 }
 
+/// `deputy ARGS` (isolated as [`deputy`]) with the `anthropic` provider pointed at `mock`.
+#[cfg(feature = "session-store")]
+fn anthropic_on(home: &Path, mock: &MockLlm, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::from(deputy(home));
+    command.args(args).env("ANTHROPIC_API_KEY", "k").env("ANTHROPIC_BASE_URL", mock.base_url());
+    command
+}
+
 #[test]
 fn help_explains_the_commands() {
     let home = tempfile::tempdir().unwrap();
@@ -164,11 +172,7 @@ async fn turn_with_an_output_schema_gives_that_turn_its_schema() {
 async fn send_puts_a_message_in_a_stored_sessions_inbox_for_its_next_turn() {
     let mock = MockLlm::start().await;
     let home = tempfile::tempdir().unwrap();
-    let command = |args: &[&str]| {
-        let mut command = tokio::process::Command::from(deputy(home.path()));
-        command.args(args).env("ANTHROPIC_API_KEY", "k").env("ANTHROPIC_BASE_URL", mock.base_url());
-        command
-    };
+    let command = |args: &[&str]| anthropic_on(home.path(), &mock, args);
     mock.push(MockResponse::sse(anthropic::text(&["Ready."])));
     let output = command(&["run", "--model", "anthropic:claude-test", "wait for notes"]).output().await.unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -198,11 +202,7 @@ async fn send_puts_a_message_in_a_stored_sessions_inbox_for_its_next_turn() {
 async fn call_reaches_every_operation_by_tool_or_method_name() {
     let mock = MockLlm::start().await;
     let home = tempfile::tempdir().unwrap();
-    let command = |args: &[&str]| {
-        let mut command = tokio::process::Command::from(deputy(home.path()));
-        command.args(args).env("ANTHROPIC_API_KEY", "k").env("ANTHROPIC_BASE_URL", mock.base_url());
-        command
-    };
+    let command = |args: &[&str]| anthropic_on(home.path(), &mock, args);
     mock.push(MockResponse::sse(anthropic::text(&["Created."])));
     let create = r#"{"prompt": "hello", "model": "anthropic:claude-test"}"#;
     let output = command(&["call", "session_create", create]).output().await.unwrap();

@@ -14,9 +14,9 @@
 //!   one per caller for the HTTP surface; the background server gives one to each client.
 
 pub mod actor;
+pub mod agent_record;
 pub mod live;
 pub mod projection;
-pub mod record;
 pub mod scoped;
 pub mod types;
 

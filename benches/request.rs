@@ -238,7 +238,7 @@ struct Agent {
     model: String,
     system: Option<String>,
     history: Arc<Vec<Message>>,
-    tools: Arc<[ToolSpec]>,
+    tools: Arc<[Arc<ToolSpec>]>,
 }
 
 /// `Agent::model_request`: the request for the next model call.
@@ -319,7 +319,7 @@ fn main() {
             model: "claude-sonnet-4-5".into(),
             system: Some(system.clone()),
             history: Arc::new(history(turns, result_bytes)),
-            tools: tools().into(),
+            tools: tools().into_iter().map(Arc::new).collect(),
         };
         for wire in &wires {
             let first = measure(iterations, || first_attempt(&agent, wire));

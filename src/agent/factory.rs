@@ -352,7 +352,7 @@ impl AgentFactory {
             model,
             system_prompt,
             max_tokens,
-            tool_specs: tools.specs().into(),
+            tool_specs: tools.shared_specs().into(),
             tools,
             tool_config,
             ledger: Arc::new(super::Ledger::new(budget)),

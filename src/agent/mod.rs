@@ -54,7 +54,7 @@ pub struct Agent {
     max_tokens: u32,
     tools: ToolScope,
     /// What the model is told of `tools`, built once: every model request shares it.
-    tool_specs: Arc<[ToolSpec]>,
+    tool_specs: Arc<[Arc<ToolSpec>]>,
     /// What `tools` was built from, kept for the session's record.
     tool_config: ToolConfig,
     budget: Budget,

@@ -113,12 +113,11 @@ mod tests {
             model: "m".into(),
             system: Some("Be brief.".into()),
             messages: messages.into(),
-            tools: vec![ToolSpec {
+            tools: ToolSpec::list([ToolSpec {
                 name: "read_file".into(),
                 description: "Read a file.".into(),
                 input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-            }]
-            .into(),
+            }]),
             max_tokens: 100,
             output: None,
             retries: Default::default(),

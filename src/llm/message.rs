@@ -71,3 +71,11 @@ pub struct ToolSpec {
     /// JSON Schema of the arguments (an object schema).
     pub input_schema: serde_json::Value,
 }
+
+impl ToolSpec {
+    /// Declarations as a [`ModelRequest`](super::ModelRequest) carries them, for requests built
+    /// by hand (the agent's come from its tool scope, shared).
+    pub fn list(specs: impl IntoIterator<Item = ToolSpec>) -> std::sync::Arc<[std::sync::Arc<ToolSpec>]> {
+        specs.into_iter().map(std::sync::Arc::new).collect()
+    }
+}

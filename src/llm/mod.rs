@@ -44,8 +44,9 @@ pub struct ModelRequest {
     /// copies no message. A caller that changes a request's messages gets its own copy of them
     /// (`Arc::make_mut`).
     pub messages: Arc<Vec<Message>>,
-    /// The tools the model may call, shared the same way.
-    pub tools: Arc<[ToolSpec]>,
+    /// The tools the model may call, shared the same way; each declaration is the one copy
+    /// every session declaring it shares (`tools::shared_specs`), never a copy per session.
+    pub tools: Arc<[Arc<ToolSpec>]>,
     /// Upper bound on the tokens of this one response.
     pub max_tokens: u32,
     /// The final answer must be JSON valid against this schema (structured output); each

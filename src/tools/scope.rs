@@ -58,6 +58,15 @@ impl ToolScope {
         self.declared().into_values().cloned().collect()
     }
 
+    /// The declarations as the agent holds them for every model request: the runnable tools'
+    /// shared copies ([`super::shared_specs`]), so a thousand live sessions declaring the
+    /// same tools hold one schema tree, not a thousand; callbacks are the session's own.
+    pub fn shared_specs(&self) -> Vec<Arc<ToolSpec>> {
+        let runnable = self.runnable.iter().map(|(name, runnable)| (name.as_str(), Arc::clone(&runnable.spec)));
+        let callbacks = self.callbacks.iter().map(|(name, spec)| (name.as_str(), Arc::new(spec.clone())));
+        runnable.chain(callbacks).collect::<BTreeMap<_, _>>().into_values().collect()
+    }
+
     /// Every declaration by name, runnable tools and callbacks merged.
     fn declared(&self) -> BTreeMap<&str, &ToolSpec> {
         let runnable = self.runnable.iter().map(|(name, runnable)| (name.as_str(), &*runnable.spec));

@@ -53,12 +53,11 @@ async fn sends_the_documented_request() {
             },
         ]
         .into(),
-        tools: vec![ToolSpec {
+        tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "List a directory".into(),
             input_schema: json!({"type": "object", "properties": {"dir": {"type": "string"}}}),
-        }]
-        .into(),
+        }]),
         max_tokens: 1024,
         output: None,
         retries: Default::default(),

@@ -41,12 +41,11 @@ async fn sends_the_documented_request() {
             },
         ]
         .into(),
-        tools: vec![ToolSpec {
+        tools: ToolSpec::list([ToolSpec {
             name: "get_weather".into(),
             description: "Weather by city".into(),
             input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
-        }]
-        .into(),
+        }]),
         max_tokens: 512,
         output: None,
         retries: Default::default(),

@@ -1,5 +1,7 @@
 //! The request body: written from borrowed wire structs straight to bytes, once per call.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -138,7 +140,7 @@ impl<'a> From<&'a ContentBlock> for WireBlock<'a> {
 
 /// The request's tools, then the final-answer tool when the answer is structured.
 pub(super) struct Tools<'a> {
-    specs: &'a [ToolSpec],
+    specs: &'a [Arc<ToolSpec>],
     final_answer: Option<Tool<'a>>,
 }
 

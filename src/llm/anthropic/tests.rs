@@ -323,12 +323,11 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
             },
         ]
         .into(),
-        tools: vec![ToolSpec {
+        tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }]
-        .into(),
+        }]),
         max_tokens: 100,
         output: None,
         retries: Default::default(),
@@ -358,12 +357,11 @@ fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_ca
         model: "m".into(),
         system: None,
         messages: vec![Message::user_text("hi")].into(),
-        tools: vec![ToolSpec {
+        tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }]
-        .into(),
+        }]),
         max_tokens: 100,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema.clone()))),
         retries: Default::default(),
@@ -420,12 +418,11 @@ fn the_body_goes_out_with_its_keys_sorted() {
             Message::assistant(vec![ContentBlock::Text { text: String::new() }]),
         ]
         .into(),
-        tools: vec![ToolSpec {
+        tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }]
-        .into(),
+        }]),
         max_tokens: 100,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
         retries: Default::default(),

@@ -1,5 +1,7 @@
 //! The request body: written from borrowed wire structs straight to bytes, once per call.
 
+use std::sync::Arc;
+
 use std::borrow::Cow;
 
 use bytes::Bytes;
@@ -96,7 +98,7 @@ pub(super) struct StreamOptions {
     include_usage: bool,
 }
 
-pub(super) struct Tools<'a>(&'a [ToolSpec]);
+pub(super) struct Tools<'a>(&'a [Arc<ToolSpec>]);
 
 impl Tools<'_> {
     fn is_empty(&self) -> bool {

@@ -180,12 +180,11 @@ fn request_body_splits_tool_results_and_text() {
             },
         ]
         .into(),
-        tools: vec![ToolSpec {
+        tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }]
-        .into(),
+        }]),
         max_tokens: 64,
         output: None,
         retries: Default::default(),
@@ -275,12 +274,11 @@ fn the_body_goes_out_with_its_keys_sorted() {
             Message::assistant(vec![]),
         ]
         .into(),
-        tools: vec![ToolSpec {
+        tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
             input_schema: json!({"type":"object"}),
-        }]
-        .into(),
+        }]),
         max_tokens: 64,
         output: schema.map(|schema| crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
         retries: Default::default(),

@@ -371,6 +371,11 @@ pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) ->
             service.tool_output(&id, &tool_use_id).await.map(|output| output.content)
         }
     };
+    print_outcome(outcome)
+}
+
+/// A command's answer: its text on stdout and exit 0, or its error as every command reports one.
+fn print_outcome(outcome: Result<String, SessionError>) -> ExitCode {
     match outcome {
         Ok(text) => {
             let mut stdout = std::io::stdout();
@@ -398,15 +403,7 @@ pub async fn call(service: &LiveSessionService, name: &str, arguments: &str) -> 
         Err(error) => return exit_with(&SessionError::invalid(format!("{name}: arguments are not JSON: {error}"))),
     };
     let waiting = |wait| (TurnOptions::waiting(wait), ());
-    match operation.run(name, service, arguments, waiting).await {
-        Ok(result) => {
-            let mut stdout = std::io::stdout();
-            let _ = stdout.write_all(to_json(&result).as_bytes());
-            let _ = stdout.flush();
-            ExitCode::SUCCESS
-        }
-        Err(error) => exit_with(&error),
-    }
+    print_outcome(operation.run(name, service, arguments, waiting).await.map(|result| to_json(&result)))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {

@@ -17,7 +17,7 @@ pub struct ToolScope {
     runnable: BTreeMap<String, Runnable>,
     /// The caller's tools, by name: declared to the model like the others, never run here. The
     /// loop holds their calls instead. A callback shadows a runnable tool of the same name.
-    callbacks: BTreeMap<String, ToolSpec>,
+    callbacks: BTreeMap<String, Arc<ToolSpec>>,
 }
 
 #[derive(Clone)]
@@ -36,7 +36,7 @@ impl ToolScope {
 
     /// Adds the caller's tools: declared to the model like the others, never run here.
     pub fn with_callbacks(mut self, callbacks: &[CallbackTool]) -> Self {
-        self.callbacks.extend(callbacks.iter().map(|callback| (callback.name.clone(), callback.spec())));
+        self.callbacks.extend(callbacks.iter().map(|callback| (callback.name.clone(), Arc::new(callback.spec()))));
         self
     }
 
@@ -55,21 +55,19 @@ impl ToolScope {
 
     /// Declarations sent to the model, in a stable (name) order so requests are reproducible.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.declared().into_values().cloned().collect()
+        self.declared().into_values().map(|spec| ToolSpec::clone(spec)).collect()
     }
 
     /// The declarations as the agent holds them for every model request: the runnable tools'
     /// shared copies ([`super::shared_specs`]), so a thousand live sessions declaring the
     /// same tools hold one schema tree, not a thousand; callbacks are the session's own.
     pub fn shared_specs(&self) -> Vec<Arc<ToolSpec>> {
-        let runnable = self.runnable.iter().map(|(name, runnable)| (name.as_str(), Arc::clone(&runnable.spec)));
-        let callbacks = self.callbacks.iter().map(|(name, spec)| (name.as_str(), Arc::new(spec.clone())));
-        runnable.chain(callbacks).collect::<BTreeMap<_, _>>().into_values().collect()
+        self.declared().into_values().cloned().collect()
     }
 
     /// Every declaration by name, runnable tools and callbacks merged.
-    fn declared(&self) -> BTreeMap<&str, &ToolSpec> {
-        let runnable = self.runnable.iter().map(|(name, runnable)| (name.as_str(), &*runnable.spec));
+    fn declared(&self) -> BTreeMap<&str, &Arc<ToolSpec>> {
+        let runnable = self.runnable.iter().map(|(name, runnable)| (name.as_str(), &runnable.spec));
         runnable.chain(self.callbacks.iter().map(|(name, spec)| (name.as_str(), spec))).collect()
     }
 

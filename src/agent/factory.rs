@@ -15,7 +15,7 @@ use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
 use crate::hooks::Hooks;
 use crate::llm::registry::ProviderRegistry;
-use crate::llm::{FINAL_ANSWER_TOOL, Usage};
+use crate::llm::{FINAL_ANSWER_TOOL, Reasoning, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
 use crate::policy::AuditTag;
 use crate::policy::{Grants, Surface};
@@ -42,6 +42,8 @@ pub struct AgentBuildConfig {
     pub output_schema: Option<serde_json::Value>,
     /// Retries of an answer that does not validate (default 2); only with `output_schema`.
     pub structured_output_retries: Option<u32>,
+    /// Extended thinking / reasoning effort; `None`: the provider's configured default.
+    pub reasoning: Option<Reasoning>,
     /// Add the comms tools (`send_message`, `list_peers`) unless `tools.builtins` names the
     /// tools explicitly: what a host-mode session gets.
     pub comms_by_default: bool,
@@ -60,6 +62,8 @@ pub struct ChildBuild {
     /// Already narrowed from the parent's.
     pub tools: crate::tools::ToolConfig,
     pub output_schema: Option<serde_json::Value>,
+    /// The parent's: a child thinks as hard as the session that delegated to it.
+    pub reasoning: Option<Reasoning>,
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -185,6 +189,9 @@ impl AgentFactory {
         if max_tokens == 0 {
             return Err(SessionError::invalid("max_tokens must be at least 1"));
         }
+        if let Some(reasoning) = &config.reasoning {
+            reasoning.check().map_err(SessionError::invalid)?;
+        }
         if !cfg!(feature = "session-compaction") && config.context.asks_for_compaction() {
             return Err(SessionError::CompactionDisabled("compaction settings".into()));
         }
@@ -220,6 +227,7 @@ impl AgentFactory {
                 context,
                 tools,
                 structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
+                reasoning: config.reasoning,
             },
             structured,
             audit,
@@ -237,7 +245,7 @@ impl AgentFactory {
         grants: &Grants,
         audit: &AuditTag,
     ) -> Result<Agent, SessionError> {
-        let ChildBuild { model, system_prompt, max_tokens, budget, tools, output_schema } = child;
+        let ChildBuild { model, system_prompt, max_tokens, budget, tools, output_schema, reasoning } = child;
         let context = ContextSettings::resolve(
             &model,
             max_tokens,
@@ -255,6 +263,7 @@ impl AgentFactory {
             context,
             tools,
             structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
+            reasoning,
         };
         self.assemble(spec, structured, audit).await
     }
@@ -300,6 +309,7 @@ impl AgentFactory {
             context: context_settings,
             tools: tool_config,
             structured_output: _,
+            reasoning,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         let handling_hops = Arc::new(std::sync::atomic::AtomicU32::new(0));
@@ -352,6 +362,7 @@ impl AgentFactory {
             model,
             system_prompt,
             max_tokens,
+            reasoning,
             tool_specs: tools.shared_specs().into(),
             tools,
             tool_config,

@@ -10,7 +10,9 @@ use serde::Deserialize;
 use super::{AuthConfig, Environment};
 use crate::agent::InboxLimits;
 use crate::hooks::HookConfig;
+use crate::llm::Reasoning;
 use crate::llm::catalog::Wire;
+use crate::llm::options::{CacheTtl, PromptCache, StreamUsage, TokenLimitField, WireOptions};
 use crate::peers::PeerServerConfig;
 use crate::policy::{PolicySwitches, Switch};
 use crate::session::DelegationLimits;
@@ -28,6 +30,10 @@ use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
 /// base_url = "http://127.0.0.1:11434/v1"
 /// # api_key_env = "OLLAMA_API_KEY"    # env var holding the key, if the server needs one
 /// context_window = 32768              # tokens; compaction keeps histories below it
+/// # prompt_cache = "auto"             # "auto" | "off"; prompt_cache_ttl = "5m" | "1h"
+/// # token_limit_field = "max_tokens"  # or "max_completion_tokens"; unset: by host and model
+/// # stream_usage = true               # false for servers that reject `stream_options`
+/// # reasoning = { effort = "medium" } # for sessions that do not ask; or { budget_tokens = 4096 }
 ///
 /// [tools]                             # defaults for sessions that do not choose
 /// builtins = ["read_file", "list_dir", "search"]   # default: all five file tools
@@ -244,6 +250,32 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
     /// The context window of this provider's models, in tokens (for compaction).
     pub context_window: Option<u64>,
+    /// `"auto"` (default) or `"off"`: prompt caching (see [`PromptCache`]).
+    #[serde(default)]
+    pub prompt_cache: PromptCache,
+    /// `"5m"` (default) or `"1h"`: how long Anthropic keeps a cached prefix.
+    #[serde(default)]
+    pub prompt_cache_ttl: CacheTtl,
+    /// `"max_tokens"` or `"max_completion_tokens"`; unset: by host and model.
+    pub token_limit_field: Option<TokenLimitField>,
+    /// `false` for OpenAI-compatible servers that reject `stream_options`.
+    #[serde(default)]
+    pub stream_usage: StreamUsage,
+    /// Reasoning for sessions that do not ask (`{ effort = "medium" }`, `{ budget_tokens = 4096 }`).
+    pub reasoning: Option<Reasoning>,
+}
+
+impl ProviderConfig {
+    /// How the provider is spoken to, from this section.
+    pub fn wire_options(&self) -> WireOptions {
+        WireOptions {
+            prompt_cache: self.prompt_cache,
+            prompt_cache_ttl: self.prompt_cache_ttl,
+            token_limit_field: self.token_limit_field,
+            stream_usage: self.stream_usage,
+            reasoning: self.reasoning,
+        }
+    }
 }
 
 impl ConfigFile {

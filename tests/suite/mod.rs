@@ -90,6 +90,9 @@ pub fn usages(events: &[StreamEvent]) -> Vec<deputy::llm::Usage> {
 
 pub fn simple_request(text: &str) -> ModelRequest {
     ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "mock-model".into(),
         system: None,
         messages: vec![deputy::llm::Message::user_text(text)].into(),

@@ -35,6 +35,9 @@ async fn sends_the_documented_request() {
     mock.push(MockResponse::sse(anthropic::text(&["done"])));
     let provider = Anthropic::provider(&format!("{}/anthropic/", mock.base_url()), HttpTimeouts::default());
     let request = ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "claude-test".into(),
         system: Some("You are terse.".into()),
         messages: vec![

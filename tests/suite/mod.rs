@@ -22,6 +22,7 @@ mod policy;
 mod provider_anthropic;
 mod provider_contract;
 mod provider_openai;
+mod provider_rules;
 mod schemas;
 mod secrets;
 mod stdio_frames;

@@ -188,19 +188,22 @@ pub fn tokens_of(bytes: usize) -> u64 {
 
 /// `value` as compact JSON with every `cache_control` removed, at any depth.
 pub fn canonical(value: &Value) -> String {
-    fn strip(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => Value::Object(
-                map.iter()
-                    .filter(|(key, _)| *key != "cache_control")
-                    .map(|(k, v)| (k.clone(), strip(v)))
-                    .collect::<Map<_, _>>(),
-            ),
-            Value::Array(items) => Value::Array(items.iter().map(strip).collect()),
-            other => other.clone(),
-        }
+    without_cache_control(value).to_string()
+}
+
+/// `value` with every `cache_control` removed, at any depth: a body as it would be without
+/// prompt caching, for tests about anything else.
+pub fn without_cache_control(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, _)| *key != "cache_control")
+                .map(|(k, v)| (k.clone(), without_cache_control(v)))
+                .collect::<Map<_, _>>(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_cache_control).collect()),
+        other => other.clone(),
     }
-    strip(value).to_string()
 }
 
 fn chain(previous: u64, key: &str) -> u64 {

@@ -29,6 +29,7 @@ mod stdio_frames;
 mod structured_output;
 mod tenants;
 mod tools;
+mod wire_properties;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -15,8 +15,8 @@ use deputy::llm::anthropic::{AnthropicConfig, AnthropicProvider};
 use deputy::llm::openai::{OpenAiConfig, OpenAiProvider};
 use deputy::llm::options::{PromptCache, WireOptions};
 use deputy::llm::{
-    ContentBlock, Effort, HttpTimeouts, Message, ModelRequest, OutputFormat, Reasoning, Resendable, Role, ToolChoice,
-    ToolSpec,
+    ContentBlock, Effort, HttpTimeouts, Message, ModelRequest, OutputFormat, Reasoning, Resendable, Role,
+    ToolChoice, ToolSpec,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -53,14 +53,30 @@ impl Text {
 #[derive(Debug, Clone)]
 enum Step {
     Prompt(Text),
-    Response { lead: Option<Text>, calls: Vec<usize>, thinking: bool, reasoning: bool },
+    Response {
+        lead: Option<Text>,
+        calls: Vec<usize>,
+        thinking: bool,
+        reasoning: bool,
+    },
     /// Results of the last response's calls: which are answered (in reverse order if
     /// `reversed`), then mail and hook context.
-    Results { answered: Vec<bool>, reversed: bool, mail: Option<Text>, hook: Option<Text> },
-    Interrupted { calls: Vec<usize> },
-    Summary { keep: usize },
+    Results {
+        answered: Vec<bool>,
+        reversed: bool,
+        mail: Option<Text>,
+        hook: Option<Text>,
+    },
+    Interrupted {
+        calls: Vec<usize>,
+    },
+    Summary {
+        keep: usize,
+    },
     Prune,
-    Fork { at: usize },
+    Fork {
+        at: usize,
+    },
 }
 
 fn text() -> impl Strategy<Value = Text> {
@@ -134,7 +150,11 @@ impl Writer {
                 }
                 for name in calls {
                     let id = self.id();
-                    blocks.push(ContentBlock::ToolUse { id, name: NAMES[*name].into(), input: json!({"path": "a"}) });
+                    blocks.push(ContentBlock::ToolUse {
+                        id,
+                        name: NAMES[*name].into(),
+                        input: json!({"path": "a"}),
+                    });
                 }
                 self.history.push(Message::assistant(blocks));
             }
@@ -169,7 +189,11 @@ impl Writer {
                 let mut results = Vec::new();
                 for name in calls {
                     let id = self.id();
-                    blocks.push(ContentBlock::ToolUse { id: id.clone(), name: NAMES[*name].into(), input: json!({}) });
+                    blocks.push(ContentBlock::ToolUse {
+                        id: id.clone(),
+                        name: NAMES[*name].into(),
+                        input: json!({}),
+                    });
                     results.push(ContentBlock::ToolResult {
                         tool_use_id: id,
                         content: "not run: [interrupted]".into(),
@@ -229,7 +253,8 @@ fn call() -> impl Strategy<Value = Call> {
 }
 
 fn request(history: Vec<Message>, call: &Call) -> ModelRequest {
-    let mut names: Vec<&str> = call.tools.iter().map(|index| NAMES[*index]).filter(|name| *name != "deputy_final_answer").collect();
+    let mut names: Vec<&str> =
+        call.tools.iter().map(|index| NAMES[*index]).filter(|name| *name != "deputy_final_answer").collect();
     names.sort();
     names.dedup();
     let tools = ToolSpec::list(names.into_iter().map(|name| ToolSpec {
@@ -247,7 +272,9 @@ fn request(history: Vec<Message>, call: &Call) -> ModelRequest {
         reasoning: call.reasoning.map(|effort| Reasoning { effort: Some(effort), budget_tokens: None }),
         cache_key: Some("ses_property".into()),
         output: (call.structured && !call.summary).then(|| {
-            OutputFormat::new(std::sync::Arc::new(json!({"type": "object", "properties": {"a": {"type": "string"}}})))
+            OutputFormat::new(std::sync::Arc::new(
+                json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+            ))
         }),
         retries: Default::default(),
     }

@@ -462,3 +462,106 @@ fn the_body_goes_out_with_its_keys_sorted() {
         assert_eq!(String::from_utf8_lossy(&body), serde_json::to_string(&tree).unwrap());
     }
 }
+
+/// A tool loop in progress: the model called `ls` (after thinking, if `thinking`), and the
+/// result is the last message.
+fn tool_loop(thinking: bool) -> ModelRequest {
+    let mut answer = Vec::new();
+    if thinking {
+        answer.push(ContentBlock::Thinking { thinking: "look first".into(), signature: Some("sig".into()) });
+    }
+    answer.push(ContentBlock::ToolUse { id: "a".into(), name: "ls".into(), input: json!({}) });
+    ModelRequest {
+        model: "claude-test".into(),
+        system: Some("Be brief.".into()),
+        messages: vec![
+            Message::user_text("list"),
+            Message::assistant(answer),
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: "a".into(),
+                    content: "x".into(),
+                    is_error: false,
+                }],
+            },
+        ]
+        .into(),
+        tools: ToolSpec::list([ToolSpec {
+            name: "ls".into(),
+            description: "list".into(),
+            input_schema: json!({"type": "object"}),
+        }]),
+        max_tokens: 1000,
+        ..ModelRequest::default()
+    }
+}
+
+#[test]
+fn prompt_caching_marks_the_tools_the_system_prompt_and_the_last_block() {
+    let body = body_with(&tool_loop(true), &WireOptions::default());
+    let ephemeral = json!({"type": "ephemeral"});
+    assert_eq!(body["tools"][0]["cache_control"], ephemeral);
+    assert_eq!(body["system"], json!([{"type": "text", "text": "Be brief.", "cache_control": ephemeral}]));
+    assert_eq!(body["messages"][2]["content"][0]["cache_control"], ephemeral);
+    assert_eq!(body.to_string().matches("cache_control").count(), 3, "three of the four allowed");
+    // Thinking blocks may not carry a breakpoint: it goes on the last block that may.
+    let thinking_last = ModelRequest {
+        messages: vec![
+            Message::user_text("hi"),
+            Message::assistant(vec![
+                ContentBlock::Text { text: "a".into() },
+                ContentBlock::Thinking { thinking: "t".into(), signature: Some("s".into()) },
+            ]),
+        ]
+        .into(),
+        ..tool_loop(false)
+    };
+    let body = body_with(&thinking_last, &WireOptions::default());
+    assert_eq!(body["messages"][1]["content"][0]["cache_control"], ephemeral);
+    assert!(body["messages"][1]["content"][1].get("cache_control").is_none());
+    let hour = WireOptions { prompt_cache_ttl: CacheTtl::OneHour, ..WireOptions::default() };
+    assert_eq!(
+        body_with(&tool_loop(false), &hour)["tools"][0]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "1h"})
+    );
+    let off = request_body(&tool_loop(false));
+    assert!(!off.to_string().contains("cache_control") && off["system"] == "Be brief.");
+}
+
+#[test]
+fn thinking_gets_its_budget_on_top_of_max_tokens_and_its_block_back_first() {
+    let reasoning = Some(crate::llm::Reasoning { effort: Some(crate::llm::Effort::High), budget_tokens: None });
+    let body = request_body(&ModelRequest { reasoning, ..tool_loop(true) });
+    assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 16384}));
+    assert_eq!(body["max_tokens"], 1000 + 16384);
+    assert_eq!(
+        body["messages"][1]["content"][0],
+        json!({"type": "thinking", "thinking": "look first", "signature": "sig"}),
+        "sent back byte for byte"
+    );
+    // A tool loop opened without thinking cannot go on with it: this request goes without.
+    let body = request_body(&ModelRequest { reasoning, ..tool_loop(false) });
+    assert!(body.get("thinking").is_none(), "{body}");
+    assert_eq!(body["max_tokens"], 1000);
+    // Structured output with thinking: not forced (thinking refuses that), asked for instead.
+    let schema = std::sync::Arc::new(json!({"type": "object"}));
+    let structured = ModelRequest {
+        reasoning,
+        output: Some(crate::llm::OutputFormat::new(schema)),
+        messages: vec![Message::user_text("go")].into(),
+        ..tool_loop(false)
+    };
+    let body = request_body(&structured);
+    assert!(body.get("tool_choice").is_none() && body["thinking"]["type"] == "enabled");
+    assert!(body["system"].as_str().unwrap().ends_with(&crate::llm::structured::tool_instruction()));
+    let forced = request_body(&ModelRequest { reasoning: None, ..structured });
+    assert_eq!(forced["tool_choice"], json!({"type": "any"}));
+}
+
+#[test]
+fn the_summary_call_declares_the_tools_but_forbids_calling_them() {
+    let body = request_body(&ModelRequest { tool_choice: crate::llm::ToolChoice::Forbidden, ..tool_loop(false) });
+    assert_eq!(body["tool_choice"], json!({"type": "none"}));
+    assert_eq!(body["tools"][0]["name"], "ls");
+}

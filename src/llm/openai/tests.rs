@@ -343,3 +343,86 @@ fn the_body_goes_out_with_its_keys_sorted() {
         }
     }
 }
+
+/// A tool loop in progress on a reasoning server: the model reasoned, called `ls`, and the
+/// result is the last message.
+fn tool_loop() -> ModelRequest {
+    ModelRequest {
+        model: "deepseek-reasoner".into(),
+        messages: vec![
+            Message::user_text("list"),
+            Message::assistant(vec![
+                ContentBlock::Reasoning { text: "look first".into() },
+                ContentBlock::ToolUse { id: "a".into(), name: "ls".into(), input: json!({}) },
+            ]),
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: "a".into(),
+                    content: "x".into(),
+                    is_error: false,
+                }],
+            },
+        ]
+        .into(),
+        tools: ToolSpec::list([ToolSpec {
+            name: "ls".into(),
+            description: "list".into(),
+            input_schema: json!({"type": "object"}),
+        }]),
+        max_tokens: 1000,
+        cache_key: Some("ses_1".into()),
+        ..ModelRequest::default()
+    }
+}
+
+#[test]
+fn reasoning_goes_back_on_its_assistant_message_and_effort_is_asked_for() {
+    let body = body_with(&tool_loop(), &WireOptions::default());
+    assert_eq!(body["messages"][1]["reasoning_content"], "look first");
+    assert!(body.get("reasoning_effort").is_none());
+    let reasoning = Some(crate::llm::Reasoning { effort: None, budget_tokens: Some(2048) });
+    let body = body_with(&ModelRequest { reasoning, ..tool_loop() }, &WireOptions::default());
+    assert_eq!((body["reasoning_effort"].as_str(), body["max_tokens"].as_u64()), (Some("low"), Some(1000 + 2048)));
+}
+
+#[test]
+fn provider_options_switch_the_cache_key_and_stream_usage() {
+    let body = body_with(&tool_loop(), &WireOptions::default());
+    assert_eq!(
+        (body["prompt_cache_key"].as_str(), &body["stream_options"]),
+        (Some("ses_1"), &json!({"include_usage": true}))
+    );
+    let off = WireOptions {
+        prompt_cache: PromptCache::Off,
+        stream_usage: StreamUsage::Omitted,
+        ..WireOptions::default()
+    };
+    let body = body_with(&tool_loop(), &off);
+    assert!(body.get("prompt_cache_key").is_none() && body.get("stream_options").is_none(), "{body}");
+    let summary = body_with(&ModelRequest { tool_choice: crate::llm::ToolChoice::Forbidden, ..tool_loop() }, &off);
+    assert_eq!(
+        (summary["tool_choice"].as_str(), summary["tools"][0]["function"]["name"].as_str()),
+        (Some("none"), Some("ls"))
+    );
+}
+
+#[test]
+fn a_reasoning_delta_stream_becomes_one_block_before_the_calls() {
+    let (events, err) = feed(
+        &[
+            delta(json!({"reasoning_content": "look "})),
+            delta(json!({"reasoning_content": "first"})),
+            delta(json!({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "ls", "arguments": "{}"}}]})),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            json!("[DONE]"),
+        ],
+        false,
+    );
+    assert_eq!(err, None);
+    let reasoning = ContentBlock::Reasoning { text: "look first".into() };
+    let at = events.iter().position(|event| *event == StreamEvent::Reasoning(reasoning.clone())).unwrap();
+    let call = events.iter().position(|event| matches!(event, StreamEvent::ToolCallStart { .. })).unwrap();
+    assert!(at < call, "{events:?}");
+    assert!(!events.iter().any(|event| matches!(event, StreamEvent::TextDelta(_))));
+}

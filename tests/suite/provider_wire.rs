@@ -523,7 +523,7 @@ async fn long_tool_name_is_shortened_and_mapped_back(wire: Wire) {
         .await;
     assert_eq!(completed(&done), "North made 42.");
     let last = requests(&deputy).pop().unwrap();
-    assert_eq!(wire.declared_names(&last.body), [short.clone()]);
+    assert_eq!(wire.declared_names(&last.body), std::slice::from_ref(&short));
     assert_eq!(wire.calls(&last.body), [("toolu_1".to_owned(), short)], "the history calls it by its wire name");
     assert_eq!(wire.results(&last.body), [("toolu_1".to_owned(), "revenue of north: 42".to_owned())]);
     assert_clean(&deputy);

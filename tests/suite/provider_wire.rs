@@ -409,10 +409,16 @@ async fn forked_child_without_tools(wire: Wire) {
 /// context (finding 6): no whitespace-only text goes out, and the session is not wedged.
 async fn whitespace_text_and_hook_context(wire: Wire) {
     let hooks = tempfile::tempdir().unwrap();
+    // Whitespace-only context at the first turn; at the second, text that shows the hook's
+    // answers are read.
+    let seen = hooks.path().join("seen");
     let hook = file_in(
         hooks.path(),
         "blank.sh",
-        "cat > /dev/null\ncat <<'EOF'\n{\"decision\": \"allow\", \"additional_context\": \" \\n\\t \"}\nEOF\n",
+        &format!(
+            "cat > /dev/null\nif [ -e {seen:?} ]; then context='Context: Friday is confirmed.'; else context=' \\n\\t '; \
+             touch {seen:?}; fi\nprintf '{{\"decision\": \"allow\", \"additional_context\": \"%s\"}}\\n' \"$context\"\n"
+        ),
     );
     let config =
         format!("[[hooks]]\nevent = \"turn_start\"\ncommand = [\"/bin/sh\", {:?}]\n", hook.to_str().unwrap());
@@ -433,6 +439,8 @@ async fn whitespace_text_and_hook_context(wire: Wire) {
     deputy.mock.push(wire.text("Still Friday."));
     let next = deputy.ok("session_turn", json!({"session_id": id, "prompt": "Check again."})).await;
     assert_eq!(completed(&next), "Still Friday.");
+    let second_turn = &requests(&deputy)[2];
+    assert!(second_turn.last_message().contains("Context: Friday is confirmed."), "{}", second_turn.body);
 
     for request in requests(&deputy) {
         let messages = request.body["messages"].as_array().unwrap();

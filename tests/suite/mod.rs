@@ -23,6 +23,7 @@ mod provider_anthropic;
 mod provider_contract;
 mod provider_openai;
 mod provider_rules;
+mod provider_wire;
 mod schemas;
 mod secrets;
 mod stdio_frames;

@@ -14,6 +14,8 @@ use super::{Agent, ContextOverrides, FullOutputs, OutputContract, RestoredState}
 use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
 use crate::hooks::Hooks;
+use crate::llm::catalog::known_price;
+use crate::llm::pricing::Price;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::{FINAL_ANSWER_TOOL, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
@@ -75,6 +77,8 @@ pub struct AgentFactory {
     tool_defaults: ToolDefaults,
     /// Context windows configured per provider (`ollama`) or model (`ollama:llama3.2`).
     context_windows: BTreeMap<String, u64>,
+    /// Prices the config file sets per model (`provider:model`), over the list prices.
+    prices: BTreeMap<String, Price>,
     /// The process-wide MCP server pool (shared with `AppState`).
     mcp: Arc<McpFactory>,
     /// The config file's `[mcp_servers.NAME]`.
@@ -99,6 +103,7 @@ impl AgentFactory {
             workspace,
             tool_defaults: ToolDefaults::default(),
             context_windows: BTreeMap::new(),
+            prices: BTreeMap::new(),
             mcp: Arc::new(McpFactory::default()),
             mcp_servers: BTreeMap::new(),
             hooks: Hooks::default(),
@@ -139,6 +144,18 @@ impl AgentFactory {
     pub fn with_context_windows(mut self, windows: BTreeMap<String, u64>) -> Self {
         self.context_windows = windows;
         self
+    }
+
+    /// Prices the configuration sets, keyed by `provider:model`; they win over the list prices.
+    pub fn with_prices(mut self, prices: BTreeMap<String, Price>) -> Self {
+        self.prices = prices;
+        self
+    }
+
+    /// The price of `model_id` (`provider:model`): the configured one, else the list price of
+    /// the model's name whichever provider serves it, else none (its cost is unknown).
+    pub fn price_of(&self, model_id: &str) -> Option<Price> {
+        self.prices.get(model_id).copied().or_else(|| known_price(model_id))
     }
 
     /// Whether `server` is one of the config file's `[mcp_servers.NAME]`, exactly as configured.
@@ -302,6 +319,15 @@ impl AgentFactory {
             structured_output: _,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
+        let price = self.price_of(&model_id);
+        if budget.max_cost_usd.is_some() && price.is_none() {
+            return Err(SessionError::invalid(format!(
+                "budget.max_cost_usd: deputy does not know the price of {model_id:?}, so it cannot hold \
+                 a session to a cost; give the model a price in the config file \
+                 ([providers.NAME.models.\"MODEL\"] input, output, cache_write, cache_read in USD per \
+                 million tokens) or use max_tokens"
+            )));
+        }
         let handling_hops = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let session_link = SessionLink::default();
         // A workspace that existed when the session was created may be gone when it resumes.
@@ -350,6 +376,7 @@ impl AgentFactory {
             provider,
             model_id,
             model,
+            price,
             system_prompt,
             max_tokens,
             tool_specs: tools.shared_specs().into(),

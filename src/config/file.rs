@@ -28,6 +28,11 @@ use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
 /// base_url = "http://127.0.0.1:11434/v1"
 /// # api_key_env = "OLLAMA_API_KEY"    # env var holding the key, if the server needs one
 /// context_window = 32768              # tokens; compaction keeps histories below it
+/// [providers.ollama.models."llama3.2"] # its price, USD per million tokens (all four)
+/// input = 0.10
+/// output = 0.40
+/// cache_write = 0.10
+/// cache_read = 0.01
 ///
 /// [tools]                             # defaults for sessions that do not choose
 /// builtins = ["read_file", "list_dir", "search"]   # default: all five file tools
@@ -244,6 +249,11 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
     /// The context window of this provider's models, in tokens (for compaction).
     pub context_window: Option<u64>,
+    /// Prices of this provider's models, by model name (`[providers.NAME.models."MODEL"]`,
+    /// USD per million tokens: `input`, `output`, `cache_write`, `cache_read`, all four); they
+    /// win over the list prices deputy knows.
+    #[serde(default)]
+    pub models: BTreeMap<String, crate::llm::pricing::Price>,
 }
 
 impl ConfigFile {

@@ -14,6 +14,7 @@ pub mod catalog;
 mod http;
 pub mod message;
 pub mod openai;
+pub mod pricing;
 pub mod registry;
 pub mod retry;
 #[cfg(any(test, feature = "test-support"))]

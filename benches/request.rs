@@ -244,6 +244,9 @@ struct Agent {
 /// `Agent::model_request`: the request for the next model call.
 fn model_request(agent: &Agent) -> ModelRequest {
     ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: agent.model.clone(),
         system: agent.system.clone(),
         messages: Arc::clone(&agent.history),
@@ -298,11 +301,13 @@ fn main() {
     let timeouts = HttpTimeouts::default();
     let wires = [
         Wire::Anthropic(AnthropicProvider::new(AnthropicConfig {
+            options: Default::default(),
             base_url: "http://127.0.0.1:9".into(),
             api_key: "k".into(),
             timeouts,
         })),
         Wire::OpenAi(OpenAiProvider::new(OpenAiConfig {
+            options: Default::default(),
             base_url: "http://127.0.0.1:9/v1".into(),
             api_key: None,
             timeouts,

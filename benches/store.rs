@@ -163,6 +163,10 @@ fn turn_events(messages: &[Message], turn: u64, seq: &mut u64) -> Vec<StoredEven
                 ContentBlock::ToolResult { tool_use_id, content, is_error } => push(serde_json::json!({
                     "type": "tool_result", "id": tool_use_id, "name": "read_file", "content": content, "is_error": is_error
                 })),
+                reasoning => {
+                    let text = reasoning.reasoning_text().unwrap_or_default();
+                    push(serde_json::json!({"type": "reasoning_delta", "text": text}));
+                }
             }
         }
     }
@@ -462,6 +466,7 @@ fn record(session_id: SessionId, at: DateTime<Utc>) -> SessionRecord {
             .expect("default context settings"),
         tools: deputy::tools::ToolConfig::legacy(),
         structured_output: None,
+        reasoning: None,
     };
     let mut record = SessionRecord::empty(session_id, agent, "Benchmark session".to_owned(), at);
     record.labels = BTreeMap::from([("bench".to_owned(), "store".to_owned())]);

@@ -27,6 +27,10 @@ pub enum AgentEvent {
     TextDelta {
         text: String,
     },
+    /// The model's reasoning (thinking) as it streams in: never part of the answer's text.
+    ReasoningDelta {
+        text: String,
+    },
     /// The model's response broke after it had begun streaming and is being sent again: the
     /// text streamed since the response began is void (a consumer showing it should drop it);
     /// the new attempt's text follows. The turn's result holds only the whole answer.
@@ -129,6 +133,21 @@ pub enum AgentEvent {
 }
 
 impl AgentEvent {
+    /// The text of a streamed delta (answer or reasoning): what a backlog merges.
+    pub fn streamed(&self) -> Option<&str> {
+        match self {
+            Self::TextDelta { text } | Self::ReasoningDelta { text } => Some(text),
+            _ => None,
+        }
+    }
+
+    fn streamed_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Self::TextDelta { text } | Self::ReasoningDelta { text } => Some(text),
+            _ => None,
+        }
+    }
+
     /// The `type` tag of the `Archived` variant, for the store, which writes that event
     /// without knowing this enum.
     pub const ARCHIVED_TYPE: &'static str = "archived";
@@ -192,8 +211,10 @@ impl EventSender {
             return;
         }
         if queue.events.len() >= EVENT_CAPACITY
-            && let AgentEvent::TextDelta { text } = &event
-            && let Some(Queued { event: AgentEvent::TextDelta { text: merged }, skipped }) = queue.events.back_mut()
+            && let Some(text) = event.streamed()
+            && let Some(Queued { event: back, skipped }) = queue.events.back_mut()
+            && std::mem::discriminant(back) == std::mem::discriminant(&event)
+            && let Some(merged) = back.streamed_mut()
         {
             merged.push_str(text);
             if merged.len() > MAX_MERGED_TEXT_BYTES {
@@ -285,16 +306,14 @@ impl Drop for EventReceiver {
 }
 
 impl Queued {
-    fn into_event(self) -> AgentEvent {
-        match self.event {
-            AgentEvent::TextDelta { text } if self.skipped > 0 => AgentEvent::TextDelta {
-                text: format!(
-                    "[… {} bytes of streamed text skipped: the reader fell behind …]{text}",
-                    self.skipped
-                ),
-            },
-            event => event,
+    fn into_event(mut self) -> AgentEvent {
+        if self.skipped > 0
+            && let Some(text) = self.event.streamed_mut()
+        {
+            let marker = format!("[… {} bytes of streamed text skipped: the reader fell behind …]", self.skipped);
+            text.insert_str(0, &marker);
         }
+        self.event
     }
 }
 

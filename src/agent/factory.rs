@@ -17,7 +17,7 @@ use crate::hooks::Hooks;
 use crate::llm::catalog::known_price;
 use crate::llm::pricing::Price;
 use crate::llm::registry::ProviderRegistry;
-use crate::llm::{FINAL_ANSWER_TOOL, Usage};
+use crate::llm::{FINAL_ANSWER_TOOL, Reasoning, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
 use crate::policy::AuditTag;
 use crate::policy::{Grants, Surface};
@@ -44,6 +44,8 @@ pub struct AgentBuildConfig {
     pub output_schema: Option<serde_json::Value>,
     /// Retries of an answer that does not validate (default 2); only with `output_schema`.
     pub structured_output_retries: Option<u32>,
+    /// Extended thinking / reasoning effort; `None`: the provider's configured default.
+    pub reasoning: Option<Reasoning>,
     /// Add the comms tools (`send_message`, `list_peers`) unless `tools.builtins` names the
     /// tools explicitly: what a host-mode session gets.
     pub comms_by_default: bool,
@@ -62,6 +64,8 @@ pub struct ChildBuild {
     /// Already narrowed from the parent's.
     pub tools: crate::tools::ToolConfig,
     pub output_schema: Option<serde_json::Value>,
+    /// The parent's: a child thinks as hard as the session that delegated to it.
+    pub reasoning: Option<Reasoning>,
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -202,6 +206,9 @@ impl AgentFactory {
         if max_tokens == 0 {
             return Err(SessionError::invalid("max_tokens must be at least 1"));
         }
+        if let Some(reasoning) = &config.reasoning {
+            reasoning.check().map_err(SessionError::invalid)?;
+        }
         if !cfg!(feature = "session-compaction") && config.context.asks_for_compaction() {
             return Err(SessionError::CompactionDisabled("compaction settings".into()));
         }
@@ -237,6 +244,7 @@ impl AgentFactory {
                 context,
                 tools,
                 structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
+                reasoning: config.reasoning,
             },
             structured,
             audit,
@@ -254,7 +262,7 @@ impl AgentFactory {
         grants: &Grants,
         audit: &AuditTag,
     ) -> Result<Agent, SessionError> {
-        let ChildBuild { model, system_prompt, max_tokens, budget, tools, output_schema } = child;
+        let ChildBuild { model, system_prompt, max_tokens, budget, tools, output_schema, reasoning } = child;
         let context = ContextSettings::resolve(
             &model,
             max_tokens,
@@ -272,6 +280,7 @@ impl AgentFactory {
             context,
             tools,
             structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
+            reasoning,
         };
         self.assemble(spec, structured, audit).await
     }
@@ -317,6 +326,7 @@ impl AgentFactory {
             context: context_settings,
             tools: tool_config,
             structured_output: _,
+            reasoning,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         let price = self.price_of(&model_id);
@@ -379,6 +389,7 @@ impl AgentFactory {
             price,
             system_prompt,
             max_tokens,
+            reasoning,
             tool_specs: tools.shared_specs().into(),
             tools,
             tool_config,

@@ -80,9 +80,14 @@ impl Journal {
 
     fn record_at(&self, event: AgentEvent, at: DateTime<Utc>) {
         let mut state = self.lock();
-        if let AgentEvent::TextDelta { text } = &event
+        let streamed_kind = match &event {
+            AgentEvent::TextDelta { .. } => "text_delta",
+            AgentEvent::ReasoningDelta { .. } => "reasoning_delta",
+            _ => "",
+        };
+        if let Some(text) = event.streamed()
             && let Some(last) = state.unsaved.last_mut()
-            && last.kind() == "text_delta"
+            && last.kind() == streamed_kind
             && let Some(serde_json::Value::String(merged)) = last.event.get_mut("text")
         {
             merged.push_str(text);
@@ -173,6 +178,7 @@ mod tests {
                 context: crate::model::ContextSettings::default(),
                 tools: crate::tools::ToolConfig::legacy(),
                 structured_output: None,
+                reasoning: None,
             },
             "title".into(),
             Utc::now(),

@@ -56,6 +56,8 @@ pub struct Agent {
     price: Option<Price>,
     system_prompt: Option<String>,
     max_tokens: u32,
+    /// Reasoning asked of every model call; `None`: the provider's default.
+    reasoning: Option<crate::llm::Reasoning>,
     tools: ToolScope,
     /// What the model is told of `tools`, built once: every model request shares it.
     tool_specs: Arc<[Arc<ToolSpec>]>,
@@ -231,6 +233,7 @@ impl Agent {
             context: self.context_settings,
             tools: self.tool_config.clone(),
             structured_output: self.structured.as_ref().map(|contract| contract.spec().clone()),
+            reasoning: self.reasoning,
         }
     }
 

@@ -99,7 +99,10 @@ impl Agent {
             system: self.system_prompt.clone(),
             messages: Arc::clone(&self.history),
             tools: Arc::clone(&self.tool_specs),
+            tool_choice: llm::ToolChoice::Allowed,
             max_tokens: self.max_tokens,
+            reasoning: self.reasoning,
+            cache_key: Some(self.session_id.to_string()),
             output: self.turn_output.as_ref().map(|contract| contract.format().clone()),
             retries: llm::retry::RetryReporter::default(),
         }
@@ -169,6 +172,10 @@ impl Agent {
                 Some(Ok(StreamEvent::ToolCallEnd { id, name, input })) => {
                     response.blocks.push(ContentBlock::ToolUse { id, name, input });
                 }
+                Some(Ok(StreamEvent::ReasoningDelta(delta))) => {
+                    events.emit(AgentEvent::ReasoningDelta { text: delta });
+                }
+                Some(Ok(StreamEvent::Reasoning(block))) => response.blocks.push(block),
                 Some(Ok(StreamEvent::ToolCallStart { .. } | StreamEvent::ToolCallDelta { .. })) => {}
                 Some(Ok(StreamEvent::Usage(usage))) => response.usage = usage,
                 Some(Ok(StreamEvent::Finished { stop_reason })) => return Ok(stop_reason),
@@ -207,12 +214,18 @@ impl Agent {
         if blocks.is_empty() {
             return;
         }
+        // A thinking block cut off has no signature, and without one the provider refuses it.
+        blocks.retain(|block| !matches!(block, ContentBlock::Thinking { signature: None, .. }));
         match blocks.iter_mut().rev().find_map(|block| match block {
             ContentBlock::Text { text } => Some(text),
             _ => None,
         }) {
             Some(text) => text.push_str(&format!("\n\n{marker}")),
-            None => blocks.insert(0, ContentBlock::Text { text: marker.clone() }),
+            // After the reasoning, which must open the message.
+            None => {
+                let at = blocks.iter().take_while(|block| block.is_reasoning()).count();
+                blocks.insert(at, ContentBlock::Text { text: marker.clone() });
+            }
         }
         let results: Vec<ContentBlock> = blocks
             .iter()

@@ -170,6 +170,7 @@ pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCod
         tools: ToolRequest::default(),
         output_schema,
         structured_output_retries: flags.structured.structured_output_retries,
+        reasoning: None,
         comms_by_default: false,
         delegation_by_default: false,
     };

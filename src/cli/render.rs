@@ -92,6 +92,9 @@ pub fn session(view: &SessionView, messages: &[Message]) -> String {
                     }
                     let _ = writeln!(out, "[{label} ({tool_use_id})] {preview}");
                 }
+                reasoning => {
+                    let _ = writeln!(out, "[reasoning] {}", reasoning.reasoning_text().unwrap_or("(redacted)"));
+                }
             }
         }
     }

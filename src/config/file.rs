@@ -10,7 +10,9 @@ use serde::Deserialize;
 use super::{AuthConfig, Environment};
 use crate::agent::InboxLimits;
 use crate::hooks::HookConfig;
+use crate::llm::Reasoning;
 use crate::llm::catalog::Wire;
+use crate::llm::options::{CacheTtl, PromptCache, StreamUsage, TokenLimitField, WireOptions};
 use crate::peers::PeerServerConfig;
 use crate::policy::{PolicySwitches, Switch};
 use crate::session::DelegationLimits;
@@ -28,6 +30,10 @@ use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
 /// base_url = "http://127.0.0.1:11434/v1"
 /// # api_key_env = "OLLAMA_API_KEY"    # env var holding the key, if the server needs one
 /// context_window = 32768              # tokens; compaction keeps histories below it
+/// # prompt_cache = "auto"             # "auto" | "off"; prompt_cache_ttl = "5m" | "1h"
+/// # token_limit_field = "max_tokens"  # or "max_completion_tokens"; unset: by host and model
+/// # stream_usage = true               # false for servers that reject `stream_options`
+/// # reasoning = { effort = "medium" } # for sessions that do not ask; or { budget_tokens = 4096 }
 /// [providers.ollama.models."llama3.2"] # its price, USD per million tokens (all four)
 /// input = 0.10
 /// output = 0.40
@@ -254,6 +260,32 @@ pub struct ProviderConfig {
     /// win over the list prices deputy knows.
     #[serde(default)]
     pub models: BTreeMap<String, crate::llm::pricing::Price>,
+    /// `"auto"` (default) or `"off"`: prompt caching (see [`PromptCache`]).
+    #[serde(default)]
+    pub prompt_cache: PromptCache,
+    /// `"5m"` (default) or `"1h"`: how long Anthropic keeps a cached prefix.
+    #[serde(default)]
+    pub prompt_cache_ttl: CacheTtl,
+    /// `"max_tokens"` or `"max_completion_tokens"`; unset: by host and model.
+    pub token_limit_field: Option<TokenLimitField>,
+    /// `false` for OpenAI-compatible servers that reject `stream_options`.
+    #[serde(default)]
+    pub stream_usage: StreamUsage,
+    /// Reasoning for sessions that do not ask (`{ effort = "medium" }`, `{ budget_tokens = 4096 }`).
+    pub reasoning: Option<Reasoning>,
+}
+
+impl ProviderConfig {
+    /// How the provider is spoken to, from this section.
+    pub fn wire_options(&self) -> WireOptions {
+        WireOptions {
+            prompt_cache: self.prompt_cache,
+            prompt_cache_ttl: self.prompt_cache_ttl,
+            token_limit_field: self.token_limit_field,
+            stream_usage: self.stream_usage,
+            reasoning: self.reasoning,
+        }
+    }
 }
 
 impl ConfigFile {

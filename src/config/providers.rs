@@ -3,6 +3,7 @@
 
 use super::{ConfigFile, Environment};
 use crate::llm::catalog::{BUILT_IN, BuiltinProvider};
+use crate::llm::options::WireOptions;
 use crate::llm::registry::ProviderRegistry;
 
 /// The names of the environment variables that configure providers: the built-in ones and
@@ -38,7 +39,7 @@ pub fn provider_registry(config: &ConfigFile, env: &Environment) -> ProviderRegi
             },
             None => None,
         };
-        registry.insert(name, provider.api.connect(provider.base_url.clone(), key));
+        registry.insert(name, provider.api.connect(provider.base_url.clone(), key, provider.wire_options()));
     }
     registry
 }
@@ -55,6 +56,6 @@ fn register_builtin(registry: &mut ProviderRegistry, provider: &BuiltinProvider,
             format!("no API key: set {}{}", provider.key_variable, provider.missing_key_hint),
         );
     } else {
-        registry.insert(provider.name, provider.wire.connect(base_url.to_owned(), key));
+        registry.insert(provider.name, provider.wire.connect(base_url.to_owned(), key, WireOptions::default()));
     }
 }

@@ -71,6 +71,11 @@ pub(crate) fn size_hint(request: &ModelRequest) -> usize {
                     ContentBlock::Text { text } => text.len(),
                     ContentBlock::ToolUse { id, name, input } => id.len() + name.len() + json_len(input),
                     ContentBlock::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
+                    ContentBlock::Thinking { thinking, signature } => {
+                        thinking.len() + signature.as_ref().map_or(0, String::len)
+                    }
+                    ContentBlock::RedactedThinking { data } => data.len(),
+                    ContentBlock::Reasoning { text } => text.len(),
                 }
         })
         .sum();
@@ -110,6 +115,9 @@ mod tests {
 
     fn request(messages: Vec<Message>) -> ModelRequest {
         ModelRequest {
+            tool_choice: Default::default(),
+            reasoning: None,
+            cache_key: None,
             model: "m".into(),
             system: Some("Be brief.".into()),
             messages: messages.into(),
@@ -161,7 +169,10 @@ mod tests {
         }
         let request = request(messages);
         let hint = size_hint(&request);
-        for body in [anthropic::encode(&request).unwrap(), openai::encode(&request, "max_tokens").unwrap()] {
+        for body in [
+            anthropic::encode(&request, &Default::default()).unwrap(),
+            openai::encode(&request, &Default::default(), false).unwrap(),
+        ] {
             assert!(hint >= body.len(), "hint {hint} < body {}", body.len());
             assert!(hint < body.len() * 3 / 2, "hint {hint} far above body {}", body.len());
         }

@@ -15,6 +15,7 @@ use super::HttpTimeouts;
 use super::Provider;
 use super::anthropic::{AnthropicConfig, AnthropicProvider};
 use super::openai::{OpenAiConfig, OpenAiProvider};
+use super::options::WireOptions;
 use super::pricing::Price;
 use super::retry::{RetryPolicy, RetryingProvider};
 
@@ -31,14 +32,15 @@ pub enum Wire {
 impl Wire {
     /// A provider speaking this wire at `base_url`, behind the retry gate. Anthropic's wire
     /// always sends a key header (empty where none is configured, for keyless gateways).
-    pub fn connect(self, base_url: String, api_key: Option<String>) -> Arc<dyn Provider> {
+    pub fn connect(self, base_url: String, api_key: Option<String>, options: WireOptions) -> Arc<dyn Provider> {
         let timeouts = HttpTimeouts::default();
         let inner: Arc<dyn Provider> = match self {
-            Wire::Openai => Arc::new(OpenAiProvider::new(OpenAiConfig { base_url, api_key, timeouts })),
+            Wire::Openai => Arc::new(OpenAiProvider::new(OpenAiConfig { base_url, api_key, timeouts, options })),
             Wire::Anthropic => Arc::new(AnthropicProvider::new(AnthropicConfig {
                 base_url,
                 api_key: api_key.unwrap_or_default(),
                 timeouts,
+                options,
             })),
         };
         Arc::new(RetryingProvider::new(inner, RetryPolicy::default()))

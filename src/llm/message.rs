@@ -61,6 +61,43 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// The model's reasoning on the Anthropic wire (extended thinking). Kept byte for byte with
+    /// its signature: the API checks both when the block comes back in a tool loop, and
+    /// Anthropic-compatible endpoints with thinking on refuse a history that drops it.
+    Thinking {
+        thinking: String,
+        /// Absent only where a compatible endpoint sent none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// Reasoning the provider encrypted (Anthropic `redacted_thinking`): opaque, sent back as is.
+    RedactedThinking {
+        data: String,
+    },
+    /// The model's reasoning on the OpenAI-compatible wire (`reasoning_content`, as DeepSeek
+    /// and Kimi stream it), passed back on the assistant message it came with, which those
+    /// servers require within a tool loop.
+    Reasoning {
+        text: String,
+    },
+}
+
+impl ContentBlock {
+    /// Reasoning of either wire: shown apart from the text, never sent to a wire it did not
+    /// come from.
+    pub fn is_reasoning(&self) -> bool {
+        matches!(self, Self::Thinking { .. } | Self::RedactedThinking { .. } | Self::Reasoning { .. })
+    }
+
+    /// The reasoning's readable text: `None` for other blocks, and for redacted thinking,
+    /// which has none.
+    pub fn reasoning_text(&self) -> Option<&str> {
+        match self {
+            Self::Thinking { thinking, .. } => Some(thinking),
+            Self::Reasoning { text } => Some(text),
+            _ => None,
+        }
+    }
 }
 
 /// A tool as the model sees it.

@@ -11,16 +11,20 @@
 pub mod anthropic;
 pub mod body;
 pub mod catalog;
+pub mod conform;
 mod http;
 pub mod message;
 pub mod openai;
+pub mod options;
 pub mod pricing;
+pub mod reasoning;
 pub mod registry;
 pub mod retry;
 #[cfg(any(test, feature = "test-support"))]
 pub mod scripted;
 pub mod sse;
 pub mod structured;
+pub mod tool_names;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,10 +37,11 @@ use serde::{Deserialize, Serialize};
 pub use body::Resendable;
 pub use http::HttpTimeouts;
 pub use message::{ContentBlock, Message, Role, ToolSpec};
+pub use reasoning::{Effort, Reasoning};
 pub use structured::{FINAL_ANSWER_TOOL, OutputFormat};
 
 /// One call to the model.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ModelRequest {
     /// The model name as the provider knows it (without the `provider:` prefix).
     pub model: String,
@@ -48,8 +53,19 @@ pub struct ModelRequest {
     /// The tools the model may call, shared the same way; each declaration is the one copy
     /// every session declaring it shares (`tools::shared_specs`), never a copy per session.
     pub tools: Arc<[Arc<ToolSpec>]>,
-    /// Upper bound on the tokens of this one response.
+    /// Whether the model may call the declared tools in this response. The compaction summary
+    /// declares the session's tools (so a history holding tool calls stays valid, and the whole
+    /// prefix reads from the prompt cache) but forbids calling them.
+    pub tool_choice: ToolChoice,
+    /// Upper bound on the tokens of this one response (its visible part: a thinking budget
+    /// comes on top, see [`reasoning`]).
     pub max_tokens: u32,
+    /// Extended thinking / reasoning effort for this call; `None` leaves it to the provider's
+    /// configured default.
+    pub reasoning: Option<Reasoning>,
+    /// What identifies the conversation to the provider's prompt cache (OpenAI
+    /// `prompt_cache_key`): the session, so sessions never share a cache routing key.
+    pub cache_key: Option<String>,
     /// The final answer must be JSON valid against this schema (structured output); each
     /// adapter asks for it its own way ([`structured`]).
     pub output: Option<OutputFormat>,
@@ -57,11 +73,26 @@ pub struct ModelRequest {
     pub retries: retry::RetryReporter,
 }
 
+/// Whether a response may call tools (structured output's forced final tool aside, which each
+/// wire asks for its own way).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    #[default]
+    Allowed,
+    Forbidden,
+}
+
 /// Normalized streaming events, the same for every wire format.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
     /// Visible assistant text.
     TextDelta(String),
+    /// A fragment of the model's reasoning (thinking), shown apart from the text.
+    ReasoningDelta(String),
+    /// A reasoning block complete, as the history keeps it and the wire wants it back
+    /// ([`ContentBlock::Thinking`], [`ContentBlock::RedactedThinking`] or
+    /// [`ContentBlock::Reasoning`]).
+    Reasoning(ContentBlock),
     /// The model began a tool call; arguments follow.
     ToolCallStart { id: String, name: String },
     /// A fragment of a tool call's JSON arguments, as streamed (for progress only).
@@ -83,7 +114,12 @@ impl StreamEvent {
     pub fn is_content(&self) -> bool {
         matches!(
             self,
-            Self::TextDelta(_) | Self::ToolCallStart { .. } | Self::ToolCallDelta { .. } | Self::ToolCallEnd { .. }
+            Self::TextDelta(_)
+                | Self::ReasoningDelta(_)
+                | Self::Reasoning(_)
+                | Self::ToolCallStart { .. }
+                | Self::ToolCallDelta { .. }
+                | Self::ToolCallEnd { .. }
         )
     }
 }

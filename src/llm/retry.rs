@@ -333,6 +333,9 @@ mod tests {
 
     fn request() -> ModelRequest {
         ModelRequest {
+            tool_choice: Default::default(),
+            reasoning: None,
+            cache_key: None,
             model: "m".into(),
             system: None,
             messages: Default::default(),

@@ -154,6 +154,23 @@ pub fn instruction(format: &OutputFormat) -> String {
     )
 }
 
+/// The instruction where the final-answer tool cannot be forced (Anthropic with thinking on,
+/// which refuses a forced `tool_choice`): the model is asked to call it, and an answer given as
+/// text instead is still taken and checked.
+pub fn tool_instruction() -> String {
+    format!("When your work is done, give your final answer by calling the `{FINAL_ANSWER_TOOL}` tool.")
+}
+
+/// `system` with `addition` after it, borrowed when there is nothing to add.
+pub fn system_with<'a>(system: Option<&'a str>, addition: Option<String>) -> Option<std::borrow::Cow<'a, str>> {
+    use std::borrow::Cow;
+    match (system.filter(|s| !s.is_empty()), addition) {
+        (Some(system), Some(addition)) => Some(Cow::Owned(format!("{system}\n\n{addition}"))),
+        (Some(system), None) => Some(Cow::Borrowed(system)),
+        (None, addition) => addition.map(Cow::Owned),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -77,6 +77,12 @@ pub fn estimate_message(message: &Message) -> u64 {
                 8 + estimate_text(name) + estimate_text(&input.to_string())
             }
             ContentBlock::ToolResult { content, .. } => 8 + estimate_text(content),
+            // The signature and redacted data are opaque bytes sent back; providers count them.
+            ContentBlock::Thinking { thinking, signature } => {
+                estimate_text(thinking) + signature.as_deref().map_or(0, estimate_text)
+            }
+            ContentBlock::RedactedThinking { data } => estimate_text(data),
+            ContentBlock::Reasoning { text } => estimate_text(text),
         })
         .sum::<u64>()
 }

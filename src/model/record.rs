@@ -267,6 +267,7 @@ impl SessionRecord {
             context: super::context::ContextSettings::default(),
             tools: crate::tools::ToolConfig::legacy(),
             structured_output: None,
+            reasoning: None,
         };
         let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
         record.message_count = message_count;

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::budget::Budget;
 use super::context::ContextSettings;
+use crate::llm::Reasoning;
 use crate::tools::ToolConfig;
 
 /// How an agent was built, with every default resolved: what a store keeps, so a session
@@ -24,6 +25,10 @@ pub struct AgentSpec {
     /// validate against it, unless the turn gives its own. Older records have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<StructuredOutput>,
+    /// Extended thinking / reasoning effort of every model call; `None` leaves it to the
+    /// provider's configured default. Older records have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
 }
 
 /// An output schema and how often a final answer that does not validate is sent back.

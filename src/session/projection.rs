@@ -138,6 +138,7 @@ impl SessionFold {
             AgentEvent::InboxDelivered { messages } => self.messages_delivered += messages.len() as u64,
             AgentEvent::Archived => self.status = "archived".into(),
             AgentEvent::TextDelta { .. }
+            | AgentEvent::ReasoningDelta { .. }
             | AgentEvent::ResponseRestarted { .. }
             | AgentEvent::StructuredOutputRejected { .. }
             | AgentEvent::CompactionStarted { .. }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{AgentBuildConfig, ContextOverrides};
 use crate::error::{ErrorKind, SessionError, TransportCode};
 use crate::ids::{MessageId, SessionId};
+use crate::llm::Reasoning;
 use crate::model::{ApprovalAnswer, Budget, ListPosition, ToolResultAnswer};
 use crate::session::{
     CreateSessionRequest, DEFAULT_WAIT, ListQuery, RemoteSender, SendRequest, TurnOptions, TurnRequest, clamp_wait,
@@ -109,6 +110,13 @@ pub struct SessionCreateParams {
     /// retry is a model call that counts in the budget. Only with `output_schema`.
     #[serde(default)]
     pub structured_output_retries: Option<u32>,
+    /// Extended thinking / reasoning for every model call of the session: `effort` ("low",
+    /// "medium", "high"; OpenAI's `reasoning_effort`, or an Anthropic thinking budget of 2,048 /
+    /// 8,192 / 16,384 tokens) and/or `budget_tokens` (Anthropic's thinking budget, at least
+    /// 1,024, on top of `max_tokens`). Default: the provider's configured `reasoning`, else off.
+    /// Reasoning shows as `reasoning` events and in the history, apart from the text.
+    #[serde(default)]
+    pub reasoning: Option<Reasoning>,
     /// How long to wait for the turn, in ms (default 30000, max 600000). If the turn is not done
     /// by then, the answer is `status: "running"`; collect the result with `session_read`.
     #[serde(default)]
@@ -329,6 +337,7 @@ impl SessionCreateParams {
                 },
                 output_schema: self.output_schema,
                 structured_output_retries: self.structured_output_retries,
+                reasoning: self.reasoning,
                 comms_by_default: false,
                 delegation_by_default: false,
             },

@@ -17,6 +17,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::prompt_cache::{self, CacheFigures, CacheSettings, PromptCache};
+use super::provider_rules::{self, Profile, Violation, Wire};
+
 /// How long [`MockLlm::wait_for_requests`] waits before failing the test instead of hanging.
 const WAIT_LIMIT: Duration = Duration::from_secs(30);
 
@@ -37,6 +40,12 @@ struct Shared {
     requests: Mutex<Vec<RecordedRequest>>,
     /// Number of requests recorded so far; waiters subscribe instead of polling.
     arrived: watch::Sender<usize>,
+    /// When set, every request is checked against the real providers' rules first.
+    enforced: Mutex<Option<Profile>>,
+    violations: Mutex<Vec<RecordedViolation>>,
+    /// When set, responses report the usage the provider's prompt cache would have.
+    cache: Mutex<Option<PromptCache>>,
+    cache_log: Mutex<Vec<CacheRecord>>,
 }
 
 impl MockLlm {
@@ -48,6 +57,10 @@ impl MockLlm {
             responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             arrived: watch::channel(0).0,
+            enforced: Mutex::new(None),
+            violations: Mutex::new(Vec::new()),
+            cache: Mutex::new(None),
+            cache_log: Mutex::new(Vec::new()),
         });
         let task = tokio::spawn(accept_loop(listener, shared.clone()));
         MockLlm { addr, shared, task }
@@ -92,6 +105,31 @@ impl MockLlm {
         self.shared.requests.lock().unwrap().clear();
     }
 
+    /// Checks every later request against the real rules of its wire (picked by path) under
+    /// `profile`. A request that breaks one is answered with the provider's own error (400, or
+    /// Mistral's 422) instead of the next scripted response, which stays queued, and is
+    /// recorded in [`MockLlm::violations`]. Off by default: existing scripts stay as they are.
+    pub fn enforce(&self, profile: Profile) {
+        *self.shared.enforced.lock().unwrap() = Some(profile);
+    }
+
+    /// Every request refused by [`MockLlm::enforce`], in arrival order.
+    pub fn violations(&self) -> Vec<RecordedViolation> {
+        self.shared.violations.lock().unwrap().clone()
+    }
+
+    /// Emulates the providers' prompt caches from now on: each 200 response reports the
+    /// emulated usage (Anthropic `message_start` and `message_delta`, OpenAI's usage chunk)
+    /// instead of its scripted input figures, and each is recorded in [`MockLlm::cache_log`].
+    pub fn emulate_cache(&self, settings: CacheSettings) {
+        *self.shared.cache.lock().unwrap() = Some(PromptCache::new(settings));
+    }
+
+    /// The emulated cache figures of every request answered since [`MockLlm::emulate_cache`].
+    pub fn cache_log(&self) -> Vec<CacheRecord> {
+        self.shared.cache_log.lock().unwrap().clone()
+    }
+
     /// Resolves once at least `n` requests have arrived; panics after 30 s rather than hang.
     pub async fn wait_for_requests(&self, n: usize) {
         let mut arrived = self.shared.arrived.subscribe();
@@ -108,6 +146,20 @@ impl Drop for MockLlm {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// A request [`MockLlm::enforce`] refused, and why.
+#[derive(Debug, Clone)]
+pub struct RecordedViolation {
+    pub path: String,
+    pub violation: Violation,
+}
+
+/// What the emulated prompt cache made of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheRecord {
+    pub wire: Wire,
+    pub figures: CacheFigures,
 }
 
 /// One request as it arrived.
@@ -221,6 +273,34 @@ impl MockResponse {
         self
     }
 
+    /// Rewrites the JSON of every `data:` line of a streamed body in place (other lines and
+    /// chunk boundaries stay as scripted).
+    fn map_sse_data(mut self, edit: impl Fn(&mut Value)) -> Self {
+        if !self.streamed {
+            return self;
+        }
+        for chunk in &mut self.chunks {
+            let Ok(text) = std::str::from_utf8(chunk) else {
+                continue;
+            };
+            let mut rewritten = String::with_capacity(text.len());
+            for line in text.split_inclusive('\n') {
+                let data = line.strip_prefix("data: ").map(str::trim_end);
+                match data.and_then(|data| serde_json::from_str::<Value>(data).ok().map(|json| (data, json))) {
+                    Some((data, mut json)) => {
+                        edit(&mut json);
+                        rewritten.push_str("data: ");
+                        rewritten.push_str(&json.to_string());
+                        rewritten.push_str(&line["data: ".len() + data.len()..]);
+                    }
+                    None => rewritten.push_str(line),
+                }
+            }
+            *chunk = rewritten.into_bytes();
+        }
+        self
+    }
+
     fn no_script() -> Self {
         Self::json(
             500,
@@ -250,15 +330,41 @@ async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
     let Some(request) = read_request(&mut socket).await else {
         return;
     };
-    let queued = shared.queue.lock().unwrap().pop_front();
-    let response = queued.unwrap_or_else(|| match &*shared.responder.lock().unwrap() {
-        Some(responder) => responder(&request),
-        None => MockResponse::no_script(),
-    });
+    let response = answer(&shared, &request);
     shared.requests.lock().unwrap().push(request);
     shared.arrived.send_modify(|count| *count += 1);
     // A write error means the client went away, which some tests do on purpose.
     let _ = write_response(&mut socket, response).await;
+}
+
+/// The response to `request`: the provider's error if it breaks an enforced rule, else the
+/// next scripted one, with its usage replaced by the emulated cache's figures if emulating.
+fn answer(shared: &Shared, request: &RecordedRequest) -> MockResponse {
+    let wire = Wire::of_path(&request.path);
+    if let (Some(profile), Some(wire)) = (*shared.enforced.lock().unwrap(), wire)
+        && let Err(violation) = provider_rules::check(wire, &request.body, &profile)
+    {
+        let response = MockResponse::json(violation.status, violation.body.clone());
+        shared.violations.lock().unwrap().push(RecordedViolation { path: request.path.clone(), violation });
+        return response;
+    }
+    let queued = shared.queue.lock().unwrap().pop_front();
+    let response = queued.unwrap_or_else(|| match &*shared.responder.lock().unwrap() {
+        Some(responder) => responder(request),
+        None => MockResponse::no_script(),
+    });
+    let Some(wire) = wire.filter(|_| response.status == 200) else {
+        return response;
+    };
+    let Some(figures) = shared.cache.lock().unwrap().as_mut().map(|cache| cache.observe(wire, &request.body))
+    else {
+        return response;
+    };
+    shared.cache_log.lock().unwrap().push(CacheRecord { wire, figures });
+    response.map_sse_data(|data| match wire {
+        Wire::Anthropic => prompt_cache::set_anthropic_usage(data, figures),
+        Wire::OpenAi => prompt_cache::set_openai_usage(data, figures),
+    })
 }
 
 /// Reads one request: head up to the blank line, then exactly `content-length` body bytes.
@@ -406,6 +512,7 @@ pub fn fragments(text: &str, parts: usize) -> Vec<String> {
 pub mod anthropic {
     use serde_json::{Value, json};
 
+    use super::super::provider_rules::thinking_signature;
     use super::MockUsage;
     use super::fragments;
 
@@ -461,6 +568,69 @@ pub mod anthropic {
             ));
         }
         out.push(block_stop(index));
+        out
+    }
+
+    /// A thinking block: its text in `chunks`, then the signature the mock issues for exactly
+    /// that text (see [`thinking_signature`]), so a client that sends it back unchanged passes
+    /// the enforced signature rule.
+    pub fn thinking_block(index: usize, chunks: &[&str]) -> Vec<String> {
+        let mut out = vec![event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "thinking", "thinking": ""}}),
+        )];
+        for chunk in chunks {
+            out.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "thinking_delta", "thinking": chunk}}),
+            ));
+        }
+        out.push(event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index,
+                   "delta": {"type": "signature_delta", "signature": thinking_signature(&chunks.concat())}}),
+        ));
+        out.push(block_stop(index));
+        out
+    }
+
+    /// A redacted thinking block: opaque `data`, complete in its `content_block_start`.
+    pub fn redacted_thinking_block(index: usize, data: &str) -> Vec<String> {
+        vec![
+            event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "redacted_thinking", "data": data}}),
+            ),
+            block_stop(index),
+        ]
+    }
+
+    /// A thinking turn that ends in tool calls: thinking, then each `tool_use` block.
+    pub fn thinking_then_tool_calls(
+        thinking: &str,
+        calls: &[(&str, &str, Value)],
+        usage: MockUsage,
+    ) -> Vec<String> {
+        let mut out = vec![message_start(usage)];
+        out.extend(thinking_block(0, &[thinking]));
+        for (offset, (id, name, input)) in calls.iter().enumerate() {
+            out.extend(tool_use_block(1 + offset, id, name, input));
+        }
+        out.push(message_delta("tool_use", usage.output));
+        out.push(message_stop());
+        out
+    }
+
+    /// A thinking turn that ends in text.
+    pub fn thinking_then_text(thinking: &str, chunks: &[&str], usage: MockUsage) -> Vec<String> {
+        let mut out = vec![message_start(usage)];
+        out.extend(thinking_block(0, &[thinking]));
+        out.extend(text_block(1, chunks));
+        out.push(message_delta("end_turn", usage.output));
+        out.push(message_stop());
         out
     }
 
@@ -573,6 +743,35 @@ pub mod openai {
         out.push(finish("stop"));
         out.push(usage_chunk(usage));
         out.push(done());
+        out
+    }
+
+    /// A `reasoning_content` delta (DeepSeek, Kimi, vLLM and other reasoning servers).
+    pub fn reasoning_delta(text: &str) -> String {
+        delta(json!({"reasoning_content": text}))
+    }
+
+    /// Reasoning, then text.
+    pub fn reasoning_then_text(reasoning: &[&str], chunks: &[&str], usage: MockUsage) -> Vec<String> {
+        let mut out = vec![delta(json!({"role": "assistant", "content": null, "reasoning_content": ""}))];
+        out.extend(reasoning.iter().map(|r| reasoning_delta(r)));
+        out.extend(chunks.iter().map(|c| delta(json!({"content": c}))));
+        out.push(finish("stop"));
+        out.push(usage_chunk(usage));
+        out.push(done());
+        out
+    }
+
+    /// Reasoning, then tool calls (streamed like [`tool_calls_with_usage`]).
+    pub fn reasoning_then_tool_calls(
+        reasoning: &[&str],
+        calls: &[(&str, &str, Value)],
+        usage: MockUsage,
+    ) -> Vec<String> {
+        let mut out = vec![delta(json!({"role": "assistant", "content": null, "reasoning_content": ""}))];
+        out.extend(reasoning.iter().map(|r| reasoning_delta(r)));
+        // The tool-call stream after its role chunk: the same bytes as a plain tool-call turn.
+        out.extend(tool_calls_with_usage(None, calls, usage).into_iter().skip(1));
         out
     }
 

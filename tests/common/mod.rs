@@ -6,6 +6,8 @@ pub mod deputy;
 pub mod http_deputy;
 pub mod mcp_servers;
 pub mod mock_llm;
+pub mod prompt_cache;
+pub mod provider_rules;
 pub mod scenarios;
 
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::common::deputy::{TestDeputy, tool_results};
 use crate::common::id_of;
 use crate::common::mock_llm::{MockResponse, anthropic};
+use crate::common::prompt_cache::without_cache_control;
 use crate::common::scenarios::model_writes;
 
 #[tokio::test]
@@ -35,7 +36,7 @@ async fn two_callback_calls_of_one_step_round_trip() {
         json!({"tool_use_id": "toolu_1", "name": "lookup", "arguments": {"q": "weather"}, "kind": "callback"})
     );
     assert_eq!(pending[1]["tool_use_id"], "toolu_2");
-    let offered = &deputy.mock.requests()[0].body["tools"];
+    let offered = &without_cache_control(&deputy.mock.requests()[0].body["tools"]);
     assert_eq!(offered, &json!([{"name": "lookup", "description": "Looks things up", "input_schema": schema}]));
 
     let read = deputy.ok("session_read", json!({"session_id": id})).await;

@@ -23,6 +23,7 @@ mod policy;
 mod provider_anthropic;
 mod provider_contract;
 mod provider_openai;
+mod provider_rules;
 mod schemas;
 mod secrets;
 mod stdio_frames;
@@ -91,6 +92,9 @@ pub fn usages(events: &[StreamEvent]) -> Vec<deputy::llm::Usage> {
 
 pub fn simple_request(text: &str) -> ModelRequest {
     ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "mock-model".into(),
         system: None,
         messages: vec![deputy::llm::Message::user_text(text)].into(),

@@ -35,6 +35,9 @@ async fn sends_the_documented_request() {
     mock.push(MockResponse::sse(anthropic::text(&["done"])));
     let provider = Anthropic::provider(&format!("{}/anthropic/", mock.base_url()), HttpTimeouts::default());
     let request = ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "claude-test".into(),
         system: Some("You are terse.".into()),
         messages: vec![
@@ -79,9 +82,12 @@ async fn sends_the_documented_request() {
             "model": "claude-test",
             "max_tokens": 1024,
             "stream": true,
-            "system": "You are terse.",
+            // Prompt caching (on by default): breakpoints on the last tool, the system prompt
+            // and the last block of the last message.
+            "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
             "tools": [{"name": "ls", "description": "List a directory",
-                       "input_schema": {"type": "object", "properties": {"dir": {"type": "string"}}}}],
+                       "input_schema": {"type": "object", "properties": {"dir": {"type": "string"}}},
+                       "cache_control": {"type": "ephemeral"}}],
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": "list files"}]},
                 {"role": "assistant", "content": [
@@ -89,7 +95,8 @@ async fn sends_the_documented_request() {
                     {"type": "tool_use", "id": "toolu_9", "name": "ls", "input": {"dir": "."}}
                 ]},
                 {"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": "toolu_9", "content": "permission denied", "is_error": true}
+                    {"type": "tool_result", "tool_use_id": "toolu_9", "content": "permission denied", "is_error": true,
+                     "cache_control": {"type": "ephemeral"}}
                 ]}
             ]
         })

@@ -88,6 +88,7 @@ impl Dialect for Anthropic {
 
     fn provider(base_url: &str, timeouts: HttpTimeouts) -> AnthropicProvider {
         AnthropicProvider::new(AnthropicConfig {
+            options: Default::default(),
             base_url: base_url.to_owned(),
             api_key: Self::KEY.into(),
             timeouts,
@@ -149,6 +150,7 @@ impl Dialect for OpenAi {
 
     fn provider(base_url: &str, timeouts: HttpTimeouts) -> OpenAiProvider {
         OpenAiProvider::new(OpenAiConfig {
+            options: Default::default(),
             base_url: format!("{base_url}/v1"),
             api_key: Some(Self::KEY.into()),
             timeouts,

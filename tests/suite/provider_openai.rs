@@ -19,6 +19,9 @@ async fn sends_the_documented_request() {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::sse(openai::text(&["done"])));
     let request = ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "gpt-test".into(),
         system: Some("You are terse.".into()),
         messages: vec![
@@ -84,6 +87,7 @@ async fn no_key_means_no_authorization_header() {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::sse(openai::text(&["local"])));
     let provider = OpenAiProvider::new(OpenAiConfig {
+        options: Default::default(),
         base_url: format!("{}/v1/", mock.base_url()),
         api_key: None,
         timeouts: HttpTimeouts::default(),

@@ -8,7 +8,7 @@ use super::{COMPACTION_PROMPT, Pruned, clean_turn_starts, due, prune, rebuild_hi
 use crate::agent::model_call::{Interruption, Response, Trigger};
 use crate::agent::{Agent, AgentEvent, EventSink};
 use crate::hooks::{HookEvent, HookEventKind};
-use crate::llm::{ContentBlock, Message, Role, Usage};
+use crate::llm::{ContentBlock, Message, Role, ToolChoice, Usage};
 use crate::model::context::{estimate_message, estimate_text};
 
 /// What a compaction did.
@@ -87,8 +87,10 @@ impl Agent {
         }
 
         // Stage 2: summarize.
+        // The session's own request, tools declared but not callable: a history holding tool
+        // calls stays valid on every wire, and the whole prefix is a prompt-cache hit.
         let mut request = self.model_request();
-        request.tools = Arc::default();
+        request.tool_choice = ToolChoice::Forbidden;
         // The summary is prose, whatever the turn's answer must be.
         request.output = None;
         request.max_tokens = settings.max_summary_tokens;

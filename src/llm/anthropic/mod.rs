@@ -14,10 +14,15 @@ use futures::future::BoxFuture;
 
 use super::body::Resendable;
 use super::http::{self, ErrorResponse, HttpTimeouts};
+use super::options::WireOptions;
+use super::tool_names::WireNames;
 use super::{EventStream, LlmError, LlmErrorKind, ModelRequest, Provider};
 
 const PROVIDER: &str = "anthropic";
 const API_VERSION: &str = "2023-06-01";
+/// Lets thinking happen between tool calls, not only before the first (Claude 4 models; later
+/// ones do it anyway, and the header is harmless to them).
+const INTERLEAVED_THINKING: &str = "interleaved-thinking-2025-05-14";
 
 /// Where and how to reach the Anthropic API (or a compatible gateway).
 #[derive(Clone)]
@@ -26,6 +31,7 @@ pub struct AnthropicConfig {
     pub base_url: String,
     pub api_key: String,
     pub timeouts: HttpTimeouts,
+    pub options: WireOptions,
 }
 
 impl std::fmt::Debug for AnthropicConfig {
@@ -35,6 +41,7 @@ impl std::fmt::Debug for AnthropicConfig {
             .field("base_url", &self.base_url)
             .field("api_key", &"<redacted>")
             .field("timeouts", &self.timeouts)
+            .field("options", &self.options)
             .finish()
     }
 }
@@ -43,6 +50,7 @@ impl std::fmt::Debug for AnthropicConfig {
 pub struct AnthropicProvider {
     url: String,
     api_key: String,
+    options: WireOptions,
     client: Result<reqwest::Client, LlmError>,
 }
 
@@ -51,6 +59,7 @@ impl AnthropicProvider {
         Self {
             url: http::join_url(&config.base_url, "/v1/messages"),
             api_key: config.api_key,
+            options: config.options,
             client: http::build_client(config.timeouts),
         }
     }
@@ -69,13 +78,18 @@ impl Provider for AnthropicProvider {
 
     fn attempt(&self, request: &Resendable) -> BoxFuture<'_, Result<EventStream, LlmError>> {
         let body = self.body(request);
+        let thinks = request.request().reasoning.or(self.options.reasoning).is_some();
+        let decoder = StreamDecoder::new(WireNames::of(request.request()));
         Box::pin(async move {
             let client = self.client.clone()?;
-            let request = client
+            let mut request = client
                 .post(&self.url)
                 .header("x-api-key", http::secret_header(PROVIDER, &self.api_key)?)
                 .header("anthropic-version", API_VERSION);
-            http::post_stream(PROVIDER, request, body?, classify_http, StreamDecoder::default()).await
+            if thinks {
+                request = request.header("anthropic-beta", INTERLEAVED_THINKING);
+            }
+            http::post_stream(PROVIDER, request, body?, classify_http, decoder).await
         })
     }
 }

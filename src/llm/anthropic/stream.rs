@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use super::{PROVIDER, decode_error, kind_for_error_type};
 use crate::llm::http::WireDecoder;
 use crate::llm::sse::SseEvent;
-use crate::llm::{LlmError, LlmErrorKind, StopReason, StreamEvent, Usage};
+use crate::llm::tool_names::WireNames;
+use crate::llm::{ContentBlock, LlmError, LlmErrorKind, StopReason, StreamEvent, Usage};
 
 /// One SSE event of the Messages stream, as far as deputy reads it. The variant comes from the
 /// SSE `event:` name (see [`tagged`]); `Unknown` covers `ping` and anything added later, which
@@ -98,9 +99,25 @@ pub(super) struct BlockStart {
 pub(super) enum ContentBlockStart {
     Text(TextStart),
     ToolUse(ToolUseStart),
-    /// thinking, redacted_thinking, server tools, future types: not surfaced.
+    Thinking(ThinkingStart),
+    RedactedThinking(RedactedThinkingStart),
+    /// Server tools, future types: not surfaced.
     #[serde(other)]
     Other,
+}
+
+/// A thinking block usually starts empty; its text and signature come as deltas.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(super) struct ThinkingStart {
+    thinking: Lenient<String>,
+    signature: Lenient<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(super) struct RedactedThinkingStart {
+    data: Lenient<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -129,9 +146,23 @@ pub(super) struct BlockDelta {
 pub(super) enum ContentDelta {
     TextDelta(TextDelta),
     InputJsonDelta(InputJsonDelta),
-    /// thinking, signature, citations, future delta types.
+    ThinkingDelta(ThinkingDelta),
+    SignatureDelta(SignatureDelta),
+    /// Citations, future delta types.
     #[serde(other)]
     Other,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(super) struct ThinkingDelta {
+    thinking: Lenient<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(super) struct SignatureDelta {
+    signature: Lenient<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -208,8 +239,27 @@ pub(super) enum Block {
         name: String,
         json: String,
     },
-    /// thinking, redacted_thinking, server tools, future types: not surfaced.
+    /// Kept whole for the history: the API wants it back byte for byte, signature included.
+    Thinking {
+        thinking: String,
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    /// Server tools, future types: not surfaced.
     Other,
+}
+
+impl Block {
+    /// A thinking block complete, as the history keeps it.
+    fn into_reasoning(self) -> Option<ContentBlock> {
+        match self {
+            Self::Thinking { thinking, signature } => Some(ContentBlock::Thinking { thinking, signature }),
+            Self::RedactedThinking { data } => Some(ContentBlock::RedactedThinking { data }),
+            _ => None,
+        }
+    }
 }
 
 /// The state of one streamed response.
@@ -222,9 +272,15 @@ pub(crate) struct StreamDecoder {
     /// Tool calls closed with arguments that do not parse. Truncation by `max_tokens` explains
     /// (and excuses) them, and that is only known at `message_delta`, so the verdict waits.
     unparsable_tools: Vec<String>,
+    /// The request's shortened tool names, to give calls their own names back.
+    names: WireNames,
 }
 
 impl StreamDecoder {
+    pub(super) fn new(names: WireNames) -> Self {
+        Self { names, ..Self::default() }
+    }
+
     fn truncated(&self) -> bool {
         self.stop_reason.as_deref() == Some("max_tokens")
     }
@@ -245,6 +301,7 @@ impl StreamDecoder {
     }
 
     fn close_tool(&mut self, id: String, name: String, json: &str, out: &mut Vec<StreamEvent>) {
+        let name = self.names.restore(name);
         let text = if json.trim().is_empty() { "{}" } else { json };
         match serde_json::from_str::<Value>(text) {
             Ok(input) => out.push(StreamEvent::ToolCallEnd { id, name, input }),
@@ -296,8 +353,18 @@ impl StreamDecoder {
                 let (Some(id), Some(name)) = (start.id.0, start.name.0) else {
                     return Err(decode_error("tool_use block without id or name"));
                 };
-                out.push(StreamEvent::ToolCallStart { id: id.clone(), name: name.clone() });
+                out.push(StreamEvent::ToolCallStart { id: id.clone(), name: self.names.restore(name.clone()) });
                 Block::ToolUse { id, name, json: String::new() }
+            }
+            Some(ContentBlockStart::Thinking(start)) => {
+                let thinking = start.thinking.0.unwrap_or_default();
+                if !thinking.is_empty() {
+                    out.push(StreamEvent::ReasoningDelta(thinking.clone()));
+                }
+                Block::Thinking { thinking, signature: start.signature.0.filter(|s| !s.is_empty()) }
+            }
+            Some(ContentBlockStart::RedactedThinking(start)) => {
+                Block::RedactedThinking { data: start.data.0.unwrap_or_default() }
             }
             Some(ContentBlockStart::Other) | None => Block::Other,
         };
@@ -323,6 +390,21 @@ impl StreamDecoder {
                     out.push(StreamEvent::ToolCallDelta { id: id.clone(), fragment });
                 }
             }
+            Some(ContentDelta::ThinkingDelta(delta)) => {
+                let fragment = delta.thinking.0.unwrap_or_default();
+                if let Some(Block::Thinking { thinking, .. }) = self.blocks.get_mut(&index)
+                    && !fragment.is_empty()
+                {
+                    thinking.push_str(&fragment);
+                    out.push(StreamEvent::ReasoningDelta(fragment));
+                }
+            }
+            Some(ContentDelta::SignatureDelta(delta)) => {
+                if let Some(Block::Thinking { signature, .. }) = self.blocks.get_mut(&index) {
+                    let fragment = delta.signature.0.unwrap_or_default();
+                    signature.get_or_insert_with(String::new).push_str(&fragment);
+                }
+            }
             Some(ContentDelta::Other) | None => {}
         }
         Ok(())
@@ -330,8 +412,10 @@ impl StreamDecoder {
 
     fn on_block_stop(&mut self, event: BlockStop, out: &mut Vec<StreamEvent>) -> Result<(), LlmError> {
         let index = required_index(event.index)?;
-        if let Some(Block::ToolUse { id, name, json }) = self.blocks.remove(&index) {
-            self.close_tool(id, name, &json, out);
+        match self.blocks.remove(&index) {
+            Some(Block::ToolUse { id, name, json }) => self.close_tool(id, name, &json, out),
+            Some(block) => out.extend(block.into_reasoning().map(StreamEvent::Reasoning)),
+            None => {}
         }
         Ok(())
     }
@@ -353,8 +437,9 @@ impl StreamDecoder {
         let open = std::mem::take(&mut self.blocks);
         if !self.truncated() {
             for block in open.into_values() {
-                if let Block::ToolUse { id, name, json } = block {
-                    self.close_tool(id, name, &json, out);
+                match block {
+                    Block::ToolUse { id, name, json } => self.close_tool(id, name, &json, out),
+                    block => out.extend(block.into_reasoning().map(StreamEvent::Reasoning)),
                 }
             }
         }

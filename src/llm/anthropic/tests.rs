@@ -7,14 +7,22 @@ use serde_json::{Value, json};
 use super::request::*;
 use super::stream::*;
 use crate::llm::http::WireDecoder;
+use crate::llm::options::{CacheTtl, PromptCache, WireOptions};
 use crate::llm::sse::SseEvent;
 use crate::llm::{
     ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, ToolSpec, Usage,
 };
 
-/// The body a request goes out with, as JSON.
+/// The body a request goes out with, as JSON, without prompt caching (the tests of the
+/// cache breakpoints turn it on).
 fn request_body(request: &ModelRequest) -> Value {
-    serde_json::from_slice(&encode(request).unwrap()).unwrap()
+    let options = WireOptions { prompt_cache: PromptCache::Off, ..WireOptions::default() };
+    serde_json::from_slice(&encode(request, &options).unwrap()).unwrap()
+}
+
+/// The body with the provider's options as given.
+fn body_with(request: &ModelRequest, options: &WireOptions) -> Value {
+    serde_json::from_slice(&encode(request, options).unwrap()).unwrap()
 }
 
 fn feed(events: &[(&str, Value)]) -> (Vec<StreamEvent>, Option<LlmError>) {
@@ -150,7 +158,7 @@ fn usage_is_cumulative_and_takes_repeated_input_fields() {
 }
 
 #[test]
-fn thinking_blocks_are_ignored_and_unknown_stop_reasons_kept() {
+fn thinking_blocks_are_kept_whole_with_their_signature_and_unknown_stop_reasons_kept() {
     let (events, err) = feed(&[
         start(),
         (
@@ -170,7 +178,18 @@ fn thinking_blocks_are_ignored_and_unknown_stop_reasons_kept() {
         message_stop(),
     ]);
     assert_eq!(err, None);
-    assert!(!events.iter().any(StreamEvent::is_content));
+    let reasoning: Vec<&StreamEvent> = events
+        .iter()
+        .filter(|event| matches!(event, StreamEvent::ReasoningDelta(_) | StreamEvent::Reasoning(_)))
+        .collect();
+    assert_eq!(
+        reasoning,
+        [
+            &StreamEvent::ReasoningDelta("hmm".into()),
+            &StreamEvent::Reasoning(ContentBlock::Thinking { thinking: "hmm".into(), signature: Some("x".into()) })
+        ]
+    );
+    assert!(!events.iter().any(|event| matches!(event, StreamEvent::TextDelta(_))), "never mixed into the text");
     assert_eq!(events.last(), Some(&StreamEvent::Finished { stop_reason: StopReason::Other("pause_turn".into()) }));
 }
 
@@ -306,6 +325,9 @@ fn an_in_band_error_without_details_is_a_server_error() {
 #[test]
 fn request_body_puts_tool_results_first_and_skips_empty_text() {
     let request = ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "m".into(),
         system: Some("sys".into()),
         messages: vec![
@@ -354,6 +376,9 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
 fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_call() {
     let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
     let request = ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "m".into(),
         system: None,
         messages: vec![Message::user_text("hi")].into(),
@@ -394,6 +419,9 @@ fn the_body_goes_out_with_its_keys_sorted() {
     // the body and writing it again changes no byte.
     let schema = json!({"type": "array", "items": {"type": "string"}});
     let request = ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "m".into(),
         system: Some("Say \"hi\"\n\tthen stop.".into()),
         messages: vec![
@@ -429,7 +457,7 @@ fn the_body_goes_out_with_its_keys_sorted() {
     };
     let plain = ModelRequest { output: None, system: None, tools: Vec::new().into(), ..request.clone() };
     for request in [request, plain] {
-        let body = encode(&request).unwrap();
+        let body = encode(&request, &WireOptions::default()).unwrap();
         let tree: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(String::from_utf8_lossy(&body), serde_json::to_string(&tree).unwrap());
     }

@@ -15,6 +15,8 @@ use serde_json::Value;
 
 use super::body::Resendable;
 use super::http::{self, ErrorResponse, HttpTimeouts};
+use super::options::WireOptions;
+use super::tool_names::WireNames;
 use super::{EventStream, LlmError, LlmErrorKind, ModelRequest, Provider};
 
 const PROVIDER: &str = "openai";
@@ -27,6 +29,7 @@ pub struct OpenAiConfig {
     /// Sent as `Authorization: Bearer …`; local servers usually need none.
     pub api_key: Option<String>,
     pub timeouts: HttpTimeouts,
+    pub options: WireOptions,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -36,6 +39,7 @@ impl std::fmt::Debug for OpenAiConfig {
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeouts", &self.timeouts)
+            .field("options", &self.options)
             .finish()
     }
 }
@@ -44,8 +48,9 @@ impl std::fmt::Debug for OpenAiConfig {
 pub struct OpenAiProvider {
     url: String,
     api_key: Option<String>,
-    /// See [`encode`] for why the token limit's name depends on the host.
-    max_tokens_field: &'static str,
+    /// The provider is `api.openai.com` itself (see [`request`] for what that changes).
+    official: bool,
+    options: WireOptions,
     client: Result<reqwest::Client, LlmError>,
 }
 
@@ -58,7 +63,8 @@ impl OpenAiProvider {
         Self {
             url: http::join_url(&config.base_url, "/chat/completions"),
             api_key: config.api_key,
-            max_tokens_field: if official { "max_completion_tokens" } else { "max_tokens" },
+            official,
+            options: config.options,
             client: http::build_client(config.timeouts),
         }
     }
@@ -77,13 +83,14 @@ impl Provider for OpenAiProvider {
 
     fn attempt(&self, request: &Resendable) -> BoxFuture<'_, Result<EventStream, LlmError>> {
         let body = self.body(request);
+        let decoder = StreamDecoder::new(WireNames::of(request.request()));
         Box::pin(async move {
             let client = self.client.clone()?;
             let mut request = client.post(&self.url);
             if let Some(key) = &self.api_key {
                 request = request.header("authorization", http::secret_header(PROVIDER, &format!("Bearer {key}"))?);
             }
-            http::post_stream(PROVIDER, request, body?, classify_http, StreamDecoder::default()).await
+            http::post_stream(PROVIDER, request, body?, classify_http, decoder).await
         })
     }
 }

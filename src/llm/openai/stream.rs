@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::{PROVIDER, decode_error, in_band_error};
 use crate::llm::http::WireDecoder;
 use crate::llm::sse::SseEvent;
-use crate::llm::{LlmError, LlmErrorKind, StopReason, StreamEvent, Usage};
+use crate::llm::tool_names::WireNames;
+use crate::llm::{ContentBlock, LlmError, LlmErrorKind, StopReason, StreamEvent, Usage};
 
 pub(super) struct Call {
     id: String,
@@ -27,9 +28,26 @@ pub(crate) struct StreamDecoder {
     had_calls: bool,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    /// `reasoning_content` streamed so far, not yet closed into a block.
+    reasoning: String,
+    /// The request's shortened tool names, to give calls their own names back.
+    names: WireNames,
 }
 
 impl StreamDecoder {
+    pub(super) fn new(names: WireNames) -> Self {
+        Self { names, ..Self::default() }
+    }
+
+    /// The reasoning streamed so far becomes a block of the answer once anything else comes
+    /// (it always comes first), so the history keeps it on the message it belongs to.
+    fn close_reasoning(&mut self, out: &mut Vec<StreamEvent>) {
+        if !self.reasoning.is_empty() {
+            let text = std::mem::take(&mut self.reasoning);
+            out.push(StreamEvent::Reasoning(ContentBlock::Reasoning { text }));
+        }
+    }
+
     fn on_tool_call_fragment(&mut self, position: usize, fragment: &Value, out: &mut Vec<StreamEvent>) {
         let id = fragment.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
         let function = fragment.get("function").unwrap_or(&Value::Null);
@@ -64,7 +82,7 @@ impl StreamDecoder {
         if let Some(name) = name
             && call.name.is_empty()
         {
-            call.name = name.to_owned();
+            call.name = self.names.restore(name.to_owned());
         }
         call.arguments.push_str(&arguments);
         if !call.started && !call.name.is_empty() {
@@ -165,6 +183,18 @@ impl WireDecoder for StreamDecoder {
             return Ok(()); // nothing but usage is expected after the finish
         }
         let delta = choice.get("delta").unwrap_or(&Value::Null);
+        if let Some(text) = delta.get("reasoning_content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            self.reasoning.push_str(text);
+            out.push(StreamEvent::ReasoningDelta(text.to_owned()));
+        }
+        let answers = ["content", "refusal", "tool_calls"].iter().any(|field| {
+            delta
+                .get(field)
+                .is_some_and(|value| value.as_str().is_none_or(|text| !text.is_empty()) && !value.is_null())
+        });
+        if answers || choice.get("finish_reason").is_some_and(|reason| !reason.is_null()) {
+            self.close_reasoning(out);
+        }
         for field in ["content", "refusal"] {
             if let Some(text) = delta.get(field).and_then(Value::as_str).filter(|t| !t.is_empty()) {
                 out.push(StreamEvent::TextDelta(text.to_owned()));

@@ -7,6 +7,7 @@ use super::request::*;
 use super::stream::*;
 use super::*;
 use crate::llm::http::WireDecoder;
+use crate::llm::options::{PromptCache, StreamUsage, TokenLimitField, WireOptions};
 use crate::llm::sse::SseEvent;
 use crate::llm::{
     ContentBlock, LlmError, LlmErrorKind, Message, ModelRequest, Role, StopReason, StreamEvent, ToolSpec, Usage,
@@ -14,7 +15,21 @@ use crate::llm::{
 
 /// The body a request goes out with, as JSON.
 fn request_body(request: &ModelRequest, max_tokens_field: &str) -> Value {
-    serde_json::from_slice(&encode(request, max_tokens_field).unwrap()).unwrap()
+    serde_json::from_slice(&encode(request, &options_for(max_tokens_field), false).unwrap()).unwrap()
+}
+
+/// The options naming the token limit `max_tokens_field`, caching on, usage requested.
+fn options_for(max_tokens_field: &str) -> WireOptions {
+    let field = match max_tokens_field {
+        "max_tokens" => TokenLimitField::MaxTokens,
+        _ => TokenLimitField::MaxCompletionTokens,
+    };
+    WireOptions { token_limit_field: Some(field), ..WireOptions::default() }
+}
+
+/// The body with the provider's options as given, for a server at another host than OpenAI's.
+fn body_with(request: &ModelRequest, options: &WireOptions) -> Value {
+    serde_json::from_slice(&encode(request, options, false).unwrap()).unwrap()
 }
 
 fn feed(chunks: &[Value], eof: bool) -> (Vec<StreamEvent>, Option<LlmError>) {
@@ -163,9 +178,13 @@ fn truncation_and_errors() {
 #[test]
 fn request_body_splits_tool_results_and_text() {
     let request = ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "m".into(),
         system: Some("sys".into()),
         messages: vec![
+            Message::user_text("list"),
             Message::assistant(vec![
                 ContentBlock::ToolUse { id: "a".into(), name: "ls".into(), input: json!({"p": 1}) },
                 ContentBlock::ToolUse { id: "b".into(), name: "ls".into(), input: json!({}) },
@@ -197,6 +216,7 @@ fn request_body_splits_tool_results_and_text() {
             "tools": [{"type":"function","function":{"name":"ls","description":"list","parameters":{"type":"object"}}}],
             "messages": [
                 {"role":"system","content":"sys"},
+                {"role":"user","content":"list"},
                 {"role":"assistant","content":null,"tool_calls":[
                     {"id":"a","type":"function","function":{"name":"ls","arguments":"{\"p\":1}"}},
                     {"id":"b","type":"function","function":{"name":"ls","arguments":"{}"}}
@@ -212,6 +232,9 @@ fn request_body_splits_tool_results_and_text() {
 #[test]
 fn structured_output_is_a_response_format_or_an_instruction_after_the_system_prompt() {
     let request = |schema: Value| ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "m".into(),
         system: Some("sys".into()),
         messages: vec![Message::user_text("hi")].into(),
@@ -239,10 +262,32 @@ fn structured_output_is_a_response_format_or_an_instruction_after_the_system_pro
 
 #[test]
 fn official_host_uses_max_completion_tokens() {
-    let config =
-        |url: &str| OpenAiConfig { base_url: url.into(), api_key: None, timeouts: HttpTimeouts::default() };
-    assert_eq!(OpenAiProvider::new(config("https://api.openai.com/v1")).max_tokens_field, "max_completion_tokens");
-    assert_eq!(OpenAiProvider::new(config("http://127.0.0.1:11434/v1/")).max_tokens_field, "max_tokens");
+    let config = |url: &str| OpenAiConfig {
+        base_url: url.into(),
+        api_key: None,
+        timeouts: HttpTimeouts::default(),
+        options: Default::default(),
+    };
+    assert!(OpenAiProvider::new(config("https://api.openai.com/v1")).official);
+    assert!(!OpenAiProvider::new(config("http://127.0.0.1:11434/v1/")).official);
+    let request = ModelRequest { model: "gpt-4o".into(), max_tokens: 64, ..ModelRequest::default() };
+    let field_of = |request: &ModelRequest, official: bool| {
+        let body: Value =
+            serde_json::from_slice(&encode(request, &WireOptions::default(), official).unwrap()).unwrap();
+        let fields = ["max_tokens", "max_completion_tokens"].map(|name| body.get(name).is_some());
+        assert_eq!(fields.iter().filter(|present| **present).count(), 1, "{body}");
+        if fields[0] { "max_tokens" } else { "max_completion_tokens" }
+    };
+    assert_eq!(field_of(&request, true), "max_completion_tokens");
+    assert_eq!(field_of(&request, false), "max_tokens");
+    // Reasoning models reject `max_tokens` on every host (Azure included).
+    for model in ["gpt-5", "gpt-5.1-mini", "o3", "o4-mini", "azure/o1-preview"] {
+        let reasoning = ModelRequest { model: model.into(), ..request.clone() };
+        assert_eq!(field_of(&reasoning, false), "max_completion_tokens", "{model}");
+    }
+    for model in ["gpt-4o", "omni-local", "llama3"] {
+        assert_eq!(field_of(&ModelRequest { model: model.into(), ..request.clone() }, false), "max_tokens");
+    }
 }
 
 #[test]
@@ -250,6 +295,9 @@ fn the_body_goes_out_with_its_keys_sorted() {
     // As a JSON tree is written (serde_json's order), which bodies have always been: parsing
     // the body and writing it again changes no byte.
     let request = |schema: Option<Value>| ModelRequest {
+        tool_choice: Default::default(),
+        reasoning: None,
+        cache_key: None,
         model: "m".into(),
         system: Some("Say \"hi\"\n\tthen stop.".into()),
         messages: vec![
@@ -288,7 +336,8 @@ fn the_body_goes_out_with_its_keys_sorted() {
     let list = json!({"type": "array", "items": {"type": "integer"}});
     for request in [request(None), request(Some(closed)), request(Some(list))] {
         for field in ["max_tokens", "max_completion_tokens"] {
-            let body = encode(&request, field).unwrap();
+            let request = ModelRequest { cache_key: Some("ses_1".into()), ..request.clone() };
+            let body = encode(&request, &options_for(field), false).unwrap();
             let tree: Value = serde_json::from_slice(&body).unwrap();
             assert_eq!(String::from_utf8_lossy(&body), serde_json::to_string(&tree).unwrap());
         }

@@ -99,7 +99,10 @@ async fn a_long_history_is_summarized_in_order_keeping_the_system_prompt_verbati
     assert_eq!(requests.len(), 3, "first turn, summary, second turn");
     let summary_request = &requests[1];
     assert!(is_summary_request(summary_request));
-    assert!(summary_request.tools.is_empty());
+    // The session's tools stay declared (the history may call them; the prefix stays cached),
+    // but the summary may not call them.
+    assert_eq!(summary_request.tools, requests[0].tools);
+    assert_eq!(summary_request.tool_choice, crate::llm::ToolChoice::Forbidden);
     assert_eq!(summary_request.max_tokens, 700);
     assert_eq!(summary_request.system.as_deref(), Some(SYSTEM));
 

@@ -46,6 +46,7 @@ impl ProgressState {
             AgentEvent::CompactionCompleted { .. } | AgentEvent::CompactionFailed { .. } => self.compacting = false,
             // Counted above, but they change neither the text nor what is running.
             AgentEvent::TurnStarted { .. }
+            | AgentEvent::ReasoningDelta { .. }
             | AgentEvent::Usage { .. }
             | AgentEvent::Pruned { .. }
             | AgentEvent::InboxDelivered { .. }

@@ -219,6 +219,12 @@ pub fn transcript(view: &SessionView, messages: &[Message]) -> String {
                 ContentBlock::Text { text } => {
                     let _ = writeln!(out, "{text}\n");
                 }
+                ContentBlock::Thinking { thinking: text, .. } | ContentBlock::Reasoning { text } => {
+                    let _ = writeln!(out, "*Reasoning*\n\n> {}\n", text.replace('\n', "\n> "));
+                }
+                ContentBlock::RedactedThinking { .. } => {
+                    let _ = writeln!(out, "*Reasoning (redacted)*\n");
+                }
                 ContentBlock::ToolUse { id, name, input } => {
                     let input = serde_json::to_string_pretty(input).unwrap_or_else(|_| input.to_string());
                     let _ = writeln!(out, "**Tool call** `{name}` (`{id}`)\n\n```json\n{input}\n```\n");

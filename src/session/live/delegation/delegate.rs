@@ -125,6 +125,7 @@ impl LiveSessionService {
             budget,
             tools,
             output_schema: args.output_schema.clone(),
+            reasoning: provenance.spec.reasoning,
         };
         let mut agent = provenance.factory.build_child(build, &provenance.grants, &audit).await?;
         let history = match args.context {

@@ -83,6 +83,9 @@ pub struct AgentFactory {
     context_windows: BTreeMap<String, u64>,
     /// Prices the config file sets per model (`provider:model`), over the list prices.
     prices: BTreeMap<String, Price>,
+    /// Providers whose prompt-cache writes last an hour (`prompt_cache_ttl = "1h"` on the
+    /// Anthropic wire): the list price's cache writes cost 2× input there, not 1.25×.
+    hour_cache_providers: std::collections::BTreeSet<String>,
     /// The process-wide MCP server pool (shared with `AppState`).
     mcp: Arc<McpFactory>,
     /// The config file's `[mcp_servers.NAME]`.
@@ -108,6 +111,7 @@ impl AgentFactory {
             tool_defaults: ToolDefaults::default(),
             context_windows: BTreeMap::new(),
             prices: BTreeMap::new(),
+            hour_cache_providers: std::collections::BTreeSet::new(),
             mcp: Arc::new(McpFactory::default()),
             mcp_servers: BTreeMap::new(),
             hooks: Hooks::default(),
@@ -156,10 +160,22 @@ impl AgentFactory {
         self
     }
 
+    /// Providers whose cache writes last an hour, so list prices bill them 2× input.
+    pub fn with_hour_cache_providers(mut self, providers: std::collections::BTreeSet<String>) -> Self {
+        self.hour_cache_providers = providers;
+        self
+    }
+
     /// The price of `model_id` (`provider:model`): the configured one, else the list price of
-    /// the model's name whichever provider serves it, else none (its cost is unknown).
+    /// the model's name whichever provider serves it (with hour-long cache writes where the
+    /// provider asks for them), else none (its cost is unknown).
     pub fn price_of(&self, model_id: &str) -> Option<Price> {
-        self.prices.get(model_id).copied().or_else(|| known_price(model_id))
+        if let Some(price) = self.prices.get(model_id) {
+            return Some(*price);
+        }
+        let listed = known_price(model_id)?;
+        let provider = model_id.split(':').next().unwrap_or(model_id);
+        Some(if self.hour_cache_providers.contains(provider) { listed.with_hour_cache_writes() } else { listed })
     }
 
     /// Whether `server` is one of the config file's `[mcp_servers.NAME]`, exactly as configured.
@@ -484,6 +500,11 @@ mod tests {
         // A stored spend is kept as it was, whatever today's price.
         sonnet.restore(RestoredState { usage: tokens, cost: Some(Usd::from_mills(1)), ..RestoredState::default() });
         assert_eq!(sonnet.cost(), Some(Usd::from_mills(1)));
+
+        let hourly = factory.clone().with_hour_cache_providers(["anthropic".to_owned()].into());
+        let written = Usage { cache_creation_input_tokens: 1000, ..Usage::default() };
+        assert_eq!(hourly.price_of("anthropic:claude-sonnet-4-5").unwrap().cost(&written).dollars(), 0.006);
+        assert_eq!(factory.price_of("anthropic:claude-sonnet-4-5").unwrap().cost(&written).dollars(), 0.00375);
 
         let local = factory.build_agent(build("local:m", Budget::default()), &grants, &audit).await.unwrap();
         assert_eq!(local.cost_of(&tokens).map(Usd::dollars), Some(0.002), "the configured price");

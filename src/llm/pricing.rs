@@ -155,6 +155,12 @@ impl Price {
         }
     }
 
+    /// This price where cache writes last an hour: Anthropic bills those 2× input (the
+    /// 5-minute writes of the list price are 1.25×).
+    pub fn with_hour_cache_writes(self) -> Self {
+        Self { cache_write: Usd(self.input.0.saturating_mul(2)), ..self }
+    }
+
     /// What `usage` costs at this price, rounded to the picodollar once, at the end.
     pub fn cost(&self, usage: &Usage) -> Usd {
         let term = |tokens: u64, per_mtok: Usd| u128::from(tokens) * u128::from(per_mtok.picos());
@@ -184,6 +190,7 @@ mod tests {
     fn a_cost_prices_each_kind_of_token_at_its_rate() {
         let sonnet = Price::anthropic(3_000, 15_000);
         assert_eq!(sonnet.cache_write, Usd::from_mills(3_750));
+        assert_eq!(sonnet.with_hour_cache_writes().cache_write, Usd::from_mills(6_000));
         assert_eq!(sonnet.cache_read, Usd::from_mills(300));
         // 1000 × $3 + 500 × $15 + 2000 × $0.30 + 400 × $3.75, per million.
         let cost = sonnet.cost(&usage(1000, 500, 2000, 400));

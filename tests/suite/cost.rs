@@ -67,7 +67,7 @@ async fn an_openai_model_prices_cached_input_at_its_own_rate() {
 }
 
 #[tokio::test]
-async fn the_config_files_price_wins_and_a_gateway_model_without_one_has_its_list_price() {
+async fn the_config_files_price_wins_and_a_gateway_model_without_one_has_its_list_price_and_ttl() {
     let config = r#"
 [providers.gw]
 api = "anthropic"
@@ -78,6 +78,11 @@ input = 1.0
 output = 2.0
 cache_write = 3.0
 cache_read = 4.0
+
+[providers.hourly]
+api = "anthropic"
+base_url = "BASE/anthropic"
+prompt_cache_ttl = "1h"
 "#;
     // The config file names the mock's address, known only once the mock runs: start a deputy
     // to learn it, then one with the file.
@@ -97,6 +102,14 @@ cache_read = 4.0
     let listed = deputy.ok("session_create", json!({"prompt": "hi", "model": "gw:claude-haiku-4-5"})).await;
     // Haiku 4.5's list price, $1 in and $5 out, whoever serves it.
     assert_eq!(listed["usage"]["cost_usd"].as_f64(), Some(0.0035), "{listed}");
+
+    // Cache writes that last an hour cost 2× input ($2 for Haiku 4.5), not the 5-minute 1.25×.
+    for (provider, expected) in [("gw", 0.00125), ("hourly", 0.002)] {
+        deputy.mock.push(MockResponse::sse(anthropic::text_with_usage(&["c"], usage(0, 0).cache(0, 1000))));
+        let model = format!("{provider}:claude-haiku-4-5");
+        let written = deputy.ok("session_create", json!({"prompt": "hi", "model": model})).await;
+        assert_eq!(written["usage"]["cost_usd"].as_f64(), Some(expected), "{provider}: {written}");
+    }
 }
 
 #[tokio::test]

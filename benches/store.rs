@@ -461,7 +461,7 @@ fn record(session_id: SessionId, at: DateTime<Utc>) -> SessionRecord {
         model: "anthropic:claude-sonnet-4-5".to_owned(),
         system_prompt: Some("You are a careful engineer working in this repository.".to_owned()),
         max_tokens: 8192,
-        budget: Budget { max_tokens: Some(2_000_000), max_tool_calls: Some(500), max_duration_ms: None },
+        budget: Budget { max_tokens: Some(2_000_000), max_tool_calls: Some(500), ..Budget::default() },
         context: ContextSettings::resolve("anthropic:claude-sonnet-4-5", 8192, &ContextOverrides::default(), None)
             .expect("default context settings"),
         tools: deputy::tools::ToolConfig::legacy(),
@@ -480,7 +480,10 @@ fn run_result(record: &SessionRecord, turn: &[Message]) -> RunResult {
         turn: record.turns,
         text: turn.last().map(Message::text).unwrap_or_default(),
         stop_reason: Some(deputy::model::StopReason::EndTurn),
-        usage: Usage { input_tokens: 12_000, output_tokens: 400, ..Usage::default() },
+        usage: deputy::model::TurnUsage {
+            tokens: Usage { input_tokens: 12_000, output_tokens: 400, ..Usage::default() },
+            cost_usd: None,
+        },
         tool_calls: 1,
         error: None,
         error_kind: None,

@@ -6,11 +6,13 @@
 //! and when the child's result reaches the parent the hold is replaced by what the child
 //! actually used. Turn time is *capped*, not transferred: a child runs beside its parent's
 //! clock (a parent that waits spends its own time too), so charging the child's seconds again
-//! would bill them twice; a child just never gets more time than its parent has left.
+//! would bill them twice; a child just never gets more time than its parent has left. Money is
+//! transferred like tokens.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::ids::SessionId;
+use crate::llm::pricing::Usd;
 use crate::model::lineage::{ChildUsage, Reservation, carve};
 use crate::model::{Budget, Consumption, DelegationBook};
 
@@ -51,6 +53,11 @@ impl Ledger {
         self.state().book.charged()
     }
 
+    /// Dollars delegation costs the budget now: held plus charged.
+    pub fn charged_cost(&self) -> Usd {
+        self.state().book.charged_cost()
+    }
+
     pub fn book(&self) -> DelegationBook {
         self.state().book.clone()
     }
@@ -66,11 +73,18 @@ impl Ledger {
             max_tokens: budget.max_tokens.map(|max| max.saturating_sub(state.own.tokens + held_tokens)),
             max_tool_calls: budget.max_tool_calls.map(|max| max.saturating_sub(state.own.tool_calls + held_calls)),
             max_duration_ms: budget.remaining_time(&state.own).map(crate::model::budget::millis),
+            max_cost_usd: budget
+                .max_cost_usd
+                .map(|max| max.saturating_sub(state.own.cost.saturating_add(state.book.charged_cost()))),
         };
-        let spent =
-            [("tokens", left.max_tokens), ("tool calls", left.max_tool_calls), ("time", left.max_duration_ms)]
-                .into_iter()
-                .find(|(_, left)| *left == Some(0));
+        let spent = [
+            ("tokens", left.max_tokens),
+            ("tool calls", left.max_tool_calls),
+            ("time", left.max_duration_ms),
+            ("money", left.max_cost_usd.map(Usd::picos)),
+        ]
+        .into_iter()
+        .find(|(_, left)| *left == Some(0));
         if let Some((what, _)) = spent {
             return Err(format!(
                 "this session has no {what} left in its budget to give a child; do the task yourself"
@@ -80,6 +94,7 @@ impl Ledger {
         let reservation = Reservation {
             tokens: budget.max_tokens.and(carved.max_tokens),
             tool_calls: budget.max_tool_calls.and(carved.max_tool_calls),
+            cost: budget.max_cost_usd.and(carved.max_cost_usd),
         };
         state.book.reserved.insert(child.clone(), reservation);
         Ok(carved)
@@ -98,8 +113,7 @@ impl Ledger {
         if state.book.reserved.remove(child).is_none() {
             return false;
         }
-        state.book.delegated_tokens += used.tokens;
-        state.book.delegated_tool_calls += used.tool_calls;
+        state.book.charge(used);
         true
     }
 
@@ -124,9 +138,9 @@ mod tests {
         assert_eq!(ledger.charged(), (900, 0));
         let second = SessionId::from_string("d");
         assert!(ledger.reserve(&second, Budget::default(), Budget::default()).is_err(), "nothing left to give");
-        assert!(ledger.settle(&child, ChildUsage { tokens: 250, tool_calls: 2 }));
+        assert!(ledger.settle(&child, ChildUsage { tokens: 250, tool_calls: 2, cost_usd: None }));
         assert_eq!(ledger.charged(), (250, 2), "the refund landed");
-        assert!(!ledger.settle(&child, ChildUsage { tokens: 250, tool_calls: 2 }), "settled once");
+        assert!(!ledger.settle(&child, ChildUsage { tokens: 250, tool_calls: 2, cost_usd: None }), "settled once");
     }
 
     #[test]
@@ -136,7 +150,24 @@ mod tests {
         let asked = Budget { max_tool_calls: Some(3), ..Budget::default() };
         assert_eq!(ledger.reserve(&child, asked, Budget::default()).unwrap(), asked);
         assert_eq!(ledger.charged(), (0, 0));
-        assert!(ledger.settle(&child, ChildUsage { tokens: 40, tool_calls: 1 }));
+        assert!(ledger.settle(&child, ChildUsage { tokens: 40, tool_calls: 1, cost_usd: None }));
         assert_eq!(ledger.book().delegated_tokens, 40);
+    }
+
+    #[test]
+    fn money_is_held_and_settled_like_tokens() {
+        let ledger = Ledger::new(Budget { max_cost_usd: Some(Usd::from_mills(100)), ..Budget::default() });
+        ledger.observe(Consumption { cost: Usd::from_mills(20), ..Consumption::default() });
+        let child = SessionId::from_string("c");
+        let carved = ledger.reserve(&child, Budget::default(), Budget::default()).unwrap();
+        assert_eq!(carved.max_cost_usd, Some(Usd::from_mills(40)), "half of the $0.08 left");
+        assert_eq!(ledger.charged_cost(), Usd::from_mills(40));
+        let used = ChildUsage { tokens: 10, tool_calls: 0, cost_usd: Some(Usd::from_mills(7)) };
+        assert!(ledger.settle(&child, used));
+        assert_eq!(ledger.charged_cost(), Usd::from_mills(7), "the unused $0.033 came back");
+        let spender = SessionId::from_string("d");
+        ledger.observe(Consumption { cost: Usd::from_mills(93), ..Consumption::default() });
+        let refusal = ledger.reserve(&spender, Budget::default(), Budget::default()).unwrap_err();
+        assert!(refusal.contains("no money left"), "{refusal}");
     }
 }

@@ -62,9 +62,12 @@ pub enum AgentEvent {
     InboxDelivered {
         messages: Vec<crate::model::inbox::InboxMessage>,
     },
-    /// Usage of one model response.
+    /// Usage of one model response, and what it cost (`null` where the session's model has
+    /// no known price, and in events journaled before costs were).
     Usage {
         usage: Usage,
+        #[serde(default)]
+        cost_usd: Option<crate::llm::pricing::Usd>,
     },
     /// Compaction began; `reason` is `threshold`, `overflow` or `manual`.
     CompactionStarted {
@@ -363,7 +366,7 @@ mod tests {
             for _ in 0..1000 {
                 sender.send(delta(&chunk));
             }
-            sender.send(AgentEvent::Usage { usage: crate::llm::Usage::default() });
+            sender.send(AgentEvent::Usage { usage: crate::llm::Usage::default(), cost_usd: None });
             sender.send(AgentEvent::TurnStarted { turn: step });
         }
         // 50 MB were streamed; the queue holds the capacity, the 100 control events, and one

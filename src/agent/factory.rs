@@ -14,6 +14,8 @@ use super::{Agent, ContextOverrides, FullOutputs, OutputContract, RestoredState}
 use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
 use crate::hooks::Hooks;
+use crate::llm::catalog::known_price;
+use crate::llm::pricing::Price;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::{FINAL_ANSWER_TOOL, Reasoning, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
@@ -79,6 +81,11 @@ pub struct AgentFactory {
     tool_defaults: ToolDefaults,
     /// Context windows configured per provider (`ollama`) or model (`ollama:llama3.2`).
     context_windows: BTreeMap<String, u64>,
+    /// Prices the config file sets per model (`provider:model`), over the list prices.
+    prices: BTreeMap<String, Price>,
+    /// Providers whose prompt-cache writes last an hour (`prompt_cache_ttl = "1h"` on the
+    /// Anthropic wire): the list price's cache writes cost 2× input there, not 1.25×.
+    hour_cache_providers: std::collections::BTreeSet<String>,
     /// The process-wide MCP server pool (shared with `AppState`).
     mcp: Arc<McpFactory>,
     /// The config file's `[mcp_servers.NAME]`.
@@ -103,6 +110,8 @@ impl AgentFactory {
             workspace,
             tool_defaults: ToolDefaults::default(),
             context_windows: BTreeMap::new(),
+            prices: BTreeMap::new(),
+            hour_cache_providers: std::collections::BTreeSet::new(),
             mcp: Arc::new(McpFactory::default()),
             mcp_servers: BTreeMap::new(),
             hooks: Hooks::default(),
@@ -143,6 +152,30 @@ impl AgentFactory {
     pub fn with_context_windows(mut self, windows: BTreeMap<String, u64>) -> Self {
         self.context_windows = windows;
         self
+    }
+
+    /// Prices the configuration sets, keyed by `provider:model`; they win over the list prices.
+    pub fn with_prices(mut self, prices: BTreeMap<String, Price>) -> Self {
+        self.prices = prices;
+        self
+    }
+
+    /// Providers whose cache writes last an hour, so list prices bill them 2× input.
+    pub fn with_hour_cache_providers(mut self, providers: std::collections::BTreeSet<String>) -> Self {
+        self.hour_cache_providers = providers;
+        self
+    }
+
+    /// The price of `model_id` (`provider:model`): the configured one, else the list price of
+    /// the model's name whichever provider serves it (with hour-long cache writes where the
+    /// provider asks for them), else none (its cost is unknown).
+    pub fn price_of(&self, model_id: &str) -> Option<Price> {
+        if let Some(price) = self.prices.get(model_id) {
+            return Some(*price);
+        }
+        let listed = known_price(model_id)?;
+        let provider = model_id.split(':').next().unwrap_or(model_id);
+        Some(if self.hour_cache_providers.contains(provider) { listed.with_hour_cache_writes() } else { listed })
     }
 
     /// Whether `server` is one of the config file's `[mcp_servers.NAME]`, exactly as configured.
@@ -312,6 +345,15 @@ impl AgentFactory {
             reasoning,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
+        let price = self.price_of(&model_id);
+        if budget.max_cost_usd.is_some() && price.is_none() {
+            return Err(SessionError::invalid(format!(
+                "budget.max_cost_usd: deputy does not know the price of {model_id:?}, so it cannot hold \
+                 a session to a cost; give the model a price in the config file \
+                 ([providers.NAME.models.\"MODEL\"] input, output, cache_write, cache_read in USD per \
+                 million tokens) or use max_tokens"
+            )));
+        }
         let handling_hops = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let session_link = SessionLink::default();
         // A workspace that existed when the session was created may be gone when it resumes.
@@ -360,6 +402,7 @@ impl AgentFactory {
             provider,
             model_id,
             model,
+            price,
             system_prompt,
             max_tokens,
             reasoning,
@@ -426,5 +469,52 @@ mod tests {
         };
         assert_eq!(window("local:small").await, 9_000);
         assert_eq!(window("local:big").await, 64_000);
+    }
+
+    #[tokio::test]
+    async fn a_session_is_priced_by_its_model_and_an_old_spend_from_its_tokens() {
+        use crate::llm::pricing::Usd;
+
+        let mut registry = ProviderRegistry::new();
+        registry.insert("anthropic", ScriptedProvider::new([]));
+        registry.insert("local", ScriptedProvider::new([]));
+        let custom = Price::openai(1_000, 100, 2_000);
+        let factory = AgentFactory::new(Arc::new(registry), None, None)
+            .with_prices(BTreeMap::from([("local:m".to_owned(), custom)]));
+        let (grants, audit) = (Grants::local(), AuditTag::local(crate::ids::SessionId::from_string("s")));
+        let build = |model: &str, budget: Budget| AgentBuildConfig {
+            model: Some(model.into()),
+            budget,
+            ..AgentBuildConfig::default()
+        };
+        let tokens = Usage { input_tokens: 1000, output_tokens: 500, ..Usage::default() };
+
+        let mut sonnet = factory
+            .build_agent(build("anthropic:claude-sonnet-4-5", Budget::default()), &grants, &audit)
+            .await
+            .unwrap();
+        assert_eq!(sonnet.cost(), Some(Usd::ZERO));
+        // A record stored before costs were kept: priced from its tokens.
+        sonnet.restore(RestoredState { usage: tokens, cost: None, ..RestoredState::default() });
+        assert_eq!(sonnet.cost().map(Usd::dollars), Some(0.0105));
+        // A stored spend is kept as it was, whatever today's price.
+        sonnet.restore(RestoredState { usage: tokens, cost: Some(Usd::from_mills(1)), ..RestoredState::default() });
+        assert_eq!(sonnet.cost(), Some(Usd::from_mills(1)));
+
+        let hourly = factory.clone().with_hour_cache_providers(["anthropic".to_owned()].into());
+        let written = Usage { cache_creation_input_tokens: 1000, ..Usage::default() };
+        assert_eq!(hourly.price_of("anthropic:claude-sonnet-4-5").unwrap().cost(&written).dollars(), 0.006);
+        assert_eq!(factory.price_of("anthropic:claude-sonnet-4-5").unwrap().cost(&written).dollars(), 0.00375);
+
+        let local = factory.build_agent(build("local:m", Budget::default()), &grants, &audit).await.unwrap();
+        assert_eq!(local.cost_of(&tokens).map(Usd::dollars), Some(0.002), "the configured price");
+        let unknown = factory.build_agent(build("local:other", Budget::default()), &grants, &audit).await.unwrap();
+        assert_eq!((unknown.cost(), unknown.cost_of(&tokens)), (None, None));
+
+        let limited = Budget { max_cost_usd: Some(Usd::from_mills(10)), ..Budget::default() };
+        let refused = factory.build_agent(build("local:other", limited), &grants, &audit).await.unwrap_err();
+        assert_eq!(refused.code(), crate::error::ErrorCode::InvalidRequest);
+        assert!(refused.to_string().contains("local:other"), "{refused}");
+        assert!(factory.build_agent(build("local:m", limited), &grants, &audit).await.is_ok());
     }
 }

@@ -36,6 +36,7 @@ pub use structured::OutputContract;
 
 use crate::hooks::Hooks;
 use crate::ids::SessionId;
+use crate::llm::pricing::{Price, Usd};
 use crate::llm::{Message, Provider, ToolSpec, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState, DelegationBook, PendingStep};
 use crate::tools::link::SessionLink;
@@ -50,6 +51,9 @@ pub struct Agent {
     model_id: String,
     /// The model name sent on the wire.
     model: String,
+    /// What the model's tokens cost (the config file's price, else the list price); `None`
+    /// where deputy does not know it, and then the session's cost is unknown.
+    price: Option<Price>,
     system_prompt: Option<String>,
     max_tokens: u32,
     /// Reasoning asked of every model call; `None`: the provider's default.
@@ -124,6 +128,9 @@ pub struct RestoredState {
     pub pending: Option<PendingStep>,
     pub delegation: DelegationBook,
     pub delegated: bool,
+    /// What the session's own tokens cost so far; `None` where it was not known (a record
+    /// stored before costs were kept, or while its model had no price).
+    pub cost: Option<Usd>,
 }
 
 impl Agent {
@@ -160,6 +167,16 @@ impl Agent {
         self.used
     }
 
+    /// What the session's own model calls cost so far; `None` where its model has no price.
+    pub fn cost(&self) -> Option<Usd> {
+        self.price.map(|_| self.used.cost)
+    }
+
+    /// What `usage` costs at the session's price; `None` where it has none.
+    pub fn cost_of(&self, usage: &Usage) -> Option<Usd> {
+        self.price.map(|price| price.cost(usage))
+    }
+
     /// Its own consumption plus what its children hold and were charged: what its budget is
     /// checked against.
     pub fn charged_consumption(&self) -> Consumption {
@@ -167,6 +184,7 @@ impl Agent {
         Consumption {
             tokens: self.used.tokens + tokens,
             tool_calls: self.used.tool_calls + tool_calls,
+            cost: self.used.cost.saturating_add(self.ledger.charged_cost()),
             ..self.used
         }
     }
@@ -190,6 +208,9 @@ impl Agent {
             max_tokens: at_most(self.budget.max_tokens, used.tokens),
             max_tool_calls: at_most(self.budget.max_tool_calls, used.tool_calls),
             max_duration_ms: at_most(self.budget.max_duration_ms, crate::model::budget::millis(used.active)),
+            // Money closes only where it was limited: a child without a price has no cost to
+            // close on, and an unlimited one gave its parent nothing to refund.
+            max_cost_usd: self.budget.max_cost_usd.map(|limit| limit.min(used.cost)),
         };
     }
 
@@ -278,11 +299,15 @@ impl Agent {
         Arc::make_mut(&mut self.history)
     }
 
-    /// Counts a model call's tokens in the session's usage and against its budget: the one
-    /// place both totals move, for turns and compaction's summary calls alike.
+    /// Counts a model call's tokens in the session's usage and against its budget, and what
+    /// they cost: the one place these totals move, for turns, restarted attempts and
+    /// compaction's summary calls alike.
     fn charge(&mut self, usage: &Usage) {
         self.usage.add(usage);
         self.used.tokens += usage.total_tokens();
+        if let Some(cost) = self.cost_of(usage) {
+            self.used.cost += cost;
+        }
     }
 
     /// Gives a freshly built agent the state of a stored session.
@@ -290,7 +315,10 @@ impl Agent {
         self.unsaved_from = state.history.len();
         self.history = Arc::new(state.history);
         self.usage = state.usage;
-        self.used = state.used;
+        // A spend not known when it was stored is priced now, from its token totals, if the
+        // model has a price today.
+        let cost = state.cost.or_else(|| self.cost_of(&state.usage)).unwrap_or_default();
+        self.used = Consumption { cost, ..state.used };
         self.turns = state.turns;
         self.context = state.context;
         self.history_epoch = state.history_epoch;

@@ -200,7 +200,7 @@ impl Agent {
         }
         self.charge(usage);
         totals.usage.add(usage);
-        events.emit(AgentEvent::Usage { usage: *usage });
+        events.emit(AgentEvent::Usage { usage: *usage, cost_usd: self.cost_of(usage) });
     }
 
     /// Keeps what an interrupted response produced, marked as cut off, with a synthetic result

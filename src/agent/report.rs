@@ -3,6 +3,7 @@
 
 use super::OutputContract;
 use super::pending::Resolution;
+use crate::llm::pricing::Usd;
 use crate::llm::{LlmError, Usage};
 use crate::model::{Exhausted, PendingCall, StopReason};
 
@@ -33,6 +34,8 @@ pub struct TurnReport {
     pub text: String,
     /// Tokens of this turn's model calls.
     pub usage: Usage,
+    /// What they cost; `None` where the session's model has no price.
+    pub cost: Option<Usd>,
     /// Tool calls this turn ran.
     pub tool_calls: u64,
     pub end: TurnEnd,

@@ -34,6 +34,7 @@ impl Agent {
     ) -> TurnReport {
         let input = input.into();
         let started = Instant::now();
+        let cost_before = self.used.cost;
         self.turns += 1;
         let turn = self.turns;
         events.emit(AgentEvent::TurnStarted { turn });
@@ -76,6 +77,7 @@ impl Agent {
             turn,
             text: totals.text,
             usage: totals.usage,
+            cost: self.cost().map(|spent| spent.saturating_sub(cost_before)),
             tool_calls: totals.tool_calls,
             end,
             pending: self.pending_calls(),
@@ -134,6 +136,7 @@ impl Agent {
             turn,
             text: String::new(),
             usage: Usage::default(),
+            cost: self.cost().map(|_| crate::llm::pricing::Usd::ZERO),
             tool_calls: 0,
             end: TurnEnd::Panicked(message),
             pending: self.pending_calls(),

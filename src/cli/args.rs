@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::config::Settings;
+use crate::llm::pricing::Usd;
 use crate::surfaces::http;
 
 /// deputy hosts LLM agent sessions behind MCP.
@@ -171,6 +172,10 @@ pub struct RunArgs {
     /// Stop after this many tool calls.
     #[arg(long)]
     pub budget_tool_calls: Option<u64>,
+    /// Stop once the model calls have cost this many US dollars (the model needs a known
+    /// price).
+    #[arg(long, value_parser = parse_usd)]
+    pub budget_cost_usd: Option<Usd>,
     #[command(flatten)]
     pub structured: StructuredArgs,
 }
@@ -318,4 +323,12 @@ impl Command {
             | Self::Background(_) => "warn",
         }
     }
+}
+
+/// A dollar amount given on the command line (`0.50`).
+fn parse_usd(text: &str) -> Result<Usd, String> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(Usd::from_dollars)
+        .ok_or_else(|| format!("{text:?} is not an amount of dollars (a number, 0 or more)"))
 }

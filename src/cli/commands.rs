@@ -164,6 +164,7 @@ pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCod
             max_tokens: flags.budget_tokens,
             max_tool_calls: flags.budget_tool_calls,
             max_duration_ms: None,
+            max_cost_usd: flags.budget_cost_usd,
         },
         context: ContextOverrides::default(),
         tools: ToolRequest::default(),
@@ -262,6 +263,7 @@ where
                 let _ = stdout.flush();
             }
             eprintln!("session {}", result.session_id);
+            eprintln!("{}", render::turn_usage(&result.usage));
             if result.stop_reason == Some(StopReason::StructuredOutputInvalid) {
                 eprintln!("structured output invalid: the answer never validated against the schema:");
                 for error in &result.structured_output_errors {

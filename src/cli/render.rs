@@ -2,7 +2,9 @@
 
 use std::fmt::Write;
 
+use crate::llm::pricing::Usd;
 use crate::llm::{ContentBlock, Message, Role};
+use crate::model::TurnUsage;
 use crate::session::{SessionList, SessionView};
 
 /// Characters of a tool result shown before it is elided.
@@ -30,6 +32,28 @@ pub fn session_list(list: &SessionList) -> String {
     out
 }
 
+/// An amount, or that it is unknown (the model has no known price): never a guess.
+pub fn cost(cost: Option<Usd>) -> String {
+    match cost {
+        Some(cost) => format!("cost {cost}"),
+        None => "cost unknown (no price for the model)".to_owned(),
+    }
+}
+
+/// The exit summary of a turn run from the command line.
+pub fn turn_usage(usage: &TurnUsage) -> String {
+    let tokens = &usage.tokens;
+    format!(
+        "usage {} tokens ({} in, {} out, {} cache read, {} cache write), {}",
+        tokens.total_tokens(),
+        tokens.input_tokens,
+        tokens.output_tokens,
+        tokens.cache_read_input_tokens,
+        tokens.cache_creation_input_tokens,
+        cost(usage.cost_usd)
+    )
+}
+
 /// A session's header, then its conversation.
 pub fn session(view: &SessionView, messages: &[Message]) -> String {
     let (state, billing) = (&view.state, &view.billing);
@@ -39,8 +63,12 @@ pub fn session(view: &SessionView, messages: &[Message]) -> String {
     let _ = writeln!(out, "status   {} after {} turns", state.status.as_str(), state.turns);
     let _ = writeln!(
         out,
-        "usage    {} tokens ({} in, {} out), {} tool calls",
-        billing.total_tokens, billing.usage.input_tokens, billing.usage.output_tokens, billing.tool_calls
+        "usage    {} tokens ({} in, {} out), {} tool calls, {}",
+        billing.total_tokens,
+        billing.usage.input_tokens,
+        billing.usage.output_tokens,
+        billing.tool_calls,
+        cost(billing.cost_usd)
     );
     for message in messages {
         let who = match message.role {

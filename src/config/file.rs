@@ -34,6 +34,11 @@ use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
 /// # token_limit_field = "max_tokens"  # or "max_completion_tokens"; unset: by host and model
 /// # stream_usage = true               # false for servers that reject `stream_options`
 /// # reasoning = { effort = "medium" } # for sessions that do not ask; or { budget_tokens = 4096 }
+/// [providers.ollama.models."llama3.2"] # its price, USD per million tokens (all four)
+/// input = 0.10
+/// output = 0.40
+/// cache_write = 0.10
+/// cache_read = 0.01
 ///
 /// [tools]                             # defaults for sessions that do not choose
 /// builtins = ["read_file", "list_dir", "search"]   # default: all five file tools
@@ -250,6 +255,11 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
     /// The context window of this provider's models, in tokens (for compaction).
     pub context_window: Option<u64>,
+    /// Prices of this provider's models, by model name (`[providers.NAME.models."MODEL"]`,
+    /// USD per million tokens: `input`, `output`, `cache_write`, `cache_read`, all four); they
+    /// win over the list prices deputy knows.
+    #[serde(default)]
+    pub models: BTreeMap<String, crate::llm::pricing::Price>,
     /// `"auto"` (default) or `"off"`: prompt caching (see [`PromptCache`]).
     #[serde(default)]
     pub prompt_cache: PromptCache,

@@ -206,12 +206,31 @@ pub fn agent_factory(
         .iter()
         .filter_map(|(name, provider)| provider.context_window.map(|window| (name.clone(), window)))
         .collect();
+    let prices = config
+        .providers
+        .iter()
+        .flat_map(|(name, provider)| {
+            provider.models.iter().map(move |(model, price)| (format!("{name}:{model}"), *price))
+        })
+        .collect();
+    let hour_cache = config
+        .providers
+        .iter()
+        .filter(|(_, provider)| {
+            provider.api == crate::llm::catalog::Wire::Anthropic
+                && provider.prompt_cache == crate::llm::options::PromptCache::Auto
+                && provider.prompt_cache_ttl == crate::llm::options::CacheTtl::OneHour
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
     for (name, server) in &config.mcp_servers {
         mcp::config::spec_of(name, server).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
     }
     let hooks = Hooks::from_config(&config.hooks).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
     let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
         .with_context_windows(windows)
+        .with_prices(prices)
+        .with_hour_cache_providers(hour_cache)
         .with_tool_defaults(ToolDefaults {
             workspace_roots: config.policy.workspace_roots.clone(),
             policy: config.policy.switches(),

@@ -179,3 +179,21 @@ fn a_missing_config_file_is_fine_unless_named() {
     let env = Environment::from_pairs([("HOME", "/home/u"), ("XDG_DATA_HOME", "/data")]);
     assert_eq!(default_store_path(&env).unwrap(), PathBuf::from("/data/deputy/sessions.redb"));
 }
+
+#[test]
+fn a_model_price_needs_all_four_rates_and_no_negative_one() {
+    let priced = |rates: &str| {
+        toml::from_str::<ConfigFile>(&format!(
+            "[providers.gw]\napi = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n[providers.gw.models.\"m\"]\n{rates}"
+        ))
+    };
+    let config = priced("input = 1\noutput = 2.5\ncache_write = 1.25\ncache_read = 0.1").unwrap();
+    let price = config.providers["gw"].models["m"];
+    assert_eq!((price.input.dollars(), price.output.dollars(), price.cache_read.dollars()), (1.0, 2.5, 0.1));
+    let missing = priced("input = 1\noutput = 2\ncache_write = 1").unwrap_err().to_string();
+    assert!(missing.contains("missing field `cache_read`"), "{missing}");
+    let negative = priced("input = -1\noutput = 2\ncache_write = 1\ncache_read = 0").unwrap_err().to_string();
+    assert!(negative.contains("not an amount of dollars"), "{negative}");
+    let unknown = priced("input = 1\noutput = 2\ncache_write = 1\ncache_read = 0\nbatch = 1").unwrap_err();
+    assert!(unknown.to_string().contains("unknown field `batch`"), "{unknown}");
+}

@@ -16,6 +16,7 @@ mod http;
 pub mod message;
 pub mod openai;
 pub mod options;
+pub mod pricing;
 pub mod reasoning;
 pub mod registry;
 pub mod retry;

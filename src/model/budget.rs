@@ -6,6 +6,8 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::llm::pricing::Usd;
+
 /// Limits over the whole life of a session. An absent limit means unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -16,6 +18,10 @@ pub struct Budget {
     pub max_tool_calls: Option<u64>,
     /// Total time, in milliseconds, the session may spend running turns (idle time is free).
     pub max_duration_ms: Option<u64>,
+    /// Total cost, in US dollars, of every model call of the session (at its model's price;
+    /// refused for a model whose price deputy does not know).
+    #[serde(default)]
+    pub max_cost_usd: Option<Usd>,
 }
 
 /// What a session has consumed so far.
@@ -24,6 +30,8 @@ pub struct Consumption {
     pub tokens: u64,
     pub tool_calls: u64,
     pub active: Duration,
+    /// What the tokens cost at the session's price (zero where it has none).
+    pub cost: Usd,
 }
 
 /// Which limit ran out.
@@ -32,6 +40,7 @@ pub enum Exhausted {
     Tokens,
     ToolCalls,
     Duration,
+    Cost,
 }
 
 impl Exhausted {
@@ -40,6 +49,7 @@ impl Exhausted {
             Self::Tokens => "token budget exhausted",
             Self::ToolCalls => "tool-call budget exhausted",
             Self::Duration => "time budget exhausted",
+            Self::Cost => "cost budget exhausted",
         }
     }
 }
@@ -56,12 +66,20 @@ impl Budget {
         if self.remaining_time(used).is_some_and(|left| left.is_zero()) {
             return Some(Exhausted::Duration);
         }
+        if self.max_cost_usd.is_some_and(|max| used.cost >= max) {
+            return Some(Exhausted::Cost);
+        }
         None
     }
 
     /// How many more tool calls may run, if limited.
     pub fn remaining_tool_calls(&self, used: &Consumption) -> Option<u64> {
         self.max_tool_calls.map(|max| max.saturating_sub(used.tool_calls))
+    }
+
+    /// How much money is left, if limited.
+    pub fn remaining_cost(&self, used: &Consumption) -> Option<Usd> {
+        self.max_cost_usd.map(|max| max.saturating_sub(used.cost))
     }
 
     /// How much turn time is left, if limited.
@@ -82,8 +100,18 @@ mod tests {
 
     #[test]
     fn each_limit_is_checked_at_its_boundary() {
-        let budget = Budget { max_tokens: Some(100), max_tool_calls: Some(2), max_duration_ms: Some(1000) };
-        let mut used = Consumption { tokens: 99, tool_calls: 1, active: Duration::from_millis(999) };
+        let budget = Budget {
+            max_tokens: Some(100),
+            max_tool_calls: Some(2),
+            max_duration_ms: Some(1000),
+            max_cost_usd: Some(Usd::from_mills(10)),
+        };
+        let mut used = Consumption {
+            tokens: 99,
+            tool_calls: 1,
+            active: Duration::from_millis(999),
+            cost: Usd::from_picos(Usd::from_mills(10).picos() - 1),
+        };
         assert_eq!(budget.exhausted(&used), None);
         used.tokens = 100;
         assert_eq!(budget.exhausted(&used), Some(Exhausted::Tokens));
@@ -93,6 +121,10 @@ mod tests {
         used.tool_calls = 0;
         used.active = Duration::from_millis(1000);
         assert_eq!(budget.exhausted(&used), Some(Exhausted::Duration));
+        used.active = Duration::ZERO;
+        used.cost = Usd::from_mills(10);
+        assert_eq!(budget.exhausted(&used), Some(Exhausted::Cost));
+        assert_eq!(budget.remaining_cost(&used), Some(Usd::ZERO));
         assert_eq!(Budget::default().exhausted(&used), None);
     }
 }

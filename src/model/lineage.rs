@@ -16,6 +16,7 @@ use super::pending::PendingCall;
 use super::result::TurnStatus;
 use super::view::SessionStatus;
 use crate::ids::SessionId;
+use crate::llm::pricing::Usd;
 
 /// How a session came to be.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -77,6 +78,9 @@ pub struct Reservation {
     /// where the parent is unlimited (nothing to hold).
     pub tokens: Option<u64>,
     pub tool_calls: Option<u64>,
+    /// Dollars held the same way, where the parent has a cost limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Usd>,
 }
 
 /// A parent's side of delegation: budgets held for children whose result has not reached it
@@ -90,6 +94,17 @@ pub struct DelegationBook {
     pub delegated_tokens: u64,
     #[serde(default)]
     pub delegated_tool_calls: u64,
+    /// What the children's tokens cost, charged as their results arrived (those with a price).
+    #[serde(default, skip_serializing_if = "Usd::is_zero")]
+    pub delegated_cost: Usd,
+    /// Children whose results arrived without a cost (their model has no known price): while
+    /// there are any, the session's total cost is unknown.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unpriced_children: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl DelegationBook {
@@ -104,6 +119,31 @@ impl DelegationBook {
     pub fn charged(&self) -> (u64, u64) {
         let (tokens, calls) = self.held();
         (tokens + self.delegated_tokens, calls + self.delegated_tool_calls)
+    }
+
+    /// Dollars held for children right now.
+    pub fn held_cost(&self) -> Usd {
+        self.reserved.values().filter_map(|held| held.cost).sum()
+    }
+
+    /// Everything delegation costs the parent's cost budget: held plus charged.
+    pub fn charged_cost(&self) -> Usd {
+        self.held_cost().saturating_add(self.delegated_cost)
+    }
+
+    /// What the children that reported cost: `None` while one of them had no price.
+    pub fn delegated_cost_usd(&self) -> Option<Usd> {
+        (self.unpriced_children == 0).then_some(self.delegated_cost)
+    }
+
+    /// Charges a child's result: what it used replaces what was held for it.
+    pub fn charge(&mut self, used: ChildUsage) {
+        self.delegated_tokens += used.tokens;
+        self.delegated_tool_calls += used.tool_calls;
+        match used.cost_usd {
+            Some(cost) => self.delegated_cost += cost,
+            None => self.unpriced_children += 1,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -126,6 +166,12 @@ pub fn carve(asked: Budget, default: Budget, parent_left: Budget) -> Budget {
         max_tokens: pick(asked.max_tokens, default.max_tokens, parent_left.max_tokens),
         max_tool_calls: pick(asked.max_tool_calls, default.max_tool_calls, parent_left.max_tool_calls),
         max_duration_ms: pick(asked.max_duration_ms, default.max_duration_ms, parent_left.max_duration_ms),
+        max_cost_usd: pick(
+            asked.max_cost_usd.map(Usd::picos),
+            default.max_cost_usd.map(Usd::picos),
+            parent_left.max_cost_usd.map(Usd::picos),
+        )
+        .map(Usd::from_picos),
     }
 }
 
@@ -135,6 +181,9 @@ pub fn carve(asked: Budget, default: Budget, parent_left: Budget) -> Budget {
 pub struct ChildUsage {
     pub tokens: u64,
     pub tool_calls: u64,
+    /// What its tokens cost; absent where its model (or a child of its own) has no price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<Usd>,
 }
 
 /// A child as its parent's view lists it.
@@ -168,10 +217,28 @@ mod tests {
 
     #[test]
     fn a_carve_is_the_smaller_of_asked_and_left_per_dimension() {
-        let left = Budget { max_tokens: Some(1000), max_tool_calls: None, max_duration_ms: Some(5000) };
-        let asked = Budget { max_tokens: Some(5000), max_tool_calls: Some(3), max_duration_ms: None };
+        let left = Budget {
+            max_tokens: Some(1000),
+            max_tool_calls: None,
+            max_duration_ms: Some(5000),
+            max_cost_usd: Some(Usd::from_mills(1_000)),
+        };
+        let asked = Budget {
+            max_tokens: Some(5000),
+            max_tool_calls: Some(3),
+            max_duration_ms: None,
+            max_cost_usd: Some(Usd::from_mills(5_000)),
+        };
         let carved = carve(asked, Budget::default(), left);
-        assert_eq!(carved, Budget { max_tokens: Some(1000), max_tool_calls: Some(3), max_duration_ms: Some(2500) });
+        let expected = Budget {
+            max_tokens: Some(1000),
+            max_tool_calls: Some(3),
+            max_duration_ms: Some(2500),
+            max_cost_usd: Some(Usd::from_mills(1_000)),
+        };
+        assert_eq!(carved, expected);
+        let half = carve(Budget::default(), Budget::default(), left).max_cost_usd;
+        assert_eq!(half, Some(Usd::from_mills(500)), "half of the money left where nobody names a limit");
         let default = Budget { max_tokens: Some(200), ..Budget::default() };
         assert_eq!(carve(Budget::default(), default, left).max_tokens, Some(200));
         assert_eq!(carve(Budget::default(), Budget::default(), left).max_tokens, Some(500), "half of what is left");
@@ -182,9 +249,16 @@ mod tests {
     fn the_book_charges_what_is_held_and_what_was_used() {
         let mut book = DelegationBook::default();
         let child = SessionId::from_string("c");
-        book.reserved.insert(child, Reservation { tokens: Some(300), tool_calls: None });
+        book.reserved
+            .insert(child, Reservation { tokens: Some(300), tool_calls: None, cost: Some(Usd::from_mills(2)) });
         book.delegated_tokens = 50;
+        book.delegated_cost = Usd::from_mills(1);
         assert_eq!(book.charged(), (350, 0));
         assert_eq!(book.held(), (300, 0));
+        assert_eq!(book.charged_cost(), Usd::from_mills(3));
+        assert_eq!(book.delegated_cost_usd(), Some(Usd::from_mills(1)));
+        book.charge(ChildUsage { tokens: 10, tool_calls: 1, cost_usd: None });
+        assert_eq!(book.delegated_cost_usd(), None, "a child without a price makes the total unknown");
+        assert_eq!(book.delegated_tokens, 60);
     }
 }

@@ -28,6 +28,7 @@ pub use pending::{
 pub use record::SessionRecord;
 pub use result::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, ToolOutputResult, TurnStatus,
+    TurnUsage,
 };
 pub use spec::{AgentSpec, StructuredOutput};
 pub use stop_reason::StopReason;

@@ -22,6 +22,7 @@ use super::view::{
 };
 use crate::ids::SessionId;
 use crate::llm::Usage;
+use crate::llm::pricing::Usd;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {
@@ -55,6 +56,11 @@ pub struct SessionRecord {
     #[serde(default)]
     pub history_epoch: u64,
     pub usage: Usage,
+    /// What the session's own model calls cost; `None` where that is not known (its model has
+    /// no price, or the record was stored before costs were kept: it is then priced from
+    /// `usage` when the session resumes, if its model has a price by then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<Usd>,
     pub tool_calls: u64,
     pub active_ms: u64,
     #[serde(default)]
@@ -101,6 +107,7 @@ impl SessionRecord {
             message_count: 0,
             history_epoch: 0,
             usage: Usage::default(),
+            cost_usd: None,
             tool_calls: 0,
             active_ms: 0,
             last_turn: None,
@@ -120,7 +127,13 @@ impl SessionRecord {
             tokens: self.usage.total_tokens(),
             tool_calls: self.tool_calls,
             active: std::time::Duration::from_millis(self.active_ms),
+            cost: self.cost_usd.unwrap_or_default(),
         }
+    }
+
+    /// What the session cost, its children's included; `None` where a price is unknown.
+    pub fn total_cost(&self) -> Option<Usd> {
+        Some(self.cost_usd?.saturating_add(self.delegation.delegated_cost_usd()?))
     }
 
     /// The status a session at rest has: idle, or archived.
@@ -171,17 +184,21 @@ impl SessionRecord {
             billing: Billing {
                 usage: self.usage,
                 total_tokens: self.usage.total_tokens(),
+                cost_usd: self.total_cost(),
                 tool_calls: self.tool_calls,
                 active_ms: self.active_ms,
                 delegated_tokens: self.delegation.delegated_tokens,
                 delegated_tool_calls: self.delegation.delegated_tool_calls,
                 reserved_tokens,
                 reserved_tool_calls,
+                delegated_cost_usd: self.delegation.delegated_cost_usd(),
+                reserved_cost_usd: self.delegation.held_cost(),
                 budget,
                 remaining: BudgetRemaining {
                     tokens: budget.max_tokens.map(|max| max.saturating_sub(used.tokens)),
                     tool_calls: budget.remaining_tool_calls(&used),
                     duration_ms: budget.remaining_time(&used).map(millis),
+                    cost_usd: budget.remaining_cost(&used),
                 },
             },
         }
@@ -196,6 +213,7 @@ impl SessionRecord {
             owner: self.owner.clone(),
             labels: self.labels.clone(),
             turns: self.turns,
+            cost_usd: self.total_cost(),
             created_at: self.created_at,
             updated_at: self.updated_at,
             host_mode: self.host_mode,
@@ -210,7 +228,12 @@ impl SessionRecord {
     pub fn charged_consumption(&self) -> Consumption {
         let (tokens, tool_calls) = self.delegation.charged();
         let own = self.consumption();
-        Consumption { tokens: own.tokens + tokens, tool_calls: own.tool_calls + tool_calls, active: own.active }
+        Consumption {
+            tokens: own.tokens + tokens,
+            tool_calls: own.tool_calls + tool_calls,
+            active: own.active,
+            cost: own.cost.saturating_add(self.delegation.charged_cost()),
+        }
     }
 
     /// The group whose sessions see this one as a peer: the chosen label, else the session

@@ -11,6 +11,7 @@ use super::pending::PendingCall;
 use super::stop_reason::StopReason;
 use crate::error::ErrorKind;
 use crate::ids::SessionId;
+use crate::llm::pricing::Usd;
 use crate::llm::{Message, Usage};
 
 /// Where a turn stands.
@@ -55,8 +56,8 @@ pub struct RunResult {
     /// `end_turn`, `max_tokens`, `budget_exhausted`, `cancelled`, `error`, … (absent while running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<StopReason>,
-    /// Tokens this turn used.
-    pub usage: Usage,
+    /// Tokens this turn used, and what they cost.
+    pub usage: TurnUsage,
     /// Tool calls this turn ran.
     pub tool_calls: u64,
     /// Why the turn failed, when `status` is `failed`.
@@ -87,7 +88,7 @@ impl RunResult {
             turn,
             text: String::new(),
             stop_reason: None,
-            usage: Usage::default(),
+            usage: TurnUsage::default(),
             tool_calls: 0,
             error: None,
             error_kind: None,
@@ -96,6 +97,17 @@ impl RunResult {
             structured_output_errors: Vec::new(),
         }
     }
+}
+
+/// A turn's tokens (`input_tokens`, `output_tokens`, the cache counts) and what they cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnUsage {
+    #[serde(flatten)]
+    pub tokens: Usage,
+    /// US dollars, at the price of the session's model (the config file's, else the list
+    /// price); `null` where deputy knows no price for the model: unknown, never guessed.
+    #[serde(default)]
+    pub cost_usd: Option<Usd>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

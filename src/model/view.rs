@@ -14,6 +14,7 @@ use super::pending::PendingCall;
 use super::result::RunResult;
 use crate::ids::SessionId;
 use crate::llm::Usage;
+use crate::llm::pricing::Usd;
 
 /// What a session is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -123,6 +124,11 @@ pub struct Billing {
     /// Tokens over every model call of the session.
     pub usage: Usage,
     pub total_tokens: u64,
+    /// What the session cost in US dollars: its own model calls at its model's price, plus
+    /// what its children cost (`delegated_cost_usd`). `null` where a price is unknown (its
+    /// model's, or a child's): never guessed.
+    #[serde(default)]
+    pub cost_usd: Option<Usd>,
     pub tool_calls: u64,
     /// Time spent running turns, in milliseconds.
     pub active_ms: u64,
@@ -137,6 +143,13 @@ pub struct Billing {
     pub reserved_tokens: u64,
     #[serde(default)]
     pub reserved_tool_calls: u64,
+    /// What its children cost, charged as their results arrived (included in `cost_usd`);
+    /// `null` once a child without a known price reported.
+    #[serde(default)]
+    pub delegated_cost_usd: Option<Usd>,
+    /// Dollars held for children still working, where the session has a cost limit.
+    #[serde(default, skip_serializing_if = "Usd::is_zero")]
+    pub reserved_cost_usd: Usd,
     /// The session's limits (absent fields are unlimited).
     pub budget: Budget,
     pub remaining: BudgetRemaining,
@@ -151,6 +164,9 @@ pub struct BudgetRemaining {
     pub tool_calls: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// US dollars, where the budget has `max_cost_usd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<Usd>,
 }
 
 /// One line of `session_list`.
@@ -165,6 +181,10 @@ pub struct SessionSummary {
     pub owner: String,
     pub labels: BTreeMap<String, String>,
     pub turns: u64,
+    /// What the session cost so far in US dollars, its children's included (as
+    /// `billing.cost_usd`); `null` where a price is unknown.
+    #[serde(default)]
+    pub cost_usd: Option<Usd>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// Host mode: an idle host session waits for mail and answers it on its own.
@@ -200,6 +220,7 @@ impl From<&SessionView> for SessionSummary {
             owner: state.owner.clone(),
             labels: state.labels.clone(),
             turns: state.turns,
+            cost_usd: view.billing.cost_usd,
             created_at: state.created_at,
             updated_at: state.updated_at,
             host_mode: state.host_mode,

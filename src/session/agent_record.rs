@@ -14,7 +14,7 @@ use crate::error::ErrorKind;
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::budget::millis;
-use crate::model::{RunResult, SessionRecord, TurnStatus};
+use crate::model::{RunResult, SessionRecord, TurnStatus, TurnUsage};
 
 impl SessionRecord {
     /// The record of a session whose agent was just built.
@@ -40,6 +40,7 @@ impl SessionRecord {
         self.turns = agent.turns();
         self.message_count = agent.history().len() as u64;
         self.usage = agent.usage();
+        self.cost_usd = agent.cost();
         self.tool_calls = used.tool_calls;
         self.active_ms = millis(used.active);
         self.context = agent.context_state();
@@ -63,6 +64,7 @@ impl SessionRecord {
             pending: self.pending.clone(),
             delegation: self.delegation.clone(),
             delegated: self.lineage.is_delegated(),
+            cost: self.cost_usd,
         }
     }
 }
@@ -82,7 +84,7 @@ impl RunResult {
             turn: report.turn,
             text: report.text.clone(),
             stop_reason: Some(report.stop_reason()),
-            usage: report.usage,
+            usage: TurnUsage { tokens: report.usage, cost_usd: report.cost },
             tool_calls: report.tool_calls,
             error,
             error_kind,

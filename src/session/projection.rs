@@ -41,6 +41,7 @@ use super::SessionService;
 use crate::agent::AgentEvent;
 use crate::ids::SessionId;
 use crate::llm::Usage;
+use crate::llm::pricing::Usd;
 use crate::model::{MAX_EVENTS_PAGE, StoredEvent};
 
 /// The file names of a projected session.
@@ -86,6 +87,13 @@ pub struct SessionFold {
     pub last_turn_end: Option<String>,
     pub last_stop_reason: Option<serde_json::Value>,
     pub usage: Usage,
+    /// What the usage events cost: `null` once one of them came without a cost (its model had
+    /// no price, or it was journaled before costs were).
+    #[serde(default)]
+    pub cost_usd: Option<Usd>,
+    /// A usage event without a cost was folded: `cost_usd` stays unknown from then on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unpriced_usage: bool,
     pub tool_calls: u64,
     pub tool_errors: u64,
     pub compactions: u64,
@@ -121,7 +129,7 @@ impl SessionFold {
             }
             AgentEvent::TurnCancelled { .. } => self.end_turn("cancelled"),
             AgentEvent::TurnFailed { .. } => self.end_turn("failed"),
-            AgentEvent::Usage { usage } => self.usage.add(usage),
+            AgentEvent::Usage { usage, cost_usd } => self.add_usage(usage, *cost_usd),
             AgentEvent::ToolCallRequested { .. } => self.tool_calls += 1,
             AgentEvent::ToolResult { is_error, .. } => self.tool_errors += u64::from(*is_error),
             AgentEvent::CompactionCompleted { .. } => self.compactions += 1,
@@ -138,6 +146,17 @@ impl SessionFold {
             | AgentEvent::CompactionFailed { .. }
             | AgentEvent::PromptReceived { .. } => {}
         }
+    }
+
+    fn add_usage(&mut self, usage: &Usage, cost: Option<Usd>) {
+        // Tokens folded without a cost (a checkpoint from before costs) leave the sum unknown.
+        let uncounted = self.cost_usd.is_none() && self.usage.total_tokens() > 0;
+        self.usage.add(usage);
+        self.unpriced_usage |= cost.is_none() || uncounted;
+        self.cost_usd = match cost {
+            Some(cost) if !self.unpriced_usage => Some(self.cost_usd.unwrap_or_default().saturating_add(cost)),
+            _ => None,
+        };
     }
 
     fn end_turn(&mut self, how: &str) {

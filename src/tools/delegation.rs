@@ -39,6 +39,8 @@ pub struct ChildBudget {
     pub max_tokens: Option<u64>,
     pub max_tool_calls: Option<u64>,
     pub max_duration_ms: Option<u64>,
+    /// US dollars the child may spend (its model's price must be known).
+    pub max_cost_usd: Option<crate::llm::pricing::Usd>,
 }
 
 /// `delegate`'s arguments.

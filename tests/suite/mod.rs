@@ -5,6 +5,7 @@ mod background_server;
 mod callbacks;
 mod cli;
 mod comms;
+mod cost;
 mod delegation;
 mod events;
 mod hibernation;

@@ -95,7 +95,7 @@ async fn an_invalid_answer_goes_back_with_its_errors_and_the_retry_validates() {
         .collect();
     assert_eq!(rejections, [(1, 1)], "one rejected answer, one error in it");
     // Both calls were charged: 15 tokens each.
-    assert_eq!(result.usage.total_tokens(), 30);
+    assert_eq!(result.usage.tokens.total_tokens(), 30);
     let sent = results_sent(&provider, 1);
     assert_eq!(sent.len(), 1);
     let (id, content, is_error) = &sent[0];

@@ -65,7 +65,7 @@ async fn create_runs_the_first_turn_and_turns_continue_the_history() {
     let first = service.create_session(create("hi")).await.unwrap();
     assert_eq!((first.status, first.turn, first.text.as_str()), (TurnStatus::Completed, 1, "Hello"));
     assert_eq!(first.stop_reason.as_ref().map(crate::model::StopReason::as_str), Some("end_turn"));
-    assert_eq!(first.usage, Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() });
+    assert_eq!(first.usage.tokens, Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() });
 
     let second = service.start_turn(&first.session_id, turn("more")).await.unwrap();
     assert_eq!((second.turn, second.text.as_str()), (2, "Again"));
@@ -289,7 +289,7 @@ async fn a_restarted_response_keeps_only_the_new_answer_and_charges_both_attempt
     ])]);
     let result = service.create_session(create("hi")).await.unwrap();
     assert_eq!((result.status, result.text.as_str()), (TurnStatus::Completed, "the whole answer"));
-    assert_eq!((result.usage.input_tokens, result.usage.output_tokens), (20, 3));
+    assert_eq!((result.usage.tokens.input_tokens, result.usage.tokens.output_tokens), (20, 3));
     let history = service.history(&result.session_id).await.unwrap();
     let answer = serde_json::to_string(&history).unwrap();
     assert!(!answer.contains("half an ans"), "{answer}");

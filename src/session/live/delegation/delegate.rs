@@ -48,6 +48,7 @@ impl LiveSessionService {
             max_tokens: asked.max_tokens,
             max_tool_calls: asked.max_tool_calls,
             max_duration_ms: asked.max_duration_ms,
+            max_cost_usd: asked.max_cost_usd,
         });
         let budget = parent
             .ledger()

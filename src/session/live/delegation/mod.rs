@@ -26,9 +26,8 @@ use super::LiveSessionService;
 use crate::agent::AgentBuildConfig;
 use crate::error::SessionError;
 use crate::ids::SessionId;
-use crate::llm::Usage;
 use crate::model::lineage::ChildUsage;
-use crate::model::{Budget, Lineage, PendingCall, RunResult, SessionView, TurnStatus};
+use crate::model::{Budget, Lineage, PendingCall, RunResult, SessionView, TurnStatus, TurnUsage};
 use crate::session::actor::SessionHandle;
 use crate::tools::BuiltinTool;
 use crate::tools::delegation::{CancelArgs, DelegateArgs, Delegator, WaitArgs};
@@ -86,7 +85,7 @@ pub struct ChildOutcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<TurnUsage>,
     /// Tool calls the child holds for a human's approval (answered with `session_turn` on the
     /// child; the parent cannot approve them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -132,12 +131,14 @@ fn finished(view: &SessionView) -> bool {
         && view.state.last_turn.as_ref().is_some_and(|turn| ended_for_good(turn.status))
 }
 
-/// What a child used, as its parent is charged: its own use and its children's.
+/// What a child used, as its parent is charged: its own use and its children's (what they
+/// used, and what is still held for those at work).
 fn usage_of(view: &SessionView) -> ChildUsage {
     let billing = &view.billing;
     ChildUsage {
         tokens: billing.total_tokens + billing.delegated_tokens + billing.reserved_tokens,
         tool_calls: billing.tool_calls + billing.delegated_tool_calls + billing.reserved_tool_calls,
+        cost_usd: billing.cost_usd.map(|cost| cost.saturating_add(billing.reserved_cost_usd)),
     }
 }
 

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use crate::common::deputy::TestDeputy;
 use crate::common::mcp_servers::{marker, processes_with};
 use crate::common::mock_llm::{MockLlm, MockResponse, RecordedRequest, anthropic, openai, usage};
+#[cfg(feature = "session-compaction")]
 use crate::common::prompt_cache::without_cache_control;
 use crate::common::provider_rules::{
     Profile, ReasoningVendor, StreamOptionsVendor, ThinkingGateway, cache_controlled_blocks, thinking_signature,
@@ -57,6 +58,7 @@ impl Wire {
         })
     }
 
+    #[cfg(feature = "session-compaction")]
     /// A text answer whose call the provider reports as `input` prompt tokens.
     fn text_after_input(self, answer: &str, input: u64) -> MockResponse {
         MockResponse::sse(match self {
@@ -80,6 +82,7 @@ impl Wire {
         }
     }
 
+    #[cfg(feature = "session-compaction")]
     /// The provider's answer to a prompt longer than the window.
     fn prompt_too_long(self) -> MockResponse {
         match self {
@@ -121,6 +124,7 @@ impl Wire {
         self.declared(body).into_iter().map(|(name, _)| name).collect()
     }
 
+    #[cfg(feature = "session-compaction")]
     /// Whether the request forbids tool use.
     fn forbids_tools(self, body: &Value) -> bool {
         match self {
@@ -246,6 +250,7 @@ async fn session_that_used_a_tool(deputy: &TestDeputy, wire: Wire, extra: Value)
 
 /// The summary request is the session's own: its tools declared, their use forbidden.
 #[track_caller]
+#[cfg(feature = "session-compaction")]
 fn assert_summary_request(wire: Wire, summary: &RecordedRequest, turn: &RecordedRequest) {
     let body = &summary.body;
     assert!(summary.last_message().contains("CONTEXT CHECKPOINT"), "not the summary call: {body}");

@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use deputy::agent::{AgentBuildConfig, AgentFactory};
-use deputy::llm::catalog::Wire;
+use deputy::llm::Usage;
+use deputy::llm::catalog::{Wire, known_price};
+use deputy::llm::pricing::Price;
 use deputy::llm::options::{PromptCache, WireOptions};
 use deputy::llm::registry::ProviderRegistry;
 use deputy::session::{CreateSessionRequest, LiveSessionService, SessionService, TurnOptions};
@@ -35,17 +37,30 @@ use common::prompt_cache::{CacheFigures, CacheSettings};
 /// Steps of the session: 29 tool calls, then the answer.
 const STEPS: usize = 30;
 
-/// Per million tokens: input, cache write, cache read, output.
+/// The models the session runs on, one per wire; priced by deputy's own list
+/// (`llm::catalog::known_price`).
+const MODELS: [(Wire, &str); 2] = [(Wire::Anthropic, "claude-sonnet-4-5"), (Wire::Openai, "gpt-5")];
+
+/// A model's list price, per million tokens, in dollars.
 struct Prices {
     model: &'static str,
-    input: f64,
-    write: f64,
-    read: f64,
-    output: f64,
+    price: Price,
 }
 
-const SONNET: Prices = Prices { model: "claude-sonnet-4-5", input: 3.0, write: 3.75, read: 0.30, output: 15.0 };
-const GPT_5: Prices = Prices { model: "gpt-5", input: 1.25, write: 1.25, read: 0.125, output: 10.0 };
+impl Prices {
+    fn of(model: &'static str) -> Self {
+        Self { model, price: known_price(model).expect("a listed model") }
+    }
+
+    /// Full-price tokens one written (or read) token costs as much as.
+    fn write_weight(&self) -> f64 {
+        self.price.cache_write.dollars() / self.price.input.dollars()
+    }
+
+    fn read_weight(&self) -> f64 {
+        self.price.cache_read.dollars() / self.price.input.dollars()
+    }
+}
 
 /// What one run of the session cost.
 #[derive(Default)]
@@ -61,7 +76,7 @@ struct Bill {
 
 impl Bill {
     fn full_price_equivalent(&self, prices: &Prices, written: u64, read: u64, uncached: u64) -> f64 {
-        uncached as f64 + written as f64 * prices.write / prices.input + read as f64 * prices.read / prices.input
+        uncached as f64 + written as f64 * prices.write_weight() + read as f64 * prices.read_weight()
     }
 
     fn measured(&self, prices: &Prices) -> f64 {
@@ -72,8 +87,15 @@ impl Bill {
         self.full_price_equivalent(prices, self.ideal_written, self.ideal_read, 0)
     }
 
+    /// What deputy itself would bill for these tokens.
     fn dollars(&self, prices: &Prices) -> f64 {
-        (self.measured(prices) * prices.input + self.output as f64 * prices.output) / 1e6
+        let usage = Usage {
+            input_tokens: self.uncached,
+            output_tokens: self.output,
+            cache_read_input_tokens: self.read,
+            cache_creation_input_tokens: self.written,
+        };
+        prices.price.cost(&usage).dollars()
     }
 }
 
@@ -87,7 +109,8 @@ fn main() {
         "{:<10} {:<6} {:>10} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8}",
         "wire", "cache", "full", "written", "read", "equivalent", "ideal", "ratio", "dollars"
     );
-    for (wire, prices) in [(Wire::Anthropic, &SONNET), (Wire::Openai, &GPT_5)] {
+    for (wire, model) in MODELS {
+        let prices = &Prices::of(model);
         for cache in [PromptCache::Auto, PromptCache::Off] {
             let bill = runtime.block_on(session(wire, prices, cache, &files));
             println!(

@@ -231,6 +231,7 @@ fn read_notes(id: &str) -> (&str, &'static str, Value) {
     (id, "read_file", json!({"path": "notes.txt"}))
 }
 
+#[cfg(any(feature = "session-store", feature = "session-compaction"))]
 /// Creates a session on `wire` with `extra` fields whose first turn reads `notes.txt` and
 /// answers; returns its id.
 async fn session_that_used_a_tool(deputy: &TestDeputy, wire: Wire, extra: Value) -> String {
@@ -375,6 +376,7 @@ async fn plain_turn_after_a_structured_turn_without_tools(wire: Wire) {
     assert_clean(&deputy);
 }
 
+#[cfg(feature = "session-store")]
 /// `delegate {context: "fork", builtins: []}` (finding 3): the child starts from the parent's
 /// tool history without tools of its own; what its history calls is declared as stubs.
 async fn forked_child_without_tools(wire: Wire) {
@@ -1085,6 +1087,7 @@ on_both_wires!(
     #[cfg(feature = "session-compaction")]
     overflow_compaction_after_tool_use,
     plain_turn_after_a_structured_turn_without_tools,
+    #[cfg(feature = "session-store")]
     forked_child_without_tools,
     whitespace_text_and_hook_context,
     long_tool_name_is_shortened_and_mapped_back,

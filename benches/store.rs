@@ -479,6 +479,7 @@ fn run_result(record: &SessionRecord, turn: &[Message]) -> RunResult {
         status: TurnStatus::Completed,
         turn: record.turns,
         text: turn.last().map(Message::text).unwrap_or_default(),
+        reasoning: String::new(),
         stop_reason: Some(deputy::model::StopReason::EndTurn),
         usage: deputy::model::TurnUsage {
             tokens: Usage { input_tokens: 12_000, output_tokens: 400, ..Usage::default() },

@@ -76,6 +76,12 @@ impl Response {
     pub(super) fn text(&self) -> String {
         Message::assistant(self.blocks.clone()).text()
     }
+
+    /// The readable reasoning of the response, its blocks joined by blank lines.
+    pub(super) fn reasoning(&self) -> String {
+        let texts: Vec<&str> = self.blocks.iter().filter_map(ContentBlock::reasoning_text).collect();
+        texts.join("\n\n")
+    }
 }
 
 /// Streamed text grows by doubling; the history keeps each answer for the session's life, so

@@ -32,6 +32,8 @@ pub struct TurnReport {
     pub turn: u64,
     /// The assistant's answer: the text of the turn's last model response that had text.
     pub text: String,
+    /// The reasoning of that response, apart from its text.
+    pub reasoning: String,
     /// Tokens of this turn's model calls.
     pub usage: Usage,
     /// What they cost; `None` where the session's model has no price.
@@ -91,6 +93,7 @@ pub(super) struct TurnTotals {
     pub(super) usage: Usage,
     pub(super) tool_calls: u64,
     pub(super) text: String,
+    pub(super) reasoning: String,
     pub(super) structured_output: Option<serde_json::Value>,
     pub(super) structured_output_errors: Vec<String>,
 }

@@ -76,6 +76,7 @@ impl Agent {
         let report = TurnReport {
             turn,
             text: totals.text,
+            reasoning: totals.reasoning,
             usage: totals.usage,
             cost: self.cost().map(|spent| spent.saturating_sub(cost_before)),
             tool_calls: totals.tool_calls,
@@ -135,6 +136,7 @@ impl Agent {
         TurnReport {
             turn,
             text: String::new(),
+            reasoning: String::new(),
             usage: Usage::default(),
             cost: self.cost().map(|_| crate::llm::pricing::Usd::ZERO),
             tool_calls: 0,
@@ -266,6 +268,7 @@ impl Agent {
             let text = response.text();
             if !text.is_empty() {
                 totals.text.clone_from(&text);
+                totals.reasoning = response.reasoning();
             }
 
             let stop_reason = match outcome {

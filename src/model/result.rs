@@ -53,6 +53,10 @@ pub struct RunResult {
     pub turn: u64,
     /// The assistant's answer (for a running turn: empty).
     pub text: String,
+    /// The model's reasoning (thinking) in the response that gave the answer, where the
+    /// provider shows it (redacted thinking has no text); never part of `text`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
     /// `end_turn`, `max_tokens`, `budget_exhausted`, `cancelled`, `error`, … (absent while running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<StopReason>,
@@ -87,6 +91,7 @@ impl RunResult {
             status: TurnStatus::Running,
             turn,
             text: String::new(),
+            reasoning: String::new(),
             stop_reason: None,
             usage: TurnUsage::default(),
             tool_calls: 0,

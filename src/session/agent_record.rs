@@ -83,6 +83,7 @@ impl RunResult {
             status,
             turn: report.turn,
             text: report.text.clone(),
+            reasoning: report.reasoning.clone(),
             stop_reason: Some(report.stop_reason()),
             usage: TurnUsage { tokens: report.usage, cost_usd: report.cost },
             tool_calls: report.tool_calls,

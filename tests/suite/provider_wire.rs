@@ -885,7 +885,10 @@ async fn reasoning_effort_high_on_anthropic_is_thinking_with_its_budget() {
         )
         .await;
     assert_eq!(completed(&created), "Friday.");
+    assert_eq!(created["reasoning"], second, "the answer's reasoning, apart from its text");
     let id = id_of(&created);
+    let read = deputy.ok("session_read", json!({"session_id": id})).await;
+    assert_eq!(read["state"]["last_turn"]["reasoning"], second, "{read}");
 
     let all = requests(&deputy);
     for request in &all {

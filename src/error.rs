@@ -54,6 +54,11 @@ pub enum SessionError {
     /// the session has read some (its next turn takes them all).
     #[error("the inbox of session {session_id} is full ({capacity} messages wait); retry after its next turn")]
     InboxFull { session_id: SessionId, capacity: usize },
+    /// What the caller asked for is refused by the operator's rules (`[policy]`, the caller's
+    /// scopes, the workspace roots, address rules, the sandbox): the caller's error, never the
+    /// server's, and not for retrying as it is.
+    #[error("{0}")]
+    PolicyDenied(String),
 }
 
 impl SessionError {
@@ -82,12 +87,17 @@ impl SessionError {
             | Self::NotRunning(_)
             | Self::Store { .. }
             | Self::InboxFull { .. }
-            | Self::InvalidRequest(_) => None,
+            | Self::InvalidRequest(_)
+            | Self::PolicyDenied(_) => None,
         }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::InvalidRequest(message.into())
+    }
+
+    pub fn policy_denied(message: impl Into<String>) -> Self {
+        Self::PolicyDenied(message.into())
     }
 
     /// The stable code of this error: the whole mapping table hangs off it.
@@ -102,6 +112,7 @@ impl SessionError {
             Self::Agent { .. } => ErrorCode::AgentError,
             Self::InvalidRequest(_) => ErrorCode::InvalidRequest,
             Self::InboxFull { .. } => ErrorCode::SessionInboxFull,
+            Self::PolicyDenied(_) => ErrorCode::PolicyDenied,
         }
     }
 
@@ -116,7 +127,8 @@ impl SessionError {
             Self::PersistenceDisabled(_)
             | Self::CompactionDisabled(_)
             | Self::Store { .. }
-            | Self::InvalidRequest(_) => None,
+            | Self::InvalidRequest(_)
+            | Self::PolicyDenied(_) => None,
         }
     }
 }
@@ -174,11 +186,12 @@ pub enum ErrorCode {
     AgentError,
     InvalidRequest,
     SessionInboxFull,
+    PolicyDenied,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation that must cover the whole table.
-    pub const ALL: [ErrorCode; 9] = [
+    pub const ALL: [ErrorCode; 10] = [
         Self::SessionNotFound,
         Self::SessionBusy,
         Self::SessionPersistenceDisabled,
@@ -188,6 +201,7 @@ impl ErrorCode {
         Self::AgentError,
         Self::InvalidRequest,
         Self::SessionInboxFull,
+        Self::PolicyDenied,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -201,6 +215,7 @@ impl ErrorCode {
             Self::AgentError => "AGENT_ERROR",
             Self::InvalidRequest => "INVALID_REQUEST",
             Self::SessionInboxFull => "SESSION_INBOX_FULL",
+            Self::PolicyDenied => "POLICY_DENIED",
         }
     }
 
@@ -213,6 +228,7 @@ impl ErrorCode {
             Self::SessionCompactionDisabled => -32004,
             Self::SessionNotRunning => -32005,
             Self::SessionInboxFull => -32006,
+            Self::PolicyDenied => -32007,
             Self::SessionStoreError | Self::AgentError => -32000,
             Self::InvalidRequest => -32602,
         }
@@ -227,6 +243,7 @@ impl ErrorCode {
             Self::SessionStoreError | Self::AgentError => 500,
             Self::InvalidRequest => 400,
             Self::SessionInboxFull => 429,
+            Self::PolicyDenied => 403,
         }
     }
 
@@ -242,7 +259,8 @@ impl ErrorCode {
             | Self::SessionStoreError
             | Self::AgentError
             | Self::InvalidRequest
-            | Self::SessionInboxFull => 1,
+            | Self::SessionInboxFull
+            | Self::PolicyDenied => 1,
         }
     }
 }
@@ -333,6 +351,7 @@ mod tests {
                 ErrorCode::AgentError => ("AGENT_ERROR", -32000, 500, 1),
                 ErrorCode::InvalidRequest => ("INVALID_REQUEST", -32602, 400, 1),
                 ErrorCode::SessionInboxFull => ("SESSION_INBOX_FULL", -32006, 429, 1),
+                ErrorCode::PolicyDenied => ("POLICY_DENIED", -32007, 403, 1),
             };
             assert_eq!((code.as_str(), code.jsonrpc_code(), code.http_status(), code.exit_code()), row);
         }

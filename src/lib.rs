@@ -47,6 +47,7 @@ pub mod llm;
 pub mod model;
 pub mod peers;
 pub mod policy;
+pub mod sandbox;
 pub mod secrets;
 pub mod server;
 pub mod session;

@@ -11,6 +11,14 @@ use deputy::cli::{Cli, run};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // The sandbox launcher (`deputy sandbox-exec`, hidden): confine this process and exec the
+    // program, before any thread, runtime or logger exists (see `deputy::sandbox`).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|arg| arg == deputy::sandbox::LAUNCHER_SUBCOMMAND) {
+        let failure = deputy::sandbox::exec(&args[2..]);
+        eprintln!("deputy: {failure}");
+        return ExitCode::from(deputy::sandbox::LAUNCHER_FAILED);
+    }
     limit_malloc_arenas();
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime.block_on(run_cli()),

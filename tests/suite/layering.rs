@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["caller"],
     &["policy"],
     &["llm"],
+    &["sandbox"],
     &["tools"],
     &["hooks", "peers"],
     &["model"],

@@ -358,7 +358,7 @@ impl AgentFactory {
         let session_link = SessionLink::default();
         // A workspace that existed when the session was created may be gone when it resumes.
         let mut tools = tool_config
-            .scope(self.workspace.as_ref(), audit)
+            .scope(self.workspace.as_ref(), audit, self.tool_defaults.sandbox)
             .map_err(|err| SessionError::agent(None, ErrorKind::Tools, err.to_string()))?;
         if !tool_config.mcp_servers.is_empty() {
             for inline in tool_config.mcp_servers.iter().filter(|server| !self.is_configured(server)) {

@@ -303,6 +303,7 @@ impl Cli {
             ephemeral: self.ephemeral,
             idle_unload_secs: None,
             max_live_sessions: None,
+            serves_http: false,
         }
     }
 }

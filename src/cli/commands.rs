@@ -34,7 +34,10 @@ use crate::tools::ToolRequest;
 /// the rest. Over stdio with a store (and without `--no-daemon`), this process only relays to
 /// the store's background server ([`background::serve_attached`]).
 pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
-    let settings = &with_session_limits(settings, args.idle_unload_secs, args.max_live_sessions);
+    let settings = &Settings {
+        serves_http: args.http.is_some(),
+        ..with_session_limits(settings, args.idle_unload_secs, args.max_live_sessions)
+    };
     let attach = args.http.is_none()
         && !args.rpc
         && !args.no_daemon

@@ -15,6 +15,7 @@ use crate::llm::catalog::Wire;
 use crate::llm::options::{CacheTtl, PromptCache, StreamUsage, TokenLimitField, WireOptions};
 use crate::peers::PeerServerConfig;
 use crate::policy::{PolicySwitches, Switch};
+use crate::sandbox::{NetworkPolicy, SandboxMode, SandboxSettings};
 use crate::session::DelegationLimits;
 use crate::tools::ToolDefaults;
 use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
@@ -130,6 +131,33 @@ pub struct ConfigFile {
     /// Sub-agents: whether sessions may delegate, and the caps.
     #[serde(default)]
     pub delegation: DelegationConfig,
+    /// The sandbox of the shell and stdio MCP servers (see [`crate::sandbox`]).
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
+}
+
+/// The `[sandbox]` section.
+///
+/// ```toml
+/// [sandbox]
+/// mode = "required"     # or "best_effort", "off"; default: required for `serve --http`,
+///                       # best_effort otherwise
+/// network = "deny"      # or "allow"; default: deny
+/// ```
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    pub mode: Option<SandboxMode>,
+    pub network: Option<NetworkPolicy>,
+}
+
+impl SandboxConfig {
+    /// The settings in force: what the file says, else the transport's default mode
+    /// (`required` when serving HTTP, `best_effort` otherwise) and no network.
+    pub fn settings(&self, serves_http: bool) -> SandboxSettings {
+        let default_mode = if serves_http { SandboxMode::Required } else { SandboxMode::BestEffort };
+        SandboxSettings { mode: self.mode.unwrap_or(default_mode), network: self.network.unwrap_or_default() }
+    }
 }
 
 /// The `[delegation]` section.

@@ -80,6 +80,8 @@ pub struct Settings {
     pub idle_unload_secs: Option<u64>,
     /// `serve --max-live-sessions`, over the config file's `[sessions]`.
     pub max_live_sessions: Option<usize>,
+    /// `serve --http`: the sandbox defaults to `required` rather than `best_effort`.
+    pub serves_http: bool,
 }
 
 impl Settings {
@@ -234,6 +236,7 @@ pub fn agent_factory(
         .with_tool_defaults(ToolDefaults {
             workspace_roots: config.policy.workspace_roots.clone(),
             policy: config.policy.switches(),
+            sandbox: config.sandbox.settings(settings.serves_http),
             ..config.tools.clone()
         })
         .with_mcp(mcp, config.mcp_servers.clone())

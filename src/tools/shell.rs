@@ -6,8 +6,14 @@
 //! no background process (`sleep 300 &`) outlives the call. Each of stdout and stderr keeps
 //! at most `max_output_bytes`; the rest is drained and counted, so a chatty command never
 //! blocks on a full pipe.
+//!
+//! Under the operator's sandbox ([`crate::sandbox`]) the command runs through deputy's
+//! launcher, which confines itself and then execs `sh`: the same process, so the group and
+//! its leader are the same as without it. It may write only in the workspace and the
+//! session's private `TMPDIR`.
 
 use std::process::{ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -18,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::process_group::GroupGuard;
 use super::{ToolOutput, TypedTool, Workspace};
 use crate::policy::AuditTag;
+use crate::sandbox::{Plan, PrivateTmp, SandboxMode, SandboxPolicy, SandboxSettings};
 
 /// How long to keep reading output after the group was killed: only a process that escaped
 /// the group (`setsid`) can still hold the pipes open, and it is not waited for.
@@ -28,11 +35,45 @@ pub struct Shell {
     config: ShellConfig,
     /// Every command is logged to `deputy::audit` with the session and its owner.
     audit: AuditTag,
+    /// The operator's sandbox: commands run through the launcher when it applies.
+    sandbox: SandboxSettings,
+    /// The session's private temporary directory (`TMPDIR` of confined commands), made at the
+    /// first confined command and removed with the session's tools.
+    tmp: OnceLock<PrivateTmp>,
 }
 
 impl Shell {
-    pub fn new(workspace: Workspace, config: ShellConfig, audit: AuditTag) -> Self {
-        Self { workspace, config, audit }
+    pub fn new(workspace: Workspace, config: ShellConfig, audit: AuditTag, sandbox: SandboxSettings) -> Self {
+        Self { workspace, config, audit, sandbox, tmp: OnceLock::new() }
+    }
+
+    /// `sh -c command`, through the sandbox's launcher when it applies.
+    fn command(&self, command: &str) -> Result<tokio::process::Command, String> {
+        let plan = self.sandbox.plan().map_err(|refusal| format!("POLICY_DENIED: {refusal}"))?;
+        if plan != Plan::Confined {
+            let mut sh = tokio::process::Command::new("sh");
+            super::child_env::clean(&mut sh, []);
+            sh.arg("-c").arg(command);
+            return Ok(sh);
+        }
+        let tmp = match self.tmp.get() {
+            Some(tmp) => tmp,
+            None => {
+                let made =
+                    PrivateTmp::create().map_err(|err| format!("could not create the sandbox's tmp: {err}"))?;
+                self.tmp.get_or_init(|| made)
+            }
+        };
+        let policy = SandboxPolicy {
+            writable: vec![self.workspace.root().to_path_buf(), tmp.path().to_path_buf()],
+            network: self.sandbox.network,
+            required: self.sandbox.mode == SandboxMode::Required,
+        };
+        let mut sh = crate::sandbox::launcher_command(&policy, "sh", ["-c", command])
+            .map_err(|err| format!("could not start the sandbox: {err}"))?;
+        super::child_env::clean(&mut sh, []);
+        sh.env("TMPDIR", tmp.path());
+        Ok(sh)
     }
 }
 
@@ -74,11 +115,11 @@ impl TypedTool for Shell {
 
 impl Shell {
     async fn execute(&self, command: &str, timeout_ms: u64, cancel: CancellationToken) -> ToolOutput {
-        let mut sh = tokio::process::Command::new("sh");
-        super::child_env::clean(&mut sh, []);
+        let mut sh = match self.command(command) {
+            Ok(sh) => sh,
+            Err(message) => return ToolOutput::error(message),
+        };
         let mut child = match sh
-            .arg("-c")
-            .arg(command)
             .current_dir(self.workspace.root())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -19,7 +19,9 @@ fn scope(root: &Path, shell: Option<ShellConfig>) -> ToolScope {
         shell,
         ..ToolConfig::none()
     };
-    config.scope(None, &AuditTag::local(crate::ids::SessionId::new())).unwrap()
+    config
+        .scope(None, &AuditTag::local(crate::ids::SessionId::new()), crate::sandbox::SandboxSettings::off())
+        .unwrap()
 }
 
 async fn call(scope: &ToolScope, name: &str, input: serde_json::Value) -> ToolOutput {
@@ -360,7 +362,9 @@ fn tool_specs_are_pinned() {
         callbacks: vec![callback],
         ..ToolConfig::none()
     };
-    let scope = config.scope(None, &AuditTag::local(crate::ids::SessionId::new())).unwrap();
+    let scope = config
+        .scope(None, &AuditTag::local(crate::ids::SessionId::new()), crate::sandbox::SandboxSettings::off())
+        .unwrap();
     let sent: Vec<String> = scope.specs().iter().map(|spec| serde_json::to_string(spec).unwrap()).collect();
     let pinned: Vec<&str> = include_str!("testdata/tool_specs.jsonl").lines().collect();
     assert_eq!(sent, pinned);

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use super::{BuiltinTool, DEFAULT_SHELL_TIMEOUT_MS, ShellLimits, ShellRequest, ToolConfig, ToolRequest};
 use crate::error::SessionError;
 use crate::policy::{Grants, Guarded, PolicySwitches};
+use crate::sandbox::SandboxSettings;
 use crate::tools::builtin::OUTPUT_CAP_BYTES;
 use crate::tools::callback::CallbackTool;
 use crate::tools::mcp::{McpServerRequest, McpServerSpec, McpTransport};
@@ -53,6 +54,9 @@ pub struct ToolDefaults {
     /// [`ToolDefaults::switches`] does that).
     #[serde(skip)]
     pub policy: PolicySwitches,
+    /// The config file's `[sandbox]`, resolved for the transport. Not part of `[tools]`.
+    #[serde(skip)]
+    pub sandbox: SandboxSettings,
 }
 
 /// Directories no workspace may be in, whatever the roots: they expose the running system
@@ -90,6 +94,7 @@ impl ToolDefaults {
         let shell = match limits {
             Some(limits) => {
                 grants.check(Guarded::Shell, "shell", false)?;
+                self.check_sandbox()?;
                 Some(self.shell_config(limits)?)
             }
             None => None,
@@ -174,6 +179,12 @@ impl ToolDefaults {
         }
     }
 
+    /// `[sandbox] mode = "required"` on a kernel that cannot confine: no shell
+    /// (`POLICY_DENIED`).
+    pub fn check_sandbox(&self) -> Result<(), SessionError> {
+        self.sandbox.plan().map(drop).map_err(|refusal| SessionError::policy_denied(refusal.to_string()))
+    }
+
     /// Re-applies the operator's switches to a stored session's tools before it resumes
     /// (security review F18): a session created before `allow_shell = false` or
     /// `allow_inline_mcp_servers = false` must not keep the shell or start its inline servers.
@@ -193,6 +204,7 @@ impl ToolDefaults {
         }
         if tools.shell.is_some() {
             grants.check(Guarded::Shell, "this session uses the shell", true)?;
+            self.check_sandbox()?;
         }
         for inline in tools.mcp_servers.iter().filter(|server| !is_configured(server)) {
             let guarded = match inline.transport {

@@ -24,6 +24,7 @@ use super::shell::{Shell, ShellConfig};
 use super::{Tool, ToolScope, TypedTool, Workspace, WorkspaceError};
 use crate::error::SessionError;
 use crate::policy::AuditTag;
+use crate::sandbox::SandboxSettings;
 
 mod defaults;
 #[cfg(test)]
@@ -246,11 +247,13 @@ impl ToolConfig {
     /// Opens the workspace and builds the builtin tools, the shell and the callback tools.
     /// `server_workspace` stands in for a missing `workspace`; without either, the session has
     /// only its callback tools. MCP tools are added by the `AgentFactory`, which owns the pool.
-    /// `audit` names the session in the shell's audit lines.
+    /// `audit` names the session in the shell's audit lines; `sandbox` is the operator's
+    /// sandbox of its commands.
     pub fn scope(
         &self,
         server_workspace: Option<&Workspace>,
         audit: &AuditTag,
+        sandbox: SandboxSettings,
     ) -> Result<ToolScope, ToolScopeError> {
         let callbacks = ToolScope::default().with_callbacks(&self.callbacks);
         if !self.builtins.iter().any(|tool| !tool.is_linked()) && self.shell.is_none() {
@@ -266,7 +269,7 @@ impl ToolConfig {
         let mut tools: Vec<Arc<dyn Tool>> =
             self.builtins.iter().filter_map(|tool| tool.build(&workspace)).collect();
         if let Some(shell) = self.shell {
-            tools.push(Arc::new(Shell::new(workspace, shell, audit.clone())));
+            tools.push(Arc::new(Shell::new(workspace, shell, audit.clone(), sandbox)));
         }
         Ok(ToolScope::new(tools).with_callbacks(&self.callbacks))
     }

@@ -52,6 +52,7 @@ fn spec(command: &str, tag: usize) -> McpServerSpec {
         },
         idle_timeout_secs: None,
         call_timeout_secs: None,
+        unconfined: false,
     }
 }
 

@@ -63,6 +63,7 @@ impl RemotePeers {
                 transport: McpTransport::Http { url: config.url.clone(), headers },
                 idle_timeout_secs: None,
                 call_timeout_secs: Some(SEND_TIMEOUT_SECS),
+                unconfined: false,
             };
             servers.insert(name.clone(), spec);
         }

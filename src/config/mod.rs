@@ -162,7 +162,9 @@ fn open_store(settings: &Settings, _env: &Environment) -> anyhow::Result<SharedS
 impl AppState {
     pub fn load(settings: &Settings, env: &Environment) -> anyhow::Result<Self> {
         let config = load_config_file(settings, env)?;
-        let mcp = Arc::new(McpFactory::new(config.mcp_pool.into()));
+        let pool =
+            mcp::McpPoolConfig { sandbox: config.sandbox.settings(settings.serves_http), ..config.mcp_pool.into() };
+        let mcp = Arc::new(McpFactory::new(pool));
         let factory = agent_factory(settings, env, &config, mcp.clone())?;
         let store = open_store(settings, env)?;
         let limits = settings.session_limits(&config.sessions);

@@ -55,6 +55,7 @@ pub fn everything(name: &str, marker: &str, env: &[(&str, &str)]) -> McpServerSp
         },
         idle_timeout_secs: None,
         call_timeout_secs: None,
+        unconfined: false,
     }
 }
 
@@ -69,6 +70,7 @@ pub fn cancel_probe(log: &std::path::Path) -> McpServerSpec {
         },
         idle_timeout_secs: None,
         call_timeout_secs: None,
+        unconfined: false,
     }
 }
 

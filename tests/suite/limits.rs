@@ -108,7 +108,8 @@ async fn f15_a_sigkilled_deputy_leaves_no_mcp_server_or_grandchild_behind() {
     let script = crate::common::file_in(dir.path(), "stubborn.py", STUBBORN_SERVER);
     let pidfile = dir.path().join("pids");
     let config = format!(
-        "[mcp_servers.stubborn]\ncommand = \"python3\"\nargs = [{:?}]\nenv = {{ PIDFILE = {:?} }}\n",
+        // Out of the sandbox (the operator's opt-out): it records its pids in the test's dir.
+        "[mcp_servers.stubborn]\ncommand = \"python3\"\nargs = [{:?}]\nenv = {{ PIDFILE = {:?} }}\nsandbox = false\n",
         script.to_string_lossy(),
         pidfile.to_string_lossy()
     );

@@ -84,6 +84,7 @@ async fn an_unused_server_idles_is_revived_without_a_spawn_and_is_reaped_after_i
         idle_timeout: Duration::from_millis(400),
         max_idle: 4,
         cleanup_interval: Duration::from_millis(50),
+        ..McpPoolConfig::default()
     };
     let factory = McpFactory::new(config);
     let mark = marker();

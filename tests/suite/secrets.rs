@@ -32,8 +32,10 @@ fn env_dumping_server(name: &str, dump: &std::path::Path, env: Value) -> Value {
 async fn f9_inline_mcp_secrets_reach_the_server_and_no_view_log_error_or_store_byte() {
     // The inline HTTP server is the mock on loopback, which inline servers may reach only when
     // the operator allows private addresses (security review F6).
+    // The sandbox is off: the server reports its environment in a file of the test's, which a
+    // sandboxed server could not write (tests/suite/sandbox.rs covers the sandbox).
     let deputy = HttpDeputy::start_with_config(
-        "[policy]\ninline_mcp_private_urls = \"allow\"\n",
+        "[policy]\ninline_mcp_private_urls = \"allow\"\n[sandbox]\nmode = \"off\"\n",
         &[],
         &[("RUST_LOG", "debug"), ("DEPUTY_TOKEN", TOKEN)],
     )
@@ -96,8 +98,14 @@ async fn f9_inline_mcp_secrets_reach_the_server_and_no_view_log_error_or_store_b
 
 #[tokio::test]
 async fn f12_shell_commands_and_mcp_children_get_neither_deputys_token_nor_provider_keys() {
-    let deputy = HttpDeputy::start_with_token_and_env(Some(TOKEN), &[], &[]).await;
     let scratch = tempfile::tempdir().unwrap();
+    // The sandbox is off: both children report their environment in a file of the test's,
+    // which sandboxed ones could not write (tests/suite/sandbox.rs covers the sandbox).
+    let config = scratch.path().join("config.toml");
+    std::fs::write(&config, "[sandbox]\nmode = \"off\"\n").unwrap();
+    let deputy =
+        HttpDeputy::start_with_token_and_env(Some(TOKEN), &[], &[("DEPUTY_CONFIG", config.to_str().unwrap())])
+            .await;
     let dump = scratch.path().join("mcp_env.txt");
     let shell_dump = scratch.path().join("shell_env.txt");
     deputy.mock.push(MockResponse::sse(anthropic::tool_calls(

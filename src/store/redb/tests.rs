@@ -226,6 +226,7 @@ fn record_with_secrets(n: u64, env_value: &str, header_value: &str) -> SessionRe
         transport,
         idle_timeout_secs: None,
         call_timeout_secs: None,
+        unconfined: false,
     };
     record.agent.tools.mcp_servers = vec![
         server(

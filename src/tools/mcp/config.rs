@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::{McpServerSpec, McpTransport};
 use crate::error::SessionError;
+use crate::sandbox::SandboxSettings;
 use crate::secrets::Secret;
 
 /// One server in the config file, or inline in `session_create`: exactly one of `command`
@@ -51,6 +52,11 @@ pub struct McpServerConfig {
     /// Longest time one tool call may take, in seconds (default 120).
     #[serde(default)]
     pub call_timeout_secs: Option<u64>,
+    /// `false`: this stdio server runs outside the sandbox ([`crate::sandbox`]). Only the
+    /// config file's entries may say so; an inline server that does is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub sandbox: Option<bool>,
 }
 
 /// An inline server of `session_create`.
@@ -93,11 +99,18 @@ pub struct McpPoolConfig {
     pub idle_timeout: Duration,
     pub max_idle: usize,
     pub cleanup_interval: Duration,
+    /// The sandbox stdio servers start in (the config file's `[sandbox]`); off by default.
+    pub sandbox: SandboxSettings,
 }
 
 impl Default for McpPoolConfig {
     fn default() -> Self {
-        Self { idle_timeout: Duration::from_secs(300), max_idle: 32, cleanup_interval: Duration::from_secs(10) }
+        Self {
+            idle_timeout: Duration::from_secs(300),
+            max_idle: 32,
+            cleanup_interval: Duration::from_secs(10),
+            sandbox: SandboxSettings::off(),
+        }
     }
 }
 
@@ -110,6 +123,7 @@ impl From<McpPoolSettings> for McpPoolConfig {
             cleanup_interval: settings
                 .cleanup_interval_secs
                 .map_or(default.cleanup_interval, |secs| Duration::from_secs(secs.max(1))),
+            sandbox: default.sandbox,
         }
     }
 }
@@ -133,7 +147,16 @@ pub fn resolve_servers(
                 };
                 spec_of(name, config)?
             }
-            McpServerRequest::Inline(inline) => spec_of(&inline.name, &inline.server)?,
+            McpServerRequest::Inline(inline) => {
+                if inline.server.sandbox.is_some() {
+                    return Err(SessionError::invalid(format!(
+                        "mcp_servers: {:?}: `sandbox` is the operator's to set ([mcp_servers.NAME] in the config \
+                         file); an inline server always runs in the sandbox",
+                        inline.name
+                    )));
+                }
+                spec_of(&inline.name, &inline.server)?
+            }
         };
         if specs.iter().any(|known| known.name == spec.name) {
             return Err(SessionError::invalid(format!("mcp_servers: {:?} is listed twice", spec.name)));
@@ -180,6 +203,7 @@ pub fn spec_of(name: &str, config: &McpServerConfig) -> Result<McpServerSpec, Se
         transport,
         idle_timeout_secs: config.idle_timeout_secs,
         call_timeout_secs: config.call_timeout_secs,
+        unconfined: config.sandbox == Some(false),
     })
 }
 

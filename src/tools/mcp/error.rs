@@ -18,6 +18,9 @@ pub enum McpServerError {
         #[source]
         source: std::io::Error,
     },
+    /// `[sandbox] mode = "required"` and the kernel cannot confine the server.
+    #[error("MCP server {server}: POLICY_DENIED: {refusal}")]
+    Sandbox { server: String, refusal: crate::sandbox::SandboxRefusal },
     /// A configured HTTP header name is not a valid header name.
     #[error("MCP server {server}: header {name:?}: {source}")]
     HeaderName {

@@ -65,7 +65,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Shared {
     async fn spawn(&self, key: &McpServerKey) -> Result<Arc<LiveServer>, McpServerError> {
-        let server = LiveServer::start(key).await?;
+        let server = LiveServer::start(key, self.config.sandbox).await?;
         self.spawned.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(server))
     }
@@ -352,6 +352,7 @@ mod tests {
             },
             idle_timeout_secs: None,
             call_timeout_secs: None,
+            unconfined: false,
         };
         let specs: Vec<McpServerSpec> = (0..20).map(|tag| spec(tag % 4)).collect();
         let results = futures::future::join_all(specs.iter().map(|spec| factory.acquire(spec))).await;

@@ -18,6 +18,7 @@ use tokio::io::AsyncBufReadExt;
 
 use super::error::McpServerError;
 use super::spec::{McpServerKey, McpTransport};
+use crate::sandbox::{Plan, PrivateTmp, SandboxMode, SandboxPolicy, SandboxSettings};
 use crate::tools::process_group::GroupGuard;
 #[cfg(target_os = "linux")]
 use crate::tools::process_group::die_with_deputy;
@@ -38,6 +39,8 @@ pub struct LiveServer {
     /// A call failed on the transport itself (a broken pipe, a closed connection): the server
     /// is gone even if rmcp has not noticed yet, so the next use starts a new one.
     broken: std::sync::atomic::AtomicBool,
+    /// A confined stdio server's private TMPDIR, removed after the group was killed.
+    _tmp: Option<PrivateTmp>,
 }
 
 fn client_config() -> ClientConfig {
@@ -48,8 +51,9 @@ fn client_config() -> ClientConfig {
 
 impl LiveServer {
     /// Spawns (stdio) or connects to (HTTP) the server, handshakes and lists its tools.
-    pub async fn start(key: &McpServerKey) -> Result<Self, McpServerError> {
-        match tokio::time::timeout(STARTUP_TIMEOUT, Self::connect(key)).await {
+    /// A stdio server starts in `sandbox` unless the operator let it out (`key.unconfined`).
+    pub async fn start(key: &McpServerKey, sandbox: SandboxSettings) -> Result<Self, McpServerError> {
+        match tokio::time::timeout(STARTUP_TIMEOUT, Self::connect(key, sandbox)).await {
             Ok(result) => result,
             Err(_) => {
                 Err(McpServerError::StartTimeout { server: key.to_string(), secs: STARTUP_TIMEOUT.as_secs() })
@@ -57,14 +61,36 @@ impl LiveServer {
         }
     }
 
-    async fn connect(key: &McpServerKey) -> Result<Self, McpServerError> {
+    async fn connect(key: &McpServerKey, sandbox: SandboxSettings) -> Result<Self, McpServerError> {
         let server = key.to_string();
         let handshake = |err| McpServerError::Handshake { server: server.clone(), source: Box::new(err) };
-        let (service, group) = match &key.transport {
+        let (service, group, tmp) = match &key.transport {
             McpTransport::Stdio { command, args, env } => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args);
-                crate::tools::child_env::clean(&mut cmd, env);
+                let sandbox = if key.unconfined { SandboxSettings::off() } else { sandbox };
+                let plan = sandbox
+                    .plan()
+                    .map_err(|refusal| McpServerError::Sandbox { server: server.clone(), refusal })?;
+                let spawn_error =
+                    |source| McpServerError::Spawn { server: server.clone(), command: command.clone(), source };
+                let (mut cmd, tmp) = if plan == Plan::Confined {
+                    // Writes only in its own private TMPDIR: a pooled server is shared by
+                    // sessions of different workspaces, so it gets none of them.
+                    let tmp = PrivateTmp::create().map_err(spawn_error)?;
+                    let policy = SandboxPolicy {
+                        writable: vec![tmp.path().to_path_buf()],
+                        network: sandbox.network,
+                        required: sandbox.mode == SandboxMode::Required,
+                    };
+                    let mut cmd = crate::sandbox::launcher_command(&policy, command, args).map_err(spawn_error)?;
+                    crate::tools::child_env::clean(&mut cmd, env);
+                    cmd.env("TMPDIR", tmp.path());
+                    (cmd, Some(tmp))
+                } else {
+                    let mut cmd = tokio::process::Command::new(command);
+                    cmd.args(args);
+                    crate::tools::child_env::clean(&mut cmd, env);
+                    (cmd, None)
+                };
                 // Its own process group, so the whole tree can be killed at once (rmcp 3.9's
                 // TokioChildProcess does not do this).
                 #[cfg(unix)]
@@ -98,7 +124,7 @@ impl LiveServer {
                     });
                 }
                 let service = client_config().serve(transport).await.map_err(handshake)?;
-                (service, group)
+                (service, group, tmp)
             }
             McpTransport::Http { url, headers } => {
                 super::reach::check(url, key.reach)
@@ -122,7 +148,7 @@ impl LiveServer {
                     tracing::debug!(server = %server, "MCP handshake over HTTP failed: {err}");
                     McpServerError::HttpHandshake { server: server.clone() }
                 })?;
-                (service, GroupGuard::new(None))
+                (service, GroupGuard::new(None), None)
             }
         };
         let tools = service
@@ -130,7 +156,14 @@ impl LiveServer {
             .await
             .map_err(|source| McpServerError::ListTools { server: server.clone(), source })?;
         tracing::info!(server = %key, tools = tools.len(), pid = ?group.pgid(), "MCP server started");
-        Ok(Self { name: server, service, tools, group, broken: std::sync::atomic::AtomicBool::new(false) })
+        Ok(Self {
+            name: server,
+            service,
+            tools,
+            group,
+            broken: std::sync::atomic::AtomicBool::new(false),
+            _tmp: tmp,
+        })
     }
 
     /// The tools the server listed when it started.

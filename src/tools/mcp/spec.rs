@@ -47,6 +47,10 @@ pub struct McpServerSpec {
     /// Longest time one tool call may take; `None`: [`DEFAULT_CALL_TIMEOUT`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_timeout_secs: Option<u64>,
+    /// A stdio server the operator let out of the sandbox (`[mcp_servers.NAME] sandbox =
+    /// false`); never an inline one. Part of the key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfined: bool,
 }
 
 /// Used when a server does not set `call_timeout_secs`.
@@ -66,7 +70,12 @@ impl McpServerSpec {
             McpTransport::Stdio { .. } => Reach::Any,
             McpTransport::Http { .. } => reach,
         };
-        McpServerKey { name: self.name.clone(), transport: self.transport.clone(), reach }
+        McpServerKey {
+            name: self.name.clone(),
+            transport: self.transport.clone(),
+            reach,
+            unconfined: self.unconfined,
+        }
     }
 
     pub fn call_timeout(&self) -> Duration {
@@ -86,6 +95,8 @@ pub struct McpServerKey {
     pub transport: McpTransport,
     /// Where an HTTP server's connection may go (security review F6).
     pub reach: Reach,
+    /// Started outside the sandbox (the operator's opt-out).
+    pub unconfined: bool,
 }
 
 impl std::fmt::Display for McpServerKey {

@@ -251,6 +251,14 @@ impl AgentFactory {
             tools.builtins.dedup();
         }
         tools.mcp_servers = mcp::resolve_servers(&mcp_requests, &self.mcp_servers)?;
+        let confinable = tools.shell.is_some()
+            || tools
+                .mcp_servers
+                .iter()
+                .any(|server| matches!(server.transport, mcp::McpTransport::Stdio { .. }) && !server.unconfined);
+        if confinable {
+            tools.unconfined = self.tool_defaults.sandbox.unconfined_reason();
+        }
         self.assemble(
             AgentSpec {
                 model: model_id,

@@ -180,6 +180,7 @@ impl SessionRecord {
                     compactions: self.context.compactions,
                     history_epoch: self.history_epoch,
                 },
+                unconfined: self.agent.tools.unconfined.clone(),
             },
             billing: Billing {
                 usage: self.usage,

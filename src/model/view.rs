@@ -102,6 +102,10 @@ pub struct SessionState {
     pub pending: Vec<PendingCall>,
     /// How full the model's context is, and how often it was compacted.
     pub context: ContextView,
+    /// Set when this session's shell and stdio MCP servers run outside the sandbox although
+    /// it is on (`[sandbox] mode = "best_effort"` on a kernel without Landlock): why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfined: Option<String>,
 }
 
 /// The size of a session's history as the model sees it.

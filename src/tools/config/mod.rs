@@ -137,6 +137,11 @@ pub struct ToolConfig {
     /// External MCP servers, resolved (named ones copied from the config file as they were).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<McpServerSpec>,
+    /// Why the shell and stdio MCP servers of this session run outside the sandbox although
+    /// it is on (`[sandbox] mode = "best_effort"` on a kernel without Landlock), as decided
+    /// when the session was created; shown in `session_read`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfined: Option<String>,
 }
 
 /// Why a session's tools could not be built from its [`ToolConfig`].
@@ -222,6 +227,7 @@ impl ToolConfig {
             approval: parent.approval.clone(),
             approval_timeout_ms: parent.approval_timeout_ms,
             mcp_servers,
+            unconfined: parent.unconfined.clone(),
         })
     }
 
@@ -241,6 +247,7 @@ impl ToolConfig {
             approval: ApprovalPolicy::default(),
             approval_timeout_ms: None,
             mcp_servers: Vec::new(),
+            unconfined: None,
         }
     }
 

@@ -25,6 +25,8 @@ mod provider_contract;
 mod provider_openai;
 mod provider_rules;
 mod provider_wire;
+#[cfg(target_os = "linux")]
+mod sandbox;
 mod schemas;
 mod secrets;
 mod stdio_frames;

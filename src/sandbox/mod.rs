@@ -51,12 +51,24 @@ pub enum SandboxMode {
 }
 
 /// `[sandbox] network`: whether a confined program may open internet sockets.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkPolicy {
     #[default]
     Deny,
     Allow,
+}
+
+/// `sandbox` of `session_create`: a session may narrow the operator's sandbox, never widen it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRequest {
+    /// `"deny"`: this session's shell reaches no network even where the operator allows it.
+    /// `"allow"` only where the operator's `[sandbox] network` allows it too.
+    #[serde(default)]
+    pub network: Option<NetworkPolicy>,
 }
 
 /// The operator's sandbox, resolved: the config file's `[sandbox]` over the transport's default.

@@ -60,6 +60,11 @@ pub struct SessionCreateParams {
     /// 65536 bytes of each of stdout and stderr).
     #[serde(default)]
     pub shell: Option<ShellRequest>,
+    /// The sandbox of this session's shell, narrower than the operator's: `{"network":
+    /// "deny"}` keeps it off the network where the operator allows the network. Asking for
+    /// more than the operator allows is `POLICY_DENIED`.
+    #[serde(default)]
+    pub sandbox: Option<crate::sandbox::SandboxRequest>,
     /// Tools you execute yourself: `{name, description, input_schema}`. The model sees them as
     /// ordinary tools; when it calls one, the turn stops with `status: "pending_tool_calls"`
     /// and `pending` lists the calls. Answer them with session_turn `tool_results`.
@@ -334,6 +339,7 @@ impl SessionCreateParams {
                     approval: self.approval,
                     approval_timeout_ms: self.approval_timeout_ms,
                     mcp_servers: self.mcp_servers.unwrap_or_default(),
+                    network: self.sandbox.and_then(|sandbox| sandbox.network),
                 },
                 output_schema: self.output_schema,
                 structured_output_retries: self.structured_output_retries,

@@ -119,6 +119,28 @@ async fn network_allow_opens_the_network_and_nothing_else() {
         assert!(result.0 && result.1.contains("ermission denied"), "{command}: {result:?}");
     }
     assert!(!outside.path().join("x").exists() && !outside.path().join("y").exists());
+
+    // A session may narrow the operator's network, never widen it.
+    let (_listener, connect) = loopback();
+    deputy.mock.forget_requests();
+    deputy
+        .mock
+        .push(MockResponse::sse(anthropic::tool_calls(None, &[("toolu_1", "shell", json!({"command": connect}))])));
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["done"])));
+    let narrowed = json!({"prompt": "run", "shell": true, "sandbox": {"network": "deny"}});
+    deputy.ok("session_create", narrowed).await;
+    let result = &tool_results(&deputy, 1)[0];
+    assert_eq!(result["is_error"], true, "{result}");
+    assert!(result["content"].as_str().unwrap().contains("Operation not permitted"), "{result}");
+}
+
+#[tokio::test]
+async fn a_session_cannot_widen_the_operators_network() {
+    let deputy = stdio_deputy("", &[]).await;
+    let wider = json!({"prompt": "run", "shell": true, "sandbox": {"network": "allow"}});
+    let (code, text) = deputy.err("session_create", wider).await;
+    assert_eq!(code, "POLICY_DENIED", "{text}");
+    assert!(deputy.mock.requests().is_empty());
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::{BuiltinTool, DEFAULT_SHELL_TIMEOUT_MS, ShellLimits, ShellRequest, ToolConfig, ToolRequest};
 use crate::error::SessionError;
 use crate::policy::{Grants, Guarded, PolicySwitches};
-use crate::sandbox::SandboxSettings;
+use crate::sandbox::{NetworkPolicy, SandboxMode, SandboxSettings};
 use crate::tools::builtin::OUTPUT_CAP_BYTES;
 use crate::tools::callback::CallbackTool;
 use crate::tools::mcp::{McpServerRequest, McpServerSpec, McpTransport};
@@ -100,6 +100,15 @@ impl ToolDefaults {
             None => None,
         };
         self.check_mcp_requests(&request.mcp_servers, grants)?;
+        if request.network == Some(NetworkPolicy::Allow)
+            && self.sandbox.mode != SandboxMode::Off
+            && self.sandbox.network == NetworkPolicy::Deny
+        {
+            return Err(SessionError::policy_denied(
+                "sandbox.network \"allow\": the operator's sandbox denies the network ([sandbox] network), and a \
+                 session may only narrow it",
+            ));
+        }
         validate_callbacks(&request.callbacks)?;
         if request.approval_timeout_ms == Some(0) {
             return Err(SessionError::invalid("approval_timeout_ms must be at least 1"));
@@ -108,6 +117,7 @@ impl ToolDefaults {
             callbacks: request.callbacks,
             approval: request.approval.unwrap_or_default(),
             approval_timeout_ms: request.approval_timeout_ms,
+            network: request.network,
             ..ToolConfig::none()
         };
         if workspace.is_none() {

@@ -24,7 +24,7 @@ use super::shell::{Shell, ShellConfig};
 use super::{Tool, ToolScope, TypedTool, Workspace, WorkspaceError};
 use crate::error::SessionError;
 use crate::policy::AuditTag;
-use crate::sandbox::SandboxSettings;
+use crate::sandbox::{NetworkPolicy, SandboxSettings};
 
 mod defaults;
 #[cfg(test)]
@@ -142,6 +142,10 @@ pub struct ToolConfig {
     /// when the session was created; shown in `session_read`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unconfined: Option<String>,
+    /// The session's own narrowing of the sandbox's network (`None`: the operator's). Applies
+    /// to the shell; stdio MCP servers are shared and follow the operator's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkPolicy>,
 }
 
 /// Why a session's tools could not be built from its [`ToolConfig`].
@@ -228,7 +232,14 @@ impl ToolConfig {
             approval_timeout_ms: parent.approval_timeout_ms,
             mcp_servers,
             unconfined: parent.unconfined.clone(),
+            network: parent.network,
         })
+    }
+
+    /// The operator's sandbox narrowed by this session's own `network`.
+    pub fn narrowed(&self, sandbox: SandboxSettings) -> SandboxSettings {
+        let network = self.network.map_or(sandbox.network, |own| own.min(sandbox.network));
+        SandboxSettings { network, ..sandbox }
     }
 
     /// What sessions stored before per-session tools had: read-only file tools in the
@@ -248,6 +259,7 @@ impl ToolConfig {
             approval_timeout_ms: None,
             mcp_servers: Vec::new(),
             unconfined: None,
+            network: None,
         }
     }
 
@@ -276,7 +288,7 @@ impl ToolConfig {
         let mut tools: Vec<Arc<dyn Tool>> =
             self.builtins.iter().filter_map(|tool| tool.build(&workspace)).collect();
         if let Some(shell) = self.shell {
-            tools.push(Arc::new(Shell::new(workspace, shell, audit.clone(), sandbox)));
+            tools.push(Arc::new(Shell::new(workspace, shell, audit.clone(), self.narrowed(sandbox))));
         }
         Ok(ToolScope::new(tools).with_callbacks(&self.callbacks))
     }
@@ -315,4 +327,7 @@ pub struct ToolRequest {
     pub approval_timeout_ms: Option<u64>,
     /// Names of the config file's servers or inline servers; none by default.
     pub mcp_servers: Vec<McpServerRequest>,
+    /// The session's network in the sandbox (`session_create`'s `sandbox.network`): only
+    /// narrower than the operator's.
+    pub network: Option<NetworkPolicy>,
 }

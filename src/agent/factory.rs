@@ -257,6 +257,8 @@ impl AgentFactory {
                 .iter()
                 .any(|server| matches!(server.transport, mcp::McpTransport::Stdio { .. }) && !server.unconfined);
         if confinable {
+            // `required` on a kernel that cannot confine: refused here, before anything starts.
+            self.tool_defaults.check_sandbox()?;
             tools.unconfined = self.tool_defaults.sandbox.unconfined_reason();
         }
         self.assemble(

@@ -205,6 +205,15 @@ async fn required_refuses_the_shell_where_landlock_is_missing() {
     assert_eq!(code, "POLICY_DENIED", "{text}");
     assert!(text.contains("Landlock"), "{text}");
     assert!(deputy.mock.requests().is_empty(), "a refused session reaches no model");
+
+    // A stdio MCP server is refused the same way, before it starts.
+    let outside = tempfile::tempdir().unwrap();
+    let script =
+        format!("touch '{}/started'; exec '{}' stdio", outside.path().display(), bin("mcp-server-everything"));
+    let server = json!({"name": "srv", "command": "sh", "args": ["-c", script]});
+    let (code, text) = deputy.err("session_create", json!({"prompt": "x", "mcp_servers": [server]})).await;
+    assert_eq!(code, "POLICY_DENIED", "{text}");
+    assert!(!outside.path().join("started").exists(), "the server was started");
 }
 
 #[tokio::test]

@@ -216,6 +216,13 @@ impl ToolDefaults {
             grants.check(Guarded::Shell, "this session uses the shell", true)?;
             self.check_sandbox()?;
         }
+        if tools
+            .mcp_servers
+            .iter()
+            .any(|server| matches!(server.transport, McpTransport::Stdio { .. }) && !server.unconfined)
+        {
+            self.check_sandbox()?;
+        }
         for inline in tools.mcp_servers.iter().filter(|server| !is_configured(server)) {
             let guarded = match inline.transport {
                 McpTransport::Stdio { .. } => Guarded::InlineCommand,

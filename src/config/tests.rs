@@ -197,3 +197,25 @@ fn a_model_price_needs_all_four_rates_and_no_negative_one() {
     let unknown = priced("input = 1\noutput = 2\ncache_write = 1\ncache_read = 0\nbatch = 1").unwrap_err();
     assert!(unknown.to_string().contains("unknown field `batch`"), "{unknown}");
 }
+
+#[test]
+fn the_sandbox_defaults_follow_the_transport_and_the_file_wins() {
+    use crate::sandbox::{NetworkPolicy, SandboxMode, SandboxSettings};
+    let none = ConfigFile::default();
+    assert_eq!(
+        none.sandbox.settings(true),
+        SandboxSettings { mode: SandboxMode::Required, network: NetworkPolicy::Deny }
+    );
+    assert_eq!(
+        none.sandbox.settings(false),
+        SandboxSettings { mode: SandboxMode::BestEffort, network: NetworkPolicy::Deny }
+    );
+    let config: ConfigFile = toml::from_str("[sandbox]\nmode = \"off\"\nnetwork = \"allow\"\n").unwrap();
+    assert_eq!(
+        config.sandbox.settings(true),
+        SandboxSettings { mode: SandboxMode::Off, network: NetworkPolicy::Allow }
+    );
+    assert!(toml::from_str::<ConfigFile>("[sandbox]\nmode = \"strict\"").is_err());
+    let server: ConfigFile = toml::from_str("[mcp_servers.files]\ncommand = \"x\"\nsandbox = false\n").unwrap();
+    assert!(crate::tools::mcp::config::spec_of("files", &server.mcp_servers["files"]).unwrap().unconfined);
+}

@@ -245,6 +245,13 @@ mod tests {
         assert!(parse_launcher_args(&args[..3]).is_err());
     }
 
+    /// This suite's machines have Landlock (ABI 7); the probe must see it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_probe_finds_landlock_here() {
+        assert!(linux::landlock_abi().is_some_and(|abi| abi >= 1));
+    }
+
     #[test]
     fn off_never_confines_and_never_refuses() {
         assert_eq!(SandboxSettings::off().plan(), Ok(Plan::Unconfined(None)));

@@ -196,7 +196,7 @@ impl Grants {
         }
     }
 
-    /// `Ok` when `guarded` is allowed; else `INVALID_REQUEST` naming what would allow it, and a
+    /// `Ok` when `guarded` is allowed; else `POLICY_DENIED` naming what would allow it, and a
     /// `deputy::audit` line. `resumed`: the session already had it (F18), so the message says
     /// to start a new one.
     pub fn check(&self, guarded: Guarded, detail: &str, resumed: bool) -> Result<(), SessionError> {
@@ -219,7 +219,7 @@ impl Grants {
         } else {
             format!("{detail}: {why}")
         };
-        Err(SessionError::invalid(message))
+        Err(SessionError::policy_denied(message))
     }
 }
 

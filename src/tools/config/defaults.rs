@@ -140,7 +140,7 @@ impl ToolDefaults {
             return Ok(());
         }
         let shown: Vec<String> = roots.iter().map(|root| root.display().to_string()).collect();
-        Err(SessionError::invalid(format!(
+        Err(SessionError::policy_denied(format!(
             "workspace {}: not an allowed workspace; sessions may work in these directories or below: {shown:?} \
              (the operator sets them with [policy] workspace_roots)",
             dir.display()

@@ -12,11 +12,12 @@
 //!    is the user's own client), HTTP `deny`;
 //! 3. where that default denies, the caller's scope (`shell`, `mcp:inline`) grants it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::caller::{Caller, Scope};
+use crate::caller::{ANONYMOUS_SUBJECT, Caller, LOCAL_SUBJECT, Scope};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 
@@ -223,9 +224,57 @@ impl Grants {
     }
 }
 
+/// The owners of stored sessions as callers *now* (security review G5): a stored session
+/// resumes with its owner's grants, computed from the scopes its owner's tokens have in this
+/// process's token table, whoever or whatever resumes it (a turn, mail, a child's notice, a
+/// host session's inbox). `local` is the user's own client (stdio, the background server,
+/// `--token`); `anonymous` the token-less loopback caller; any other subject is what the
+/// config file's `[[auth.tokens]]` say, or nobody when no token names it any more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owners {
+    scopes: BTreeMap<Arc<str>, BTreeSet<Scope>>,
+}
+
+impl Owners {
+    /// From the token table: `(subject, scopes)` per token; a subject's scopes are the union
+    /// of its tokens'.
+    pub fn new<'a>(tokens: impl IntoIterator<Item = (&'a str, &'a [Scope])>) -> Self {
+        let mut scopes: BTreeMap<Arc<str>, BTreeSet<Scope>> = BTreeMap::new();
+        for (subject, granted) in tokens {
+            scopes.entry(subject.into()).or_default().extend(granted.iter().copied());
+        }
+        Self { scopes }
+    }
+
+    /// `owner` as a caller now, and the surface whose defaults apply to it; `None`: no token
+    /// names it any more.
+    pub fn caller(&self, owner: &str) -> Option<(Caller, Surface)> {
+        match owner {
+            LOCAL_SUBJECT => Some((Caller::local(), Surface::Local)),
+            ANONYMOUS_SUBJECT => Some((Caller::anonymous(), Surface::Http)),
+            _ => self.scopes.get(owner).map(|scopes| (Caller::new(owner, scopes.iter().copied()), Surface::Http)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owners_are_the_token_tables_subjects_as_of_now() {
+        let owners = Owners::new([
+            ("shelly", &[Scope::Sessions][..]),
+            ("shelly", &[Scope::Shell][..]),
+            ("bob", &[Scope::Shell][..]),
+        ]);
+        let (shelly, surface) = owners.caller("shelly").unwrap();
+        assert_eq!((shelly, surface), (Caller::new("shelly", [Scope::Sessions, Scope::Shell]), Surface::Http));
+        assert_eq!(owners.caller("local"), Some((Caller::local(), Surface::Local)));
+        assert_eq!(owners.caller("anonymous"), Some((Caller::anonymous(), Surface::Http)));
+        assert_eq!(owners.caller("gone"), None, "no token names it any more");
+        assert!(!owners.caller("bob").unwrap().0.uses_sessions());
+    }
 
     #[test]
     fn config_then_surface_then_scope() {

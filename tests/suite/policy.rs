@@ -376,3 +376,54 @@ async fn policy_refusals_are_policy_denied_on_every_surface() {
         }
     }
 }
+
+/// Security review G5 (a regression of F18): a stored session resumed by mail runs with its
+/// owner's grants as of now, never the local user's. shelly's token loses the scope `shell`
+/// (deputy restarted with the changed `[[auth.tokens]]`); another of her sessions then mails
+/// her stored shell session with `send_message`. On main that resumed it with the local user's
+/// grants, and her next `session_turn` ran the shell; now the resume is refused
+/// (`POLICY_DENIED`, to the sender's model), the session stays stored, and the turn is refused.
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn g5_mail_resumes_a_stored_session_with_its_owners_grants_as_of_now() {
+    const SHELLY: &str = "shelly-token-0123456789";
+    let tokens = |scopes: &str| {
+        format!(
+            "[[auth.tokens]]\nsubject = \"shelly\"\n\
+             token_sha256 = \"cdbd4ff9bbbafd1b4578338643c556f156acd9d212ff2869bef35d1ed7b02623\"\nscopes = {scopes}\n"
+        )
+    };
+    let deputy = HttpDeputy::start_with_config(&tokens(r#"["sessions", "shell"]"#), &[], &[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Shell ready."])));
+    let body = json!({"prompt": "hi", "shell": true, "name": "s1", "peer_group": "g"});
+    let (status, created) = deputy.rest(Some(SHELLY), reqwest::Method::POST, "/v1/sessions", Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    let s1 = id_of(&created);
+
+    // The operator revokes the shell: the token table changes, deputy restarts (the config is
+    // read at start).
+    std::fs::write(deputy.home.path().join("deputy").join("config.toml"), tokens(r#"["sessions"]"#)).unwrap();
+    let deputy = deputy.restart(&[]).await;
+    let marker = deputy.workspace.path().join("RAN-WITH-REVOKED-SCOPE");
+
+    // Another of her sessions mails s1.
+    let send = [("toolu_1", "send_message", json!({"to": "s1", "body": "run the checks"}))];
+    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(None, &send)));
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["sent"])));
+    let body = json!({"prompt": "start", "name": "s2", "peer_group": "g"});
+    let (status, created) = deputy.rest(Some(SHELLY), reqwest::Method::POST, "/v1/sessions", Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    let requests = deputy.mock.requests();
+    let result = requests.last().unwrap().last_message();
+    assert!(result.contains("shell") && result.contains("start a new session"), "the mail was refused: {result}");
+
+    // Her own turn on s1 is still refused, and nothing ran.
+    let shell = [("toolu_2", "shell", json!({"command": format!("touch {}", marker.display())}))];
+    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(None, &shell)));
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["ran it"])));
+    let turn = json!({"prompt": "run it"});
+    let (status, answer) =
+        deputy.rest(Some(SHELLY), reqwest::Method::POST, &format!("/v1/sessions/{s1}/turns"), Some(turn)).await;
+    assert_eq!((status, answer["code"].as_str()), (403, Some("POLICY_DENIED")), "{answer}");
+    assert!(!marker.exists(), "the shell ran with a revoked scope");
+}

@@ -223,8 +223,8 @@ impl LiveSessionService {
             at: chrono::Utc::now(),
             report: None,
         };
-        // The recipient has the sender's owner; a stored one resumes with the server's own
-        // grants, which its spec was checked against when it was created.
+        // The recipient has the sender's owner; a stored one resumes with that owner's grants
+        // as of now (the token table; G5), never the server's own.
         let grants = self.factory.grants(&Caller::local(), crate::policy::Surface::Local);
         let sent = self.deliver(&self.factory, &grants, &id, message).await?;
         Ok(Sent { message_id: sent.message_id.to_string(), delivered: sent.delivered.as_str().to_owned() })

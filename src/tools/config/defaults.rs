@@ -77,10 +77,18 @@ impl ToolDefaults {
         };
         let asked_for_builtins =
             request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| !tool.is_linked()));
+        // A caller who may not write (G6) is refused the writing tools it names, and does not
+        // get them by default.
+        if request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| tool.writes())) {
+            grants.check(Guarded::Writes, "builtins: write_file, edit_file", false)?;
+        }
         let mut builtins =
             request.builtins.or_else(|| self.builtins.clone()).unwrap_or_else(|| BuiltinTool::ALL.to_vec());
         builtins.sort();
         builtins.dedup();
+        if !grants.writes.allowed() {
+            builtins.retain(|tool| !tool.writes());
+        }
         let limits = match request.shell {
             None if self.shell => Some(ShellLimits::default()),
             None | Some(ShellRequest::Enabled(false)) => None,
@@ -193,6 +201,9 @@ impl ToolDefaults {
         }
         if tools.shell.is_some() {
             grants.check(Guarded::Shell, "this session uses the shell", true)?;
+        }
+        if tools.builtins.iter().any(|tool| tool.writes()) {
+            grants.check(Guarded::Writes, "this session writes files", true)?;
         }
         for inline in tools.mcp_servers.iter().filter(|server| !is_configured(server)) {
             let guarded = match inline.transport {

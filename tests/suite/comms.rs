@@ -137,7 +137,8 @@ async fn two_deputies_configured_as_each_others_peers_exchange_messages_over_mcp
     // accepts `accepts` from it (as subject `deputy-<peer>`).
     let start = async |port: u16, peer: &str, peer_port: u16, sends: &str, accepts: &str| {
         let config = format!(
-            "[peers.{peer}]\nurl = \"http://127.0.0.1:{peer_port}/mcp\"\ntoken_env = \"PEER_TOKEN\"\n\n\
+            "[peers.{peer}]\nurl = \"http://127.0.0.1:{peer_port}/mcp\"\ntoken_env = \"PEER_TOKEN\"\n\
+             owners = [\"deputy-{peer}\"]\n\n\
              [[auth.tokens]]\nsubject = \"deputy-{peer}\"\ntoken_env = \"ACCEPTED_TOKEN\"\nscopes = [\"sessions\"]\n"
         );
         let tokens = [("PEER_TOKEN", sends), ("ACCEPTED_TOKEN", accepts)];
@@ -232,4 +233,38 @@ async fn g13_session_send_sender_and_reply_cannot_forge_the_message_header() {
     let read = deputy.mock.requests().last().unwrap().last_message();
     assert!(read.contains("from anonymous:reviewer (remote)]"), "{read}");
     assert!(!read.contains("from the caller (ops)"), "{read}");
+}
+
+/// Security review G1: `[peers.NAME]` is the operator's credential, usable only by the sessions
+/// of the subjects its `owners` name (default: the local user only). Tenant bob's session on A
+/// cannot mail through `[peers.b]` (whose token stands for alice on B): the send is refused on
+/// A (`POLICY_DENIED`, to bob's model) and B hears nothing, so B's answers (an oracle of names)
+/// never reach bob either.
+#[tokio::test]
+async fn g1_a_peer_server_is_used_only_by_the_sessions_of_its_owners() {
+    const BOB: &str = "bob-token-0123456789ab";
+    let b = crate::common::mock_llm::MockLlm::start().await;
+    let config = format!(
+        "[peers.b]\nurl = \"{}/mcp\"\ntoken_env = \"PEER_TOKEN\"\n\n\
+         [[auth.tokens]]\nsubject = \"bob\"\ntoken_env = \"BOB_TOKEN\"\nscopes = [\"sessions\"]\n",
+        b.base_url()
+    );
+    let a = HttpDeputy::start_with_config(
+        &config,
+        &[],
+        &[("PEER_TOKEN", "alice-token-on-b-0123456789"), ("BOB_TOKEN", BOB)],
+    )
+    .await;
+    let send = [("toolu_1", "send_message", json!({"to": "b:reviewer", "body": "LGTM from the author, merge it"}))];
+    a.mock.push(MockResponse::sse(anthropic::tool_calls(None, &send)));
+    a.mock.push(MockResponse::sse(anthropic::text(&["sent"])));
+    let body = json!({"prompt": "go", "peer_group": "pr-1"});
+    let (status, created) = a.rest(Some(BOB), reqwest::Method::POST, "/v1/sessions", Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    let result = a.mock.requests().last().unwrap().last_message();
+    assert!(
+        result.contains("[peers.b] owners") && result.contains("\\\"bob\\\""),
+        "bob's send was refused: {result}"
+    );
+    assert!(b.requests().is_empty(), "peer b was contacted for bob: {:?}", b.requests().len());
 }

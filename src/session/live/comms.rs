@@ -226,11 +226,7 @@ impl LiveSessionService {
         let state = sender.view().state;
         let group = state.peer_group.clone().unwrap_or_else(|| outgoing.from.to_string());
         if let Some((peer, target)) = outgoing.to.split_once(':') {
-            return self
-                .remote
-                .send(peer, target, &group, &outgoing, state.name.as_deref())
-                .await
-                .map_err(SessionError::invalid);
+            return self.remote.send(peer, target, &group, &outgoing, state.name.as_deref(), &state.owner).await;
         }
         let key = peer_key(&state.owner, &group);
         // A delegated session reaches its parent as `parent`, named or not.

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 
 use super::LiveSessionService;
 use crate::agent::{Agent, AgentFactory};
-use crate::caller::Caller;
+use crate::caller::{Caller, Scope};
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId};
 use crate::model::SessionRecord;
@@ -167,6 +167,21 @@ impl LiveSessionService {
     ) -> Result<SendResult, SessionError> {
         check_body(&request.body)?;
         check_origin(request.sender.as_ref(), request.in_reply_to.as_ref().map(MessageId::as_str))?;
+        // Relaying another deputy's session's message is a peer server's (G1, G13).
+        if (request.sender.is_some() || request.hops > 0) && !caller.has(Scope::SessionsSend) {
+            tracing::info!(target: "deputy::audit", subject = %caller.subject(), what = "policy_refusal", refused = "relay", "refused: sender/hops without sessions:send");
+            return Err(SessionError::policy_denied(
+                "sender and hops relay another deputy's message: they need a token with the scope \
+                 \"sessions:send\"",
+            ));
+        }
+        // A send-only token reaches its own subject's sessions by name in a peer group, only.
+        let send_only = !caller.uses_sessions() && caller.has(Scope::SessionsSend);
+        if send_only && request.peer_group.is_none() {
+            return Err(SessionError::policy_denied(
+                "the scope \"sessions:send\" sends by name in a peer group only: give peer_group",
+            ));
+        }
         let id = match &request.peer_group {
             Some(group) => {
                 check_group(group)?;
@@ -177,7 +192,9 @@ impl LiveSessionService {
             }
             None => target.clone(),
         };
-        self.check_access(caller, &id).await?;
+        if !send_only {
+            self.check_access(caller, &id).await?;
+        }
         let from = match request.sender {
             Some(sender) => MessageSender::Remote {
                 peer: caller.subject().to_owned(),

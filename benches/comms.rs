@@ -126,7 +126,7 @@ async fn run(messages: usize) {
         services.for_caller(&Caller::anonymous()).create_session(host("bob")).await.unwrap().session_id;
     let peers = BTreeMap::from([(
         "b".to_owned(),
-        PeerServerConfig { url: format!("http://{address}/mcp"), token_env: None },
+        PeerServerConfig { url: format!("http://{address}/mcp"), token_env: None, owners: None },
     )]);
     let remote = RemotePeers::new(&peers, Arc::new(McpFactory::default()), |_| None).unwrap();
     let reader = services.for_caller(&Caller::anonymous());
@@ -140,7 +140,7 @@ async fn run(messages: usize) {
             hops: 1,
         };
         let started = Instant::now();
-        remote.send("b", "bob", "team", &outgoing, Some("alice")).await.unwrap();
+        remote.send("b", "bob", "team", &outgoing, Some("alice"), "local").await.unwrap();
         let arrived = arrivals.recv().await.unwrap();
         reader.read(&remote_bob, Some(Duration::from_secs(10))).await.unwrap();
         if n >= 20 {

@@ -20,6 +20,10 @@ pub enum Scope {
     /// Use every session, whoever owns it.
     #[strum(serialize = "sessions:all")]
     SessionsAll,
+    /// Only `session_send`, by name in a peer group, to its own subject's sessions; and relay
+    /// another deputy's session's message (`sender`, `hops`): a peer server's token (G1).
+    #[strum(serialize = "sessions:send")]
+    SessionsSend,
     /// Enable the shell where the surface's default denies it.
     #[strum(serialize = "shell")]
     Shell,
@@ -119,7 +123,7 @@ mod tests {
     #[test]
     fn scopes_have_their_documented_names() {
         let names: Vec<String> = Caller::every_scope().map(|scope| scope.to_string()).collect();
-        assert_eq!(names, ["sessions", "sessions:all", "shell", "mcp:inline", "admin"]);
+        assert_eq!(names, ["sessions", "sessions:all", "sessions:send", "shell", "mcp:inline", "admin"]);
         for scope in Caller::every_scope() {
             assert_eq!(scope.to_string().parse::<Scope>().unwrap(), scope);
         }

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::caller::LOCAL_SUBJECT;
+use crate::error::SessionError;
 use crate::secrets::Secret;
 use crate::tools::comms::{Outgoing, Sent};
 use crate::tools::mcp::{McpFactory, McpServerSpec, McpTransport};
@@ -26,13 +28,25 @@ pub struct PeerServerConfig {
     /// Environment variable with the token (sent as `Authorization: Bearer …`).
     #[serde(default)]
     pub token_env: Option<String>,
+    /// The subjects whose sessions may send through this peer (security review G1: the token
+    /// is the operator's, not every tenant's). Default: `["local"]`, the user's own sessions
+    /// (stdio, the background server, `--token`).
+    #[serde(default)]
+    pub owners: Option<Vec<String>>,
 }
 
 /// The configured peer servers.
 #[derive(Debug, Clone, Default)]
 pub struct RemotePeers {
-    servers: BTreeMap<String, McpServerSpec>,
+    servers: BTreeMap<String, PeerServer>,
     pool: Arc<McpFactory>,
+}
+
+/// One peer server: how to reach it, and whose sessions may.
+#[derive(Debug, Clone)]
+struct PeerServer {
+    spec: McpServerSpec,
+    owners: Vec<String>,
 }
 
 /// Longest a call to a peer's `session_send` may take.
@@ -65,13 +79,16 @@ impl RemotePeers {
                 call_timeout_secs: Some(SEND_TIMEOUT_SECS),
                 unconfined: false,
             };
-            servers.insert(name.clone(), spec);
+            let owners = config.owners.clone().unwrap_or_else(|| vec![LOCAL_SUBJECT.to_owned()]);
+            servers.insert(name.clone(), PeerServer { spec, owners });
         }
         Ok(Self { servers, pool })
     }
 
     /// Sends `outgoing` to session `target` (a name in the peer group `group` there, or a
-    /// session id) of peer server `peer`. `sender_name` is the sending session's name.
+    /// session id) of peer server `peer`. `sender_name` is the sending session's name, `owner`
+    /// its owner: `POLICY_DENIED` unless the peer's `owners` name it (G1); `INVALID_REQUEST`
+    /// for an unknown peer or a failed send.
     pub async fn send(
         &self,
         peer: &str,
@@ -79,11 +96,19 @@ impl RemotePeers {
         group: &str,
         outgoing: &Outgoing,
         sender_name: Option<&str>,
-    ) -> Result<Sent, String> {
-        let Some(spec) = self.servers.get(peer) else {
-            let known: Vec<&String> = self.servers.keys().collect();
-            return Err(format!("no peer server {peer:?} is configured (known: {known:?})"));
+        owner: &str,
+    ) -> Result<Sent, SessionError> {
+        let Some(server) = self.servers.get(peer) else {
+            return Err(SessionError::invalid(format!("no peer server {peer:?} is configured")));
         };
+        if !server.owners.iter().any(|allowed| allowed == owner) {
+            tracing::info!(target: "deputy::audit", subject = %owner, what = "policy_refusal", refused = "peer", peer, "refused: the peer server is not the owner's");
+            return Err(SessionError::policy_denied(format!(
+                "peer server {peer:?} may not be used by the sessions of {owner:?} (the operator names the \
+                 subjects who may in [peers.{peer}] owners)"
+            )));
+        }
+        let spec = &server.spec;
         let mut arguments = serde_json::json!({
             "session_id": target,
             "peer_group": group,
@@ -95,21 +120,28 @@ impl RemotePeers {
             arguments["in_reply_to"] = serde_json::Value::String(original.clone());
         }
         let serde_json::Value::Object(arguments) = arguments else { unreachable!("a JSON object literal") };
-        let connection =
-            self.pool.acquire(spec).await.map_err(|error| format!("peer {peer} cannot be reached: {error}"))?;
+        let connection = self
+            .pool
+            .acquire(spec)
+            .await
+            .map_err(|error| invalid(format!("peer {peer} cannot be reached: {error}")))?;
         let result = connection
             .call("session_send", Some(arguments))
             .await
-            .map_err(|error| format!("peer {peer}: session_send failed: {error}"))?;
+            .map_err(|error| invalid(format!("peer {peer}: session_send failed: {error}")))?;
         let text: String =
             result.content.iter().filter_map(|content| content.as_text()).map(|text| text.text.as_str()).collect();
         if result.is_error == Some(true) {
-            return Err(format!("peer {peer} refused the message: {text}"));
+            return Err(invalid(format!("peer {peer} refused the message: {text}")));
         }
         let answer = match result.structured_content.clone() {
             Some(value) => serde_json::from_value::<Sent>(value),
             None => serde_json::from_str::<Sent>(&text),
         };
-        answer.map_err(|error| format!("peer {peer} answered what is not a session_send result ({error})"))
+        answer.map_err(|error| invalid(format!("peer {peer} answered what is not a session_send result ({error})")))
     }
+}
+
+fn invalid(message: String) -> SessionError {
+    SessionError::invalid(message)
 }

@@ -12,11 +12,12 @@
 //!    is the user's own client), HTTP `deny`;
 //! 3. where that default denies, the caller's scope (`shell`, `mcp:inline`) grants it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::caller::{Caller, Scope};
+use crate::caller::{ANONYMOUS_SUBJECT, Caller, LOCAL_SUBJECT, Scope};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 
@@ -81,6 +82,10 @@ pub struct PolicySwitches {
     /// Whether inline `url` servers may reach loopback, private and link-local addresses
     /// (security review F6). Not a caller's grant: no scope gives it; unset means deny.
     pub inline_mcp_private_urls: Option<Switch>,
+    /// Whether the token-less loopback caller (`anonymous`: any local user) gets the file tools
+    /// that write (`write_file`, `edit_file`); unset means deny (security review G6). Only
+    /// `anonymous` is concerned: a caller with a token, or the local user, writes.
+    pub anonymous_writes: Option<Switch>,
 }
 
 /// What one caller may enable, computed once per caller ([`PolicySwitches::grants`]).
@@ -91,6 +96,8 @@ pub struct Grants {
     pub shell: Permission,
     pub inline_commands: Permission,
     pub inline_urls: Permission,
+    /// The file tools that write (G6).
+    pub writes: Permission,
 }
 
 /// One permission, and why: a refusal names what would change it.
@@ -115,6 +122,8 @@ pub enum Guarded {
     Shell,
     InlineCommand,
     InlineUrl,
+    /// The file tools that write, for the anonymous HTTP caller (G6).
+    Writes,
 }
 
 impl Guarded {
@@ -124,13 +133,16 @@ impl Guarded {
             Self::Shell => "shell",
             Self::InlineCommand => "inline_mcp_commands",
             Self::InlineUrl => "inline_mcp_urls",
+            Self::Writes => "anonymous_writes",
         }
     }
 
-    fn scope(self) -> Scope {
+    /// The scope that grants it where the surface's default denies; `None`: only a token.
+    fn scope(self) -> Option<Scope> {
         match self {
-            Self::Shell => Scope::Shell,
-            Self::InlineCommand | Self::InlineUrl => Scope::McpInline,
+            Self::Shell => Some(Scope::Shell),
+            Self::InlineCommand | Self::InlineUrl => Some(Scope::McpInline),
+            Self::Writes => None,
         }
     }
 
@@ -139,6 +151,7 @@ impl Guarded {
             Self::Shell => "the shell",
             Self::InlineCommand => "inline MCP servers with a `command`",
             Self::InlineUrl => "inline MCP servers with a `url`",
+            Self::Writes => "file writes by callers without a token",
         }
     }
 
@@ -147,6 +160,7 @@ impl Guarded {
             Self::Shell => "the shell is",
             Self::InlineCommand => "inline MCP servers with a `command` are",
             Self::InlineUrl => "inline MCP servers with a `url` are",
+            Self::Writes => "file writes (write_file, edit_file) are",
         }
     }
 }
@@ -162,6 +176,7 @@ impl PolicySwitches {
             inline_mcp_commands: self.inline_mcp_commands.or(legacy(allow_inline)),
             inline_mcp_urls: self.inline_mcp_urls.or(legacy(allow_inline)),
             inline_mcp_private_urls: self.inline_mcp_private_urls,
+            anonymous_writes: self.anonymous_writes,
         }
     }
 
@@ -170,14 +185,25 @@ impl PolicySwitches {
         let permission = |switch: Option<Switch>, guarded: Guarded| match switch {
             Some(Switch::Deny) => Permission::DeniedByConfig,
             Some(Switch::Allow) => Permission::Allowed,
-            None if surface.default_switch() == Switch::Allow || caller.has(guarded.scope()) => Permission::Allowed,
+            None if surface.default_switch() == Switch::Allow
+                || guarded.scope().is_some_and(|scope| caller.has(scope)) =>
+            {
+                Permission::Allowed
+            }
             None => Permission::DeniedByDefault,
+        };
+        // Only the token-less HTTP caller is held to `anonymous_writes` (G6).
+        let writes = if surface == Surface::Http && caller.subject() == ANONYMOUS_SUBJECT {
+            permission(self.anonymous_writes, Guarded::Writes)
+        } else {
+            Permission::Allowed
         };
         Grants {
             subject: caller.subject_arc(),
             shell: permission(self.shell, Guarded::Shell),
             inline_commands: permission(self.inline_mcp_commands, Guarded::InlineCommand),
             inline_urls: permission(self.inline_mcp_urls, Guarded::InlineUrl),
+            writes,
         }
     }
 }
@@ -193,10 +219,11 @@ impl Grants {
             Guarded::Shell => self.shell,
             Guarded::InlineCommand => self.inline_commands,
             Guarded::InlineUrl => self.inline_urls,
+            Guarded::Writes => self.writes,
         }
     }
 
-    /// `Ok` when `guarded` is allowed; else `INVALID_REQUEST` naming what would allow it, and a
+    /// `Ok` when `guarded` is allowed; else `POLICY_DENIED` naming what would allow it, and a
     /// `deputy::audit` line. `resumed`: the session already had it (F18), so the message says
     /// to start a new one.
     pub fn check(&self, guarded: Guarded, detail: &str, resumed: bool) -> Result<(), SessionError> {
@@ -205,13 +232,21 @@ impl Grants {
             Permission::DeniedByConfig => {
                 format!("this deputy does not allow {} ([policy] {} = \"deny\")", guarded.what(), guarded.key())
             }
-            Permission::DeniedByDefault => format!(
-                "{} off for HTTP callers: the operator allows it with [policy] {} = \"allow\", or gives the \
-                 caller's token the scope {:?}",
-                guarded.what_is(),
-                guarded.key(),
-                guarded.scope().to_string()
-            ),
+            Permission::DeniedByDefault => match guarded.scope() {
+                Some(scope) => format!(
+                    "{} off for HTTP callers: the operator allows it with [policy] {} = \"allow\", or gives \
+                     the caller's token the scope {:?}",
+                    guarded.what_is(),
+                    guarded.key(),
+                    scope.to_string()
+                ),
+                None => format!(
+                    "{} off for HTTP callers without a token: the operator allows them with [policy] {} = \
+                     \"allow\", or gives the caller a token",
+                    guarded.what_is(),
+                    guarded.key()
+                ),
+            },
         };
         tracing::info!(target: "deputy::audit", subject = %self.subject, what = "policy_refusal", refused = guarded.key(), detail, "refused: {why}");
         let message = if resumed {
@@ -219,13 +254,73 @@ impl Grants {
         } else {
             format!("{detail}: {why}")
         };
-        Err(SessionError::invalid(message))
+        Err(SessionError::policy_denied(message))
+    }
+}
+
+/// The owners of stored sessions as callers *now* (security review G5): a stored session
+/// resumes with its owner's grants, computed from the scopes its owner's tokens have in this
+/// process's token table, whoever or whatever resumes it (a turn, mail, a child's notice, a
+/// host session's inbox). `local` is the user's own client (stdio, the background server,
+/// `--token`); `anonymous` the token-less loopback caller; any other subject is what the
+/// config file's `[[auth.tokens]]` say, or nobody when no token names it any more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owners {
+    scopes: BTreeMap<Arc<str>, BTreeSet<Scope>>,
+}
+
+impl Owners {
+    /// From the token table: `(subject, scopes)` per token; a subject's scopes are the union
+    /// of its tokens'.
+    pub fn new<'a>(tokens: impl IntoIterator<Item = (&'a str, &'a [Scope])>) -> Self {
+        let mut scopes: BTreeMap<Arc<str>, BTreeSet<Scope>> = BTreeMap::new();
+        for (subject, granted) in tokens {
+            scopes.entry(subject.into()).or_default().extend(granted.iter().copied());
+        }
+        Self { scopes }
+    }
+
+    /// `owner` as a caller now, and the surface whose defaults apply to it; `None`: no token
+    /// names it any more.
+    pub fn caller(&self, owner: &str) -> Option<(Caller, Surface)> {
+        match owner {
+            LOCAL_SUBJECT => Some((Caller::local(), Surface::Local)),
+            ANONYMOUS_SUBJECT => Some((Caller::anonymous(), Surface::Http)),
+            _ => self.scopes.get(owner).map(|scopes| (Caller::new(owner, scopes.iter().copied()), Surface::Http)),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_anonymous_http_caller_is_held_to_anonymous_writes() {
+        let open = PolicySwitches::default();
+        assert_eq!(open.grants(&Caller::anonymous(), Surface::Http).writes, Permission::DeniedByDefault);
+        assert!(open.grants(&Caller::anonymous(), Surface::Local).writes.allowed());
+        assert!(open.grants(&Caller::new("alice", [Scope::Sessions]), Surface::Http).writes.allowed());
+        let allowed = PolicySwitches { anonymous_writes: Some(Switch::Allow), ..PolicySwitches::default() };
+        assert!(allowed.grants(&Caller::anonymous(), Surface::Http).writes.allowed());
+        let refused = open.grants(&Caller::anonymous(), Surface::Http).check(Guarded::Writes, "w", false);
+        assert!(refused.unwrap_err().to_string().contains("anonymous_writes = \"allow\""));
+    }
+
+    #[test]
+    fn owners_are_the_token_tables_subjects_as_of_now() {
+        let owners = Owners::new([
+            ("shelly", &[Scope::Sessions][..]),
+            ("shelly", &[Scope::Shell][..]),
+            ("bob", &[Scope::Shell][..]),
+        ]);
+        let (shelly, surface) = owners.caller("shelly").unwrap();
+        assert_eq!((shelly, surface), (Caller::new("shelly", [Scope::Sessions, Scope::Shell]), Surface::Http));
+        assert_eq!(owners.caller("local"), Some((Caller::local(), Surface::Local)));
+        assert_eq!(owners.caller("anonymous"), Some((Caller::anonymous(), Surface::Http)));
+        assert_eq!(owners.caller("gone"), None, "no token names it any more");
+        assert!(!owners.caller("bob").unwrap().0.uses_sessions());
+    }
 
     #[test]
     fn config_then_surface_then_scope() {

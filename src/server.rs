@@ -73,6 +73,7 @@ pub fn long_running_service(state: AppState) -> (Arc<LiveSessionService>, Arc<Mc
         .with_inbox_limits(state.inbox)
         .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
+        .with_owners(owners(&state.tokens))
         .into_shared();
     service.start_idle_reaper();
     if let Some(dir) = state.projection {
@@ -99,6 +100,7 @@ pub fn live_service(settings: &Settings) -> anyhow::Result<Arc<LiveSessionServic
         .with_inbox_limits(state.inbox)
         .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
+        .with_owners(owners(&state.tokens))
         .into_shared())
 }
 
@@ -114,7 +116,13 @@ pub fn stored_service(settings: &Settings, operation: &str) -> anyhow::Result<Ar
         .with_inbox_limits(state.inbox)
         .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
+        .with_owners(owners(&state.tokens))
         .into_shared())
+}
+
+/// The owners of stored sessions as the token table has them now (security review G5).
+fn owners(tokens: &[crate::config::AccessToken]) -> crate::policy::Owners {
+    crate::policy::Owners::new(tokens.iter().map(|token| (token.subject.as_str(), token.scopes.as_slice())))
 }
 
 /// Fires `token` on the first SIGINT (Ctrl-C) or SIGTERM. `serve` stops on it; a command-line

@@ -382,9 +382,14 @@ impl AgentFactory {
             let reach_of = |server: &McpServerSpec| {
                 if self.is_configured(server) { mcp::Reach::Any } else { inline_reach }
             };
-            let mcp_tools = mcp::session_tools(&self.mcp, &tool_config.mcp_servers, reach_of)
-                .await
-                .map_err(|err| SessionError::agent(None, ErrorKind::Tools, err.to_string()))?;
+            let mcp_tools =
+                mcp::session_tools(&self.mcp, &tool_config.mcp_servers, reach_of).await.map_err(|err| {
+                    if err.is_policy_refusal() {
+                        SessionError::policy_denied(err.to_string())
+                    } else {
+                        SessionError::agent(None, ErrorKind::Tools, err.to_string())
+                    }
+                })?;
             tools.extend(mcp_tools);
         }
         // The linked tools know their session and reach the service through the link, which

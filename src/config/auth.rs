@@ -48,19 +48,14 @@ pub const MIN_TOKEN_CHARS: usize = 16;
 
 impl AuthConfig {
     /// The tokens, their secrets read from `env`. Fails on an entry with neither or both of
-    /// `token_env` and `token_sha256`, an unset or short token, a malformed digest, or a subject
-    /// given twice.
+    /// `token_env` and `token_sha256`, an unset or short token, or a malformed digest. A subject
+    /// may have several tokens (G1: one per peer server, each revocable, with its own scopes).
     pub fn resolve(&self, env: &Environment) -> anyhow::Result<Vec<AccessToken>> {
-        let mut subjects = std::collections::BTreeSet::new();
         self.tokens
             .iter()
             .map(|entry| {
                 let subject = entry.subject.trim();
                 anyhow::ensure!(!subject.is_empty(), "[[auth.tokens]]: a subject must not be empty");
-                anyhow::ensure!(
-                    subjects.insert(subject),
-                    "[[auth.tokens]]: the subject {subject:?} is given twice"
-                );
                 let secret = match (&entry.token_env, &entry.token_sha256) {
                     (Some(var), None) => {
                         let token = env.get(var).map(str::trim).unwrap_or_default();

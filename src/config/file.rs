@@ -239,6 +239,7 @@ pub struct ProjectionConfig {
 /// inline_mcp_commands = "deny"      # inline MCP servers with a `command` (programs on this host)
 /// inline_mcp_urls = "deny"          # inline MCP servers with a `url` (requests from this host)
 /// inline_mcp_private_urls = "deny"  # may those reach loopback/private/link-local addresses?
+/// anonymous_writes = "deny"         # may token-less loopback HTTP callers write files?
 /// ```
 ///
 /// An unset switch takes the surface's default: stdio and the background server's clients
@@ -254,6 +255,7 @@ pub struct PolicyConfig {
     pub inline_mcp_commands: Option<Switch>,
     pub inline_mcp_urls: Option<Switch>,
     pub inline_mcp_private_urls: Option<Switch>,
+    pub anonymous_writes: Option<Switch>,
 }
 
 impl PolicyConfig {
@@ -263,6 +265,7 @@ impl PolicyConfig {
             inline_mcp_commands: self.inline_mcp_commands,
             inline_mcp_urls: self.inline_mcp_urls,
             inline_mcp_private_urls: self.inline_mcp_private_urls,
+            anonymous_writes: self.anonymous_writes,
         }
     }
 }

@@ -17,8 +17,8 @@ use serde_json::{Map, Value};
 use super::portable::portable;
 use super::wire;
 use crate::error::ErrorCode::{
-    self, AgentError, InvalidRequest, SessionBusy, SessionCompactionDisabled, SessionInboxFull, SessionNotFound,
-    SessionNotRunning, SessionPersistenceDisabled, SessionStoreError,
+    self, AgentError, InvalidRequest, PolicyDenied, SessionBusy, SessionCompactionDisabled, SessionInboxFull,
+    SessionNotFound, SessionNotRunning, SessionPersistenceDisabled, SessionStoreError,
 };
 use crate::error::{ErrorKind, SessionError};
 use crate::model::inbox::SendResult;
@@ -145,7 +145,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             ),
             result: Some("RunResult"),
             answer: "The session exists: the first turn's result (or `running`); `Location` names it.",
-            errors: &[InvalidRequest, AgentError, SessionStoreError, SessionCompactionDisabled],
+            errors: &[InvalidRequest, AgentError, SessionStoreError, SessionCompactionDisabled, PolicyDenied],
         },
     },
     // Operation::Turn
@@ -172,7 +172,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             ),
             result: Some("RunResult"),
             answer: "The turn's result (or `running`).",
-            errors: &[InvalidRequest, SessionNotFound, SessionBusy, AgentError, SessionStoreError],
+            errors: &[InvalidRequest, SessionNotFound, SessionBusy, AgentError, SessionStoreError, PolicyDenied],
         },
     },
     // Operation::Interrupt
@@ -195,7 +195,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             ),
             result: Some("InterruptResult"),
             answer: "The turn was interrupted.",
-            errors: &[SessionNotFound, SessionNotRunning],
+            errors: &[SessionNotFound, SessionNotRunning, PolicyDenied],
         },
     },
     // Operation::Read
@@ -220,7 +220,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             ),
             result: Some("SessionView"),
             answer: "The session.",
-            errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
+            errors: &[InvalidRequest, SessionNotFound, SessionStoreError, PolicyDenied],
         },
     },
     // Operation::List
@@ -240,7 +240,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             description: None,
             result: Some("SessionList"),
             answer: "A page of sessions.",
-            errors: &[InvalidRequest, SessionPersistenceDisabled, SessionStoreError],
+            errors: &[InvalidRequest, SessionPersistenceDisabled, SessionStoreError, PolicyDenied],
         },
     },
     // Operation::Archive
@@ -260,7 +260,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             description: None,
             result: Some("ArchiveResult"),
             answer: "The session is archived.",
-            errors: &[SessionNotFound, SessionStoreError],
+            errors: &[SessionNotFound, SessionStoreError, PolicyDenied],
         },
     },
     // Operation::Compact
@@ -286,7 +286,14 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             result: Some("CompactResult"),
             answer: "What compaction did.",
             // INVALID_REQUEST: the session holds pending tool calls, which must be answered first.
-            errors: &[InvalidRequest, SessionNotFound, SessionBusy, SessionStoreError, SessionCompactionDisabled],
+            errors: &[
+                InvalidRequest,
+                SessionNotFound,
+                SessionBusy,
+                SessionStoreError,
+                SessionCompactionDisabled,
+                PolicyDenied,
+            ],
         },
     },
     // Operation::ToolOutput
@@ -307,7 +314,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             description: None,
             result: Some("ToolOutputResult"),
             answer: "The tool result's whole output.",
-            errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
+            errors: &[InvalidRequest, SessionNotFound, SessionStoreError, PolicyDenied],
         },
     },
     // Operation::Send
@@ -335,7 +342,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             ),
             result: Some("SendResult"),
             answer: "The message was taken in.",
-            errors: &[InvalidRequest, SessionNotFound, SessionInboxFull, SessionStoreError],
+            errors: &[InvalidRequest, SessionNotFound, SessionInboxFull, SessionStoreError, PolicyDenied],
         },
     },
     // Operation::Events
@@ -362,7 +369,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             ),
             result: Some("EventPage"),
             answer: "The page, and the `after_seq` of the next one.",
-            errors: &[InvalidRequest, SessionNotFound, SessionStoreError],
+            errors: &[InvalidRequest, SessionNotFound, SessionStoreError, PolicyDenied],
         },
     },
 ];

@@ -231,11 +231,13 @@ pub struct SessionSendParams {
     #[serde(default)]
     pub peer_group: Option<String>,
     /// Hops the message already made (set by another deputy passing on an agent's message;
-    /// past the receiver's max_hops it is parked instead of delivered). Default 0.
+    /// past the receiver's max_hops it is parked instead of delivered). Default 0. Above 0 it
+    /// needs a token with the scope sessions:send.
     #[serde(default)]
     pub hops: Option<u32>,
     /// The sending session, when another deputy sends on its behalf: recorded as a remote
-    /// peer's message, with your token's subject as the peer.
+    /// peer's message, with your token's subject as the peer. Needs a token with the scope
+    /// sessions:send; name follows the rules of session names, session_id is an id.
     #[serde(default)]
     pub sender: Option<RemoteSenderParams>,
 }

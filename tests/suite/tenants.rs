@@ -173,7 +173,7 @@ async fn f8_only_a_scoped_token_enables_the_shell_and_inline_servers() {
     let marking = json!({"name": "x", "command": "/bin/sh", "args": ["-c", format!("id > {}", marker.display())]});
     for body in [json!({"prompt": "hi", "shell": true}), json!({"prompt": "hi", "mcp_servers": [marking]})] {
         let (status, answer) = deputy.rest(Some(ALICE), Method::POST, "/v1/sessions", Some(body)).await;
-        assert_eq!((status, answer["code"].as_str()), (400, Some("INVALID_REQUEST")), "{answer}");
+        assert_eq!((status, answer["code"].as_str()), (403, Some("POLICY_DENIED")), "{answer}");
     }
     assert!(!marker.exists(), "the refused server's command ran");
 

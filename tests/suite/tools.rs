@@ -59,9 +59,12 @@ async fn an_enabled_shell_runs_in_the_workspace_and_bad_tool_config_is_refused()
     assert_eq!(tool_results(&deputy, 1)[0]["content"], "exit code 0\n--- stdout ---\nfrom the shell\n");
     assert_eq!(std::fs::read_to_string(deputy.workspace.path().join("made.txt")).unwrap(), "from the shell\n");
 
+    // A workspace that does not resolve below the roots is the operator's refusal, missing or
+    // not (so the field is no oracle for paths).
     let missing = deputy.workspace.path().join("missing");
+    let (code, text) = deputy.err("session_create", json!({"prompt": "x", "workspace": missing})).await;
+    assert_eq!(code, "POLICY_DENIED", "{text}");
     for bad in [
-        json!({"prompt": "x", "workspace": missing}),
         json!({"prompt": "x", "builtins": ["read_file", "delete_everything"]}),
         json!({"prompt": "x", "shell": {"timeout": 5}}),
     ] {

@@ -217,7 +217,7 @@ pub(super) fn require_sessions_scope(caller: &Caller) -> Result<(), SessionError
         return Ok(());
     }
     tracing::info!(target: "deputy::audit", subject = %caller.subject(), what = "policy_refusal", refused = "sessions", "refused: no sessions scope");
-    Err(SessionError::invalid(format!(
+    Err(SessionError::policy_denied(format!(
         "the caller {:?} may not use sessions: its token lacks the scope \"sessions\"",
         caller.subject()
     )))

@@ -12,14 +12,14 @@ use futures::future::BoxFuture;
 
 use super::LiveSessionService;
 use crate::agent::{Agent, AgentFactory};
-use crate::caller::Caller;
+use crate::caller::{Caller, Scope};
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId};
 use crate::model::SessionRecord;
 use crate::model::inbox::{InboxMessage, MAX_MESSAGE_BYTES, MessageSender, SendResult};
 use crate::model::record::peer_key;
 use crate::policy::Grants;
-use crate::session::types::SendRequest;
+use crate::session::types::{RemoteSender, SendRequest};
 use crate::tools::comms::{Outgoing, PeerDirectory, PeerInfo, Sent};
 use crate::tools::link::SessionHub;
 
@@ -38,6 +38,38 @@ pub(super) fn check_name(name: &str) -> Result<(), SessionError> {
         return Ok(());
     }
     Err(SessionError::invalid(format!("name {name:?}: 1 to {MAX_NAME_CHARS} letters, digits, '-', '_' or '.'")))
+}
+
+/// Characters of an id a caller passes on (`sender.session_id`, `in_reply_to`) at most.
+const MAX_ID_CHARS: usize = 128;
+
+/// An id that goes into the header the model reads (`[message … from …, in reply to …]`):
+/// short, with no whitespace or brackets, so no caller can forge a header line (G13).
+fn check_id(field: &str, id: &str) -> Result<(), SessionError> {
+    let fine = !id.is_empty()
+        && id.chars().count() <= MAX_ID_CHARS
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
+    if fine {
+        return Ok(());
+    }
+    Err(SessionError::invalid(format!("{field}: 1 to {MAX_ID_CHARS} ASCII letters, digits, '-', '_', '.' or ':'")))
+}
+
+/// What a caller says of a message's origin (`sender`, for another deputy passing on its
+/// session's message) and what it answers: checked before anything is delivered (G13).
+fn check_origin(sender: Option<&RemoteSender>, in_reply_to: Option<&str>) -> Result<(), SessionError> {
+    if let Some(sender) = sender {
+        if let Some(name) = &sender.name {
+            check_name(name).map_err(|err| SessionError::invalid(format!("sender.{err}")))?;
+        }
+        if let Some(session_id) = &sender.session_id {
+            check_id("sender.session_id", session_id)?;
+        }
+    }
+    if let Some(original) = in_reply_to {
+        check_id("in_reply_to", original)?;
+    }
+    Ok(())
 }
 
 pub(super) fn check_group(group: &str) -> Result<(), SessionError> {
@@ -134,6 +166,22 @@ impl LiveSessionService {
         request: SendRequest,
     ) -> Result<SendResult, SessionError> {
         check_body(&request.body)?;
+        check_origin(request.sender.as_ref(), request.in_reply_to.as_ref().map(MessageId::as_str))?;
+        // Relaying another deputy's session's message is a peer server's (G1, G13).
+        if (request.sender.is_some() || request.hops > 0) && !caller.has(Scope::SessionsSend) {
+            tracing::info!(target: "deputy::audit", subject = %caller.subject(), what = "policy_refusal", refused = "relay", "refused: sender/hops without sessions:send");
+            return Err(SessionError::policy_denied(
+                "sender and hops relay another deputy's message: they need a token with the scope \
+                 \"sessions:send\"",
+            ));
+        }
+        // A send-only token reaches its own subject's sessions by name in a peer group, only.
+        let send_only = !caller.uses_sessions() && caller.has(Scope::SessionsSend);
+        if send_only && request.peer_group.is_none() {
+            return Err(SessionError::policy_denied(
+                "the scope \"sessions:send\" sends by name in a peer group only: give peer_group",
+            ));
+        }
         let id = match &request.peer_group {
             Some(group) => {
                 check_group(group)?;
@@ -144,7 +192,9 @@ impl LiveSessionService {
             }
             None => target.clone(),
         };
-        self.check_access(caller, &id).await?;
+        if !send_only {
+            self.check_access(caller, &id).await?;
+        }
         let from = match request.sender {
             Some(sender) => MessageSender::Remote {
                 peer: caller.subject().to_owned(),
@@ -188,15 +238,12 @@ impl LiveSessionService {
     /// A session's own message to a peer (its `send_message` tool).
     async fn send_from_session(&self, outgoing: Outgoing) -> Result<Sent, SessionError> {
         check_body(&outgoing.body)?;
+        check_origin(None, outgoing.in_reply_to.as_deref())?;
         let sender = self.live(&outgoing.from).ok_or_else(|| SessionError::not_found(outgoing.from.clone()))?;
         let state = sender.view().state;
         let group = state.peer_group.clone().unwrap_or_else(|| outgoing.from.to_string());
         if let Some((peer, target)) = outgoing.to.split_once(':') {
-            return self
-                .remote
-                .send(peer, target, &group, &outgoing, state.name.as_deref())
-                .await
-                .map_err(SessionError::invalid);
+            return self.remote.send(peer, target, &group, &outgoing, state.name.as_deref(), &state.owner).await;
         }
         let key = peer_key(&state.owner, &group);
         // A delegated session reaches its parent as `parent`, named or not.
@@ -223,8 +270,8 @@ impl LiveSessionService {
             at: chrono::Utc::now(),
             report: None,
         };
-        // The recipient has the sender's owner; a stored one resumes with the server's own
-        // grants, which its spec was checked against when it was created.
+        // The recipient has the sender's owner; a stored one resumes with that owner's grants
+        // as of now (the token table; G5), never the server's own.
         let grants = self.factory.grants(&Caller::local(), crate::policy::Surface::Local);
         let sent = self.deliver(&self.factory, &grants, &id, message).await?;
         Ok(Sent { message_id: sent.message_id.to_string(), delivered: sent.delivered.as_str().to_owned() })

@@ -148,6 +148,9 @@ impl LiveSessionService {
                 history.len()
             )));
         }
+        // Whoever resumes it, the session runs with its owner's grants as of now (G5).
+        let owner_grants = self.owner_grants(factory, &record.owner, id)?;
+        let grants = owner_grants.as_ref().unwrap_or(grants);
         let audit = AuditTag { subject: record.owner.as_str().into(), session_id: id.clone() };
         let inbox = store.inbox(id).await?;
         let agent =
@@ -196,6 +199,28 @@ impl LiveSessionService {
             match attempt(&handle).await {
                 Err(SessionError::Busy(_)) if handle.is_unloaded() => continue,
                 other => return other,
+            }
+        }
+    }
+
+    /// The grants of `owner` as of now, from the token table (security review G5); `None`
+    /// when the service has no table (the resumer's grants apply). `POLICY_DENIED` when no
+    /// token gives `owner` the scope `sessions` any more.
+    fn owner_grants(
+        &self,
+        factory: &AgentFactory,
+        owner: &str,
+        id: &SessionId,
+    ) -> Result<Option<Grants>, SessionError> {
+        let Some(owners) = &self.owners else { return Ok(None) };
+        match owners.caller(owner) {
+            Some((caller, surface)) if caller.uses_sessions() => Ok(Some(factory.grants(&caller, surface))),
+            _ => {
+                tracing::info!(target: "deputy::audit", subject = %owner, session_id = %id, what = "policy_refusal", refused = "sessions", "refused: the owner may no longer use sessions");
+                Err(SessionError::policy_denied(format!(
+                    "session {id}: its owner {owner:?} has no token with the scope \"sessions\" on this deputy \
+                     any more; this session can no longer continue"
+                )))
             }
         }
     }

@@ -36,7 +36,7 @@ use crate::model::{
     ToolOutputResult,
 };
 use crate::peers::RemotePeers;
-use crate::policy::{Grants, Surface};
+use crate::policy::{Grants, Owners, Surface};
 use crate::store::{SharedStore, StoredInbox};
 use registry::Registry;
 
@@ -74,6 +74,9 @@ pub struct LiveSessionService {
     delegating: tokio::sync::Mutex<()>,
     /// Which children's results are being collected or were sent to their parents.
     followed: std::sync::Mutex<delegation::Followed>,
+    /// The owners of stored sessions as callers now: a resumed session gets its owner's
+    /// grants (G5). `None` (tests, embedders): the grants of whoever resumes it.
+    owners: Option<Arc<Owners>>,
 }
 
 /// Announcements a slow listener of [`SessionService::changes`] may fall behind by before it
@@ -97,7 +100,15 @@ impl LiveSessionService {
             delegation: DelegationLimits::default(),
             delegating: tokio::sync::Mutex::new(()),
             followed: std::sync::Mutex::default(),
+            owners: None,
         }
+    }
+
+    /// The same service resuming stored sessions with their owners' grants as of now
+    /// (security review G5), from the process's token table.
+    pub fn with_owners(mut self, owners: Owners) -> Self {
+        self.owners = Some(Arc::new(owners));
+        self
     }
 
     /// The same service with peers on other deputy servers.

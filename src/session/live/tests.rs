@@ -487,7 +487,7 @@ async fn sessions_with_different_workspaces_see_only_their_own_files() {
     assert!(second_saw[1].1 && second_saw[2].1, "the other session's file is out of reach: {second_saw:?}");
 
     let missing = in_workspace(&first.path().join("missing"));
-    assert_eq!(service.create_session(missing).await.unwrap_err().code(), ErrorCode::InvalidRequest);
+    assert_eq!(service.create_session(missing).await.unwrap_err().code(), ErrorCode::PolicyDenied);
     // With no workspace anywhere, a session gets no file tools rather than an error (only the
     // ones that need none: comms and delegation).
     provider.push(ScriptedResponse::text(&["plain"]));

@@ -81,10 +81,18 @@ impl ToolDefaults {
         };
         let asked_for_builtins =
             request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| !tool.is_linked()));
+        // A caller who may not write (G6) is refused the writing tools it names, and does not
+        // get them by default.
+        if request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| tool.writes())) {
+            grants.check(Guarded::Writes, "builtins: write_file, edit_file", false)?;
+        }
         let mut builtins =
             request.builtins.or_else(|| self.builtins.clone()).unwrap_or_else(|| BuiltinTool::ALL.to_vec());
         builtins.sort();
         builtins.dedup();
+        if !grants.writes.allowed() {
+            builtins.retain(|tool| !tool.writes());
+        }
         let limits = match request.shell {
             None if self.shell => Some(ShellLimits::default()),
             None | Some(ShellRequest::Enabled(false)) => None,
@@ -155,7 +163,7 @@ impl ToolDefaults {
             return Ok(());
         }
         let shown: Vec<String> = roots.iter().map(|root| root.display().to_string()).collect();
-        Err(SessionError::invalid(format!(
+        Err(SessionError::policy_denied(format!(
             "workspace {}: not an allowed workspace; sessions may work in these directories or below: {shown:?} \
              (the operator sets them with [policy] workspace_roots)",
             dir.display()
@@ -222,6 +230,9 @@ impl ToolDefaults {
             .any(|server| matches!(server.transport, McpTransport::Stdio { .. }) && !server.unconfined)
         {
             self.check_sandbox()?;
+        }
+        if tools.builtins.iter().any(|tool| tool.writes()) {
+            grants.check(Guarded::Writes, "this session writes files", true)?;
         }
         for inline in tools.mcp_servers.iter().filter(|server| !is_configured(server)) {
             let guarded = match inline.transport {

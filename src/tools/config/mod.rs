@@ -61,6 +61,11 @@ impl BuiltinTool {
     pub const DELEGATION: [BuiltinTool; 3] =
         [BuiltinTool::Delegate, BuiltinTool::Wait, BuiltinTool::CancelDelegate];
 
+    /// Whether this tool writes the workspace (what `[policy] anonymous_writes` guards).
+    pub fn writes(self) -> bool {
+        matches!(self, Self::WriteFile | Self::EditFile)
+    }
+
     /// Whether this tool works through the session's link to the service (comms, delegation)
     /// rather than in a workspace, so it needs none.
     pub fn is_linked(self) -> bool {

@@ -28,7 +28,7 @@ fn an_operator_can_forbid_the_shell_and_inline_mcp_servers() {
         ToolDefaults { allow_shell: Some(false), allow_inline_mcp_servers: Some(false), ..ToolDefaults::default() };
     let grants = locked.switches().grants(&Caller::local(), Surface::Local);
     let shell = locked.resolve(with_shell(), Some(&server), &grants).unwrap_err();
-    assert_eq!(shell.code(), ErrorCode::InvalidRequest);
+    assert_eq!(shell.code(), ErrorCode::PolicyDenied);
     assert!(shell.to_string().contains("[policy] shell = \"deny\""), "{shell}");
     let inline_refused = locked.resolve(with(&inline), Some(&server), &grants).unwrap_err();
     assert!(inline_refused.to_string().contains("inline_mcp_commands"), "{inline_refused}");
@@ -102,16 +102,19 @@ fn a_bad_workspace_or_limit_is_an_invalid_request() {
     let file = dir.path().join("file");
     std::fs::write(&file, "x").unwrap();
     let defaults = ToolDefaults::default();
+    // Not below an allowed root (here there is none): the operator's rule refuses it, alike
+    // whether it exists, so the field is no oracle.
     for workspace in [dir.path().join("missing"), file] {
         let request = ToolRequest { workspace: Some(workspace), ..ToolRequest::default() };
-        assert_eq!(
-            defaults.resolve(request, None, &Grants::local()).unwrap_err().code(),
-            ErrorCode::InvalidRequest
-        );
+        assert_eq!(defaults.resolve(request, None, &Grants::local()).unwrap_err().code(), ErrorCode::PolicyDenied);
     }
     let zero = ShellRequest::Limits(ShellLimits { timeout_ms: Some(0), max_output_bytes: None });
     let request = ToolRequest { shell: Some(zero), workspace: Some(dir.path().into()), ..ToolRequest::default() };
-    assert_eq!(defaults.resolve(request, None, &Grants::local()).unwrap_err().code(), ErrorCode::InvalidRequest);
+    let server = Workspace::new(dir.path()).unwrap();
+    assert_eq!(
+        defaults.resolve(request, Some(&server), &Grants::local()).unwrap_err().code(),
+        ErrorCode::InvalidRequest
+    );
     // Without any workspace, asking for tools is an error; not asking gives none.
     let shell = ToolRequest { shell: Some(ShellRequest::Enabled(true)), ..ToolRequest::default() };
     assert_eq!(defaults.resolve(shell, None, &Grants::local()).unwrap_err().code(), ErrorCode::InvalidRequest);

@@ -80,6 +80,14 @@ pub enum McpServerError {
     },
 }
 
+impl McpServerError {
+    /// Whether the operator's address rules refused the server (`POLICY_DENIED`), rather than
+    /// the server failing (`AGENT_ERROR`).
+    pub fn is_policy_refusal(&self) -> bool {
+        matches!(self, Self::Unreachable { source: super::reach::Unreachable::NotPublic { .. }, .. })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -159,3 +159,38 @@ async fn f10_max_mcp_sessions_caps_legacy_mcp_sessions_end_to_end() {
     let third = tokio::time::timeout(LIMIT, open()).await.expect("bounded").unwrap();
     assert_eq!(third.status(), 200, "a closed session frees its place");
 }
+
+/// Security review 2, G4: a session whose budget is spent took every prompt into its history,
+/// journal and store with no model call (4 MiB a request). Its turns now answer
+/// `budget_exhausted` at once, and the prompt is kept nowhere.
+#[tokio::test]
+async fn g4_a_spent_budget_keeps_no_prompt() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let big = |n: usize| format!("{n}{}", "x".repeat(256 * 1024));
+    let (status, created) = deputy
+        .rest(
+            None,
+            reqwest::Method::POST,
+            "/v1/sessions",
+            Some(json!({"prompt": big(0), "budget": {"max_tool_calls": 0}})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["stop_reason"], "budget_exhausted", "{created}");
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    for n in 1..6 {
+        let (status, answer) = deputy
+            .rest(None, reqwest::Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": big(n)})))
+            .await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["stop_reason"], "budget_exhausted", "{answer}");
+    }
+    assert_eq!(deputy.mock.requests().len(), 0, "no model call");
+    let (_, messages) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/messages"), None).await;
+    assert_eq!(messages["messages"], json!([]), "no prompt in the history");
+    let (_, page) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/events"), None).await;
+    let events = page["events"].as_array().unwrap();
+    assert!(events.iter().all(|event| event["event"]["type"] != "prompt_received"), "{page}");
+    let bytes = serde_json::to_vec(events).unwrap().len();
+    assert!(bytes < 64 * 1024, "the journal holds {bytes} bytes");
+}

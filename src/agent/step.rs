@@ -135,6 +135,7 @@ impl Agent {
         let ran = run.len() as u64;
         self.used.tool_calls += ran;
         totals.tool_calls += ran;
+        self.report_spend();
         let skipped_output = || ToolOutput::error("not run: the session's tool-call budget is exhausted");
         for (&index, output) in run.iter().zip(outputs).chain(skip.iter().map(|index| (index, skipped_output()))) {
             let call = &mut step[index];

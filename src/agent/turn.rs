@@ -266,8 +266,17 @@ impl Agent {
                 return Ok(TurnEnd::BudgetExhausted(exhausted));
             }
             self.before_model_call(Trigger::Threshold, cancel, events, totals).await?;
+            // A child's carve bounds its call before it is made, the first one too.
+            let output_cap = match self.call_allowance() {
+                Ok(cap) => cap,
+                Err(exhausted) => return Ok(TurnEnd::BudgetExhausted(exhausted)),
+            };
+            let mut request = self.model_request();
+            if let Some(cap) = output_cap {
+                request.max_tokens = request.max_tokens.min(cap);
+            }
             let mut response = Response::default();
-            let outcome = self.stream_response(self.model_request(), cancel, events, &mut response).await;
+            let outcome = self.stream_response(request, cancel, events, &mut response).await;
             self.record_usage(&response.total_usage(), totals, events);
             // A prompt too long for the model: compact once and send it again, never more.
             if let Err(Interruption::Failed(error)) = &outcome

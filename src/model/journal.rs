@@ -68,8 +68,8 @@ impl StoredEvent {
     }
 }
 
-/// A page of a session's journal: at most [`MAX_EVENTS_PAGE`] events and about
-/// [`MAX_EVENTS_PAGE_BYTES`] of them (at least one).
+/// A page of a session's journal: at most 500 events, and at most 1 MiB of them (at least
+/// one event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventPage {
     pub session_id: SessionId,

@@ -611,6 +611,8 @@ async fn the_command_line_lists_a_tree() {
 /// parent's budget). The check before a child's model call now sees its carve: a child whose
 /// task alone does not fit makes no call, a call that is made asks for no more output than its
 /// carve leaves, and a running child's spend counts on its parent's book at once.
+/// (Lists the tree with `session_list`, as the other tree tests: Full and Persistent profiles.)
+#[cfg(feature = "session-store")]
 #[tokio::test]
 async fn g9_background_children_are_bounded_by_their_carve_before_their_first_call() {
     let deputy = TestDeputy::start().await;

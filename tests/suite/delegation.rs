@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::common::deputy::TestDeputy;
 use crate::common::id_of;
-use crate::common::mock_llm::{Gate, MockResponse, RecordedRequest, anthropic, usage};
+use crate::common::mock_llm::{Gate, MockResponse, RecordedRequest, anthropic};
 
 /// How long a test waits for a tree to settle before failing instead of hanging.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -620,7 +620,10 @@ async fn g9_background_children_are_bounded_by_their_carve_before_their_first_ca
     let task = |n: usize| format!("CHILD {n}: {}", "summarise the repo. ".repeat(60));
     deputy.mock.respond_with(move |request: &RecordedRequest| {
         if is_child(request) {
-            return MockResponse::sse(anthropic::text_with_usage(&["a summary"], usage(5000, 5)));
+            return MockResponse::sse(anthropic::text_with_usage(
+                &["a summary"],
+                crate::common::mock_llm::usage(5000, 5),
+            ));
         }
         match tool_results(request).len() {
             0 => {

@@ -646,7 +646,9 @@ async fn g9_background_children_are_bounded_by_their_carve_before_their_first_ca
     let parent = id_of(&done);
     let children =
         deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"].as_array().unwrap().clone();
-    assert_eq!(children.len(), 8, "{children:?}");
+    // Usually 8; 7 when the first child's spend reached the parent's book before the last
+    // carve (a running child's spend counts at once), and the last delegate was refused.
+    assert!((7..=8).contains(&children.len()), "{children:?}");
     let mut carves = Vec::new();
     let mut children_used = 0;
     for child in &children {

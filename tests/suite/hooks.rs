@@ -266,28 +266,32 @@ async fn an_interrupt_kills_a_running_hook_and_ends_the_turn() {
     assert!(!deputy.workspace.path().join("late.txt").exists());
 }
 
-/// Security review 2, G2: a `pre_tool_use` hook that cannot start (here a command that does
-/// not exist) denies the tool, even with `on_error = "allow"`: a guard that fails to run is not
-/// a guard that said yes.
+/// Security review 2, G2: a `pre_tool_use` hook that cannot start (a command that does not
+/// exist, or a file that is not executable) denies the tool, even with `on_error = "allow"`:
+/// a guard that fails to run is not a guard that said yes.
 #[tokio::test]
 async fn g2_a_pre_tool_use_hook_that_cannot_start_denies_whatever_on_error_says() {
-    let config = "[[hooks]]\nevent = \"pre_tool_use\"\nmatcher = \"write_file\"\non_error = \"allow\"\ncommand = \
-                  [\"/nonexistent/deputy-guard\"]\n";
-    let deputy = TestDeputy::start_with_config(config).await;
-    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
-        None,
-        &[("toolu_1", "write_file", json!({"path": "pwn.txt", "content": "x"}))],
-    )));
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["Done."])));
-    let created = deputy.ok("session_create", json!({"prompt": "write", "builtins": ["write_file"]})).await;
-    assert_eq!(created["text"], "Done.");
-    let results = tool_results(&deputy, 1);
-    assert_eq!(results[0]["is_error"], true, "{results:?}");
-    assert!(
-        results[0]["content"].as_str().unwrap().starts_with("denied by hook: hook 0 failed: could not start"),
-        "{results:?}"
-    );
-    assert!(!deputy.workspace.path().join("pwn.txt").exists());
+    let hooks = tempfile::tempdir().unwrap();
+    let not_executable = file_in(hooks.path(), "guard.sh", "#!/bin/sh\necho '{\"decision\": \"allow\"}'\n");
+    for program in [Path::new("/nonexistent/deputy-guard"), not_executable.as_path()] {
+        let config = format!(
+            "[[hooks]]\nevent = \"pre_tool_use\"\nmatcher = \"write_file\"\non_error = \"allow\"\ncommand = [{:?}]\n",
+            program.to_str().unwrap()
+        );
+        let deputy = TestDeputy::start_with_config(&config).await;
+        deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
+            None,
+            &[("toolu_1", "write_file", json!({"path": "pwn.txt", "content": "x"}))],
+        )));
+        deputy.mock.push(MockResponse::sse(anthropic::text(&["Done."])));
+        let created = deputy.ok("session_create", json!({"prompt": "write", "builtins": ["write_file"]})).await;
+        assert_eq!(created["text"], "Done.");
+        let results = tool_results(&deputy, 1);
+        assert_eq!(results[0]["is_error"], true, "{program:?}: {results:?}");
+        let content = results[0]["content"].as_str().unwrap();
+        assert!(content.starts_with("denied by hook: hook 0 failed: could not start"), "{program:?}: {content}");
+        assert!(!deputy.workspace.path().join("pwn.txt").exists(), "{program:?}");
+    }
 }
 
 /// Security review 2, G2: one model response of many calls runs at most

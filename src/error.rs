@@ -292,12 +292,15 @@ pub enum TransportCode {
     NotFound,
     /// The path exists, but not with this method.
     MethodNotAllowed,
+    /// The caller holds as many `follow=true` event streams as one subject may (security
+    /// review 2, G8): close one, or page instead.
+    TooManyStreams,
 }
 
 impl TransportCode {
     /// Every code, for tests and documentation that must cover the whole table.
-    pub const ALL: [TransportCode; 4] =
-        [Self::Unauthorized, Self::Forbidden, Self::NotFound, Self::MethodNotAllowed];
+    pub const ALL: [TransportCode; 5] =
+        [Self::Unauthorized, Self::Forbidden, Self::NotFound, Self::MethodNotAllowed, Self::TooManyStreams];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -305,6 +308,7 @@ impl TransportCode {
             Self::Forbidden => "FORBIDDEN",
             Self::NotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Self::TooManyStreams => "TOO_MANY_STREAMS",
         }
     }
 
@@ -315,6 +319,7 @@ impl TransportCode {
             Self::Forbidden => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
+            Self::TooManyStreams => 429,
         }
     }
 }
@@ -366,6 +371,7 @@ mod tests {
                 TransportCode::Forbidden => ("FORBIDDEN", 403),
                 TransportCode::NotFound => ("NOT_FOUND", 404),
                 TransportCode::MethodNotAllowed => ("METHOD_NOT_ALLOWED", 405),
+                TransportCode::TooManyStreams => ("TOO_MANY_STREAMS", 429),
             };
             assert_eq!((code.as_str(), code.http_status()), row);
             assert!(ErrorCode::ALL.iter().all(|error| error.as_str() != code.as_str()), "{code} is taken");

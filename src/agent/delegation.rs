@@ -100,6 +100,18 @@ impl Ledger {
         Ok(carved)
     }
 
+    /// A running child reports what it has used so far: its hold grows to at least that, so
+    /// the parent's budget and view count a child's spend while it runs, not only once its
+    /// result arrives (security review 2, G9). Nothing for a child not held here.
+    pub fn child_spent(&self, child: &SessionId, used: &Consumption) {
+        let mut state = self.state();
+        if let Some(held) = state.book.reserved.get_mut(child) {
+            held.tokens = held.tokens.map(|tokens| tokens.max(used.tokens));
+            held.tool_calls = held.tool_calls.map(|calls| calls.max(used.tool_calls));
+            held.cost = held.cost.map(|cost| cost.max(used.cost));
+        }
+    }
+
     /// Gives a hold back whole: the child was never created.
     pub fn release(&self, child: &SessionId) {
         self.state().book.reserved.remove(child);
@@ -141,6 +153,20 @@ mod tests {
         assert!(ledger.settle(&child, ChildUsage { tokens: 250, tool_calls: 2, cost_usd: None }));
         assert_eq!(ledger.charged(), (250, 2), "the refund landed");
         assert!(!ledger.settle(&child, ChildUsage { tokens: 250, tool_calls: 2, cost_usd: None }), "settled once");
+    }
+
+    #[test]
+    fn a_running_childs_spend_past_its_hold_counts_at_once() {
+        let ledger = Ledger::new(Budget { max_tokens: Some(1000), ..Budget::default() });
+        let child = SessionId::from_string("c");
+        let carved = ledger.reserve(&child, Budget::default(), Budget::default()).unwrap();
+        assert_eq!(carved.max_tokens, Some(500));
+        ledger.child_spent(&child, &Consumption { tokens: 100, ..Consumption::default() });
+        assert_eq!(ledger.charged(), (500, 0), "within its hold");
+        ledger.child_spent(&child, &Consumption { tokens: 5000, tool_calls: 1, ..Consumption::default() });
+        assert_eq!(ledger.charged(), (5000, 0), "past its hold: what it used");
+        ledger.child_spent(&SessionId::from_string("other"), &Consumption { tokens: 9, ..Consumption::default() });
+        assert_eq!(ledger.charged(), (5000, 0));
     }
 
     #[test]

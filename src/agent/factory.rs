@@ -426,6 +426,7 @@ impl AgentFactory {
             tool_config,
             ledger: Arc::new(super::Ledger::new(budget)),
             delegated: false,
+            parent_ledger: None,
             budget,
             context_settings,
             history: Arc::default(),

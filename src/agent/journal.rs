@@ -150,14 +150,16 @@ impl Journal {
     }
 
     /// Without a store: up to `limit` published events with a seq after `after` (from the
-    /// oldest kept when `None`).
+    /// oldest kept when `None`), within [`crate::model::MAX_EVENTS_PAGE_BYTES`] (at least one).
     pub fn page(&self, after: Option<u64>, limit: usize) -> Vec<StoredEvent> {
         let state = self.lock();
+        let mut taken = 0;
         state
             .published
             .iter()
             .filter(|event| after.is_none_or(|after| event.seq > after))
             .take(limit)
+            .take_while(|event| crate::model::fits_page(&mut taken, crate::model::json_len(event)))
             .cloned()
             .collect()
     }

@@ -110,6 +110,10 @@ pub struct Agent {
     /// A delegated child: its budget closes when a turn ends (not held), so what it did not
     /// use stays with its parent.
     delegated: bool,
+    /// A delegated child's parent's ledger, told what the child has used after each model
+    /// call and step, so the parent's view counts a running child's spend (security review 2,
+    /// G9). `None` for a root, and for a child resumed after a restart.
+    parent_ledger: Option<Arc<Ledger>>,
 }
 
 /// Full tool outputs not saved yet, by tool_use id; written only at the end of a step and
@@ -197,6 +201,37 @@ impl Agent {
     /// Makes this the agent of a delegated child (see [`Agent::delegated`]).
     pub fn mark_delegated(&mut self) {
         self.delegated = true;
+    }
+
+    /// Reports this child's spend to its parent's `ledger` from now on (see `parent_ledger`).
+    pub fn report_spend_to(&mut self, ledger: Arc<Ledger>) {
+        self.parent_ledger = Some(ledger);
+    }
+
+    /// Tells the parent's ledger, if any, what this child has used so far.
+    fn report_spend(&self) {
+        if let Some(parent) = &self.parent_ledger {
+            parent.child_spent(&self.session_id, &self.charged_consumption());
+        }
+    }
+
+    /// What a delegated child may still spend on its next model call, checked before the call
+    /// is made (security review 2, G9): a carve smaller than the call's input (the history and
+    /// system prompt, estimated; a lower bound of what the provider counts) refuses the call
+    /// with `Exhausted::Tokens`, and otherwise the call's output is capped to what is left
+    /// after that input. `Ok(None)`: no cap (a root session, or no token limit).
+    fn call_allowance(&self) -> Result<Option<u32>, crate::model::Exhausted> {
+        if !self.delegated {
+            return Ok(None);
+        }
+        let Some(max) = self.budget.max_tokens else { return Ok(None) };
+        let left = max.saturating_sub(self.charged_consumption().tokens);
+        let input = self.estimated_history_tokens()
+            + self.system_prompt.as_deref().map_or(0, crate::model::context::estimate_text);
+        if input >= left {
+            return Err(crate::model::Exhausted::Tokens);
+        }
+        Ok(Some(u32::try_from(left - input).unwrap_or(u32::MAX)))
     }
 
     /// A delegated child's turn ended for good: its budget shrinks to what it used, so the

@@ -205,6 +205,7 @@ impl Agent {
             return;
         }
         self.charge(usage);
+        self.report_spend();
         totals.usage.add(usage);
         events.emit(AgentEvent::Usage { usage: *usage, cost_usd: self.cost_of(usage) });
     }

@@ -2,7 +2,7 @@
 //!
 //! A model response that asks for tools opens a step. Calls that need the caller (callbacks,
 //! approvals) hold the step open in `Agent::pending` and end the turn; the others run
-//! concurrently within the tool-call budget. Once nothing waits, every result enters the
+//! concurrently within the tool-call budget, at most [`MAX_CONCURRENT_TOOL_CALLS`] at a time. Once nothing waits, every result enters the
 //! history as one user message in call order, so each `tool_use` is answered right after it.
 //! [`super::pending`] validates the caller's answers; this file applies them.
 
@@ -16,6 +16,11 @@ use crate::hooks::{HookEvent, HookEventKind, HookToolResult};
 use crate::llm::{ContentBlock, Message, Role};
 use crate::model::{CallState, PendingCall, PendingKind, PendingStep, StepCall};
 use crate::tools::ToolOutput;
+
+/// How many calls of one step run at once (each with its hooks): one model response of 400
+/// calls must not fork 400 hook processes and tools together (security review 2, G2). The
+/// rest wait their turn, in order.
+pub const MAX_CONCURRENT_TOOL_CALLS: usize = 8;
 
 /// The tool calls of a model response, in order, each as a call to run whose output is still to
 /// come (`Done` and empty until `execute` fills it in); [`Agent::run_tools`] holds the ones the
@@ -99,7 +104,8 @@ impl Agent {
         self.finish_step(calls, skipped, cancel, events)
     }
 
-    /// Runs the calls at `indices` of a step concurrently, within the tool-call budget, and
+    /// Runs the calls at `indices` of a step concurrently (at most [`MAX_CONCURRENT_TOOL_CALLS`]
+    /// at a time), within the tool-call budget, and
     /// stores their outputs. Returns how many were skipped for lack of budget.
     async fn execute(
         &mut self,
@@ -113,14 +119,23 @@ impl Agent {
         let allowed = self.budget.remaining_tool_calls(&self.charged_consumption()).unwrap_or(u64::MAX);
         let allowed = usize::try_from(allowed).unwrap_or(usize::MAX).min(indices.len());
         let (run, skip) = indices.split_at(allowed);
+        // A fair semaphore: calls start in order, at most MAX_CONCURRENT_TOOL_CALLS at once.
+        let slots = tokio::sync::Semaphore::new(MAX_CONCURRENT_TOOL_CALLS);
+        let this = &*self;
         let runs = run.iter().map(|&index| {
             let call = &step[index];
-            self.call_hooked(call, cancel)
+            let slots = &slots;
+            async move {
+                // The semaphore is never closed, so acquiring only waits.
+                let _slot = slots.acquire().await.ok();
+                this.call_hooked(call, cancel).await
+            }
         });
         let outputs = futures::future::join_all(runs).await;
         let ran = run.len() as u64;
         self.used.tool_calls += ran;
         totals.tool_calls += ran;
+        self.report_spend();
         let skipped_output = || ToolOutput::error("not run: the session's tool-call budget is exhausted");
         for (&index, output) in run.iter().zip(outputs).chain(skip.iter().map(|index| (index, skipped_output()))) {
             let call = &mut step[index];

@@ -55,13 +55,18 @@ impl Agent {
             })
         });
 
-        let context = self.turn_start_context(&input, &steps_cancel).await;
         let mut totals = TurnTotals::default();
-        let end = match self.start_steps(input, context, &steps_cancel, events, &mut totals).await {
-            Ok(end) => end,
-            Err(Interruption::Cancelled) if cancel.is_cancelled() => TurnEnd::Cancelled,
-            Err(Interruption::Cancelled) => TurnEnd::BudgetExhausted(Exhausted::Duration),
-            Err(Interruption::Failed(error)) => TurnEnd::Failed(error),
+        let end = if let Some(exhausted) = self.refuses_prompts() {
+            // Nothing could answer the prompt: it never enters the history (security review 2, G4).
+            TurnEnd::BudgetExhausted(exhausted)
+        } else {
+            let context = self.turn_start_context(&input, &steps_cancel).await;
+            match self.start_steps(input, context, &steps_cancel, events, &mut totals).await {
+                Ok(end) => end,
+                Err(Interruption::Cancelled) if cancel.is_cancelled() => TurnEnd::Cancelled,
+                Err(Interruption::Cancelled) => TurnEnd::BudgetExhausted(Exhausted::Duration),
+                Err(Interruption::Failed(error)) => TurnEnd::Failed(error),
+            }
         };
         if let Some(deadline) = deadline {
             deadline.abort();
@@ -145,6 +150,17 @@ impl Agent {
             structured_output: None,
             structured_output_errors: Vec::new(),
         }
+    }
+
+    /// Whether a turn starting now ends at once, its budget spent, and which limit: no step is
+    /// held (a held step's answers still close it) and a limit is reached, so no model call
+    /// could be made. Such a turn leaves the history, the inbox and the journal's prompt alone,
+    /// so a spent session cannot be grown by prompts (security review 2, G4).
+    pub fn refuses_prompts(&self) -> Option<Exhausted> {
+        if self.pending.is_some() {
+            return None;
+        }
+        self.budget.exhausted(&self.charged_consumption())
     }
 
     /// Appends the prompt. If the history already ends with a user message (tool results, or a
@@ -250,8 +266,17 @@ impl Agent {
                 return Ok(TurnEnd::BudgetExhausted(exhausted));
             }
             self.before_model_call(Trigger::Threshold, cancel, events, totals).await?;
+            // A child's carve bounds its call before it is made, the first one too.
+            let output_cap = match self.call_allowance() {
+                Ok(cap) => cap,
+                Err(exhausted) => return Ok(TurnEnd::BudgetExhausted(exhausted)),
+            };
+            let mut request = self.model_request();
+            if let Some(cap) = output_cap {
+                request.max_tokens = request.max_tokens.min(cap);
+            }
             let mut response = Response::default();
-            let outcome = self.stream_response(self.model_request(), cancel, events, &mut response).await;
+            let outcome = self.stream_response(request, cancel, events, &mut response).await;
             self.record_usage(&response.total_usage(), totals, events);
             // A prompt too long for the model: compact once and send it again, never more.
             if let Err(Interruption::Failed(error)) = &outcome

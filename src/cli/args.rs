@@ -226,6 +226,12 @@ pub struct ServeArgs {
     /// Legacy (2025-11-25) MCP transport sessions held at once on /mcp.
     #[arg(long, default_value_t = http::mcp_sessions::DEFAULT_MAX_MCP_SESSIONS)]
     pub max_mcp_sessions: usize,
+    /// `events?follow=true` streams one subject (token) may hold at once; one more is refused 429.
+    #[arg(long, default_value_t = http::follow::DEFAULT_MAX_FOLLOWS_PER_SUBJECT)]
+    pub max_follows_per_subject: usize,
+    /// Seconds a `events?follow=true` stream lasts at most (the client resumes with `after_seq`).
+    #[arg(long, default_value_t = http::follow::DEFAULT_MAX_FOLLOW.as_secs())]
+    pub max_follow_secs: u64,
     /// Seconds running turns get to finish at shutdown before they are interrupted.
     #[arg(long, default_value_t = 30)]
     pub drain_timeout_secs: u64,

@@ -32,7 +32,7 @@ pub async fn run(argv: &[String], input: &[u8], timeout: Duration) -> Result<Vec
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|err| HookError::Failed(format!("could not start {program}: {err}")))?;
+        .map_err(|err| HookError::NotStarted(format!("{program}: {err}")))?;
     let mut group = GroupGuard::new(child.id());
     let finished = CancellationToken::new();
     let stdout = read_capped(child.stdout.take(), MAX_REPLY_BYTES, finished.clone());

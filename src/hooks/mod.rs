@@ -11,7 +11,9 @@
 //! A hook that fails — cannot start, exits non-zero, answers something that is not a reply,
 //! or outlives its `timeout_ms` (then it is killed, with its whole process group) — is decided
 //! by its `on_error`: `allow` (the default: the failure is logged and ignored) or `deny` (as if
-//! it had answered `deny`). Hooks of one event run one after another in the config file's
+//! it had answered `deny`). One exception: a `pre_tool_use` hook that cannot *start* (a missing
+//! or non-executable program, no descriptors or processes left) denies the call whatever its
+//! `on_error` says, so a guard never fails open under load (security review 2, G2). Hooks of one event run one after another in the config file's
 //! order; the first `deny` stops the rest, and a `modify` is what the next hook sees.
 //!
 //! Hooks are operator configuration only (sessions cannot bring their own), and command hooks
@@ -228,9 +230,10 @@ impl Hooks {
                 Ok(reply) => reply,
                 Err(err) => {
                     tracing::warn!(hook = hook.index, event = %event.event, session_id = %event.session_id, error = %err, on_error = ?hook.on_error, "hook failed");
+                    let not_started = matches!(err, HookError::NotStarted(_));
                     match hook.on_error {
-                        Switch::Allow => continue,
-                        Switch::Deny => {
+                        Switch::Allow if !(not_started && event.event == HookEventKind::PreToolUse) => continue,
+                        Switch::Allow | Switch::Deny => {
                             verdict.denied = Some(format!("hook {} failed: {err}", hook.index));
                             return verdict;
                         }
@@ -289,6 +292,11 @@ async fn invoke(hook: &Hook, client: &reqwest::Client, event: &HookEvent) -> Res
 pub enum HookError {
     #[error("timed out after {0} ms (killed)")]
     TimedOut(u128),
+    /// The hook's program could not be started (missing, not executable, out of descriptors or
+    /// processes). A `pre_tool_use` hook that could not start denies the call whatever its
+    /// `on_error` says (security review 2, G2): a guard that never ran did not say yes.
+    #[error("could not start {0}")]
+    NotStarted(String),
     #[error("{0}")]
     Failed(String),
 }

@@ -14,6 +14,39 @@ use crate::ids::SessionId;
 /// The most events one feed page returns.
 pub const MAX_EVENTS_PAGE: usize = 500;
 
+/// The most bytes of events (as JSON) one feed page returns: a page stops before the event
+/// that would pass it, but always holds at least one event. Events carry whole prompts and
+/// inbox deliveries, so 500 of them could be gigabytes (security review 2, G3).
+pub const MAX_EVENTS_PAGE_BYTES: usize = 1024 * 1024;
+
+/// The length of `value` serialized as JSON, without building the text.
+pub fn json_len<T: Serialize + ?Sized>(value: &T) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing into a counter cannot fail; a value that cannot serialize counts what it wrote.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+/// Keeps taking events while they fit [`MAX_EVENTS_PAGE_BYTES`] (the first always does):
+/// whether an event of `len` bytes joins a page that holds `taken` bytes so far (updated).
+pub fn fits_page(taken: &mut usize, len: usize) -> bool {
+    if *taken > 0 && taken.saturating_add(len) > MAX_EVENTS_PAGE_BYTES {
+        return false;
+    }
+    *taken = taken.saturating_add(len).max(1);
+    true
+}
+
 /// One recorded event of a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StoredEvent {
@@ -35,7 +68,8 @@ impl StoredEvent {
     }
 }
 
-/// A page of a session's journal.
+/// A page of a session's journal: at most 500 events, and at most 1 MiB of them (at least
+/// one event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventPage {
     pub session_id: SessionId,

@@ -20,7 +20,7 @@ pub mod view;
 
 pub use budget::{Budget, Consumption, Exhausted};
 pub use context::{ContextSettings, ContextState};
-pub use journal::{EventPage, MAX_EVENTS_PAGE, StoredEvent};
+pub use journal::{EventPage, MAX_EVENTS_PAGE, MAX_EVENTS_PAGE_BYTES, StoredEvent, fits_page, json_len};
 pub use lineage::{ChildView, DelegationBook, Escalation, Lineage, Origin};
 pub use pending::{
     ApprovalAnswer, CallState, Decision, PendingCall, PendingKind, PendingStep, StepCall, ToolResultAnswer,

@@ -358,16 +358,14 @@ where
         if last.seq < checkpoint.seq {
             return Ok(written);
         }
-        let full = events.len() >= MAX_EVENTS_PAGE;
         let (step, id_owned) = (projector.clone(), id.clone());
         let before = checkpoint.seq;
         checkpoint = tokio::task::spawn_blocking(move || step.append(&id_owned, &checkpoint, &events))
             .await
             .map_err(|err| ProjectionError::Source { session: id.clone(), message: err.to_string() })??;
         written += checkpoint.seq - before;
-        if !full {
-            return Ok(written);
-        }
+        // Pages are bounded by bytes as well as by count, so a short page need not be the
+        // last: read on until one comes back empty.
     }
 }
 

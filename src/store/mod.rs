@@ -190,7 +190,8 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
     fn open_delegated(&self) -> BoxFuture<'_, Result<usize, StoreError>>;
 
     /// Up to `limit` journal events of a session with a seq after `after` (from the first when
-    /// `None`), in order; `None` when the session is not stored.
+    /// `None`), in order, within [`crate::model::MAX_EVENTS_PAGE_BYTES`] (at least one);
+    /// `None` when the session is not stored.
     fn events(
         &self,
         id: &SessionId,

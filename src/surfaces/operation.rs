@@ -363,9 +363,12 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             operation_id: "readEvents",
             summary: "A page of a session's event journal",
             description: Some(
-                "Events with a `seq` after `after_seq`, at most `limit` (1 to 500). With `follow=true` the answer is \
-                 Server-Sent Events: one `event` per journal event (its data a `StoredEvent`), from `after_seq` on, \
-                 continuing as the session's turns end, until the client leaves.",
+                "Events with a `seq` after `after_seq`, at most `limit` (1 to 500) and at most 1 MiB of them (at least \
+                 one): page until an empty page. With `follow=true` the answer is Server-Sent Events: one `event` per \
+                 journal event (its data a `StoredEvent`), from `after_seq` on, continuing as the session's turns \
+                 end, until the client leaves or `--max-follow-secs` (600 s) pass (resume with `after_seq`); a \
+                 subject holds at most `--max-follows-per-subject` (16) such streams, one more is refused 429 \
+                 `TOO_MANY_STREAMS`.",
             ),
             result: Some("EventPage"),
             answer: "The page, and the `after_seq` of the next one.",

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::http::jsonrpc::{addressed_session, answer, event_notification};
+use super::http::jsonrpc::{BatchAnswers, addressed_session, answer, event_notification};
 use crate::agent::event_channel;
 use crate::session::SessionService;
 
@@ -66,10 +66,11 @@ where
         let (service, out) = (service.clone(), out.clone());
         tasks.spawn(async move {
             if let Value::Array(batch) = message {
-                let mut answers = Vec::new();
+                let mut answers = BatchAnswers::default();
                 for message in batch {
-                    answers.extend(answer(&service, message, None).await);
+                    answers.push(answer(&service, message, None).await);
                 }
+                let answers = answers.into_inner();
                 if !answers.is_empty() {
                     let _ = out.send(Value::Array(answers));
                 }

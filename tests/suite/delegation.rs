@@ -604,3 +604,73 @@ async fn the_command_line_lists_a_tree() {
     both.sort();
     assert_eq!(ids(&tree), both);
 }
+
+/// Security review 2, G9: a parent with `max_tokens: 1000` starts 8 background children in one
+/// step; each gets half of what is left (about 492, 246, … 4 tokens), and each child's first
+/// model call used to be made whatever its carve (8 calls of 5,000 tokens each: 40× the
+/// parent's budget). The check before a child's model call now sees its carve: a child whose
+/// task alone does not fit makes no call, a call that is made asks for no more output than its
+/// carve leaves, and a running child's spend counts on its parent's book at once.
+/// (Lists the tree with `session_list`, as the other tree tests: Full and Persistent profiles.)
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn g9_background_children_are_bounded_by_their_carve_before_their_first_call() {
+    let deputy = TestDeputy::start().await;
+    // About 300 tokens of task: more than every carve but the first.
+    let task = |n: usize| format!("CHILD {n}: {}", "summarise the repo. ".repeat(60));
+    deputy.mock.respond_with(move |request: &RecordedRequest| {
+        if is_child(request) {
+            return MockResponse::sse(anthropic::text_with_usage(
+                &["a summary"],
+                crate::common::mock_llm::usage(5000, 5),
+            ));
+        }
+        match tool_results(request).len() {
+            0 => {
+                let calls: Vec<(String, Value)> = (0..8)
+                    .map(|n| {
+                        (format!("toolu_{n}"), json!({"task": task(n), "wait": false, "name": format!("c{n}")}))
+                    })
+                    .collect();
+                let calls: Vec<(&str, &str, Value)> =
+                    calls.iter().map(|(id, input)| (id.as_str(), "delegate", input.clone())).collect();
+                MockResponse::sse(anthropic::tool_calls(None, &calls))
+            }
+            _ => text("started them"),
+        }
+    });
+    let done =
+        deputy.ok("session_create", json!({"prompt": "PARENT: fan out", "budget": {"max_tokens": 1000}})).await;
+    // The holds take nearly all the parent has: its own next call does not fit.
+    assert_eq!(done["tool_calls"], 8, "{done}");
+    let parent = id_of(&done);
+    let children =
+        deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"].as_array().unwrap().clone();
+    // Usually 8; 7 when the first child's spend reached the parent's book before the last
+    // carve (a running child's spend counts at once), and the last delegate was refused.
+    assert!((7..=8).contains(&children.len()), "{children:?}");
+    let mut carves = Vec::new();
+    let mut children_used = 0;
+    for child in &children {
+        let view = deputy.settled(&id_of(child), |view| view["state"]["last_turn"]["status"].is_string()).await;
+        carves.push(view["billing"]["budget"]["max_tokens"].as_u64().unwrap_or(u64::MAX));
+        children_used += view["billing"]["total_tokens"].as_u64().unwrap();
+    }
+    // The parent has not taken its children's results yet: its book still holds them, and
+    // counts at least what they used.
+    let billing = deputy.ok("session_read", json!({"session_id": parent})).await["billing"].clone();
+    let counted =
+        billing["reserved_tokens"].as_u64().unwrap_or(0) + billing["delegated_tokens"].as_u64().unwrap_or(0);
+    assert!(
+        counted >= children_used,
+        "the parent counts {counted} of its children's {children_used} tokens: {billing}"
+    );
+    carves.sort_unstable();
+    let child_calls: Vec<RecordedRequest> = deputy.mock.requests().into_iter().filter(is_child).collect();
+    assert!(child_calls.len() <= 1, "{} children called the model; carves {carves:?}", child_calls.len());
+    let biggest = carves.iter().copied().filter(|&carve| carve != u64::MAX).max().unwrap();
+    for call in &child_calls {
+        let asked = call.body["max_tokens"].as_u64().unwrap();
+        assert!(asked < biggest, "a child asked for {asked} output tokens with a carve of at most {biggest}");
+    }
+}

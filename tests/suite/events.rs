@@ -357,3 +357,57 @@ async fn a_streamed_jsonrpc_turn_is_cancelled_when_its_client_leaves() {
     gate.open();
     assert_eq!(read["result"]["state"]["last_turn"]["status"], "cancelled", "{read}");
 }
+
+/// Security review 2, G3: a page is bounded by bytes as well as by count (about 1 MiB of events,
+/// at least one), on REST as on every surface, and a JSON-RPC batch's answer is bounded as a
+/// whole (4 MiB): entries past it are answered an error asking for them alone.
+#[tokio::test]
+async fn g3_event_pages_and_jsonrpc_batches_are_bounded_by_bytes() {
+    const PAGE_BYTES: usize = 1024 * 1024;
+    let deputy = HttpDeputy::start(&[]).await;
+    let big = |n: usize| format!("{n}{}", "x".repeat(700 * 1024));
+    // Every call answers (compaction's too: four such prompts pass its threshold).
+    deputy.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["ok"])));
+    let id = deputy.create_session(&big(0)).await;
+    for n in 1..4 {
+        let (status, answer) = deputy
+            .rest(None, reqwest::Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": big(n)})))
+            .await;
+        assert_eq!(status, 200, "{answer}");
+    }
+
+    let pages = std::cell::RefCell::new(Vec::new());
+    let events = every_page(500, |after| {
+        let path = match after {
+            Some(after) => format!("/v1/sessions/{id}/events?after_seq={after}"),
+            None => format!("/v1/sessions/{id}/events"),
+        };
+        let deputy = &deputy;
+        let pages = &pages;
+        async move {
+            let (status, page) = deputy.rest(None, reqwest::Method::GET, &path, None).await;
+            assert_eq!(status, 200);
+            pages.borrow_mut().push(serde_json::to_vec(&page["events"]).unwrap().len());
+            page
+        }
+    })
+    .await;
+    let pages = pages.into_inner();
+    assert!(pages.iter().all(|&bytes| bytes <= PAGE_BYTES), "page sizes {pages:?}");
+    let seqs: Vec<u64> = events.iter().map(|event| event["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "every event once, in order");
+    let prompts = events.iter().filter(|event| event["event"]["type"] == "prompt_received").count();
+    assert_eq!(prompts, 4);
+
+    let batch: Vec<Value> =
+        (0..8).map(|n| rpc_request(n, "session/events", json!({"session_id": id, "limit": 500}))).collect();
+    let (status, body) = deputy.rpc_raw(serde_json::to_vec(&batch).unwrap()).await.unwrap();
+    assert_eq!(status, 200);
+    assert!(body.len() <= 4 * 1024 * 1024 + 64 * 1024, "a batch answered {} bytes", body.len());
+    let answers: Vec<Value> = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answers.len(), 8);
+    assert!(answers[0]["result"]["events"].is_array(), "{}", answers[0]);
+    let refused = answers.last().unwrap();
+    assert_eq!(refused["id"], 7);
+    assert!(refused["error"]["message"].as_str().unwrap().contains("send it alone"), "{refused}");
+}

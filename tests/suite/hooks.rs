@@ -265,3 +265,70 @@ async fn an_interrupt_kills_a_running_hook_and_ends_the_turn() {
     assert_eq!(processes_with(&marker), Vec::<u32>::new(), "the hook was killed");
     assert!(!deputy.workspace.path().join("late.txt").exists());
 }
+
+/// Security review 2, G2: a `pre_tool_use` hook that cannot start (a command that does not
+/// exist, or a file that is not executable) denies the tool, even with `on_error = "allow"`:
+/// a guard that fails to run is not a guard that said yes.
+#[tokio::test]
+async fn g2_a_pre_tool_use_hook_that_cannot_start_denies_whatever_on_error_says() {
+    let hooks = tempfile::tempdir().unwrap();
+    let not_executable = file_in(hooks.path(), "guard.sh", "#!/bin/sh\necho '{\"decision\": \"allow\"}'\n");
+    for program in [Path::new("/nonexistent/deputy-guard"), not_executable.as_path()] {
+        let config = format!(
+            "[[hooks]]\nevent = \"pre_tool_use\"\nmatcher = \"write_file\"\non_error = \"allow\"\ncommand = [{:?}]\n",
+            program.to_str().unwrap()
+        );
+        let deputy = TestDeputy::start_with_config(&config).await;
+        deputy.mock.push(MockResponse::sse(anthropic::tool_calls(
+            None,
+            &[("toolu_1", "write_file", json!({"path": "pwn.txt", "content": "x"}))],
+        )));
+        deputy.mock.push(MockResponse::sse(anthropic::text(&["Done."])));
+        let created = deputy.ok("session_create", json!({"prompt": "write", "builtins": ["write_file"]})).await;
+        assert_eq!(created["text"], "Done.");
+        let results = tool_results(&deputy, 1);
+        assert_eq!(results[0]["is_error"], true, "{program:?}: {results:?}");
+        let content = results[0]["content"].as_str().unwrap();
+        assert!(content.starts_with("denied by hook: hook 0 failed: could not start"), "{program:?}: {content}");
+        assert!(!deputy.workspace.path().join("pwn.txt").exists(), "{program:?}");
+    }
+}
+
+/// Security review 2, G2: one model response of many calls runs at most
+/// `MAX_CONCURRENT_TOOL_CALLS` (8) of them at a time. A `pre_tool_use` hook records how many
+/// of its instances are running at once.
+#[tokio::test]
+async fn g2_many_calls_of_one_step_run_at_most_eight_at_a_time() {
+    let hooks = tempfile::tempdir().unwrap();
+    let running = hooks.path().join("running");
+    std::fs::create_dir(&running).unwrap();
+    let log = hooks.path().join("counts.log");
+    let guard = script(
+        hooks.path(),
+        "count.sh",
+        &format!(
+            "touch {running}/$$\n/bin/ls {running} | /usr/bin/wc -l >> {log}\n/bin/sleep 0.3\nrm {running}/$$\necho \
+             '{{\"decision\": \"allow\"}}'\n",
+            running = running.display(),
+            log = log.display()
+        ),
+    );
+    let config = format!("[[hooks]]\nevent = \"pre_tool_use\"\nmatcher = \"write_file\"\ncommand = {guard}\n");
+    let deputy = TestDeputy::start_with_config(&config).await;
+    let calls: Vec<(String, Value)> =
+        (0..24).map(|i| (format!("toolu_{i}"), json!({"path": format!("f{i}.txt"), "content": "x"}))).collect();
+    let calls: Vec<(&str, &str, Value)> =
+        calls.iter().map(|(id, input)| (id.as_str(), "write_file", input.clone())).collect();
+    deputy.mock.push(MockResponse::sse(anthropic::tool_calls(None, &calls)));
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Done."])));
+    let created = deputy.ok("session_create", json!({"prompt": "write", "builtins": ["write_file"]})).await;
+    assert_eq!(created["text"], "Done.");
+    for i in 0..24 {
+        assert!(deputy.workspace.path().join(format!("f{i}.txt")).exists(), "f{i}.txt");
+    }
+    let counts: Vec<usize> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|line| line.trim().parse().unwrap()).collect();
+    assert_eq!(counts.len(), 24);
+    let most = counts.iter().max().copied().unwrap();
+    assert!(most <= 8, "{most} hooks ran at once: {counts:?}");
+}

@@ -160,3 +160,105 @@ async fn f10_max_mcp_sessions_caps_legacy_mcp_sessions_end_to_end() {
     let third = tokio::time::timeout(LIMIT, open()).await.expect("bounded").unwrap();
     assert_eq!(third.status(), 200, "a closed session frees its place");
 }
+
+/// Security review 2, G4: a session whose budget is spent took every prompt into its history,
+/// journal and store with no model call (4 MiB a request). Its turns now answer
+/// `budget_exhausted` at once, and the prompt is kept nowhere.
+#[tokio::test]
+async fn g4_a_spent_budget_keeps_no_prompt() {
+    let deputy = HttpDeputy::start(&[]).await;
+    let big = |n: usize| format!("{n}{}", "x".repeat(256 * 1024));
+    let (status, created) = deputy
+        .rest(
+            None,
+            reqwest::Method::POST,
+            "/v1/sessions",
+            Some(json!({"prompt": big(0), "budget": {"max_tool_calls": 0}})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["stop_reason"], "budget_exhausted", "{created}");
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    for n in 1..6 {
+        let (status, answer) = deputy
+            .rest(None, reqwest::Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": big(n)})))
+            .await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["stop_reason"], "budget_exhausted", "{answer}");
+    }
+    assert_eq!(deputy.mock.requests().len(), 0, "no model call");
+    let (_, messages) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/messages"), None).await;
+    assert_eq!(messages["messages"], json!([]), "no prompt in the history");
+    let (_, page) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/events"), None).await;
+    let events = page["events"].as_array().unwrap();
+    assert!(events.iter().all(|event| event["event"]["type"] != "prompt_received"), "{page}");
+    let bytes = serde_json::to_vec(events).unwrap().len();
+    assert!(bytes < 64 * 1024, "the journal holds {bytes} bytes");
+}
+
+/// `GET …/events?follow=true` on `id` as `token`: the response, its headers read.
+async fn follow(deputy: &HttpDeputy, token: &str, id: &str) -> reqwest::Response {
+    let url = deputy.url(&format!("/v1/sessions/{id}/events?follow=true"));
+    tokio::time::timeout(LIMIT, deputy.http.get(url).bearer_auth(token).send()).await.expect("answered").unwrap()
+}
+
+/// Security review 2, G8: idle follow streams never ended, so one tenant holding as many as the
+/// connection cap locked everyone out. A subject now holds at most 16 follow streams (one more
+/// is refused 429 at once, another subject's is not), and closing one frees its place.
+#[tokio::test]
+async fn g8_a_subject_holds_at_most_16_follow_streams() {
+    use crate::suite::tenants::{ALICE, BOB, TENANTS};
+    let deputy = HttpDeputy::start_with_config(TENANTS, &[], &[]).await;
+    deputy.mock.respond_with(|_| {
+        crate::common::mock_llm::MockResponse::sse(crate::common::mock_llm::anthropic::text(&["ok"]))
+    });
+    let session = |token: &'static str| {
+        let deputy = &deputy;
+        async move {
+            let (status, created) = deputy
+                .rest(Some(token), reqwest::Method::POST, "/v1/sessions", Some(json!({"prompt": "hi"})))
+                .await;
+            assert_eq!(status, 201, "{created}");
+            created["session_id"].as_str().unwrap().to_owned()
+        }
+    };
+    let (alices, bobs) = (session(ALICE).await, session(BOB).await);
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        let response = follow(&deputy, ALICE, &alices).await;
+        assert_eq!(response.status(), 200);
+        held.push(response);
+    }
+    let refused = follow(&deputy, ALICE, &alices).await;
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "TOO_MANY_STREAMS", "{body}");
+    assert_eq!(follow(&deputy, BOB, &bobs).await.status(), 200, "another subject's share is its own");
+
+    drop(held.pop());
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let response = follow(&deputy, ALICE, &alices).await;
+        if response.status() == 200 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "a closed stream's place never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Security review 2, G8: a follow stream ends after `--max-follow-secs` even when nothing
+/// happens (the client resumes with `after_seq`).
+#[tokio::test]
+async fn g8_a_follow_stream_ends_after_its_maximum_duration() {
+    let deputy = HttpDeputy::start(&["--max-follow-secs", "1"]).await;
+    deputy.mock.respond_with(|_| {
+        crate::common::mock_llm::MockResponse::sse(crate::common::mock_llm::anthropic::text(&["ok"]))
+    });
+    let id = deputy.create_session("hi").await;
+    let response =
+        deputy.http.get(deputy.url(&format!("/v1/sessions/{id}/events?follow=true"))).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body = tokio::time::timeout(LIMIT, response.text()).await.expect("the stream ended").unwrap();
+    assert!(body.contains("event: session_created"), "{body}");
+}

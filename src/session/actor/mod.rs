@@ -394,8 +394,11 @@ fn archived_error(id: &SessionId) -> SessionError {
 /// and has not yet taken `max_auto_turns` turns since its caller's last one.
 pub fn may_auto_turn(view: &SessionView, limits: InboxLimits) -> bool {
     let (state, remaining) = (&view.state, &view.billing.remaining);
-    let exhausted =
-        remaining.tokens == Some(0) || remaining.tool_calls == Some(0) || remaining.duration_ms == Some(0);
+    // A spent budget keeps no mail either (its turn would end at once): the mail waits.
+    let exhausted = remaining.tokens == Some(0)
+        || remaining.tool_calls == Some(0)
+        || remaining.duration_ms == Some(0)
+        || remaining.cost_usd == Some(crate::llm::pricing::Usd::ZERO);
     state.host_mode
         && state.running_turn.is_none()
         && state.pending.is_empty()

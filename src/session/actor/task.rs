@@ -156,7 +156,10 @@ async fn run_one_turn(
     let turn = agent.turns() + 1;
     tracing::info!(parent: span, turn, auto, "turn started");
     record.auto_turns = if auto { record.auto_turns.saturating_add(1) } else { 0 };
-    shared.journal.turn_input(turn, &input);
+    // A spent budget keeps no prompt, in the journal as in the history (security review 2, G4).
+    if agent.refuses_prompts().is_none() {
+        shared.journal.turn_input(turn, &input);
+    }
     let events = &events.clone().with_journal(shared.journal.clone());
     let report = match AssertUnwindSafe(agent.run_turn(input, cancel, events)).catch_unwind().await {
         Ok(report) => report,

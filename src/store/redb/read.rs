@@ -176,8 +176,13 @@ pub(super) fn events(
         Some(after) => after + 1,
     };
     let mut out = Vec::with_capacity(limit.min(512));
+    // Bounded by bytes too, measured on the stored JSON before decoding (security review 2, G3).
+    let mut taken = 0;
     for entry in table.range((id, from)..=(id, u64::MAX)).map_err(backend)?.take(limit) {
         let (_, bytes) = entry.map_err(backend)?;
+        if !crate::model::fits_page(&mut taken, bytes.value().len()) {
+            break;
+        }
         out.push(store.decode(bytes.value())?);
     }
     Ok(Some(out))

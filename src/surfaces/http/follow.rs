@@ -6,10 +6,16 @@
 //! session or a bad `limit` gets the plain JSON error and its status. After that the stream
 //! waits on [`SessionService::changes`] (subscribed *before* the first read, so no commit is
 //! missed) and reads the pages committed since. It ends after the session's `archived` event,
-//! or when the client leaves (axum drops the stream).
+//! or when the client leaves (axum drops the stream), or after [`FollowLimits::max_duration`]
+//! (600 s by default: the client resumes with `after_seq` = the last `id` it saw).
+//!
+//! Each subject holds at most [`FollowLimits::per_subject`] follow streams at once (16 by
+//! default); one more is refused `429 TOO_MANY_STREAMS` before it starts. Without both bounds,
+//! idle follows held the server's connection cap for ever (security review 2, G8).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -17,21 +23,107 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::broadcast;
 
 use super::api_error::ApiError;
-use crate::error::SessionError;
+use crate::error::{SessionError, TransportCode};
 use crate::ids::SessionId;
 use crate::model::{MAX_EVENTS_PAGE, StoredEvent};
 use crate::session::SessionService;
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// Answers the feed of `id` after `after` as a following event stream.
-pub async fn respond<S: SessionService>(service: S, id: SessionId, after: Option<u64>) -> Response {
+/// Follow streams one subject may hold at once, by default.
+pub const DEFAULT_MAX_FOLLOWS_PER_SUBJECT: usize = 16;
+/// How long one follow stream lasts at most, by default (as long as the longest long poll).
+pub const DEFAULT_MAX_FOLLOW: Duration = crate::session::MAX_WAIT;
+
+/// The bounds of follow streams (`serve --max-follows-per-subject`, `--max-follow-secs`).
+#[derive(Debug, Clone, Copy)]
+pub struct FollowLimits {
+    pub per_subject: usize,
+    pub max_duration: Duration,
+}
+
+impl Default for FollowLimits {
+    fn default() -> Self {
+        Self { per_subject: DEFAULT_MAX_FOLLOWS_PER_SUBJECT, max_duration: DEFAULT_MAX_FOLLOW }
+    }
+}
+
+/// The follow streams open, per subject: one per router, shared by its requests.
+#[derive(Debug, Default)]
+pub struct Follows {
+    limits: FollowLimits,
+    open: Mutex<HashMap<Arc<str>, usize>>,
+}
+
+impl Follows {
+    pub fn new(limits: FollowLimits) -> Self {
+        Self { limits, open: Mutex::default() }
+    }
+
+    /// A place for one more stream of `subject`, held until the permit drops; `None` when the
+    /// subject holds its share already.
+    fn admit(self: &Arc<Self>, subject: Arc<str>) -> Option<FollowPermit> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(subject.clone()).or_default();
+        if *count >= self.limits.per_subject {
+            return None;
+        }
+        *count += 1;
+        Some(FollowPermit { follows: self.clone(), subject })
+    }
+}
+
+/// One open follow stream of a subject; dropping it (the stream ended or the client left)
+/// frees its place.
+struct FollowPermit {
+    follows: Arc<Follows>,
+    subject: Arc<str>,
+}
+
+impl Drop for FollowPermit {
+    fn drop(&mut self) {
+        let mut open = self.follows.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.subject) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.subject);
+            }
+        }
+    }
+}
+
+/// Answers the feed of `id` after `after` as a following event stream, if `subject` may open
+/// one more.
+pub async fn respond<S: SessionService>(
+    service: S,
+    id: SessionId,
+    after: Option<u64>,
+    follows: &Arc<Follows>,
+    subject: Arc<str>,
+) -> Response {
+    let Some(permit) = follows.admit(subject) else {
+        let message = format!(
+            "this caller holds {} follow streams already: close one, or page with after_seq",
+            follows.limits.per_subject
+        );
+        return ApiError::refused(TransportCode::TooManyStreams, message).into_response();
+    };
     let changes = service.changes();
     let first = match service.events(&id, after, MAX_EVENTS_PAGE).await {
         Ok(page) => page,
         Err(error) => return ApiError::from(error).into_response(),
     };
-    let state = Follow { service, id, after: first.next_seq, queued: first.events.into(), changes, done: false };
+    let deadline = tokio::time::Instant::now() + follows.limits.max_duration;
+    let state = Follow {
+        service,
+        id,
+        after: first.next_seq,
+        queued: first.events.into(),
+        changes,
+        done: false,
+        deadline,
+        _permit: permit,
+    };
     let stream = futures::stream::unfold(state, Follow::next);
     Sse::new(futures::StreamExt::map(stream, Ok::<_, Infallible>))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
@@ -46,11 +138,17 @@ struct Follow<S> {
     queued: VecDeque<StoredEvent>,
     changes: broadcast::Receiver<SessionId>,
     done: bool,
+    /// When the stream ends whatever happens (the client resumes with `after_seq`).
+    deadline: tokio::time::Instant,
+    _permit: FollowPermit,
 }
 
 impl<S: SessionService> Follow<S> {
     async fn next(mut self) -> Option<(Event, Self)> {
         loop {
+            if tokio::time::Instant::now() >= self.deadline {
+                return None;
+            }
             if let Some(event) = self.queued.pop_front() {
                 self.done = event.kind() == crate::agent::AgentEvent::ARCHIVED_TYPE;
                 let sse = Event::default()
@@ -72,7 +170,11 @@ impl<S: SessionService> Follow<S> {
                 }
             }
             loop {
-                match self.changes.recv().await {
+                let Ok(changed) = tokio::time::timeout_at(self.deadline, self.changes.recv()).await else {
+                    // The stream's time is up; the client resumes from the last id it saw.
+                    return None;
+                };
+                match changed {
                     Ok(changed) if changed == self.id => break,
                     Ok(_) => {}
                     // Fell behind: whatever changed, reading costs one page.

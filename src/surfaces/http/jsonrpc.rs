@@ -20,7 +20,8 @@
 //!
 //! Batches hold at most [`MAX_BATCH`] requests (a longer one is refused whole with -32600,
 //! before any entry runs) and run up to [`BATCH_CONCURRENCY`] of them at a time (a long turn
-//! does not hold up a read in the same batch), answering in request order; notifications (no `id`) run but get no answer, and a
+//! does not hold up a read in the same batch), answering in request order, within
+//! [`MAX_BATCH_ANSWER_BYTES`] (later entries are answered an error asking for them alone); notifications (no `id`) run but get no answer, and a
 //! request that gets no answer at all is answered `204 No Content`, without a body, as the
 //! specification asks. Responses are HTTP 200 whatever their errors.
 //!
@@ -62,6 +63,44 @@ pub fn router<P: CallerServices>() -> Router<Arc<P>> {
 pub const MAX_BATCH: usize = 100;
 /// Entries of a batch that run at the same time.
 pub const BATCH_CONCURRENCY: usize = 16;
+/// The most bytes a batch's answer holds: once its answers pass this, each further answer is
+/// replaced by an `INVALID_REQUEST` error asking for that request alone (the first answer is
+/// always kept). Without it a 1 KB batch of 100 `session/events` could answer gigabytes
+/// (security review 2, G3).
+pub const MAX_BATCH_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// A batch's answers in request order, within [`MAX_BATCH_ANSWER_BYTES`].
+#[derive(Default)]
+pub struct BatchAnswers {
+    answers: Vec<Value>,
+    bytes: usize,
+}
+
+impl BatchAnswers {
+    /// Adds one entry's answer (none for a notification), or an error in its place once the
+    /// batch's answer is full.
+    pub fn push(&mut self, answer: Option<Value>) {
+        let Some(answer) = answer else { return };
+        let len = crate::model::json_len(&answer);
+        if !self.answers.is_empty() && self.bytes.saturating_add(len) > MAX_BATCH_ANSWER_BYTES {
+            let id = answer.get("id").cloned().unwrap_or(Value::Null);
+            let error = SessionError::invalid(format!(
+                "this batch's answer passed {MAX_BATCH_ANSWER_BYTES} bytes before this entry: send it alone"
+            ));
+            let refused = response(id, Err(error.into()));
+            self.bytes = self.bytes.saturating_add(crate::model::json_len(&refused));
+            self.answers.push(refused);
+            return;
+        }
+        self.bytes = self.bytes.saturating_add(len);
+        self.answers.push(answer);
+    }
+
+    /// The answers, in request order.
+    pub fn into_inner(self) -> Vec<Value> {
+        self.answers
+    }
+}
 
 /// The specification's own error codes, for failures before any method runs.
 const PARSE_ERROR: i64 = -32700;
@@ -215,12 +254,12 @@ async fn handle<P: CallerServices>(
             // Boxed, so a batch of small calls does not reserve the largest call's state each.
             let service = services.for_caller(&caller);
             let calls = batch.into_iter().map(|message| Box::pin(call(&service, message)));
-            let answers: Vec<Option<Value>> = futures::StreamExt::collect(futures::StreamExt::buffered(
-                futures::stream::iter(calls),
-                BATCH_CONCURRENCY,
-            ))
-            .await;
-            let answers: Vec<Value> = answers.into_iter().flatten().collect();
+            let mut answered = futures::StreamExt::buffered(futures::stream::iter(calls), BATCH_CONCURRENCY);
+            let mut answers = BatchAnswers::default();
+            while let Some(answer) = futures::StreamExt::next(&mut answered).await {
+                answers.push(answer);
+            }
+            let answers = answers.into_inner();
             if answers.is_empty() { StatusCode::NO_CONTENT.into_response() } else { Json(answers).into_response() }
         }
         message if accepts_sse(&headers) => streamed(services.for_caller(&caller), message).await,

@@ -56,6 +56,8 @@ pub struct HttpConfig {
     pub limits: listener::ConnectionLimits,
     /// Legacy (2025-11-25) MCP transport sessions held at once.
     pub max_mcp_sessions: usize,
+    /// `follow=true` event streams per subject, and how long each lasts.
+    pub follows: follow::FollowLimits,
 }
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -78,6 +80,7 @@ impl HttpConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             limits: listener::ConnectionLimits::default(),
             max_mcp_sessions: mcp_sessions::DEFAULT_MAX_MCP_SESSIONS,
+            follows: follow::FollowLimits::default(),
         }
     }
 
@@ -110,6 +113,7 @@ pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(services)
+        .layer(Extension(Arc::new(follow::Follows::new(config.follows))))
         .layer(axum::middleware::from_fn_with_state(Arc::new(security::Guard::new(config)), security::guard));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))

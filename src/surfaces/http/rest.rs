@@ -84,8 +84,12 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
             method,
             move |services: State<Arc<P>>,
                   caller: Extension<Caller>,
+                  follows: Extension<Arc<super::follow::Follows>>,
                   id: Result<Path<String>, PathRejection>,
-                  uri: Uri| { events(route, services.for_caller(&caller), id, uri) },
+                  uri: Uri| {
+                let subject = caller.subject_arc();
+                events(route, services.for_caller(&caller), id, uri, follows.0, subject)
+            },
         ),
         Action::History => on(
             method,
@@ -223,11 +227,14 @@ async fn events<S: SessionService>(
     service: S,
     id: Result<Path<String>, PathRejection>,
     uri: Uri,
+    follows: Arc<super::follow::Follows>,
+    subject: Arc<str>,
 ) -> Answer {
     let Path(id) = id?;
     let query = Query::<EventsQuery>::try_from_uri(&uri)?.0;
     if query.follow {
-        return Ok(super::follow::respond(service, SessionId::from_string(id), query.after_seq).await);
+        let id = SessionId::from_string(id);
+        return Ok(super::follow::respond(service, id, query.after_seq, &follows, subject).await);
     }
     let mut arguments = object(query);
     arguments.insert("session_id".to_owned(), Value::String(id));

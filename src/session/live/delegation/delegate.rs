@@ -133,6 +133,7 @@ impl LiveSessionService {
             ChildContext::None => Vec::new(),
         };
         agent.restore(RestoredState { history: history.clone(), delegated: true, ..RestoredState::default() });
+        agent.report_spend_to(parent.ledger().clone());
         let owner = Caller::new(state.owner.as_str(), [Scope::Sessions]);
         let options = if wait {
             TurnOptions {

@@ -2,7 +2,10 @@
 //!
 //! The socket lives in a private directory, `$XDG_RUNTIME_DIR/deputy/` or else
 //! `/tmp/deputy-$UID/`, created with mode 0700 and refused when another user owns it or
-//! others may write to it. Its name is a hash of the store's canonical path, so every client
+//! others may write to it. Another local user can create `/tmp/deputy-$UID` first (security
+//! review G14): then that directory is never used, and the socket goes to
+//! `$XDG_CACHE_HOME/deputy/run/` (else `$HOME/.cache/deputy/run/`), held to the same rules, so
+//! every client of the user still finds the same place. Its name is a hash of the store's canonical path, so every client
 //! naming the same file (by any path) finds the same server. The log goes beside the store.
 
 use std::ffi::OsString;
@@ -84,13 +87,42 @@ pub fn canonical_store(settings: &Settings, env: &Environment) -> anyhow::Result
 }
 
 /// `$XDG_RUNTIME_DIR/deputy`, else `/tmp/deputy-$UID`: created 0700 if missing, and refused
-/// unless it is a directory of ours that nobody else can write to.
+/// unless it is a directory of ours that nobody else can write to. When `/tmp/deputy-$UID` is
+/// refused (another user made it first, or its mode is wrong), the private fallback under the
+/// user's cache directory.
 fn socket_dir(env: &Environment) -> anyhow::Result<PathBuf> {
     let uid = current_uid();
-    let dir = match env.get("XDG_RUNTIME_DIR") {
-        Some(runtime) => Path::new(runtime).join("deputy"),
-        None => std::env::temp_dir().join(format!("deputy-{uid}")),
-    };
+    if let Some(runtime) = env.get("XDG_RUNTIME_DIR") {
+        return private_dir(Path::new(runtime).join("deputy"), uid);
+    }
+    let shared = std::env::temp_dir().join(format!("deputy-{uid}"));
+    match private_dir(shared.clone(), uid) {
+        Ok(dir) => Ok(dir),
+        Err(refused) => {
+            let cache = match (env.get("XDG_CACHE_HOME"), env.get("HOME")) {
+                (Some(cache), _) if Path::new(cache).is_absolute() => PathBuf::from(cache),
+                (_, Some(home)) if Path::new(home).is_absolute() => Path::new(home).join(".cache"),
+                _ => return Err(refused.context("and no HOME for a private fallback")),
+            };
+            let fallback = cache.join("deputy").join("run");
+            tracing::warn!(
+                refused = %shared.display(),
+                using = %fallback.display(),
+                "not using the shared socket directory: {refused:#}"
+            );
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&fallback)
+                .with_context(|| format!("creating {}", fallback.display()))?;
+            check_private_dir(&fallback, uid)?;
+            Ok(fallback)
+        }
+    }
+}
+
+/// `dir`, created 0700 if missing, checked with [`check_private_dir`].
+fn private_dir(dir: PathBuf, uid: u32) -> anyhow::Result<PathBuf> {
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -15,7 +15,7 @@ pub mod attach;
 pub mod frames;
 pub mod host;
 pub mod location;
-mod os;
+pub(crate) mod os;
 
 pub use attach::{Found, StartOptions, serve_attached, status, stop};
 pub use host::{HostExit, HostOptions, STORE_HELD_EXIT};

@@ -427,7 +427,8 @@ fn to_json<T: serde::Serialize>(value: &T) -> String {
 /// `deputy project`: projects one stored session, or all of them in id order, from the store's
 /// journal (see [`crate::session::projection`]).
 pub async fn project(service: &LiveSessionService, out: &Path, session: Option<String>) -> anyhow::Result<()> {
-    use crate::session::projection::{Projector, project_session};
+    use crate::session::projection::{Projector, prepare_root, project_session};
+    prepare_root(out)?;
     let ids = match session {
         Some(id) => vec![SessionId::from_string(id)],
         None => {

@@ -172,6 +172,9 @@ impl AppState {
         let remote = RemotePeers::new(&config.peers, mcp.clone(), |variable| env.get(variable).map(str::to_owned))
             .map_err(anyhow::Error::msg)?;
         let projection = config.projection.dir.clone();
+        if let Some(dir) = &projection {
+            crate::session::projection::prepare_root(dir)?;
+        }
         let (inbox, delegation) = (config.inbox.limits(), config.delegation.limits());
         Ok(Self { factory, store, mcp, limits, tokens, inbox, delegation, remote, projection })
     }

@@ -21,7 +21,10 @@
 //! renamed into place. A crash anywhere leaves the checkpoint at the last whole step, and the
 //! next step redoes the rest: no line is ever duplicated or lost.
 //!
-//! Directories are created 0700 and files 0600: the journal holds the conversation.
+//! Directories are created 0700 and files 0600: the journal holds the conversation. The root
+//! and every directory below it must belong to deputy's user and be writable by nobody else
+//! (see [`prepare_root`]), and files are opened without following symlinks and must be
+//! regular files: another local user cannot redirect a write elsewhere (G7).
 //!
 //! The projector never writes the store, and the live one ([`spawn_live`]) runs after the
 //! commit, in the background, so a projection failure is logged and never fails a turn.
@@ -204,7 +207,7 @@ impl Projector {
     /// which case the projection starts over).
     pub fn checkpoint(&self, id: &SessionId) -> Checkpoint {
         let path = self.session_dir(id).join(CHECKPOINT_FILE);
-        match fs::read(&path) {
+        match read_nofollow(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|err| {
                 tracing::warn!(path = %path.display(), "unreadable projection checkpoint, starting over: {err}");
                 Checkpoint::default()
@@ -257,18 +260,90 @@ fn pretty<T: Serialize>(value: &T) -> Vec<u8> {
     bytes
 }
 
+/// Creates the projection root `root` (0700) if missing and checks that it is private: a
+/// directory of deputy's user that no other user can write to. Called at startup (and by
+/// `deputy project`), so a shared or foreign directory is refused before anything is written.
+pub fn prepare_root(root: &Path) -> anyhow::Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .map_err(|err| anyhow::anyhow!("creating the projection directory {}: {err}", root.display()))?;
+    let meta =
+        fs::metadata(root).map_err(|err| anyhow::anyhow!("projection directory {}: {err}", root.display()))?;
+    check_private(root, &meta).map_err(|err| anyhow::anyhow!("{err}"))
+}
+
+/// `dir` (whose metadata is `meta`) is a directory of deputy's user with no group or world
+/// write bits.
+fn check_private(dir: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = crate::background::os::current_uid();
+    if !meta.is_dir() {
+        return Err(io::Error::other(format!("projection directory {} is not a directory", dir.display())));
+    }
+    if meta.uid() != uid {
+        return Err(io::Error::other(format!(
+            "projection directory {} belongs to uid {}, not to this user ({uid})",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(io::Error::other(format!(
+            "projection directory {} can be written by other users (mode {:o}); make it 0700",
+            dir.display(),
+            meta.mode() & 0o777
+        )));
+    }
+    Ok(())
+}
+
+/// Creates `dir` (0700) if missing; refuses a symlink or a directory that is not private.
+fn private_dir(dir: &Path) -> Result<(), ProjectionError> {
+    match DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(at(dir)(err)),
+    }
+    let meta = fs::symlink_metadata(dir).map_err(at(dir))?;
+    check_private(dir, &meta).map_err(at(dir))
+}
+
 fn create_dirs(root: &Path, dir: &Path) -> Result<(), ProjectionError> {
-    let mut builder = DirBuilder::new();
-    builder.recursive(true).mode(0o700);
-    builder.create(root).map_err(at(root))?;
-    builder.create(dir).map_err(at(dir))
+    DirBuilder::new().recursive(true).mode(0o700).create(root).map_err(at(root))?;
+    let meta = fs::metadata(root).map_err(at(root))?;
+    check_private(root, &meta).map_err(at(root))?;
+    if let Some(sessions) = dir.parent() {
+        private_dir(sessions)?;
+    }
+    private_dir(dir)
+}
+
+/// Opens `options` at `path` without following a symlink there, and only a regular file.
+fn open_nofollow(options: &mut OpenOptions, path: &Path) -> Result<fs::File, ProjectionError> {
+    let file = options.custom_flags(libc::O_NOFOLLOW).open(path).map_err(at(path))?;
+    if !file.metadata().map_err(at(path))?.is_file() {
+        return Err(at(path)(io::Error::other("not a regular file")));
+    }
+    Ok(file)
+}
+
+fn read_nofollow(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Cuts `path` to `length` (creating it empty if missing), appends `bytes`; the new length.
 fn append_at(path: &Path, length: u64, bytes: &[u8]) -> Result<u64, ProjectionError> {
     use std::io::Seek;
-    let mut file =
-        OpenOptions::new().create(true).write(true).truncate(false).mode(0o600).open(path).map_err(at(path))?;
+    let mut file = open_nofollow(OpenOptions::new().create(true).write(true).truncate(false).mode(0o600), path)?;
     file.set_len(length).map_err(at(path))?;
     file.seek(io::SeekFrom::End(0)).map_err(at(path))?;
     file.write_all(bytes).map_err(at(path))?;
@@ -278,13 +353,12 @@ fn append_at(path: &Path, length: u64, bytes: &[u8]) -> Result<u64, ProjectionEr
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), ProjectionError> {
     let temporary = path.with_extension("tmp");
-    let mut file = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)
-        .map_err(at(&temporary))?;
+    // A leftover (a crashed step's, or a planted symlink) goes; the new one is created afresh.
+    match fs::remove_file(&temporary) {
+        Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(at(&temporary)(err)),
+        _ => {}
+    }
+    let mut file = open_nofollow(OpenOptions::new().create_new(true).write(true).mode(0o600), &temporary)?;
     file.write_all(bytes).map_err(at(&temporary))?;
     drop(file);
     fs::rename(&temporary, path).map_err(at(path))

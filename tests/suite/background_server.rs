@@ -400,3 +400,69 @@ async fn max_live_sessions_reaches_the_background_server_and_unloaded_sessions_c
     assert_eq!(sent.as_array().unwrap().len(), 3, "the whole history went to the model: {sent}");
     client.stop().await;
 }
+
+/// G14: with no `XDG_RUNTIME_DIR`, another user (or a wrong mode) owning the shared
+/// `$TMPDIR/deputy-$UID` first no longer stops the background server: that directory is never
+/// used (nothing is written into it) and the socket goes to the private fallback under the
+/// user's cache directory, where the next client finds the same server.
+#[tokio::test]
+async fn g14_a_precreated_shared_socket_directory_is_refused_and_a_private_one_used() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let bg = Background::new().await;
+    let tmp = tempfile::tempdir().unwrap();
+    // SAFETY: geteuid(2) has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let shared = tmp.path().join(format!("deputy-{uid}"));
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    if uid == 0 {
+        // As root the test can play the other user outright ("nobody").
+        std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
+    }
+    let fallback = bg.home.path().join(".cache").join("deputy").join("run");
+    struct KillServer(PathBuf);
+    impl Drop for KillServer {
+        fn drop(&mut self) {
+            let Ok(entries) = std::fs::read_dir(&self.0) else { return };
+            for entry in entries.flatten().filter(|entry| entry.path().extension().is_some_and(|ext| ext == "pid"))
+            {
+                let pid = std::fs::read_to_string(entry.path()).ok().and_then(|text| text.trim().parse().ok());
+                if let Some(pid) = pid.filter(|pid| is_background_server(*pid)) {
+                    kill_9(pid);
+                }
+            }
+        }
+    }
+    let _cleanup = KillServer(fallback.clone());
+    let client = |bg: &Background| {
+        let mut command = bg.command(&bg.who(), &["serve"]);
+        command
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("XDG_CACHE_HOME")
+            .env("TMPDIR", tmp.path())
+            .env("HOME", bg.home.path());
+        command
+    };
+    let (service, child) = connect(&RecordingClient::default(), client(&bg), ClientLifecycleMode::Initialize).await;
+    let first = Client { service, child };
+    first.ok("session_list", json!({})).await;
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0, "nothing in the foreign directory");
+    let meta = std::fs::metadata(&fallback).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (uid, 0o700));
+    let pids: Vec<_> = std::fs::read_dir(&fallback)
+        .unwrap()
+        .flatten()
+        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "pid"))
+        .collect();
+    assert_eq!(pids.len(), 1, "the background server's pid file is in the fallback");
+    let (service, child) = connect(&RecordingClient::default(), client(&bg), ClientLifecycleMode::Initialize).await;
+    let second = Client { service, child };
+    second.ok("session_list", json!({})).await;
+    assert_eq!(
+        std::fs::read_dir(&fallback).unwrap().flatten().count(),
+        2,
+        "one socket and one pid file: {fallback:?}"
+    );
+    second.stop().await;
+    first.stop().await;
+}

@@ -410,4 +410,76 @@ async fn g3_event_pages_and_jsonrpc_batches_are_bounded_by_bytes() {
     let refused = answers.last().unwrap();
     assert_eq!(refused["id"], 7);
     assert!(refused["error"]["message"].as_str().unwrap().contains("send it alone"), "{refused}");
+
+/// G7: a `[projection] dir` another user could write to is refused at startup (with a clear
+/// error), and a symlink planted in a session's projection is not followed: its target stays
+/// as it was.
+#[tokio::test]
+async fn g7_projection_refuses_a_shared_dir_and_does_not_follow_symlinks() {
+    use std::os::unix::fs::PermissionsExt;
+    // 1. A world-writable projection directory: deputy refuses to start.
+    let shared = tempfile::tempdir().unwrap();
+    let dir = shared.path().join("projection");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let config = format!("[projection]\ndir = {:?}\n", dir.display().to_string());
+    let mock = crate::common::mock_llm::MockLlm::start().await;
+    let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(home.path().join("deputy")).unwrap();
+    std::fs::write(home.path().join("deputy").join("config.toml"), &config).unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
+    command.args(["serve", "--http", "127.0.0.1:0", "--ephemeral"]);
+    crate::common::deputy::on_mock(&mut command, &mock, workspace.path(), home.path())
+        .env_remove("DEPUTY_TOKEN")
+        .env_remove("DEPUTY_STORE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let child = command.spawn().unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("deputy refuses a world-writable projection dir instead of serving")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("projection") && stderr.contains("can be written by other users"), "{stderr}");
+
+    // 2. A private projection directory with a symlink planted in a session's projection.
+    let private = tempfile::tempdir().unwrap();
+    let config = format!("[projection]\ndir = {:?}\n", private.path().display().to_string());
+    let deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["one"])));
+    let id = deputy.create_session("hi").await;
+    let session_dir = private.path().join("sessions").join(&id);
+    let events_file = session_dir.join("events.jsonl");
+    let wait_for = |path: std::path::PathBuf, longer_than: u64| async move {
+        let grown = async {
+            while std::fs::metadata(&path).map(|meta| meta.len()).unwrap_or(0) <= longer_than {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), grown).await.expect("the projection grew");
+    };
+    wait_for(session_dir.join("checkpoint"), 0).await;
+    let victim = shared.path().join("victim");
+    std::fs::write(&victim, "precious content\n").unwrap();
+    std::fs::remove_file(session_dir.join("transcript.md")).unwrap();
+    std::os::unix::fs::symlink(&victim, session_dir.join("transcript.md")).unwrap();
+    let events_before = std::fs::metadata(&events_file).unwrap().len();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["two"])));
+    let (status, _) = deputy
+        .rest(
+            None,
+            reqwest::Method::POST,
+            &format!("/v1/sessions/{id}/turns"),
+            Some(json!({"prompt": "ssh-ed25519 AAAA attacker"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    // events.jsonl is appended before transcript.md: once it grew, the transcript was tried.
+    wait_for(events_file, events_before).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious content\n", "the symlink was not followed");
+    assert!(std::fs::symlink_metadata(session_dir.join("transcript.md")).unwrap().file_type().is_symlink());
 }

@@ -208,3 +208,56 @@ async fn f8_the_single_token_keeps_every_scope() {
     let (_, list) = deputy.rest(Some(token), Method::GET, "/v1/sessions", None).await;
     assert_eq!(list["sessions"][0]["owner"], "local", "{list}");
 }
+
+/// G10: a legacy `/mcp` transport session (`Mcp-Session-Id`) belongs to the subject that opened
+/// it. Another subject presenting its id gets 404 (as for an unknown session, which is what the
+/// MCP spec prescribes) on every method: no tool calls through it, no answers to its server
+/// requests (an approval elicitation), no standalone stream of its notifications, no DELETE;
+/// the owner's session keeps working.
+#[tokio::test]
+async fn g10_an_mcp_transport_session_is_bound_to_the_subject_that_opened_it() {
+    let deputy = HttpDeputy::start_with_config(TENANTS, &[], &[]).await;
+    let send = |token: &str, method: Method, session: Option<&str>, body: Option<Value>| {
+        let mut request = deputy
+            .http
+            .request(method, deputy.url("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request.send()
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let response = send(ALICE, Method::POST, None, Some(initialize)).await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    drop(response);
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(send(ALICE, Method::POST, Some(&session), Some(initialized)).await.unwrap().status().as_u16(), 202);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let mine = send(ALICE, Method::POST, Some(&session), Some(list.clone())).await.unwrap();
+    assert_eq!(mine.status().as_u16(), 200);
+    drop(mine);
+
+    let answer =
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "accept", "content": {"decision": "allow"}}});
+    let attempts: [(Method, Option<Value>); 4] = [
+        (Method::POST, Some(list.clone())),
+        (Method::POST, Some(answer)),
+        (Method::GET, None),
+        (Method::DELETE, None),
+    ];
+    for (method, body) in attempts {
+        let refused = send(BOB, method.clone(), Some(&session), body.clone()).await.unwrap();
+        assert_eq!(refused.status().as_u16(), 404, "bob {method} {body:?} with alice's Mcp-Session-Id");
+    }
+    let still = send(ALICE, Method::POST, Some(&session), Some(list)).await.unwrap();
+    assert_eq!(still.status().as_u16(), 200, "alice's transport session is intact");
+}

@@ -5,8 +5,15 @@
 //! arguments and never tied to an MCP transport session. Host and Origin are checked by the
 //! shared guard in front of every route, so rmcp's own checks are turned off here.
 //!
-//! Two behaviours of rmcp 3.9 have no setting, so a thin layer in front of it ([`hygiene`])
+//! Three behaviours of rmcp 3.9 have no setting, so a thin layer in front of it ([`hygiene`])
 //! changes them:
+//!
+//! - **A transport session belongs to its subject** (security review G10): rmcp keys sessions
+//!   by id alone, and every request carries its own bearer token. The subject whose request
+//!   created a session is remembered, and a request naming that `Mcp-Session-Id` with another
+//!   subject's token answers 404, as for an unknown session (what the MCP specification has a
+//!   server answer for a session it does not know): no tool calls through it, no answers to
+//!   its server requests (elicitations), no standalone stream of its notifications, no DELETE.
 //!
 //! - **The SSE priming event** (an event with an id, `retry` and empty data, SEP-1699) came
 //!   with protocol 2025-11-25, but rmcp sends it on every stream. Clients that negotiated an
@@ -64,7 +71,7 @@ pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown
         .disable_allowed_origins()
         .with_cancellation_token(shutdown);
     let mcp = StreamableHttpService::new(move || Ok(server.for_connection()), sessions.clone(), http);
-    let state = Hygiene { sessions, versions: Arc::default() };
+    let state = Hygiene { sessions, versions: Arc::default(), owners: Arc::default() };
     Router::new().fallback_service(mcp).layer(axum::middleware::from_fn_with_state(state, hygiene))
 }
 
@@ -73,6 +80,8 @@ pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown
 struct Hygiene {
     sessions: Arc<CappedSessionManager>,
     versions: Arc<Mutex<HashMap<String, String>>>,
+    /// The subject that opened each session (G10).
+    owners: Arc<Mutex<HashMap<String, Arc<str>>>>,
 }
 
 /// Above this many remembered versions, those of sessions rmcp has reaped are forgotten.
@@ -106,15 +115,60 @@ impl Hygiene {
 
     fn forget(&self, session: &str) {
         self.versions.lock().unwrap_or_else(PoisonError::into_inner).remove(session);
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner).remove(session);
     }
+
+    /// Records `subject` as the owner of the new `session`; forgets the owners of sessions
+    /// rmcp has reaped once more than [`VERSIONS_KEPT`] are remembered.
+    async fn bind(&self, session: String, subject: Arc<str>) {
+        let known: Vec<String> = {
+            let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+            owners.insert(session, subject);
+            if owners.len() <= VERSIONS_KEPT {
+                return;
+            }
+            owners.keys().cloned().collect()
+        };
+        let mut gone = Vec::new();
+        for session in known {
+            if let Ok(false) = self.sessions.has_session(&session.clone().into()).await {
+                gone.push(session);
+            }
+        }
+        let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        for session in gone {
+            owners.remove(&session);
+        }
+    }
+
+    /// Whether `subject` may use `session`: it opened it, or nobody is recorded (then rmcp
+    /// decides, and it does not know the session).
+    fn allows(&self, session: &str, subject: Option<&str>) -> bool {
+        match self.owners.lock().unwrap_or_else(PoisonError::into_inner).get(session) {
+            Some(owner) => subject == Some(&**owner),
+            None => true,
+        }
+    }
+}
+
+/// The subject the guard identified for `request`.
+fn subject_of(request: &Request) -> Option<Arc<str>> {
+    request.extensions().get::<Caller>().map(Caller::subject_arc)
 }
 
 /// The fixes in front of rmcp described in the module documentation.
 async fn hygiene(State(state): State<Hygiene>, request: Request, next: Next) -> Response {
+    let session = header(request.headers(), "mcp-session-id");
+    let subject = subject_of(&request);
+    if let Some(session) = &session
+        && !state.allows(session, subject.as_deref())
+    {
+        tracing::info!(subject = ?subject, "refused another subject's MCP transport session");
+        return ApiError::refused(TransportCode::NotFound, format!("no MCP session {session}")).into_response();
+    }
     if request.method() == Method::DELETE {
         return delete(&state, request, next).await;
     }
-    let session = header(request.headers(), "mcp-session-id");
     let (request, version, initialize) = match session.as_deref().and_then(|session| state.version_of(session)) {
         Some(version) => (request, version, false),
         None => match protocol_version(request).await {
@@ -122,7 +176,14 @@ async fn hygiene(State(state): State<Hygiene>, request: Request, next: Next) -> 
             Err(refusal) => return refusal.into_response(),
         },
     };
+    let opened = session.is_none();
     let response = next.run(request).await;
+    if opened
+        && let Some(new) = header(response.headers(), "mcp-session-id")
+        && let Some(subject) = subject
+    {
+        state.bind(new, subject).await;
+    }
     if initialize && let Some(session) = header(response.headers(), "mcp-session-id") {
         state.remember(session, version.clone()).await;
     }

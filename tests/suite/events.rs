@@ -410,6 +410,7 @@ async fn g3_event_pages_and_jsonrpc_batches_are_bounded_by_bytes() {
     let refused = answers.last().unwrap();
     assert_eq!(refused["id"], 7);
     assert!(refused["error"]["message"].as_str().unwrap().contains("send it alone"), "{refused}");
+}
 
 /// G7: a `[projection] dir` another user could write to is refused at startup (with a clear
 /// error), and a symlink planted in a session's projection is not followed: its target stays

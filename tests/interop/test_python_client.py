@@ -57,6 +57,11 @@ def deputy_env(llm, home):
 @pytest.fixture(scope="module")
 def http_url(llm):
     home = tempfile.mkdtemp()
+    # The operator lets token-less loopback callers write (deputy denies it by default: G6):
+    # the approval tests write a file through the HTTP deputy, as a local operator would.
+    os.makedirs(os.path.join(home, "deputy"))
+    with open(os.path.join(home, "deputy", "config.toml"), "w") as config:
+        config.write('[policy]\nanonymous_writes = "allow"\n')
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

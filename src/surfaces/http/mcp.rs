@@ -93,24 +93,7 @@ impl Hygiene {
     }
 
     async fn remember(&self, session: String, version: String) {
-        let known: Vec<String> = {
-            let mut versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
-            versions.insert(session, version);
-            if versions.len() <= VERSIONS_KEPT {
-                return;
-            }
-            versions.keys().cloned().collect()
-        };
-        let mut gone = Vec::new();
-        for session in known {
-            if let Ok(false) = self.sessions.has_session(&session.clone().into()).await {
-                gone.push(session);
-            }
-        }
-        let mut versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
-        for session in gone {
-            versions.remove(&session);
-        }
+        self.keep(&self.versions, session, version).await;
     }
 
     fn forget(&self, session: &str) {
@@ -118,16 +101,21 @@ impl Hygiene {
         self.owners.lock().unwrap_or_else(PoisonError::into_inner).remove(session);
     }
 
-    /// Records `subject` as the owner of the new `session`; forgets the owners of sessions
-    /// rmcp has reaped once more than [`VERSIONS_KEPT`] are remembered.
+    /// Records `subject` as the owner of the new `session` (G10).
     async fn bind(&self, session: String, subject: Arc<str>) {
+        self.keep(&self.owners, session, subject).await;
+    }
+
+    /// Records `value` for `session` in `map`; once more than [`VERSIONS_KEPT`] sessions are
+    /// remembered there, forgets those rmcp has reaped. Versions and owners are kept alike.
+    async fn keep<V>(&self, map: &Mutex<HashMap<String, V>>, session: String, value: V) {
         let known: Vec<String> = {
-            let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
-            owners.insert(session, subject);
-            if owners.len() <= VERSIONS_KEPT {
+            let mut entries = map.lock().unwrap_or_else(PoisonError::into_inner);
+            entries.insert(session, value);
+            if entries.len() <= VERSIONS_KEPT {
                 return;
             }
-            owners.keys().cloned().collect()
+            entries.keys().cloned().collect()
         };
         let mut gone = Vec::new();
         for session in known {
@@ -135,9 +123,9 @@ impl Hygiene {
                 gone.push(session);
             }
         }
-        let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut entries = map.lock().unwrap_or_else(PoisonError::into_inner);
         for session in gone {
-            owners.remove(&session);
+            entries.remove(&session);
         }
     }
 

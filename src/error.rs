@@ -54,6 +54,13 @@ pub enum SessionError {
     /// the session has read some (its next turn takes them all).
     #[error("the inbox of session {session_id} is full ({capacity} messages wait); retry after its next turn")]
     InboxFull { session_id: SessionId, capacity: usize },
+    /// The owner's live sessions together hold as much waiting mail as one owner may
+    /// (`[inbox] max_waiting_bytes_per_owner`; security review 2, G12).
+    #[error(
+        "the sessions of this owner hold {held} bytes of waiting mail, over {limit} (max_waiting_bytes_per_owner) with \
+         this message for session {session_id}; retry after they have read some"
+    )]
+    MailQuotaFull { session_id: SessionId, held: usize, limit: usize },
     /// What the caller asked for is refused by the operator's rules (`[policy]`, the caller's
     /// scopes, the workspace roots, address rules, the sandbox): the caller's error, never the
     /// server's, and not for retrying as it is.
@@ -87,6 +94,7 @@ impl SessionError {
             | Self::NotRunning(_)
             | Self::Store { .. }
             | Self::InboxFull { .. }
+            | Self::MailQuotaFull { .. }
             | Self::InvalidRequest(_)
             | Self::PolicyDenied(_) => None,
         }
@@ -111,7 +119,7 @@ impl SessionError {
             Self::Store { .. } => ErrorCode::SessionStoreError,
             Self::Agent { .. } => ErrorCode::AgentError,
             Self::InvalidRequest(_) => ErrorCode::InvalidRequest,
-            Self::InboxFull { .. } => ErrorCode::SessionInboxFull,
+            Self::InboxFull { .. } | Self::MailQuotaFull { .. } => ErrorCode::SessionInboxFull,
             Self::PolicyDenied(_) => ErrorCode::PolicyDenied,
         }
     }
@@ -122,7 +130,8 @@ impl SessionError {
             Self::NotFound { session_id, .. }
             | Self::Busy(session_id)
             | Self::NotRunning(session_id)
-            | Self::InboxFull { session_id, .. } => Some(session_id),
+            | Self::InboxFull { session_id, .. }
+            | Self::MailQuotaFull { session_id, .. } => Some(session_id),
             Self::Agent { session_id, .. } => session_id.as_ref(),
             Self::PersistenceDisabled(_)
             | Self::CompactionDisabled(_)
@@ -295,12 +304,21 @@ pub enum TransportCode {
     /// The caller holds as many `follow=true` event streams as one subject may (security
     /// review 2, G8): close one, or page instead.
     TooManyStreams,
+    /// The caller holds as many legacy MCP transport sessions (`Mcp-Session-Id`) as one subject
+    /// may (security review 2, G11): close one, or use protocol 2026-07-28, which needs none.
+    TooManyMcpSessions,
 }
 
 impl TransportCode {
     /// Every code, for tests and documentation that must cover the whole table.
-    pub const ALL: [TransportCode; 5] =
-        [Self::Unauthorized, Self::Forbidden, Self::NotFound, Self::MethodNotAllowed, Self::TooManyStreams];
+    pub const ALL: [TransportCode; 6] = [
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::NotFound,
+        Self::MethodNotAllowed,
+        Self::TooManyStreams,
+        Self::TooManyMcpSessions,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -309,6 +327,7 @@ impl TransportCode {
             Self::NotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::TooManyStreams => "TOO_MANY_STREAMS",
+            Self::TooManyMcpSessions => "TOO_MANY_MCP_SESSIONS",
         }
     }
 
@@ -319,7 +338,7 @@ impl TransportCode {
             Self::Forbidden => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::TooManyStreams => 429,
+            Self::TooManyStreams | Self::TooManyMcpSessions => 429,
         }
     }
 }
@@ -372,6 +391,7 @@ mod tests {
                 TransportCode::NotFound => ("NOT_FOUND", 404),
                 TransportCode::MethodNotAllowed => ("METHOD_NOT_ALLOWED", 405),
                 TransportCode::TooManyStreams => ("TOO_MANY_STREAMS", 429),
+                TransportCode::TooManyMcpSessions => ("TOO_MANY_MCP_SESSIONS", 429),
             };
             assert_eq!((code.as_str(), code.http_status()), row);
             assert!(ErrorCode::ALL.iter().all(|error| error.as_str() != code.as_str()), "{code} is taken");

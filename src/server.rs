@@ -48,7 +48,7 @@ pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duratio
         Surface::Stdio => Surface::Stdio,
         Surface::Rpc => Surface::Rpc,
     };
-    let (service, mcp_servers) = long_running_service(state);
+    let (service, mcp_servers) = long_running_service(state, Contexts::Server);
     let shutdown = CancellationToken::new();
     // Installed before serving: rmcp's `serve` only returns after the client's first message.
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -64,11 +64,26 @@ pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duratio
     }
 }
 
+/// Whose configuration and credentials the sessions of a long-running process run with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contexts {
+    /// The server's own (`serve`): every caller's sessions run with the operator's setup.
+    Server,
+    /// Each attached client's (the background server): a session runs with the context of
+    /// the client that last drove it, never the server's own, which is its first client's.
+    PerClient,
+}
+
 /// The service of a process that serves until stopped (`serve`, the background server): its
 /// live set bounded by the state's session limits, with the idle reaper running. Also the MCP
 /// server pool, which [`drain_and_stop`] stops at the end.
-pub fn long_running_service(state: AppState) -> (Arc<LiveSessionService>, Arc<McpFactory>) {
-    let service = LiveSessionService::new(state.factory, state.store)
+pub fn long_running_service(state: AppState, contexts: Contexts) -> (Arc<LiveSessionService>, Arc<McpFactory>) {
+    let service = LiveSessionService::new(state.factory, state.store);
+    let service = match contexts {
+        Contexts::Server => service,
+        Contexts::PerClient => service.without_server_context(),
+    };
+    let service = service
         .with_limits(state.limits)
         .with_inbox_limits(state.inbox)
         .with_delegation(state.delegation)

@@ -11,12 +11,13 @@
 //! `send_message` tool how many hops the mail it is answering had.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::ids::MessageId;
 use crate::model::inbox::{
-    DEFAULT_INBOX_CAPACITY, DEFAULT_MAX_AUTO_TURNS, DEFAULT_MAX_HOPS, InboxMessage, MAX_PARKED,
+    DEFAULT_INBOX_CAPACITY, DEFAULT_MAX_AUTO_TURNS, DEFAULT_MAX_HOPS, DEFAULT_MAX_WAITING_BYTES_PER_OWNER,
+    InboxMessage, MAX_PARKED,
 };
 
 /// Bounds of every session's inbox (`[inbox]` in the config file).
@@ -28,6 +29,8 @@ pub struct InboxLimits {
     pub max_hops: u32,
     /// Turns a host-mode session starts on its own between two caller turns.
     pub max_auto_turns: u32,
+    /// Bytes of waiting mail all live sessions of one owner hold together ([`MailQuota`]).
+    pub max_waiting_bytes_per_owner: usize,
 }
 
 impl Default for InboxLimits {
@@ -36,8 +39,54 @@ impl Default for InboxLimits {
             capacity: DEFAULT_INBOX_CAPACITY,
             max_hops: DEFAULT_MAX_HOPS,
             max_auto_turns: DEFAULT_MAX_AUTO_TURNS,
+            max_waiting_bytes_per_owner: DEFAULT_MAX_WAITING_BYTES_PER_OWNER,
         }
     }
+}
+
+/// The waiting mail one owner's live sessions hold in memory together, in bytes of message
+/// bodies (security review 2, G12). Shared by the mailboxes of all its live sessions: the
+/// per-session capacity alone let one tenant hold `capacity × 64 KiB` in every one of any number
+/// of sessions. Mail leaves the count when a turn takes it or its session unloads (the store
+/// keeps it then, not memory).
+#[derive(Debug)]
+pub struct MailQuota {
+    held: AtomicUsize,
+    limit: usize,
+}
+
+impl MailQuota {
+    pub fn new(limit: usize) -> Self {
+        Self { held: AtomicUsize::new(0), limit }
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    fn charge(&self, bytes: usize) {
+        self.held.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    fn refund(&self, bytes: usize) {
+        let _ =
+            self.held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| Some(held.saturating_sub(bytes)));
+    }
+}
+
+/// What a message weighs against its owner's [`MailQuota`]: its body, which is nearly all of it.
+fn weight(message: &InboxMessage) -> usize {
+    message.body.len()
+}
+
+/// Why [`Mailbox::room_for`] has no room for a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoRoom {
+    /// The session's inbox holds `capacity` waiting messages.
+    Messages { capacity: usize },
+    /// The owner's live sessions hold `held` bytes of waiting mail; `limit` is its quota.
+    OwnerBytes { held: usize, limit: usize },
 }
 
 /// What [`Mailbox::admit`] did with a message.
@@ -70,16 +119,20 @@ pub struct Mailbox {
     senders: tokio::sync::Mutex<()>,
     /// Woken when a message is queued: a `wait` for children returns early on mail.
     arrivals: tokio::sync::Notify,
+    /// The owner's waiting mail across its live sessions; this inbox's share is charged to it.
+    quota: Arc<MailQuota>,
 }
 
 impl Mailbox {
-    /// An inbox holding what a store kept (both lists oldest first).
+    /// An inbox holding what a store kept (both lists oldest first), its waiting mail charged
+    /// to its owner's `quota` (even beyond it: that mail was accepted before).
     pub fn new(
         limits: InboxLimits,
         handling_hops: Arc<AtomicU32>,
-        waiting: Vec<InboxMessage>,
-        parked: Vec<InboxMessage>,
+        (waiting, parked): (Vec<InboxMessage>, Vec<InboxMessage>),
+        quota: Arc<MailQuota>,
     ) -> Self {
+        quota.charge(waiting.iter().map(weight).sum());
         let state = MailState { waiting: waiting.into(), parked: parked.into(), delivered_unsaved: Vec::new() };
         Self {
             state: Mutex::new(state),
@@ -87,6 +140,7 @@ impl Mailbox {
             handling_hops,
             senders: tokio::sync::Mutex::new(()),
             arrivals: tokio::sync::Notify::new(),
+            quota,
         }
     }
 
@@ -114,13 +168,22 @@ impl Mailbox {
         message.hops > self.limits.max_hops
     }
 
-    /// Whether one more waiting message fits.
-    pub fn has_room(&self) -> bool {
-        self.state().waiting.len() < self.limits.capacity
+    /// Whether `message` fits as one more waiting message: in this inbox's capacity and its
+    /// owner's quota. Senders to other sessions of the owner may pass the same check at the
+    /// same moment, so the quota can be overshot by one message per concurrent sender.
+    pub fn room_for(&self, message: &InboxMessage) -> Result<(), NoRoom> {
+        if self.state().waiting.len() >= self.limits.capacity {
+            return Err(NoRoom::Messages { capacity: self.limits.capacity });
+        }
+        let (held, limit) = (self.quota.held(), self.quota.limit);
+        if held.saturating_add(weight(message)) > limit {
+            return Err(NoRoom::OwnerBytes { held, limit });
+        }
+        Ok(())
     }
 
     /// Takes a message in: parked past `max_hops`, otherwise queued. The sender checked
-    /// [`Self::has_room`] under [`Self::sending`].
+    /// [`Self::room_for`] under [`Self::sending`].
     pub fn admit(&self, message: InboxMessage) -> Admitted {
         let mut state = self.state();
         if state.waiting.iter().chain(state.parked.iter()).any(|held| held.id == message.id) {
@@ -131,6 +194,7 @@ impl Mailbox {
             let evicted = (state.parked.len() > MAX_PARKED).then(|| state.parked.pop_front()).flatten();
             return Admitted::Parked { evicted: evicted.map(|message| message.id) };
         }
+        self.quota.charge(weight(&message));
         state.waiting.push_back(message);
         self.arrivals.notify_waiters();
         Admitted::Queued
@@ -150,6 +214,7 @@ impl Mailbox {
     pub fn take(&self) -> Vec<InboxMessage> {
         let mut state = self.state();
         let taken: Vec<InboxMessage> = state.waiting.drain(..).collect();
+        self.quota.refund(taken.iter().map(weight).sum());
         state.delivered_unsaved.extend(taken.iter().map(|message| message.id.clone()));
         if let Some(hops) = taken.iter().map(|message| message.hops).max() {
             self.handling_hops.fetch_max(hops, Ordering::AcqRel);
@@ -185,10 +250,22 @@ impl Mailbox {
     }
 }
 
+/// An unloaded or archived session's waiting mail leaves memory, and its owner's count.
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        self.quota.refund(state.waiting.iter().map(weight).sum());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::inbox::MessageSender;
+
+    fn unlimited() -> Arc<MailQuota> {
+        Arc::new(MailQuota::new(usize::MAX))
+    }
 
     fn message(hops: u32) -> InboxMessage {
         InboxMessage {
@@ -205,7 +282,7 @@ mod tests {
     #[test]
     fn mail_past_max_hops_is_parked_and_the_oldest_parked_is_evicted() {
         let limits = InboxLimits { max_hops: 2, ..InboxLimits::default() };
-        let mailbox = Mailbox::new(limits, Arc::default(), Vec::new(), Vec::new());
+        let mailbox = Mailbox::new(limits, Arc::default(), (Vec::new(), Vec::new()), unlimited());
         assert_eq!(mailbox.admit(message(2)), Admitted::Queued);
         let first = message(3);
         assert_eq!(mailbox.admit(first.clone()), Admitted::Parked { evicted: None });
@@ -221,7 +298,7 @@ mod tests {
     #[test]
     fn taking_mail_raises_the_hops_the_turn_handles_until_the_next_turn() {
         let hops = Arc::new(AtomicU32::new(0));
-        let mailbox = Mailbox::new(InboxLimits::default(), hops.clone(), Vec::new(), Vec::new());
+        let mailbox = Mailbox::new(InboxLimits::default(), hops.clone(), (Vec::new(), Vec::new()), unlimited());
         mailbox.admit(message(1));
         mailbox.admit(message(4));
         assert_eq!(mailbox.take().len(), 2);
@@ -231,5 +308,31 @@ mod tests {
         assert!(mailbox.delivered_unsaved().is_empty());
         mailbox.begin_turn();
         assert_eq!(hops.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn an_owners_sessions_share_one_quota_of_waiting_bytes_freed_by_taking_and_unloading() {
+        let limits = InboxLimits { max_waiting_bytes_per_owner: 5, ..InboxLimits::default() };
+        let quota = Arc::new(MailQuota::new(limits.max_waiting_bytes_per_owner));
+        let one = Mailbox::new(limits, Arc::default(), (vec![message(0)], Vec::new()), quota.clone());
+        let two = Mailbox::new(limits, Arc::default(), (Vec::new(), Vec::new()), quota.clone());
+        assert_eq!(quota.held(), 2, "stored mail is charged when its session loads");
+        let hi = message(0);
+        assert_eq!(two.room_for(&hi), Ok(()));
+        two.admit(hi.clone());
+        two.admit(hi.clone());
+        assert_eq!(quota.held(), 4, "a message admitted twice is charged once");
+        assert_eq!(one.room_for(&message(0)), Err(NoRoom::OwnerBytes { held: 4, limit: 5 }));
+        one.take();
+        assert_eq!(quota.held(), 2);
+        drop(two);
+        assert_eq!(quota.held(), 0, "an unloaded session's mail leaves the count");
+        let full = Mailbox::new(
+            InboxLimits { capacity: 1, ..limits },
+            Arc::default(),
+            (vec![message(0)], Vec::new()),
+            quota,
+        );
+        assert_eq!(full.room_for(&message(0)), Err(NoRoom::Messages { capacity: 1 }));
     }
 }

@@ -29,7 +29,7 @@ pub use context::ContextOverrides;
 pub use delegation::Ledger;
 pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channel};
 pub use factory::{AgentBuildConfig, AgentFactory};
-pub use inbox::{InboxLimits, Mailbox};
+pub use inbox::{InboxLimits, MailQuota, Mailbox, NoRoom};
 pub use journal::Journal;
 pub use report::{TurnEnd, TurnInput, TurnReport};
 pub use structured::OutputContract;

@@ -181,6 +181,9 @@ fn start_server(location: &Location, settings: &Settings, options: &StartOptions
         .open(&location.log_file)
         .with_context(|| format!("opening the log {}", location.log_file.display()))?;
     let mut command = std::process::Command::new(exe);
+    // Not this client's environment: the server serves every client of the store, each with
+    // the provider variables it brings (G14). Only the machine's settings pass.
+    command.env_clear().envs(std::env::vars_os().filter(|(name, _)| is_machine_setting(name)));
     command
         .arg("background-server")
         .arg("--store")
@@ -220,6 +223,38 @@ fn start_server(location: &Location, settings: &Settings, options: &StartOptions
     let child = command.spawn().context("starting the background server")?;
     tracing::debug!(pid = child.id(), log = %location.log_file.display(), "started a background server");
     Ok(child)
+}
+
+/// The variables a background server keeps from the client that starts it: where things are
+/// (paths, locale, time zone), how to reach the network, and logging. Never credentials or a
+/// client's configuration: those arrive with each client ([`super::frames::ClientContext`]).
+fn is_machine_setting(name: &std::ffi::OsStr) -> bool {
+    const NAMES: [&str; 20] = [
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "XDG_RUNTIME_DIR",
+        "XDG_CACHE_HOME",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_STATE_HOME",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "NO_PROXY",
+        "RUST_LOG",
+        "RUST_BACKTRACE",
+        crate::sandbox::PRETEND_NO_LANDLOCK_ENV,
+    ];
+    let Some(name) = name.to_str() else { return false };
+    NAMES.contains(&name)
+        || name.starts_with("LC_")
+        || matches!(name.to_ascii_uppercase().as_str(), "HTTP_PROXY" | "HTTPS_PROXY" | "ALL_PROXY" | "NO_PROXY")
 }
 
 /// Copies stdin to the socket and the socket to stdout until the server closes the socket.

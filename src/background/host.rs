@@ -28,7 +28,7 @@ use super::location::{Location, check_private_dir};
 use super::os::current_uid;
 use crate::caller::Caller;
 use crate::config::{AppState, Environment, Settings, agent_factory, load_config_file};
-use crate::server::{cancel_on_signal, drain_and_stop, long_running_service};
+use crate::server::{Contexts, cancel_on_signal, drain_and_stop, long_running_service};
 use crate::session::{LiveSessionService, ScopedService};
 use crate::store::StoreError;
 use crate::surfaces::mcp::McpServer;
@@ -98,7 +98,7 @@ pub async fn run(settings: &Settings, options: HostOptions) -> anyhow::Result<Ho
         "background server listening"
     );
 
-    let (service, mcp) = long_running_service(state);
+    let (service, mcp) = long_running_service(state, Contexts::PerClient);
     let host = Arc::new(Host {
         service,
         mcp,

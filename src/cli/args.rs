@@ -226,6 +226,9 @@ pub struct ServeArgs {
     /// Legacy (2025-11-25) MCP transport sessions held at once on /mcp.
     #[arg(long, default_value_t = http::mcp_sessions::DEFAULT_MAX_MCP_SESSIONS)]
     pub max_mcp_sessions: usize,
+    /// Of those, what one subject (token) may hold; one more is refused 429.
+    #[arg(long, default_value_t = http::mcp_sessions::DEFAULT_MAX_MCP_SESSIONS_PER_SUBJECT)]
+    pub max_mcp_sessions_per_subject: usize,
     /// `events?follow=true` streams one subject (token) may hold at once; one more is refused 429.
     #[arg(long, default_value_t = http::follow::DEFAULT_MAX_FOLLOWS_PER_SUBJECT)]
     pub max_follows_per_subject: usize,

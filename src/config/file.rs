@@ -63,6 +63,7 @@ use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
 /// [sessions]                          # the live set (hibernation); flags of `serve` override
 /// idle_unload_secs = 600              # unload a session idle this long (with a store); 0: never
 /// max_live_sessions = 1000            # beyond: unload the least recently used, or refuse (no store)
+/// max_open_per_owner = 10000          # sessions not archived per owner (subject), with a store
 ///
 /// [policy]                            # what callers may do, whatever they ask (PolicyConfig)
 /// shell = "deny"                      # "allow" | "deny"; unset: stdio allows, HTTP denies
@@ -168,6 +169,7 @@ impl SandboxConfig {
 /// max_depth = 1                    # a caller's session may delegate; its children may not
 /// max_children_per_session = 8     # children not archived, per session
 /// max_live_delegated = 32          # delegated sessions not archived, on this server
+/// max_live_delegated_per_owner = 16   # of those, one owner's (subject's)
 /// default_child_budget = { max_tokens = 200000 }   # where delegate names no budget
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -177,6 +179,7 @@ pub struct DelegationConfig {
     pub max_depth: Option<u32>,
     pub max_children_per_session: Option<usize>,
     pub max_live_delegated: Option<usize>,
+    pub max_live_delegated_per_owner: Option<usize>,
     pub default_child_budget: Option<crate::model::Budget>,
 }
 
@@ -188,6 +191,9 @@ impl DelegationConfig {
             max_depth: self.max_depth.unwrap_or(default.max_depth),
             max_children_per_session: self.max_children_per_session.unwrap_or(default.max_children_per_session),
             max_live_delegated: self.max_live_delegated.unwrap_or(default.max_live_delegated),
+            max_live_delegated_per_owner: self
+                .max_live_delegated_per_owner
+                .unwrap_or(default.max_live_delegated_per_owner),
             default_budget: self.default_child_budget.unwrap_or(default.default_budget),
         }
     }
@@ -203,6 +209,8 @@ pub struct InboxConfig {
     pub max_hops: Option<u32>,
     /// Turns a host-mode session starts by itself between two caller turns (default 50).
     pub max_auto_turns: Option<u32>,
+    /// Bytes of waiting mail the live sessions of one owner hold together (default 64 MiB).
+    pub max_waiting_bytes_per_owner: Option<usize>,
 }
 
 impl InboxConfig {
@@ -212,6 +220,9 @@ impl InboxConfig {
             capacity: self.capacity.unwrap_or(default.capacity),
             max_hops: self.max_hops.unwrap_or(default.max_hops),
             max_auto_turns: self.max_auto_turns.unwrap_or(default.max_auto_turns),
+            max_waiting_bytes_per_owner: self
+                .max_waiting_bytes_per_owner
+                .unwrap_or(default.max_waiting_bytes_per_owner),
         }
     }
 }
@@ -276,6 +287,7 @@ impl PolicyConfig {
 pub struct SessionsConfig {
     pub idle_unload_secs: Option<u64>,
     pub max_live_sessions: Option<usize>,
+    pub max_open_per_owner: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -88,7 +88,10 @@ fn the_sessions_section_bounds_the_live_set_and_flags_override_it() {
     use std::time::Duration;
     let config: ConfigFile = toml::from_str("[sessions]\nidle_unload_secs = 60\nmax_live_sessions = 5").unwrap();
     let limits = Settings::default().session_limits(&config.sessions);
-    assert_eq!(limits, SessionLimits { idle_unload: Duration::from_secs(60), max_live: 5 });
+    assert_eq!(
+        limits,
+        SessionLimits { idle_unload: Duration::from_secs(60), max_live: 5, ..SessionLimits::default() }
+    );
     let flags = Settings { max_live_sessions: Some(2), ..Settings::default() };
     assert_eq!(flags.session_limits(&config.sessions).max_live, 2);
     assert_eq!(flags.session_limits(&config.sessions).idle_unload, Duration::from_secs(60));

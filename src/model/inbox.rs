@@ -22,6 +22,9 @@ pub const DEFAULT_MAX_AUTO_TURNS: u32 = 50;
 pub const MAX_PARKED: usize = 16;
 /// Bytes of one message's body at most.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// Bytes of waiting mail the live sessions of one owner hold together, by default
+/// (`[inbox] max_waiting_bytes_per_owner`; security review 2, G12).
+pub const DEFAULT_MAX_WAITING_BYTES_PER_OWNER: usize = 64 * 1024 * 1024;
 
 /// One message in a session's inbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -124,15 +124,24 @@ pub struct SessionLimits {
     pub idle_unload: Duration,
     /// Live sessions at most (at least 1).
     pub max_live: usize,
+    /// Sessions not archived that one owner (subject) may have in the store; one more is
+    /// refused (security review 2, G12: the store's growth per tenant). Counted where there is
+    /// a store; without one, `max_live` bounds every owner together.
+    pub max_open_per_owner: usize,
 }
 
 impl SessionLimits {
     pub const DEFAULT_IDLE_UNLOAD_SECS: u64 = 600;
     pub const DEFAULT_MAX_LIVE: usize = 1000;
+    pub const DEFAULT_MAX_OPEN_PER_OWNER: usize = 10_000;
 }
 
 impl Default for SessionLimits {
     fn default() -> Self {
-        Self { idle_unload: Duration::from_secs(Self::DEFAULT_IDLE_UNLOAD_SECS), max_live: Self::DEFAULT_MAX_LIVE }
+        Self {
+            idle_unload: Duration::from_secs(Self::DEFAULT_IDLE_UNLOAD_SECS),
+            max_live: Self::DEFAULT_MAX_LIVE,
+            max_open_per_owner: Self::DEFAULT_MAX_OPEN_PER_OWNER,
+        }
     }
 }

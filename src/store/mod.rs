@@ -91,6 +91,14 @@ pub struct StoredChild {
     pub open: bool,
 }
 
+/// Delegated sessions not archived ([`SessionStore::open_delegated`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenDelegated {
+    pub on_server: usize,
+    /// Those whose owner is the one asked about.
+    pub of_owner: usize,
+}
+
 /// A page of stored summaries, newest first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredPage {
@@ -186,8 +194,8 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
     /// Every session `parent` delegated, in id order, archived ones too.
     fn children(&self, parent: &SessionId) -> BoxFuture<'_, Result<Vec<StoredChild>, StoreError>>;
 
-    /// How many delegated sessions are not archived, server-wide.
-    fn open_delegated(&self) -> BoxFuture<'_, Result<usize, StoreError>>;
+    /// How many delegated sessions are not archived: server-wide, and of those, `owner`'s.
+    fn open_delegated(&self, owner: &str) -> BoxFuture<'_, Result<OpenDelegated, StoreError>>;
 
     /// Up to `limit` journal events of a session with a seq after `after` (from the first when
     /// `None`), in order, within [`crate::model::MAX_EVENTS_PAGE_BYTES`] (at least one);

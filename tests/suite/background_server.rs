@@ -466,3 +466,57 @@ async fn g14_a_precreated_shared_socket_directory_is_refused_and_a_private_one_u
     second.stop().await;
     first.stop().await;
 }
+
+/// G14: the background server does not lend its first client's context. Client ONE starts it
+/// (with a private variable and its own key); client TWO's host session, unloaded, is woken by
+/// a peer's message: that turn runs with TWO's key, and the server's environment holds neither
+/// ONE's variable nor its key (only the machine's settings pass to the server).
+#[tokio::test]
+async fn g14_a_mail_woken_session_runs_with_its_own_client_context_not_the_first_clients() {
+    let bg = Background::new().await;
+    let one = Who { dir: bg.project.path(), model: "anthropic:claude-test", key: "key-of-client-ONE" };
+    let two = Who { dir: bg.project.path(), model: "anthropic:claude-test", key: "key-of-client-TWO" };
+    let mut command = bg.command(&one, &["serve", "--idle-unload-secs", "1"]);
+    command.env("SOME_PRIVATE_SECRET", "first-client-secret");
+    let (service, child) = connect(&RecordingClient::default(), command, ClientLifecycleMode::Initialize).await;
+    let client_one = Client { service, child };
+    let client_two = bg.client(&two, &[]).await;
+
+    let host =
+        |name: &str, prompt: &str| json!({"prompt": prompt, "host_mode": true, "name": name, "peer_group": "g"});
+    bg.mock.push(MockResponse::sse(anthropic::text(&["waiting"])));
+    client_two.ok("session_create", host("h", "wait for mail")).await;
+    let deadline = Instant::now() + LIMIT;
+    while !bg.log().contains("session unloaded") {
+        assert!(Instant::now() < deadline, "the server never unloaded h:\n{}", bg.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let send = json!({"to": "h", "body": "wake up, h"});
+    bg.mock.push(MockResponse::sse(anthropic::tool_calls(None, &[("toolu_s", "send_message", send)])));
+    bg.mock.push(MockResponse::sse(anthropic::text(&["done"])));
+    bg.mock.push(MockResponse::sse(anthropic::text(&["done"])));
+    client_two.ok("session_create", host("s", "tell h to wake up")).await;
+
+    let deadline = Instant::now() + LIMIT;
+    let woken = loop {
+        let requests = bg.mock.requests();
+        let found = requests.into_iter().find(|request| {
+            let messages = request.body["messages"].to_string();
+            messages.contains("wake up, h") && messages.contains("wait for mail")
+        });
+        if let Some(request) = found {
+            break request;
+        }
+        assert!(Instant::now() < deadline, "h was never woken:\n{}", bg.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(woken.header("x-api-key"), Some("key-of-client-TWO"), "h runs with its own client's key");
+
+    let environ = std::fs::read(format!("/proc/{}/environ", bg.server_pid())).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(!environ.contains("first-client-secret"), "the first client's variables stay with it");
+    assert!(!environ.contains("key-of-client-ONE"), "and its credentials");
+    assert!(environ.contains("PATH="), "the machine's settings pass");
+    client_one.stop().await;
+    client_two.stop().await;
+}

@@ -674,3 +674,40 @@ async fn g9_background_children_are_bounded_by_their_carve_before_their_first_ca
         assert!(asked < biggest, "a child asked for {asked} output tokens with a carve of at most {biggest}");
     }
 }
+
+/// G11: `max_live_delegated` is the server's, so one owner holds at most its share
+/// (`max_live_delegated_per_owner`): alice's second child is refused while bob, another
+/// tenant, still delegates.
+#[tokio::test]
+async fn g11_one_owner_holds_at_most_its_share_of_the_servers_delegated_sessions() {
+    use crate::common::http_deputy::HttpDeputy;
+    use crate::suite::tenants::{ALICE, BOB, TENANTS};
+    let config = format!("{TENANTS}\n[delegation]\nmax_live_delegated = 3\nmax_live_delegated_per_owner = 1\n");
+    let deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
+    deputy.mock.respond_with(delegate_once(json!({}), "child ok"));
+    let create = |token: &'static str, prompt: &'static str| {
+        deputy.rest(Some(token), reqwest::Method::POST, "/v1/sessions", Some(json!({"prompt": prompt})))
+    };
+    let (status, first) = create(ALICE, "PARENT: alice first").await;
+    assert_eq!((status, first["text"].as_str()), (201, Some("the child said: child ok")), "{first}");
+
+    let (status, _) = create(ALICE, "PARENT: alice second").await;
+    assert_eq!(status, 201);
+    let requests = deputy.mock.requests();
+    let second = requests
+        .iter()
+        .filter(|request| first_message(request).contains("PARENT: alice second"))
+        .max_by_key(|request| request.body["messages"].as_array().map_or(0, Vec::len))
+        .unwrap();
+    let refused = tool_results(second)[0].clone();
+    assert!(is_error(&refused), "{refused}");
+    let message = refused["content"].as_str().unwrap();
+    assert!(message.contains("max_live_delegated_per_owner"), "{message}");
+
+    let (status, bobs) = create(BOB, "PARENT: bob first").await;
+    assert_eq!(
+        (status, bobs["text"].as_str()),
+        (201, Some("the child said: child ok")),
+        "bob's share is his: {bobs}"
+    );
+}

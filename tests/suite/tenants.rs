@@ -261,3 +261,103 @@ async fn g10_an_mcp_transport_session_is_bound_to_the_subject_that_opened_it() {
     let still = send(ALICE, Method::POST, Some(&session), Some(list)).await.unwrap();
     assert_eq!(still.status().as_u16(), 200, "alice's transport session is intact");
 }
+
+/// G11: the pool of legacy `/mcp` transport sessions is shared, so one subject holds at most
+/// its share (`--max-mcp-sessions-per-subject`): alice's third `initialize` answers 429
+/// `TOO_MANY_MCP_SESSIONS` while bob still opens his; closing one gives alice her place back.
+#[tokio::test]
+async fn g11_one_subject_holds_at_most_its_share_of_mcp_transport_sessions() {
+    let extra = ["--max-mcp-sessions", "6", "--max-mcp-sessions-per-subject", "2"];
+    let deputy = HttpDeputy::start_with_config(TENANTS, &extra, &[]).await;
+    let open = |token: &'static str| {
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}});
+        deputy
+            .http
+            .post(deputy.url("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+    };
+    let mut alices = Vec::new();
+    for _ in 0..2 {
+        let response = open(ALICE).await.unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        alices.push(response.headers()["mcp-session-id"].to_str().unwrap().to_owned());
+    }
+    let refused = open(ALICE).await.unwrap();
+    assert_eq!(refused.status().as_u16(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "TOO_MANY_MCP_SESSIONS", "{body}");
+    assert!(body["message"].as_str().unwrap().contains("--max-mcp-sessions-per-subject"), "{body}");
+    for _ in 0..2 {
+        assert_eq!(open(BOB).await.unwrap().status().as_u16(), 200, "bob's share is his");
+    }
+    let closed = deputy
+        .http
+        .delete(deputy.url("/mcp"))
+        .bearer_auth(ALICE)
+        .header("mcp-session-id", &alices[0])
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status().as_u16(), 204);
+    assert_eq!(open(ALICE).await.unwrap().status().as_u16(), 200, "a closed session frees its place");
+}
+
+/// G12: waiting mail is bounded per owner as well as per session, so one tenant cannot fill
+/// the server's memory through many sessions' inboxes: with a 100,000-byte quota, alice's
+/// second 60,000-byte message (to another of her sessions) answers 429 `SESSION_INBOX_FULL`
+/// naming `max_waiting_bytes_per_owner`, bob's goes through, and alice sends again once her
+/// first session has read its mail.
+#[tokio::test]
+async fn g12_waiting_mail_is_bounded_per_owner_across_its_sessions() {
+    let config = format!("{TENANTS}\n[inbox]\nmax_waiting_bytes_per_owner = 100000\n");
+    let deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
+    let body = "x".repeat(60_000);
+    let deputy = &deputy;
+    let send = |token: &'static str, id: String| {
+        let body = json!({"message": body});
+        async move { deputy.rest(Some(token), Method::POST, &format!("/v1/sessions/{id}/inbox"), Some(body)).await }
+    };
+    let (alice_one, alice_two, bobs) =
+        (create(deputy, ALICE, "one").await, create(deputy, ALICE, "two").await, create(deputy, BOB, "b").await);
+    let (status, sent) = send(ALICE, alice_one.clone()).await;
+    assert_eq!(status, 202, "{sent}");
+    let (status, refused) = send(ALICE, alice_two.clone()).await;
+    assert_eq!((status, refused["code"].as_str()), (429, Some("SESSION_INBOX_FULL")), "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("max_waiting_bytes_per_owner"), "{refused}");
+    let (status, sent) = send(BOB, bobs).await;
+    assert_eq!(status, 202, "bob's quota is his own: {sent}");
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["read it"])));
+    let turn = json!({"prompt": "read your mail"});
+    let (status, read) =
+        deputy.rest(Some(ALICE), Method::POST, &format!("/v1/sessions/{alice_one}/turns"), Some(turn)).await;
+    assert_eq!((status, read["text"].as_str()), (200, Some("read it")), "{read}");
+    let (status, sent) = send(ALICE, alice_two).await;
+    assert_eq!(status, 202, "a read message leaves the owner's count: {sent}");
+}
+
+/// G12, the store's side: one owner has at most `[sessions] max_open_per_owner` sessions not
+/// archived. Alice's third answers 403 `POLICY_DENIED`; bob still creates his; archiving one
+/// gives alice her place back.
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn g12_sessions_not_archived_are_bounded_per_owner() {
+    let config = format!("{TENANTS}\n[sessions]\nmax_open_per_owner = 2\n");
+    let deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
+    let first = create(&deputy, ALICE, "one").await;
+    create(&deputy, ALICE, "two").await;
+    let (status, refused) =
+        deputy.rest(Some(ALICE), Method::POST, "/v1/sessions", Some(json!({"prompt": "three"}))).await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("POLICY_DENIED")), "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("max_open_per_owner"), "{refused}");
+    create(&deputy, BOB, "bob's own").await;
+    let (status, _) = deputy.rest(Some(ALICE), Method::DELETE, &format!("/v1/sessions/{first}"), None).await;
+    assert_eq!(status, 200);
+    create(&deputy, ALICE, "three, after an archive").await;
+}

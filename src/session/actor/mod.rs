@@ -27,7 +27,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::{Agent, AgentFactory, EventSink, InboxLimits, Journal, Ledger, Mailbox, TurnInput};
+use crate::agent::{
+    Agent, AgentFactory, EventSink, InboxLimits, Journal, Ledger, MailQuota, Mailbox, NoRoom, TurnInput,
+};
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::llm::Message;
@@ -97,19 +99,20 @@ impl SessionHandle {
     /// Starts the actor for an agent and its record (new, or rehydrated from the store), on
     /// `tasks`, so shutdown can wait for it to exit.
     /// Each finished turn or compaction is announced on `changes`.
-    /// The inbox starts with `inbox` (what the store kept) and is bounded by `limits`.
+    /// The inbox starts with `inbox` (what the store kept) and is bounded by `limits` and its
+    /// owner's mail quota.
     pub fn spawn(
         mut agent: Agent,
         record: SessionRecord,
         store: SharedStore,
         tasks: &TaskTracker,
         changes: broadcast::Sender<SessionId>,
-        inbox: (InboxLimits, StoredInbox),
+        inbox: (InboxLimits, StoredInbox, Arc<MailQuota>),
         provenance: Arc<Provenance>,
     ) -> Self {
         let id = record.session_id.clone();
-        let (limits, stored) = inbox;
-        let mailbox = Arc::new(Mailbox::new(limits, agent.handling_hops(), stored.waiting, stored.parked));
+        let (limits, stored, quota) = inbox;
+        let mailbox = Arc::new(Mailbox::new(limits, agent.handling_hops(), (stored.waiting, stored.parked), quota));
         agent.attach_mailbox(mailbox.clone());
         let shared = Arc::new(Shared::new(
             record.view(SessionStatus::Idle, None),
@@ -257,7 +260,7 @@ impl SessionHandle {
     /// turn. `None` when the handle turned out unloaded meanwhile: the store has the message,
     /// and the caller must deliver it again through the session's new handle.
     ///
-    /// Errors: `InboxFull`, `NotFound` (archived), `Store`.
+    /// Errors: `InboxFull`, `MailQuotaFull`, `NotFound` (archived), `Store`.
     pub async fn deliver(
         &self,
         message: InboxMessage,
@@ -270,10 +273,14 @@ impl SessionHandle {
                 return Err(archived_error(&self.id));
             }
             let parked = mailbox.parks(&message);
-            if !parked && !mailbox.has_room() {
-                return Err(SessionError::InboxFull {
-                    session_id: self.id.clone(),
-                    capacity: mailbox.limits().capacity,
+            if !parked && let Err(no_room) = mailbox.room_for(&message) {
+                return Err(match no_room {
+                    NoRoom::Messages { capacity } => {
+                        SessionError::InboxFull { session_id: self.id.clone(), capacity }
+                    }
+                    NoRoom::OwnerBytes { held, limit } => {
+                        SessionError::MailQuotaFull { session_id: self.id.clone(), held, limit }
+                    }
                 });
             }
             if let Some(store) = store {

@@ -17,7 +17,7 @@ use crate::model::{Lineage, SessionRecord};
 use crate::policy::AuditTag;
 use crate::policy::Grants;
 use crate::session::types::*;
-use crate::store::{SaveRequest, StoredInbox};
+use crate::store::{SaveRequest, StoredInbox, StoredListQuery};
 
 /// Labels a session may carry, and the size of each key and value: labels travel in every list
 /// page and every record, so they stay small (security review F10).
@@ -98,6 +98,7 @@ impl LiveSessionService {
             comms::check_group(group)?;
         }
         self.check_room()?;
+        self.check_owner_quota(caller).await?;
         // Minted before the agent is built, so the session's tools know whose they are.
         let id = SessionId::new();
         let audit = AuditTag { subject: caller.subject_arc(), session_id: id.clone() };
@@ -118,6 +119,24 @@ impl LiveSessionService {
             options: request.turn,
         };
         self.start_session(factory, grants, caller, launch).await
+    }
+
+    /// Refuses a session over the owner's `max_open_per_owner` (G12): counted in the store's
+    /// index of the owner's open sessions, so without a store there is nothing to count (and
+    /// `max_live` bounds every owner together).
+    async fn check_owner_quota(&self, owner: &Caller) -> Result<(), SessionError> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let query =
+            StoredListQuery { first: 0, owner: Some(owner.subject().to_owned()), ..StoredListQuery::default() };
+        let open = store.list(query).await?.total;
+        let limit = self.limits.max_open_per_owner;
+        if open >= limit {
+            return Err(SessionError::policy_denied(format!(
+                "this caller has {open} sessions not archived, its limit ([sessions] max_open_per_owner = {limit}): \
+                 archive some first"
+            )));
+        }
+        Ok(())
     }
 
     /// Saves, registers and runs the first turn of a session whose agent is built: a caller's

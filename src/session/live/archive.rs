@@ -95,6 +95,7 @@ impl LiveSessionService {
             }
             (None, None) => return Err(SessionError::not_found(id.clone())),
         };
+        self.contexts.forget(id);
         tracing::info!(session_id = %id, "session archived");
         // The journal gained its `archived` event: followers and the projector look.
         let _ = self.changes.send(id.clone());

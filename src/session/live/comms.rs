@@ -270,10 +270,9 @@ impl LiveSessionService {
             at: chrono::Utc::now(),
             report: None,
         };
-        // The recipient has the sender's owner; a stored one resumes with that owner's grants
-        // as of now (the token table; G5), never the server's own.
-        let grants = self.factory.grants(&Caller::local(), crate::policy::Surface::Local);
-        let sent = self.deliver(&self.factory, &grants, &id, message).await?;
+        // Nobody's call: a stored recipient resumes with the context it last ran with (G14),
+        // and its owner's grants as of now (the token table; G5).
+        let sent = self.deliver_unattended(&id, message).await?;
         Ok(Sent { message_id: sent.message_id.to_string(), delivered: sent.delivered.as_str().to_owned() })
     }
 

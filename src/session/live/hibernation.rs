@@ -112,6 +112,8 @@ impl LiveSessionService {
             registry.sessions.remove(id);
         }
         handle.stop().await;
+        // Unattended resumes (mail, a child's result) run with what it ran with (G14).
+        self.contexts.remember(id, handle.provenance().clone());
         tracing::info!(session_id = %id, reason = why, "session unloaded");
         true
     }

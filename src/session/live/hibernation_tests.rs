@@ -9,7 +9,7 @@ use crate::error::ErrorCode;
 use crate::llm::scripted::{ScriptedProvider, ScriptedResponse};
 
 fn limits(idle_secs: u64, max_live: usize) -> SessionLimits {
-    SessionLimits { idle_unload: Duration::from_secs(idle_secs), max_live }
+    SessionLimits { idle_unload: Duration::from_secs(idle_secs), max_live, ..SessionLimits::default() }
 }
 
 #[tokio::test]

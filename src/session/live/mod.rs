@@ -12,9 +12,11 @@
 //! - [`admission`]: who may use a session, what a new one must be, and creating it;
 //! - [`turn`]: a caller's turn or compaction, and waiting for it;
 //! - [`archive`] and [`listing`];
+//! - [`contexts`]: the context a session runs with when no caller brings one;
 //! - [`comms`]: inboxes, names, peers and `send`; [`delegation`]: children, their budgets, caps,
 //!   tree and notices; [`feed`]: the event journal's pages.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
@@ -25,7 +27,7 @@ use tokio_util::task::TaskTracker;
 use super::SessionService;
 use super::actor::{Provenance, SessionHandle};
 use super::types::*;
-use crate::agent::{Agent, AgentFactory, InboxLimits};
+use crate::agent::{Agent, AgentFactory, InboxLimits, MailQuota};
 use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::ids::SessionId;
@@ -77,6 +79,14 @@ pub struct LiveSessionService {
     /// The owners of stored sessions as callers now: a resumed session gets its owner's
     /// grants (G5). `None` (tests, embedders): the grants of whoever resumes it.
     owners: Option<Arc<Owners>>,
+    /// Each owner's waiting mail across its live sessions (G12); an owner with no live
+    /// session has none.
+    mail_quotas: std::sync::Mutex<HashMap<String, Weak<MailQuota>>>,
+    /// The contexts unloaded sessions last ran with (see [`contexts`]).
+    contexts: contexts::Contexts,
+    /// Whether a session whose context is unknown runs with the service's own factory when no
+    /// caller brings one (see [`contexts`]).
+    server_context_for_unknown: bool,
 }
 
 /// Announcements a slow listener of [`SessionService::changes`] may fall behind by before it
@@ -101,6 +111,9 @@ impl LiveSessionService {
             delegating: tokio::sync::Mutex::new(()),
             followed: std::sync::Mutex::default(),
             owners: None,
+            mail_quotas: std::sync::Mutex::default(),
+            contexts: contexts::Contexts::default(),
+            server_context_for_unknown: true,
         }
     }
 
@@ -152,7 +165,7 @@ impl LiveSessionService {
         grants: &Grants,
     ) -> SessionHandle {
         self.connect_tools(&agent);
-        let inbox = (self.inbox_limits, inbox);
+        let inbox = (self.inbox_limits, inbox, self.mail_quota(&record.owner));
         let provenance =
             Arc::new(Provenance { factory: factory.clone(), grants: grants.clone(), spec: record.agent.clone() });
         SessionHandle::spawn(
@@ -164,6 +177,21 @@ impl LiveSessionService {
             inbox,
             provenance,
         )
+    }
+}
+
+impl LiveSessionService {
+    /// `owner`'s mail quota, shared by its live sessions' inboxes: created with the first,
+    /// gone with the last.
+    fn mail_quota(&self, owner: &str) -> Arc<MailQuota> {
+        let mut quotas = self.mail_quotas.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(quota) = quotas.get(owner).and_then(Weak::upgrade) {
+            return quota;
+        }
+        quotas.retain(|_, quota| quota.strong_count() > 0);
+        let quota = Arc::new(MailQuota::new(self.inbox_limits.max_waiting_bytes_per_owner));
+        quotas.insert(owner.to_owned(), Arc::downgrade(&quota));
+        quota
     }
 }
 
@@ -318,6 +346,7 @@ impl SessionService for LiveSessionService {
 mod admission;
 mod archive;
 mod comms;
+mod contexts;
 pub(super) mod delegation;
 mod feed;
 mod hibernation;
@@ -357,6 +386,9 @@ mod pending_tests;
 
 #[cfg(test)]
 mod inbox_tests;
+
+#[cfg(test)]
+mod contexts_tests;
 
 #[cfg(test)]
 mod delegation_tests;

@@ -64,8 +64,8 @@ impl SessionStore for FaultyStore {
     fn children(&self, parent: &SessionId) -> BoxFuture<'_, Result<Vec<crate::store::StoredChild>, StoreError>> {
         self.inner.children(parent)
     }
-    fn open_delegated(&self) -> BoxFuture<'_, Result<usize, StoreError>> {
-        self.inner.open_delegated()
+    fn open_delegated(&self, owner: &str) -> BoxFuture<'_, Result<crate::store::OpenDelegated, StoreError>> {
+        self.inner.open_delegated(owner)
     }
     fn events(
         &self,

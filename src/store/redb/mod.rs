@@ -21,8 +21,8 @@ use crate::model::StoredEvent;
 use crate::secrets::SecretSealer;
 use crate::store::codec::{decode_sealed, encode_sealed};
 use crate::store::{
-    SaveRequest, SessionStore, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail, StoredPage,
-    StoredPeer,
+    OpenDelegated, SaveRequest, SessionStore, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail,
+    StoredPage, StoredPeer,
 };
 use read::{children, events, history, inbox, list, open_delegated, peers, record, tool_output};
 use schema::{create_tables_once, open_sealer};
@@ -165,8 +165,9 @@ impl SessionStore for RedbStore {
         self.blocking(move |store| children(store, parent.as_str()))
     }
 
-    fn open_delegated(&self) -> BoxFuture<'_, Result<usize, StoreError>> {
-        self.blocking(open_delegated)
+    fn open_delegated(&self, owner: &str) -> BoxFuture<'_, Result<OpenDelegated, StoreError>> {
+        let owner = owner.to_owned();
+        self.blocking(move |store| open_delegated(store, &owner))
     }
 
     fn events(

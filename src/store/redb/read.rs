@@ -16,7 +16,9 @@ use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::{ListPosition, SessionSummary, StoredEvent};
-use crate::store::{StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail, StoredPage, StoredPeer};
+use crate::store::{
+    OpenDelegated, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail, StoredPage, StoredPeer,
+};
 
 pub(super) fn record(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
@@ -250,8 +252,21 @@ pub(super) fn children(store: &Inner, parent: &str) -> Result<Vec<StoredChild>, 
     Ok(children)
 }
 
-pub(super) fn open_delegated(store: &Inner) -> Result<usize, StoreError> {
+/// The open delegated sessions, and `owner`'s among them: one record read per open child,
+/// which the server-wide cap (`max_live_delegated`) keeps few.
+pub(super) fn open_delegated(store: &Inner, owner: &str) -> Result<OpenDelegated, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
     let open = read.open_table(DELEGATED).map_err(backend)?;
-    Ok(usize::try_from(open.len().map_err(backend)?).unwrap_or(usize::MAX))
+    let records = read.open_table(RECORDS).map_err(backend)?;
+    let mut counts = OpenDelegated::default();
+    for entry in open.iter().map_err(backend)? {
+        let (child, _) = entry.map_err(backend)?;
+        counts.on_server += 1;
+        let Some(bytes) = records.get(child.value()).map_err(backend)? else { continue };
+        let record: SessionRecord = store.decode(bytes.value())?;
+        if record.owner == owner {
+            counts.of_owner += 1;
+        }
+    }
+    Ok(counts)
 }

@@ -15,6 +15,11 @@
 //!   server answer for a session it does not know): no tool calls through it, no answers to
 //!   its server requests (elicitations), no standalone stream of its notifications, no DELETE.
 //!
+//! - **A subject holds at most its share of transport sessions** (G11): an `initialize` that
+//!   would open one more than `--max-mcp-sessions-per-subject` for its subject answers 429
+//!   `TOO_MANY_MCP_SESSIONS`, so one tenant cannot take the whole `--max-mcp-sessions` pool
+//!   from the others (idle ones expire after 30 minutes, and a ping keeps one alive).
+//!
 //! - **The SSE priming event** (an event with an id, `retry` and empty data, SEP-1699) came
 //!   with protocol 2025-11-25, but rmcp sends it on every stream. Clients that negotiated an
 //!   older version do not expect it (Python `mcp` 1.9 logs a parse error for every response),
@@ -71,7 +76,13 @@ pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown
         .disable_allowed_origins()
         .with_cancellation_token(shutdown);
     let mcp = StreamableHttpService::new(move || Ok(server.for_connection()), sessions.clone(), http);
-    let state = Hygiene { sessions, versions: Arc::default(), owners: Arc::default() };
+    let state = Hygiene {
+        sessions,
+        versions: Arc::default(),
+        owners: Arc::default(),
+        per_subject: config.max_mcp_sessions_per_subject,
+        opening: Arc::default(),
+    };
     Router::new().fallback_service(mcp).layer(axum::middleware::from_fn_with_state(state, hygiene))
 }
 
@@ -82,6 +93,11 @@ struct Hygiene {
     versions: Arc<Mutex<HashMap<String, String>>>,
     /// The subject that opened each session (G10).
     owners: Arc<Mutex<HashMap<String, Arc<str>>>>,
+    /// Transport sessions one subject may hold (G11).
+    per_subject: usize,
+    /// Held from a subject's count to its new session's binding, so concurrent `initialize`s
+    /// cannot overshoot the share.
+    opening: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Above this many remembered versions, those of sessions rmcp has reaped are forgotten.
@@ -129,6 +145,21 @@ impl Hygiene {
         }
     }
 
+    /// The transport sessions `subject` holds now (those rmcp has not reaped).
+    async fn held_by(&self, subject: &str) -> usize {
+        let theirs: Vec<String> = {
+            let owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+            owners.iter().filter(|(_, owner)| &***owner == subject).map(|(session, _)| session.clone()).collect()
+        };
+        let mut held = 0;
+        for session in theirs {
+            if !matches!(self.sessions.has_session(&session.into()).await, Ok(false)) {
+                held += 1;
+            }
+        }
+        held
+    }
+
     /// Whether `subject` may use `session`: it opened it, or nobody is recorded (then rmcp
     /// decides, and it does not know the session).
     fn allows(&self, session: &str, subject: Option<&str>) -> bool {
@@ -165,6 +196,24 @@ async fn hygiene(State(state): State<Hygiene>, request: Request, next: Next) -> 
         },
     };
     let opened = session.is_none();
+    // An `initialize` outside a session opens one: within the subject's share (G11).
+    let _opening = match (&subject, opened && initialize) {
+        (Some(subject), true) => {
+            let opening = state.opening.clone().lock_owned().await;
+            let held = state.held_by(subject).await;
+            if held >= state.per_subject {
+                tracing::info!(%subject, held, "refused an MCP transport session: the subject's share is taken");
+                let message = format!(
+                    "this caller holds {held} MCP transport sessions, its share (--max-mcp-sessions-per-subject): close \
+                     one (HTTP DELETE with its Mcp-Session-Id), wait for idle ones to expire, or use protocol version \
+                     2026-07-28, which needs none"
+                );
+                return ApiError::refused(TransportCode::TooManyMcpSessions, message).into_response();
+            }
+            Some(opening)
+        }
+        _ => None,
+    };
     let response = next.run(request).await;
     if opened
         && let Some(new) = header(response.headers(), "mcp-session-id")

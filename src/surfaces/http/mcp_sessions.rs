@@ -18,6 +18,9 @@ use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionManager};
 
 /// Legacy MCP transport sessions held at once, by default.
 pub const DEFAULT_MAX_MCP_SESSIONS: usize = 256;
+/// Of those, what one subject may hold by default: a quarter, so one tenant leaves the rest to
+/// the others (security review 2, G11). The `/mcp` layer counts them ([`super::mcp`]).
+pub const DEFAULT_MAX_MCP_SESSIONS_PER_SUBJECT: usize = DEFAULT_MAX_MCP_SESSIONS / 4;
 /// A legacy MCP transport session idle this long is closed.
 pub const MCP_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 

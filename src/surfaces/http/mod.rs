@@ -56,6 +56,8 @@ pub struct HttpConfig {
     pub limits: listener::ConnectionLimits,
     /// Legacy (2025-11-25) MCP transport sessions held at once.
     pub max_mcp_sessions: usize,
+    /// Of those, what one subject (token) may hold, so one tenant cannot take them all (G11).
+    pub max_mcp_sessions_per_subject: usize,
     /// `follow=true` event streams per subject, and how long each lasts.
     pub follows: follow::FollowLimits,
 }
@@ -80,6 +82,7 @@ impl HttpConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             limits: listener::ConnectionLimits::default(),
             max_mcp_sessions: mcp_sessions::DEFAULT_MAX_MCP_SESSIONS,
+            max_mcp_sessions_per_subject: mcp_sessions::DEFAULT_MAX_MCP_SESSIONS_PER_SUBJECT,
             follows: follow::FollowLimits::default(),
         }
     }

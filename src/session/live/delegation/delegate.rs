@@ -178,7 +178,12 @@ impl LiveSessionService {
         }
         let interrupted = self.interrupt_tree(&child, true).await?;
         let archived = if args.archive {
-            self.archive_with(&self.factory, &child).await?;
+            // The parent's `session_end` hooks, not the server's own (G14).
+            let factory = match self.live(&parent_id) {
+                Some(parent) => parent.provenance().factory.clone(),
+                None => self.factory.clone(),
+            };
+            self.archive_with(&factory, &child).await?;
             true
         } else {
             false

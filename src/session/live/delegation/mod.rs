@@ -28,7 +28,7 @@ use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::lineage::ChildUsage;
 use crate::model::{Budget, Lineage, PendingCall, RunResult, SessionView, TurnStatus, TurnUsage};
-use crate::session::actor::SessionHandle;
+use crate::store::OpenDelegated;
 use crate::tools::BuiltinTool;
 use crate::tools::delegation::{CancelArgs, DelegateArgs, Delegator, WaitArgs};
 use serde::Serialize;
@@ -53,6 +53,9 @@ pub struct DelegationLimits {
     pub max_children_per_session: usize,
     /// Delegated sessions not archived on this server.
     pub max_live_delegated: usize,
+    /// Of those, what one owner's sessions may have, so one tenant cannot take the whole
+    /// server's allowance from the others (security review 2, G11).
+    pub max_live_delegated_per_owner: usize,
     /// A child's budget where `delegate` names none (each limit capped to what the parent has
     /// left; a limit named by neither takes half of the parent's remaining).
     pub default_budget: Budget,
@@ -65,6 +68,7 @@ impl Default for DelegationLimits {
             max_depth: 1,
             max_children_per_session: 8,
             max_live_delegated: 32,
+            max_live_delegated_per_owner: 16,
             default_budget: Budget::default(),
         }
     }
@@ -196,16 +200,24 @@ impl LiveSessionService {
     /// count each other.
     pub(super) async fn check_caps(&self, parent: &SessionId) -> Result<(), SessionError> {
         let limits = self.delegation;
-        let (of_parent, on_server) = match &self.store {
+        let owner = self.live(parent).ok_or_else(|| SessionError::not_found(parent.clone()))?.view().state.owner;
+        let (of_parent, OpenDelegated { on_server, of_owner }) = match &self.store {
             Some(store) => {
                 let open = store.children(parent).await?.iter().filter(|child| child.open).count();
-                (open, store.open_delegated().await?)
+                (open, store.open_delegated(&owner).await?)
             }
             None => {
-                let lineages: Vec<Lineage> = self.live_handles().iter().map(SessionHandle::lineage).collect();
+                let handles = self.live_handles();
+                let lineages: Vec<(Lineage, String)> =
+                    handles.iter().map(|handle| (handle.lineage(), handle.view().state.owner)).collect();
                 let of_parent =
-                    lineages.iter().filter(|lineage| lineage.parent_id.as_ref() == Some(parent)).count();
-                (of_parent, lineages.iter().filter(|lineage| lineage.is_delegated()).count())
+                    lineages.iter().filter(|(lineage, _)| lineage.parent_id.as_ref() == Some(parent)).count();
+                let delegated = lineages.iter().filter(|(lineage, _)| lineage.is_delegated());
+                let counts = delegated.fold(OpenDelegated::default(), |counts, (_, of)| OpenDelegated {
+                    on_server: counts.on_server + 1,
+                    of_owner: counts.of_owner + usize::from(*of == owner),
+                });
+                (of_parent, counts)
             }
         };
         if of_parent >= limits.max_children_per_session {
@@ -213,6 +225,13 @@ impl LiveSessionService {
                 "this session already has {of_parent} children not archived (max_children_per_session = {}); \
                  cancel_delegate {{archive: true}} frees a finished one's slot",
                 limits.max_children_per_session
+            )));
+        }
+        if of_owner >= limits.max_live_delegated_per_owner {
+            return Err(refused(format!(
+                "this owner's sessions already have {of_owner} delegated sessions not archived \
+                 (max_live_delegated_per_owner = {}); cancel_delegate {{archive: true}} frees a finished one's slot",
+                limits.max_live_delegated_per_owner
             )));
         }
         if on_server >= limits.max_live_delegated {

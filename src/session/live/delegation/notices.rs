@@ -6,7 +6,6 @@ use std::sync::{Arc, MutexGuard, PoisonError};
 
 use super::super::LiveSessionService;
 use super::{bounded, finished, usage_of};
-use crate::caller::Caller;
 use crate::ids::{MessageId, SessionId};
 use crate::model::SessionView;
 use crate::model::inbox::{InboxMessage, MessageSender};
@@ -112,11 +111,8 @@ impl LiveSessionService {
             at: chrono::Utc::now(),
             report: Some(used),
         };
-        let (factory, grants) = match &parent {
-            Some(parent) => (parent.provenance().factory.clone(), parent.provenance().grants.clone()),
-            None => (self.factory.clone(), self.factory.grants(&Caller::local(), crate::policy::Surface::Local)),
-        };
-        if let Err(error) = self.deliver(&factory, &grants, &parent_id, message).await {
+        // The parent's own context, live or remembered (G14).
+        if let Err(error) = self.deliver_unattended(&parent_id, message).await {
             tracing::warn!(session_id = %child, parent_id = %parent_id, %error, "a child's result could not reach its parent");
         }
     }

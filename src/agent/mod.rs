@@ -216,8 +216,9 @@ impl Agent {
     }
 
     /// What a delegated child may still spend on its next model call, checked before the call
-    /// is made (security review 2, G9): a carve smaller than the call's input (the history and
-    /// system prompt, estimated; a lower bound of what the provider counts) refuses the call
+    /// is made (security review 2, G9): a carve smaller than the call's input (the history, the
+    /// system prompt and the tool declarations, estimated; a lower bound of what the provider
+    /// counts) refuses the call
     /// with `Exhausted::Tokens`, and otherwise the call's output is capped to what is left
     /// after that input. `Ok(None)`: no cap (a root session, or no token limit).
     fn call_allowance(&self) -> Result<Option<u32>, crate::model::Exhausted> {
@@ -227,11 +228,25 @@ impl Agent {
         let Some(max) = self.budget.max_tokens else { return Ok(None) };
         let left = max.saturating_sub(self.charged_consumption().tokens);
         let input = self.estimated_history_tokens()
-            + self.system_prompt.as_deref().map_or(0, crate::model::context::estimate_text);
+            + self.system_prompt.as_deref().map_or(0, crate::model::context::estimate_text)
+            + self.estimated_tool_tokens();
         if input >= left {
             return Err(crate::model::Exhausted::Tokens);
         }
         Ok(Some(u32::try_from(left - input).unwrap_or(u32::MAX)))
+    }
+
+    /// What the tool declarations of every request add to its input, estimated like the rest.
+    fn estimated_tool_tokens(&self) -> u64 {
+        use crate::model::context::estimate_text;
+        self.tool_specs
+            .iter()
+            .map(|spec| {
+                estimate_text(&spec.name)
+                    + estimate_text(&spec.description)
+                    + estimate_text(&spec.input_schema.to_string())
+            })
+            .sum()
     }
 
     /// A delegated child's turn ended for good: its budget shrinks to what it used, so the

@@ -163,22 +163,15 @@ impl Agent {
         self.budget.exhausted(&self.charged_consumption())
     }
 
-    /// Appends the prompt. If the history already ends with a user message (tool results, or a
-    /// prompt whose turn produced no answer), the prompt joins it so roles keep alternating.
+    /// Appends the prompt as a message of its own, even after a user message (tool results, or
+    /// a prompt whose turn produced no answer): a save then only appends, never rewrites what
+    /// is stored (security review 2, G4: prompts into a failing session rewrote an ever-growing
+    /// last message). Each wire merges runs of one role when it sends them
+    /// ([`crate::llm::conform`]), so providers still see roles alternate.
     fn push_user_prompt(&mut self, prompt: String) {
         let block = ContentBlock::Text { text: prompt };
-        let last_index = self.history.len().saturating_sub(1);
-        match self.history_mut().last_mut() {
-            Some(last) if last.role == Role::User => {
-                last.content.push(block);
-                self.unsaved_from = self.unsaved_from.min(last_index);
-                self.turn_prompt_index = last_index;
-            }
-            _ => {
-                self.history_mut().push(Message { role: Role::User, content: vec![block] });
-                self.turn_prompt_index = self.history.len() - 1;
-            }
-        }
+        self.history_mut().push(Message { role: Role::User, content: vec![block] });
+        self.turn_prompt_index = self.history.len() - 1;
     }
 
     /// Runs the `turn_start` hooks: the `additional_context` they give, in order. Their other

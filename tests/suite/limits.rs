@@ -262,3 +262,41 @@ async fn g8_a_follow_stream_ends_after_its_maximum_duration() {
     let body = tokio::time::timeout(LIMIT, response.text()).await.expect("the stream ended").unwrap();
     assert!(body.contains("event: session_created"), "{body}");
 }
+
+/// Security review 2, G4, the saves: a prompt into a session whose last turn failed used to
+/// join the stored trailing user message, so each save rewrote an ever-growing message. Each
+/// prompt is now a message of its own (a save only appends; what is stored is never changed),
+/// and the wire still sends the run as one user message that real providers accept.
+#[tokio::test]
+async fn g4_prompts_after_failed_turns_are_appended_never_joined_to_a_stored_message() {
+    use crate::common::mock_llm::{MockResponse, anthropic};
+    use crate::common::provider_rules::Profile;
+    let deputy = HttpDeputy::start(&[]).await;
+    deputy.mock.enforce(Profile::first_party());
+    let refusal = || MockResponse::json(400, anthropic::error_body("invalid_request_error", "mock says no"));
+    deputy.mock.push(refusal());
+    let (status, created) =
+        deputy.rest(None, reqwest::Method::POST, "/v1/sessions", Some(json!({"prompt": "first"}))).await;
+    assert_eq!((status, created["code"].as_str()), (500, Some("AGENT_ERROR")), "{created}");
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    deputy.mock.push(refusal());
+    let turns = format!("/v1/sessions/{id}/turns");
+    let (_, failed) = deputy.rest(None, reqwest::Method::POST, &turns, Some(json!({"prompt": "second"}))).await;
+    assert_eq!(failed["code"], "AGENT_ERROR", "{failed}");
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["at last"])));
+    let (_, done) = deputy.rest(None, reqwest::Method::POST, &turns, Some(json!({"prompt": "third"}))).await;
+    assert_eq!(done["text"], "at last", "{done}");
+
+    let (_, history) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/messages"), None).await;
+    let stored: Vec<(String, usize)> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| (message["role"].as_str().unwrap().to_owned(), message["content"].as_array().unwrap().len()))
+        .collect();
+    let expected = [("user", 1), ("user", 1), ("user", 1), ("assistant", 1)].map(|(role, n)| (role.to_owned(), n));
+    assert_eq!(stored, expected, "{history}");
+    let sent = &deputy.mock.requests()[2].body["messages"];
+    assert_eq!(sent.as_array().unwrap().len(), 1, "one user message on the wire: {sent}");
+    assert!(deputy.mock.violations().is_empty(), "{:?}", deputy.mock.violations());
+}

@@ -86,14 +86,23 @@ impl Agent {
             }
         }
 
-        // Stage 2: summarize.
+        // Stage 2: summarize. A delegated child's summary is a model call like its others:
+        // bounded by its carve before it is made (security review 2, G9), or not made at all.
+        let allowance = match self.call_allowance() {
+            Ok(allowance) => allowance,
+            Err(_) => {
+                let error = "this delegated session's budget cannot hold the summary call's input".to_owned();
+                return Outcome::Done(self.summary_failed(report, error, events));
+            }
+        };
         // The session's own request, tools declared but not callable: a history holding tool
         // calls stays valid on every wire, and the whole prefix is a prompt-cache hit.
         let mut request = self.model_request();
         request.tool_choice = ToolChoice::Forbidden;
         // The summary is prose, whatever the turn's answer must be.
         request.output = None;
-        request.max_tokens = settings.max_summary_tokens;
+        request.max_tokens =
+            allowance.map_or(settings.max_summary_tokens, |cap| cap.min(settings.max_summary_tokens));
         let prompt = ContentBlock::Text { text: COMPACTION_PROMPT.to_owned() };
         // The summary call's own messages: a copy of the history, which stays as it is.
         let messages = Arc::make_mut(&mut request.messages);
@@ -120,13 +129,7 @@ impl Agent {
             Ok(_) => None,
         };
         if let Some(error) = failure {
-            tracing::warn!(model = %self.model_id, "compaction failed: {error}");
-            events.emit(AgentEvent::CompactionFailed { error });
-            report.tokens_after = self.estimated_history_tokens();
-            if report.compacted {
-                return Outcome::Done(self.finish(report, false, events));
-            }
-            return Outcome::Done(report);
+            return Outcome::Done(self.summary_failed(report, error, events));
         }
 
         let rebuilt = rebuild_history(&self.history, summary.trim(), settings.recent_turn_budget, keep_from);
@@ -147,6 +150,17 @@ impl Agent {
         self.history_epoch += 1;
         self.unsaved_from = 0;
         self.context.history_rewritten();
+    }
+
+    /// No summary: the history keeps what pruning made of it, if anything.
+    fn summary_failed(&mut self, mut report: Report, error: String, events: &EventSink) -> Report {
+        tracing::warn!(model = %self.model_id, "compaction failed: {error}");
+        events.emit(AgentEvent::CompactionFailed { error });
+        report.tokens_after = self.estimated_history_tokens();
+        if report.compacted {
+            return self.finish(report, false, events);
+        }
+        report
     }
 
     fn finish(&mut self, mut report: Report, summarized: bool, events: &EventSink) -> Report {

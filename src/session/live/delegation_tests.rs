@@ -120,17 +120,18 @@ async fn an_over_budget_request_is_capped_and_the_refund_lands() {
     let service =
         shared(parent_and_child(json!({"budget": {"max_tokens": 1_000_000}})), DelegationLimits::default(), None);
     let mut request = create("do it with a helper");
-    request.build.budget = Budget { max_tokens: Some(1000), ..Budget::default() };
+    request.build.budget = Budget { max_tokens: Some(10_000), ..Budget::default() };
     let parent = service.create_session(request).await.unwrap();
     let child_id = children(&service.list(by_parent(&parent.session_id)).await.unwrap())[0].clone();
     let child = service.read(&child_id, None).await.unwrap();
-    // The parent had used 15 tokens (its first call) when it delegated: 985 were left.
+    // The parent had used 15 tokens (its first call) when it delegated: 9,985 were left (a
+    // carve must hold a call's input, tool declarations included: G9).
     assert_eq!(child.state.model, "test:model");
     let used = child.billing.total_tokens;
     assert_eq!(child.billing.budget.max_tokens, Some(used), "the child's budget closed at what it used");
     let view = service.read(&parent.session_id, None).await.unwrap();
     assert_eq!((view.billing.reserved_tokens, view.billing.delegated_tokens), (0, used), "the refund landed");
-    assert_eq!(view.billing.remaining.tokens, Some(1000 - view.billing.total_tokens - used));
+    assert_eq!(view.billing.remaining.tokens, Some(10_000 - view.billing.total_tokens - used));
     assert!(parent.text.contains("child says 42"));
 }
 
@@ -149,15 +150,39 @@ async fn the_carve_is_capped_to_what_the_parent_has_left() {
     });
     let service = shared(provider, DelegationLimits::default(), None);
     let mut request = create("do it with a helper");
-    request.build.budget = Budget { max_tokens: Some(1000), ..Budget::default() };
+    request.build.budget = Budget { max_tokens: Some(10_000), ..Budget::default() };
     let parent = service.create_session(request).await.unwrap();
     let child_id = children(&service.list(by_parent(&parent.session_id)).await.unwrap())[0].clone();
     let child = service.read(&child_id, None).await.unwrap();
-    assert_eq!(child.billing.budget.max_tokens, Some(985), "1000 minus the 15 the parent had used");
+    assert_eq!(child.billing.budget.max_tokens, Some(9_985), "10,000 minus the 15 the parent had used");
     let view = service.read(&parent.session_id, None).await.unwrap();
-    assert_eq!(view.billing.reserved_tokens, 985, "held while the child works");
+    assert_eq!(view.billing.reserved_tokens, 9_985, "held while the child works");
     gate.open();
     settle(&service, &child_id).await;
+}
+
+/// G9: the tool declarations are part of a call's input. A child whose carve holds its task
+/// and system prompt but not the declarations of its tools makes no call at all.
+#[tokio::test]
+async fn a_carve_too_small_for_the_tool_declarations_makes_no_call() {
+    let provider = ScriptedProvider::responding(|request| {
+        if answered(request) {
+            return ScriptedResponse::text(&["ok"]);
+        }
+        call("delegate", json!({"task": "tiny", "budget": {"max_tokens": 200}}))
+    });
+    let service = shared(provider.clone(), DelegationLimits::default(), None);
+    let parent = service.create_session(create("do it with a helper")).await.unwrap();
+    let child_id = children(&service.list(by_parent(&parent.session_id)).await.unwrap())[0].clone();
+    let child = settle(&service, &child_id).await;
+    let declarations: usize =
+        provider.requests()[0].tools.iter().map(|spec| spec.input_schema.to_string().len()).sum();
+    assert!(declarations > 800, "the child has tools that take more than its carve: {declarations} bytes");
+    assert_eq!(
+        child.state.last_turn.as_ref().map(|turn| turn.stop_reason.clone()),
+        Some(Some(crate::model::StopReason::BudgetExhausted))
+    );
+    assert!(provider.requests().iter().all(|request| first(request) != "tiny"), "the child never called the model");
 }
 
 #[tokio::test]

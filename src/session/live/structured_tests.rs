@@ -60,7 +60,7 @@ async fn a_valid_final_answer_call_is_the_structured_output_and_text_holds_it_as
     let next = service.start_turn(&result.session_id, turn("again")).await.unwrap();
     let last_but_one = &provider.requests()[1].messages;
     assert!(matches!(
-        &last_but_one[last_but_one.len() - 1].content[0],
+        last_user_blocks(last_but_one)[0],
         ContentBlock::ToolResult { content, is_error: false, .. } if content == "accepted"
     ));
     assert!(provider.requests()[1].output.is_some());

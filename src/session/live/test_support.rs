@@ -37,14 +37,21 @@ pub(crate) fn turn(prompt: &str) -> TurnRequest {
     TurnRequest { prompt: prompt.into(), ..TurnRequest::default() }
 }
 
-/// The tool results the `index`th model request carried: its last message, a user message of
+/// The blocks of the run of user messages that ends a request: what its wire sends as one
+/// last user message (a prompt is a message of its own after tool results; the wire merges
+/// them, see `crate::llm::conform`).
+pub fn last_user_blocks(messages: &[crate::llm::Message]) -> Vec<&crate::llm::ContentBlock> {
+    let run = messages.iter().rev().take_while(|message| message.role == crate::llm::Role::User).count();
+    assert!(run > 0, "the request ends with a user message");
+    messages[messages.len() - run..].iter().flat_map(|message| &message.content).collect()
+}
+
+/// The tool results the `index`th model request carried: its last (wire) user message's
 /// `(tool_use_id, content, is_error)`.
 pub fn results_sent(provider: &ScriptedProvider, index: usize) -> Vec<(String, String, bool)> {
     let request = &provider.requests()[index];
-    let last = request.messages.last().unwrap();
-    assert_eq!(last.role, crate::llm::Role::User);
-    last.content
-        .iter()
+    last_user_blocks(&request.messages)
+        .into_iter()
         .filter_map(|block| match block {
             crate::llm::ContentBlock::ToolResult { tool_use_id, content, is_error } => {
                 Some((tool_use_id.clone(), content.clone(), *is_error))

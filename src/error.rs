@@ -307,17 +307,21 @@ pub enum TransportCode {
     /// The caller holds as many legacy MCP transport sessions (`Mcp-Session-Id`) as one subject
     /// may (security review 2, G11): close one, or use protocol 2026-07-28, which needs none.
     TooManyMcpSessions,
+    /// The caller has as many requests in flight as one subject may (security review 2, G8):
+    /// wait for one to end.
+    TooManyRequests,
 }
 
 impl TransportCode {
     /// Every code, for tests and documentation that must cover the whole table.
-    pub const ALL: [TransportCode; 6] = [
+    pub const ALL: [TransportCode; 7] = [
         Self::Unauthorized,
         Self::Forbidden,
         Self::NotFound,
         Self::MethodNotAllowed,
         Self::TooManyStreams,
         Self::TooManyMcpSessions,
+        Self::TooManyRequests,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -328,6 +332,7 @@ impl TransportCode {
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::TooManyStreams => "TOO_MANY_STREAMS",
             Self::TooManyMcpSessions => "TOO_MANY_MCP_SESSIONS",
+            Self::TooManyRequests => "TOO_MANY_REQUESTS",
         }
     }
 
@@ -338,7 +343,7 @@ impl TransportCode {
             Self::Forbidden => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::TooManyStreams | Self::TooManyMcpSessions => 429,
+            Self::TooManyStreams | Self::TooManyMcpSessions | Self::TooManyRequests => 429,
         }
     }
 }
@@ -392,6 +397,7 @@ mod tests {
                 TransportCode::MethodNotAllowed => ("METHOD_NOT_ALLOWED", 405),
                 TransportCode::TooManyStreams => ("TOO_MANY_STREAMS", 429),
                 TransportCode::TooManyMcpSessions => ("TOO_MANY_MCP_SESSIONS", 429),
+                TransportCode::TooManyRequests => ("TOO_MANY_REQUESTS", 429),
             };
             assert_eq!((code.as_str(), code.http_status()), row);
             assert!(ErrorCode::ALL.iter().all(|error| error.as_str() != code.as_str()), "{code} is taken");

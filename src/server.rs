@@ -29,8 +29,9 @@ use crate::tools::mcp::McpFactory;
 pub enum Surface {
     /// MCP over stdin/stdout: the command an MCP client launches.
     Stdio,
-    /// MCP streamable HTTP, REST and JSON-RPC on one listener.
-    Http(HttpConfig),
+    /// MCP streamable HTTP, REST and JSON-RPC on one listener (boxed: the other variants are
+    /// empty).
+    Http(Box<HttpConfig>),
     /// JSON-RPC over stdin/stdout (`serve --rpc`), with `session/event` notifications.
     Rpc,
 }
@@ -177,7 +178,7 @@ async fn serve_surface(
     match surface {
         // Each request is its caller's: the guard says who, the policy's HTTP defaults apply.
         Surface::Http(config) => {
-            http::serve(Arc::new(PerCaller::new(service, policy::Surface::Http)), config, shutdown).await
+            http::serve(Arc::new(PerCaller::new(service, policy::Surface::Http)), *config, shutdown).await
         }
         // The one caller is the user's own client.
         Surface::Stdio => {

@@ -232,6 +232,11 @@ pub struct ServeArgs {
     /// `events?follow=true` streams one subject (token) may hold at once; one more is refused 429.
     #[arg(long, default_value_t = http::follow::DEFAULT_MAX_FOLLOWS_PER_SUBJECT)]
     pub max_follows_per_subject: usize,
+    /// Requests one subject (token) may have in flight at once (long polls, streamed turns and
+    /// follows hold theirs while they last); one more is refused 429. Default: half of
+    /// --max-connections.
+    #[arg(long)]
+    pub max_requests_per_subject: Option<usize>,
     /// Seconds a `events?follow=true` stream lasts at most (the client resumes with `after_seq`).
     #[arg(long, default_value_t = http::follow::DEFAULT_MAX_FOLLOW.as_secs())]
     pub max_follow_secs: u64,

@@ -64,11 +64,13 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
             config.limits.header_read_timeout = Duration::from_secs(args.header_read_timeout_secs.max(1));
             config.max_mcp_sessions = args.max_mcp_sessions;
             config.max_mcp_sessions_per_subject = args.max_mcp_sessions_per_subject.max(1);
+            config.max_requests_per_subject =
+                args.max_requests_per_subject.unwrap_or(args.max_connections / 2).max(1);
             config.follows = crate::surfaces::http::follow::FollowLimits {
                 per_subject: args.max_follows_per_subject.max(1),
                 max_duration: Duration::from_secs(args.max_follow_secs.max(1)),
             };
-            Surface::Http(config)
+            Surface::Http(Box::new(config))
         }
         None if args.rpc => Surface::Rpc,
         None => Surface::Stdio,

@@ -176,17 +176,21 @@ async fn an_over_budget_request_is_capped_to_what_the_parent_has_left_and_the_re
         if is_child(request) { response.pause_before_chunk(1, gate.clone()) } else { response }
     });
     let started = deputy
-        .ok("session_create", json!({"prompt": "PARENT: delegate", "budget": {"max_tokens": 1000}, "wait_ms": 0}))
+        .ok(
+            "session_create",
+            json!({"prompt": "PARENT: delegate", "budget": {"max_tokens": 100_000}, "wait_ms": 0}),
+        )
         .await;
     let parent = id_of(&started);
     request_where(&deputy, is_child).await;
     let child = id_of(&deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"][0]);
 
-    // The carve happened after the parent's first model call: 1000 minus that call's tokens.
+    // The carve happened after the parent's first model call: 100,000 minus that call's tokens
+    // (a carve holds a call's input, tool declarations included: G9).
     // (The parent's own view shows its step, and the hold, once the step's tools are done.)
     let child_view = deputy.ok("session_read", json!({"session_id": child})).await;
     let carved = child_view["billing"]["budget"]["max_tokens"].as_u64().unwrap();
-    assert_eq!(carved, 1000 - CALL_TOKENS, "capped to what the parent had left: {child_view}");
+    assert_eq!(carved, 100_000 - CALL_TOKENS, "capped to what the parent had left: {child_view}");
 
     release.open();
     let done = deputy.settled(&parent, |view| view["state"]["last_turn"]["status"].as_str().is_some()).await;
@@ -201,7 +205,7 @@ async fn an_over_budget_request_is_capped_to_what_the_parent_has_left_and_the_re
     assert_eq!(billing["delegated_tokens"].as_u64(), Some(child_tokens), "{billing}");
     let own = billing["total_tokens"].as_u64().unwrap();
     assert_eq!(own, 2 * CALL_TOKENS);
-    assert_eq!(billing["remaining"]["tokens"].as_u64(), Some(1000 - own - child_tokens), "{billing}");
+    assert_eq!(billing["remaining"]["tokens"].as_u64(), Some(100_000 - own - child_tokens), "{billing}");
 }
 
 #[tokio::test]
@@ -393,13 +397,13 @@ async fn a_background_childs_result_reaches_its_parents_inbox_and_settles_the_ho
             0 => call(
                 0,
                 "delegate",
-                json!({"task": "CHILD: in the background", "wait": false, "name": "bg", "budget": {"max_tokens": 1000}}),
+                json!({"task": "CHILD: in the background", "wait": false, "name": "bg", "budget": {"max_tokens": 20_000}}),
             ),
             _ => text("started it"),
         }
     });
     let done = deputy
-        .ok("session_create", json!({"prompt": "PARENT: start a child", "budget": {"max_tokens": 10_000}}))
+        .ok("session_create", json!({"prompt": "PARENT: start a child", "budget": {"max_tokens": 100_000}}))
         .await;
     assert_eq!(done["text"], "started it", "{done}");
     let parent = id_of(&done);
@@ -407,7 +411,7 @@ async fn a_background_childs_result_reaches_its_parents_inbox_and_settles_the_ho
     assert_eq!(outcome["status"], "running", "{outcome}");
     let child = id_of(&outcome);
     let held = deputy.ok("session_read", json!({"session_id": parent})).await["billing"].clone();
-    assert_eq!(held["reserved_tokens"], 1000, "held while the child works: {held}");
+    assert_eq!(held["reserved_tokens"], 20_000, "held while the child works: {held}");
 
     release.open();
     let child_view = deputy.settled(&child, |view| view["state"]["last_turn"]["status"] == "completed").await;
@@ -535,7 +539,7 @@ async fn a_server_with_delegation_off_offers_no_delegation_tools() {
 /// `[delegation] default_child_budget` is what a child gets when `delegate` names no budget.
 #[tokio::test]
 async fn the_default_child_budget_applies_where_delegate_names_none() {
-    let config = "[delegation]\ndefault_child_budget = { max_tokens = 500, max_tool_calls = 4 }\n";
+    let config = "[delegation]\ndefault_child_budget = { max_tokens = 20000, max_tool_calls = 4 }\n";
     let deputy = TestDeputy::start_with_config(config).await;
     // Held while the test reads the child's budget (it closes at what it used).
     let held = held_children(&deputy, "small answer", |results| match results {
@@ -543,18 +547,18 @@ async fn the_default_child_budget_applies_where_delegate_names_none() {
         _ => text("parent idle"),
     });
     let done =
-        deputy.ok("session_create", json!({"prompt": "PARENT: delegate", "budget": {"max_tokens": 10_000}})).await;
+        deputy.ok("session_create", json!({"prompt": "PARENT: delegate", "budget": {"max_tokens": 100_000}})).await;
     let parent = id_of(&done);
     let child = id_of(&deputy.ok("session_list", json!({"parent_id": parent})).await["sessions"][0]);
     let view = deputy.ok("session_read", json!({"session_id": child})).await;
     let budget = &view["billing"]["budget"];
     assert_eq!(
         (budget["max_tokens"].as_u64(), budget["max_tool_calls"].as_u64()),
-        (Some(500), Some(4)),
+        (Some(20_000), Some(4)),
         "{budget}"
     );
     let parent_view = deputy.ok("session_read", json!({"session_id": parent})).await;
-    assert_eq!(parent_view["billing"]["reserved_tokens"].as_u64(), Some(500), "held from the parent");
+    assert_eq!(parent_view["billing"]["reserved_tokens"].as_u64(), Some(20_000), "held from the parent");
     held.open();
     deputy.settled(&child, |view| view["state"]["last_turn"]["status"] == "completed").await;
 }

@@ -247,6 +247,44 @@ async fn g8_a_subject_holds_at_most_16_follow_streams() {
     }
 }
 
+/// Security review 2, G8, beyond follows: long polls and streamed turns held connections too.
+/// A subject has at most `--max-requests-per-subject` requests in flight (a streaming response
+/// holds its place while it streams); one more is refused 429 `TOO_MANY_REQUESTS` at once, and
+/// another subject is not affected.
+#[tokio::test]
+async fn g8_a_subject_has_at_most_its_share_of_requests_in_flight() {
+    use crate::suite::tenants::{ALICE, BOB, TENANTS};
+    let deputy = HttpDeputy::start_with_config(TENANTS, &["--max-requests-per-subject", "3"], &[]).await;
+    deputy.mock.respond_with(|_| {
+        crate::common::mock_llm::MockResponse::sse(crate::common::mock_llm::anthropic::text(&["ok"]))
+    });
+    let (status, created) =
+        deputy.rest(Some(ALICE), reqwest::Method::POST, "/v1/sessions", Some(json!({"prompt": "hi"}))).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let response = follow(&deputy, ALICE, &id).await;
+        assert_eq!(response.status(), 200);
+        held.push(response);
+    }
+    let (status, refused) = deputy.rest(Some(ALICE), reqwest::Method::GET, "/v1/sessions", None).await;
+    assert_eq!((status, refused["code"].as_str()), (429, Some("TOO_MANY_REQUESTS")), "{refused}");
+    let (status, _) = deputy.rest(Some(BOB), reqwest::Method::GET, "/v1/sessions", None).await;
+    assert_eq!(status, 200, "another subject's share is its own");
+
+    drop(held.pop());
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let (status, _) = deputy.rest(Some(ALICE), reqwest::Method::GET, "/v1/sessions", None).await;
+        if status == 200 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "a closed stream's place never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Security review 2, G8: a follow stream ends after `--max-follow-secs` even when nothing
 /// happens (the client resumes with `after_seq`).
 #[tokio::test]

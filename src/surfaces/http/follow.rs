@@ -13,9 +13,9 @@
 //! default); one more is refused `429 TOO_MANY_STREAMS` before it starts. Without both bounds,
 //! idle follows held the server's connection cap for ever (security review 2, G8).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -23,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::broadcast;
 
 use super::api_error::ApiError;
+use super::shares::{Share, Shares};
 use crate::error::{SessionError, TransportCode};
 use crate::ids::SessionId;
 use crate::model::{MAX_EVENTS_PAGE, StoredEvent};
@@ -49,46 +50,15 @@ impl Default for FollowLimits {
 }
 
 /// The follow streams open, per subject: one per router, shared by its requests.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Follows {
     limits: FollowLimits,
-    open: Mutex<HashMap<Arc<str>, usize>>,
+    open: Arc<Shares>,
 }
 
 impl Follows {
     pub fn new(limits: FollowLimits) -> Self {
-        Self { limits, open: Mutex::default() }
-    }
-
-    /// A place for one more stream of `subject`, held until the permit drops; `None` when the
-    /// subject holds its share already.
-    fn admit(self: &Arc<Self>, subject: Arc<str>) -> Option<FollowPermit> {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(subject.clone()).or_default();
-        if *count >= self.limits.per_subject {
-            return None;
-        }
-        *count += 1;
-        Some(FollowPermit { follows: self.clone(), subject })
-    }
-}
-
-/// One open follow stream of a subject; dropping it (the stream ended or the client left)
-/// frees its place.
-struct FollowPermit {
-    follows: Arc<Follows>,
-    subject: Arc<str>,
-}
-
-impl Drop for FollowPermit {
-    fn drop(&mut self) {
-        let mut open = self.follows.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.subject) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                open.remove(&self.subject);
-            }
-        }
+        Self { limits, open: Shares::new(limits.per_subject) }
     }
 }
 
@@ -101,7 +71,7 @@ pub async fn respond<S: SessionService>(
     follows: &Arc<Follows>,
     subject: Arc<str>,
 ) -> Response {
-    let Some(permit) = follows.admit(subject) else {
+    let Some(permit) = follows.open.take(subject) else {
         let message = format!(
             "this caller holds {} follow streams already: close one, or page with after_seq",
             follows.limits.per_subject
@@ -140,7 +110,7 @@ struct Follow<S> {
     done: bool,
     /// When the stream ends whatever happens (the client resumes with `after_seq`).
     deadline: tokio::time::Instant,
-    _permit: FollowPermit,
+    _permit: Share,
 }
 
 impl<S: SessionService> Follow<S> {

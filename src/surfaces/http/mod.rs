@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod rest;
 pub mod routes;
 pub mod security;
+pub mod shares;
 pub mod streaming;
 
 use std::net::SocketAddr;
@@ -60,6 +61,8 @@ pub struct HttpConfig {
     pub max_mcp_sessions_per_subject: usize,
     /// `follow=true` event streams per subject, and how long each lasts.
     pub follows: follow::FollowLimits,
+    /// Requests one subject may have in flight at once (G8).
+    pub max_requests_per_subject: usize,
 }
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -84,6 +87,7 @@ impl HttpConfig {
             max_mcp_sessions: mcp_sessions::DEFAULT_MAX_MCP_SESSIONS,
             max_mcp_sessions_per_subject: mcp_sessions::DEFAULT_MAX_MCP_SESSIONS_PER_SUBJECT,
             follows: follow::FollowLimits::default(),
+            max_requests_per_subject: shares::DEFAULT_MAX_REQUESTS_PER_SUBJECT,
         }
     }
 
@@ -117,6 +121,11 @@ pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown
         .method_not_allowed_fallback(wrong_method)
         .with_state(services)
         .layer(Extension(Arc::new(follow::Follows::new(config.follows))))
+        // Inside the guard, which identifies the caller whose share a request takes.
+        .layer(axum::middleware::from_fn_with_state(
+            shares::Shares::new(config.max_requests_per_subject),
+            shares::limit_in_flight,
+        ))
         .layer(axum::middleware::from_fn_with_state(Arc::new(security::Guard::new(config)), security::guard));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))

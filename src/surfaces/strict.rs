@@ -19,8 +19,9 @@
 //! - `default`s go: strict mode asks for every field (`null` for an absent one), and the
 //!   descriptions say the defaults that matter.
 //!
-//! Descriptions (on one line each), enums and bounds are kept. `tests/interop` runs the Agents SDK's own conversion
-//! on every tool of `tools/list`; `tests/suite/schemas.rs` checks the same rules here.
+//! Descriptions (on one line each), enums and bounds are kept. `tests/interop` runs the Agents
+//! SDK's own conversion on every tool of `tools/list`; `tests/suite/schemas.rs` checks the same
+//! rules here.
 
 use serde_json::{Map, Value};
 
@@ -240,7 +241,11 @@ mod tests {
             "required": ["session_id"],
             "$defs": {
                 "SessionId": {"type": "string", "format": "uuid", "description": "An id."},
-                "Limits": {"type": "object", "description": "Limits.", "properties": {"n": {"type": "integer", "minimum": 0}}},
+                "Limits": {
+                    "type": "object",
+                    "description": "Limits.",
+                    "properties": {"n": {"type": "integer", "minimum": 0}},
+                },
             },
         });
         let out = strict(schema);

@@ -190,16 +190,22 @@ fn free_form_fields_take_json_text_like_the_object() {
         "prompt": "p",
         "labels": {"team": "a"},
         "output_schema": {"type": "object"},
-        "callbacks": [{"name": "lookup", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}],
-        "mcp_servers": [{"name": "s", "command": "srv", "env": {"K": "v"}}, {"name": "h", "url": "http://x", "headers": {"H": "v"}}],
+        "callbacks": [{"name": "lookup", "input_schema": {"type": "object"}}],
+        "mcp_servers": [
+            {"name": "s", "command": "srv", "env": {"K": "v"}},
+            {"name": "h", "url": "http://x", "headers": {"H": "v"}},
+        ],
     }))
     .unwrap();
     let text: SessionCreateParams = serde_json::from_value(json!({
         "prompt": "p",
-        "labels": "{\"team\": \"a\"}",
-        "output_schema": "{\"type\": \"object\"}",
-        "callbacks": [{"name": "lookup", "input_schema": "{\"type\": \"object\", \"properties\": {\"q\": {\"type\": \"string\"}}}"}],
-        "mcp_servers": [{"name": "s", "command": "srv", "env": "{\"K\": \"v\"}"}, {"name": "h", "url": "http://x", "headers": "{\"H\": \"v\"}"}],
+        "labels": r#"{"team": "a"}"#,
+        "output_schema": r#"{"type": "object"}"#,
+        "callbacks": [{"name": "lookup", "input_schema": r#"{"type": "object"}"#}],
+        "mcp_servers": [
+            {"name": "s", "command": "srv", "env": r#"{"K": "v"}"#},
+            {"name": "h", "url": "http://x", "headers": r#"{"H": "v"}"#},
+        ],
     }))
     .unwrap();
     assert_eq!(serde_json::to_value(&object).unwrap(), serde_json::to_value(&text).unwrap());

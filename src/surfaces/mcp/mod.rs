@@ -57,9 +57,9 @@ use tasks::{TASK_GRACE, TaskRegistry};
 
 const INSTRUCTIONS: &str = "deputy runs LLM agent sessions for you. Start one with session_create (it runs the first \
 turn and returns the answer plus a session_id), continue it with session_turn, and inspect it with session_read. \
-Long turns answer status \"running\"; collect them with session_read and wait_ms (clients of the MCP tasks extension \
-get a task instead). Each session is also a resource, deputy://sessions/{id} (and /transcript). Errors carry stable \
-codes such as SESSION_BUSY or SESSION_NOT_FOUND.";
+Long turns answer status \"running\"; collect them with session_read and wait_ms (2026-07-28 clients of the MCP \
+tasks extension get a task instead). Each session is also a resource, deputy://sessions/{id} (and /transcript). \
+Errors carry stable codes such as SESSION_BUSY or SESSION_NOT_FOUND.";
 
 /// The MCP face of the session service, as each caller sees it ([`CallerServices`]). Cheap to
 /// clone; [`McpServer::for_connection`] gives each MCP connection its own logging level.

@@ -3,7 +3,10 @@
 //! Tool outputs, matching lines, provider error bodies and the head and tail of a capped output
 //! all have to fit a byte (or character) budget, and slicing a `&str` inside a multi-byte
 //! character panics. These helpers are the one place that finds the nearest boundary. This
-//! module is the bottom layer: it depends on nothing else in the crate.
+//! module is the bottom layer: it depends on nothing else in the crate. [`json`]: free-form
+//! fields that also come as JSON text.
+
+pub mod json;
 
 /// The longest prefix of `text` that is at most `max_bytes` long and ends on a char boundary.
 pub fn truncate_at_char_boundary(text: &str, max_bytes: usize) -> &str {

@@ -17,20 +17,17 @@ use crate::text::{tail_at_char_boundary, truncate_at_char_boundary};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextOverrides {
-    /// The model's context window in tokens (default: known per model, else 128000).
+    /// The model's context window, in tokens.
     pub context_window: Option<u64>,
-    /// Compact when the history reaches this many tokens (default: 80% of the window minus
-    /// the output reserve `max_tokens`).
+    /// Compact at this many history tokens.
     pub threshold_tokens: Option<u64>,
-    /// Turns that must pass between two compactions (default 3).
+    /// Turns between compactions (default 3).
     pub min_turns_between_compactions: Option<u64>,
-    /// Tokens of the most recent complete turns kept verbatim after a summary (default:
-    /// a quarter of the threshold, at most 20000).
+    /// Tokens of recent turns kept after a summary.
     pub recent_turn_budget: Option<u64>,
-    /// Maximum tokens of the summary response (default: a quarter of the threshold, at most 4096).
+    /// Maximum tokens of a summary.
     pub max_summary_tokens: Option<u32>,
-    /// A tool output larger than this enters the history as head + tail (default 16384 bytes);
-    /// the full output stays retrievable with `session_tool_output`.
+    /// Longer tool outputs are shortened in the history (default 16384).
     pub tool_output_cap_bytes: Option<u64>,
 }
 

@@ -12,12 +12,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reasoning {
-    /// How hard to think: `reasoning_effort` on OpenAI; a thinking budget on Anthropic (low
-    /// 2,048, medium 8,192, high 16,384 tokens) when `budget_tokens` is not given.
+    /// How hard to think.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<Effort>,
-    /// Anthropic's thinking budget in tokens (at least 1,024), on top of the answer's own
-    /// `max_tokens`. On OpenAI it picks the effort when `effort` is not given.
+    /// Thinking budget in tokens (Anthropic; at least 1024).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_tokens: Option<u32>,
 }

@@ -12,14 +12,13 @@ use crate::llm::pricing::Usd;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Budget {
-    /// Total tokens (prompt + output, every model call) the session may use.
+    /// Tokens of all model calls.
     pub max_tokens: Option<u64>,
-    /// Total tool calls the session may make.
+    /// Tool calls.
     pub max_tool_calls: Option<u64>,
-    /// Total time, in milliseconds, the session may spend running turns (idle time is free).
+    /// Time running turns, in ms.
     pub max_duration_ms: Option<u64>,
-    /// Total cost, in US dollars, of every model call of the session (at its model's price;
-    /// refused for a model whose price deputy does not know).
+    /// Cost in USD (models of known price).
     #[serde(default)]
     pub max_cost_usd: Option<Usd>,
 }

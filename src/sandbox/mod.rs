@@ -65,8 +65,7 @@ pub enum NetworkPolicy {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxRequest {
-    /// `"deny"`: this session's shell reaches no network even where the operator allows it.
-    /// `"allow"` only where the operator's `[sandbox] network` allows it too.
+    /// `"deny"`: the shell gets no network.
     #[serde(default)]
     pub network: Option<NetworkPolicy>,
 }

@@ -19,4 +19,5 @@ pub mod operation;
 pub mod portable;
 pub mod rpc_stdio;
 pub mod schemas;
+pub mod strict;
 pub mod wire;

@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::portable::portable;
+use super::strict::strict_input;
 use super::wire;
 use crate::error::ErrorCode::{
     self, AgentError, InvalidRequest, PolicyDenied, SessionBusy, SessionCompactionDisabled, SessionInboxFull,
@@ -126,11 +127,9 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_create",
         method: "session/create",
         read_only: false,
-        description: "Start a new agent session and run its first turn. The agent works on `prompt` with its model and \
-                 tools and answers in `text`. Keep `session_id` to continue the conversation with session_turn. If \
-                 the turn takes longer than `wait_ms`, the answer is `status: \"running\"`: the agent keeps working, \
-                 and session_read with `wait_ms` collects the result (clients of the MCP tasks extension get a \
-                 task after 2 s instead).",
+        description: "Start an LLM agent session (a sub-agent with its own model, tools and budget) and run its first \
+                 turn on `prompt`: answers `text` and `session_id`. Past `wait_ms`, `status: \"running\"`: \
+                 collect it with session_read.",
         input_schema: input_schema::<wire::SessionCreateParams>,
         output_schema: output_schema::<RunResult>,
         rest: RestRoute {
@@ -153,11 +152,8 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_turn",
         method: "turn/start",
         read_only: false,
-        description: "Send the next message to an existing session and run one turn; the agent remembers the whole \
-                 conversation. Only one turn runs per session at a time: a call while a turn runs fails with \
-                 SESSION_BUSY. Same `wait_ms` / `status: \"running\"` behaviour as session_create. After \
-                 `status: \"pending_tool_calls\"`, answer every call in `pending` here (`tool_results` for \
-                 callbacks, `approvals` for approvals; `prompt` optional) and the agent goes on from there.",
+        description: "Run the next turn of a session with a new message (the agent keeps the conversation), or answer \
+                 its `pending` calls (`tool_results`, `approvals`).",
         input_schema: input_schema::<wire::SessionTurnParams>,
         output_schema: output_schema::<RunResult>,
         rest: RestRoute {
@@ -180,8 +176,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_interrupt",
         method: "turn/interrupt",
         read_only: false,
-        description: "Cancel the turn a session is running. The turn ends with status `cancelled`, keeping what was done \
-                 so far, and the session accepts new turns. Fails with SESSION_NOT_RUNNING when no turn runs.",
+        description: "Cancel the turn a session is running; it ends `cancelled`, keeping what was done.",
         input_schema: input_schema::<wire::SessionInterruptParams>,
         output_schema: output_schema::<InterruptResult>,
         rest: RestRoute {
@@ -203,9 +198,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_read",
         method: "session/read",
         read_only: true,
-        description: "Read a session: `state` (status, model, turns, the last turn's result in `last_turn`) and `billing` \
-                 (tokens, tool calls, budget left). Never waits behind a running turn unless `wait_ms` is given, in \
-                 which case it waits for the running turn to end and returns its result.",
+        description: "A session's state, last turn and billing; with `wait_ms`, waits for a running turn to end.",
         input_schema: input_schema::<wire::SessionReadParams>,
         output_schema: output_schema::<SessionView>,
         rest: RestRoute {
@@ -228,7 +221,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_list",
         method: "session/list",
         read_only: true,
-        description: "List sessions, most recently updated first, with paging (`offset`, `limit`).",
+        description: "List your sessions, most recently updated first, paged.",
         input_schema: input_schema::<wire::SessionListParams>,
         output_schema: output_schema::<SessionList>,
         rest: RestRoute {
@@ -248,7 +241,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_archive",
         method: "session/archive",
         read_only: false,
-        description: "Stop a session and remove it from the live sessions. A running turn is allowed to finish first.",
+        description: "Stop a session and archive it (a running turn finishes first).",
         input_schema: input_schema::<wire::SessionArchiveParams>,
         output_schema: output_schema::<ArchiveResult>,
         rest: RestRoute {
@@ -268,9 +261,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_compact",
         method: "session/compact",
         read_only: false,
-        description: "Compact a session's history now: old tool outputs are pruned and older turns are replaced by a \
-                 summary, so the session can go on within the model's context window. Sessions also compact by \
-                 themselves when their history nears the threshold. Fails with SESSION_BUSY while a turn runs.",
+        description: "Compact a session's history now: summarize older turns, prune old tool outputs.",
         input_schema: input_schema::<wire::SessionCompactParams>,
         output_schema: output_schema::<CompactResult>,
         rest: RestRoute {
@@ -301,8 +292,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_tool_output",
         method: "session/tool_output",
         read_only: true,
-        description: "Read the whole output of a tool result that entered a session's history shortened (its middle \
-                 replaced by an elision marker naming the tool_use_id).",
+        description: "The whole output of a tool result that entered the history shortened.",
         input_schema: input_schema::<wire::SessionToolOutputParams>,
         output_schema: output_schema::<ToolOutputResult>,
         rest: RestRoute {
@@ -322,11 +312,8 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_send",
         method: "session/send",
         read_only: false,
-        description: "Send a message to a session's inbox without waiting for it. The agent reads it at the next \
-                 boundary: between two steps of a running turn, or before the prompt of its next turn. A session \
-                 in host mode that is idle starts a turn for it by itself (`delivered: \"started_turn\"`); \
-                 otherwise the message waits (`queued`). Read the answer with session_read (`wait_ms`). Fails \
-                 with SESSION_INBOX_FULL when 256 messages already wait.",
+        description: "Send a message to a session's inbox without waiting; the agent reads it at its next step or \
+                 turn.",
         input_schema: input_schema::<wire::SessionSendParams>,
         output_schema: output_schema::<SendResult>,
         rest: RestRoute {
@@ -350,10 +337,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_events",
         method: "session/events",
         read_only: true,
-        description: "Read a session's event journal: everything that happened (prompts, streamed text merged per \
-                 block, tool calls and results, usage, retries, compactions, approvals, turn ends), numbered by \
-                 `seq`, with timestamps. Pages of up to `limit` events after `after_seq`; pass the answer's \
-                 `next_seq` as `after_seq` to get what happened since. A turn's events appear once it ended.",
+        description: "A session's event journal (prompts, text, tool calls, usage, turn ends), paged by `after_seq`.",
         input_schema: input_schema::<wire::SessionEventsParams>,
         output_schema: output_schema::<EventPage>,
         rest: RestRoute {
@@ -499,7 +483,8 @@ pub fn tool_catalog() -> Vec<ToolDescriptor> {
 }
 
 /// One tool of the catalog. Its schemas are rmcp's (JSON Schema 2020-12, the input's for
-/// deserializing, the output's for serializing) made [`portable`](super::portable).
+/// deserializing, the output's for serializing) made [`portable`](super::portable); the input's
+/// also [strict-ready](super::strict).
 #[derive(Debug, Clone)]
 pub struct ToolDescriptor {
     pub name: &'static str,
@@ -509,10 +494,10 @@ pub struct ToolDescriptor {
     pub output_schema: Arc<Map<String, Value>>,
 }
 
-/// A params type's schema. Every params type is a struct, so the object-root requirement
-/// always holds.
+/// A params type's schema, [`portable`] and [`strict_input`]. Every params type is a struct,
+/// so the object-root requirement always holds.
 fn input_schema<P: JsonSchema + 'static>() -> Map<String, Value> {
-    portable(&rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default())
+    strict_input(&portable(&rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default()))
 }
 
 fn output_schema<R: JsonSchema + 'static>() -> Map<String, Value> {

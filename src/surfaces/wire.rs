@@ -27,103 +27,71 @@ use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, Tool
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionCreateParams {
-    /// The task or question for the agent: the first turn's prompt.
+    /// The task for the agent: the first turn's prompt.
     pub prompt: String,
-    /// Model as `provider:model`, e.g. `anthropic:claude-sonnet-4-5`, `openai:gpt-4o-mini`,
-    /// `ollama:llama3.2`. Default: the server's configured model.
+    /// `provider:model`, e.g. `anthropic:claude-sonnet-4-5`. Default: the server's.
     #[serde(default)]
     pub model: Option<String>,
-    /// System prompt for the agent (kept verbatim for the whole session).
+    /// System prompt, kept for the whole session.
     #[serde(default)]
     pub system_prompt: Option<String>,
     /// Maximum tokens of each model response.
     #[serde(default)]
     pub max_tokens: Option<u32>,
-    /// Limits over the whole session; a turn that reaches one ends with
-    /// `stop_reason: "budget_exhausted"`.
+    /// Limits over the session's life (a turn reaching one ends `budget_exhausted`).
     #[serde(default)]
     pub budget: Option<Budget>,
-    /// Context management: the model's window, when to compact, how much to keep, and the cap
-    /// on tool outputs. Every field has a default from the model.
+    /// Context window and compaction (defaults from the model).
     #[serde(default)]
     pub context: Option<ContextOverrides>,
-    /// Directory the agent's file tools and shell work in (must exist). Paths that leave it
-    /// (`..`, absolute paths, symlinks) are refused. Default: the server's workspace.
+    /// Directory of the file tools and shell. Default: the server's.
     #[serde(default)]
     pub workspace: Option<PathBuf>,
-    /// Which builtin file tools the agent gets. Default: all of `read_file`, `write_file`,
-    /// `edit_file`, `list_dir`, `search` (or the config file's `[tools] builtins`).
+    /// Builtin tools (default: the file tools).
     #[serde(default)]
     pub builtins: Option<Vec<BuiltinTool>>,
-    /// The `shell` tool: `false` (the default) leaves it out; `true` enables it, or
-    /// `{timeout_ms, max_output_bytes}` enables it with those limits (default 60000 ms and
-    /// 65536 bytes of each of stdout and stderr).
+    /// The `shell` tool: `true`, `false` (default) or limits.
     #[serde(default)]
     pub shell: Option<ShellRequest>,
-    /// The sandbox of this session's shell, narrower than the operator's: `{"network":
-    /// "deny"}` keeps it off the network where the operator allows the network. Asking for
-    /// more than the operator allows is `POLICY_DENIED`.
+    /// Narrows the shell's sandbox.
     #[serde(default)]
     pub sandbox: Option<crate::sandbox::SandboxRequest>,
-    /// Tools you execute yourself: `{name, description, input_schema}`. The model sees them as
-    /// ordinary tools; when it calls one, the turn stops with `status: "pending_tool_calls"`
-    /// and `pending` lists the calls. Answer them with session_turn `tool_results`.
+    /// Tools you run yourself: a call ends the turn `pending_tool_calls`; answer with session_turn `tool_results`.
     #[serde(default)]
     pub callbacks: Option<Vec<CallbackTool>>,
-    /// Which tool calls wait for your approval before they run: `"never"` (default),
-    /// `"always"` (`shell`, `write_file`, `edit_file`), or `{"tools": [names]}`. A held call
-    /// shows in `pending` with `kind: "approval"`; answer with session_turn `approvals`.
+    /// Calls held for your approval: `"never"` (default), `"always"` (shell, file writes) or `{"tools": [names]}`.
     #[serde(default)]
     pub approval: Option<ApprovalPolicy>,
-    /// Deny an unanswered approval once it is this old (ms), when the next session_turn finds
-    /// it. Default: approvals wait for ever.
+    /// Deny approvals unanswered this long (ms).
     #[serde(default)]
     pub approval_timeout_ms: Option<u64>,
-    /// External MCP servers whose tools the agent gets, named `server__tool`: names of the
-    /// config file's `[mcp_servers.NAME]`, or inline `{name, command, args?, env?}` (stdio) /
-    /// `{name, url, headers?}` (streamable HTTP). Sessions with the same server (same command,
-    /// args and env, or url and headers) share one process. Default: none.
+    /// MCP servers whose tools the agent gets (`server__tool`): config names or inline servers.
     #[serde(default)]
     pub mcp_servers: Option<Vec<McpServerRequest>>,
-    /// Host mode: after its turn the session waits for messages (session_send, or other
-    /// agents' send_message); mail that arrives while it is idle starts a turn by itself.
-    /// Host sessions get the tools send_message and list_peers unless `builtins` says
-    /// otherwise. Default false: mail then waits for the next session_turn (or the next step
-    /// of a running turn).
+    /// After each turn, wait for messages (session_send) and answer each.
     #[serde(default)]
     pub host_mode: Option<bool>,
-    /// The session's name among its peers (unique in its peer group): other sessions send it
-    /// messages by this name. 1-64 letters, digits, '-', '_' or '.'.
+    /// Its name among its peers: 1-64 letters, digits, `-`, `_`, `.`.
     #[serde(default)]
     pub name: Option<String>,
-    /// Sessions of yours created with the same peer_group see each other (list_peers,
-    /// send_message). Default: the session is a group of its own.
+    /// Sessions with the same peer_group can message each other.
     #[serde(default)]
     pub peer_group: Option<String>,
-    /// Free-form key/value labels to find the session again in `session_list`.
-    #[serde(default)]
+    /// Key/value labels, to find the session in session_list.
+    #[serde(default, deserialize_with = "crate::text::json::option")]
+    #[schemars(schema_with = "crate::text::json::option_schema::<BTreeMap<String, String>>")]
     pub labels: Option<BTreeMap<String, String>>,
-    /// Structured output: a JSON Schema (2020-12) the final answer of every turn of this
-    /// session must be valid against (a session_turn may give its own for that turn). The
-    /// agent works as usual, tools included; its answer is then in `structured_output`, parsed
-    /// (and in `text` as JSON text). An answer that does not validate is sent back to the
-    /// model with the errors; if it never validates, the turn ends with
-    /// `stop_reason: "structured_output_invalid"` and `structured_output_errors`.
-    #[serde(default)]
+    /// JSON Schema the answer must match; it is then parsed in `structured_output`.
+    #[serde(default, deserialize_with = "crate::text::json::option")]
+    #[schemars(schema_with = "crate::text::json::option_schema::<crate::text::json::AnyObject>")]
     pub output_schema: Option<serde_json::Value>,
-    /// How many times an answer that does not validate is sent back (default 2, max 10); each
-    /// retry is a model call that counts in the budget. Only with `output_schema`.
+    /// Retries of an answer not matching `output_schema` (default 2).
     #[serde(default)]
     pub structured_output_retries: Option<u32>,
-    /// Extended thinking / reasoning for every model call of the session: `effort` ("low",
-    /// "medium", "high"; OpenAI's `reasoning_effort`, or an Anthropic thinking budget of 2,048 /
-    /// 8,192 / 16,384 tokens) and/or `budget_tokens` (Anthropic's thinking budget, at least
-    /// 1,024, on top of `max_tokens`). Default: the provider's configured `reasoning`, else off.
-    /// Reasoning shows as `reasoning` events and in the history, apart from the text.
+    /// Extended thinking for every model call.
     #[serde(default)]
     pub reasoning: Option<Reasoning>,
-    /// How long to wait for the turn, in ms (default 30000, max 600000). If the turn is not done
-    /// by then, the answer is `status: "running"`; collect the result with `session_read`.
+    /// Wait this long (ms; default 30000) before answering `status: "running"`.
     #[serde(default)]
     pub wait_ms: Option<u64>,
 }
@@ -133,26 +101,23 @@ pub struct SessionCreateParams {
 pub struct SessionTurnParams {
     /// The session to continue.
     pub session_id: SessionId,
-    /// The next message for the agent. Optional when the call answers pending tool calls (it
-    /// then follows their results); required otherwise.
+    /// The next message; optional when answering pending calls.
     #[serde(default)]
     pub prompt: Option<String>,
-    /// Results of the pending callback calls: `{tool_use_id, content, is_error?}`. Every
-    /// pending call must be answered in the same session_turn.
+    /// Results of every pending callback call.
     #[serde(default)]
     pub tool_results: Option<Vec<ToolResultAnswer>>,
-    /// Decisions on the pending approvals: `{tool_use_id, decision: "allow" | "deny"}`.
+    /// Decisions on every pending approval.
     #[serde(default)]
     pub approvals: Option<Vec<ApprovalAnswer>>,
-    /// This turn's output schema (JSON Schema 2020-12), instead of the session's; see
-    /// `session_create`.
-    #[serde(default)]
+    /// This turn's output schema, instead of the session's.
+    #[serde(default, deserialize_with = "crate::text::json::option")]
+    #[schemars(schema_with = "crate::text::json::option_schema::<crate::text::json::AnyObject>")]
     pub output_schema: Option<serde_json::Value>,
-    /// Retries of an answer that does not validate (default 2, max 10); only with
-    /// `output_schema`.
+    /// Retries of an answer not matching `output_schema` (default 2).
     #[serde(default)]
     pub structured_output_retries: Option<u32>,
-    /// How long to wait for the turn, in ms (default 30000, max 600000); see `session_create`.
+    /// As in session_create.
     #[serde(default)]
     pub wait_ms: Option<u64>,
 }
@@ -162,7 +127,7 @@ pub struct SessionTurnParams {
 pub struct SessionInterruptParams {
     /// The session whose running turn to cancel.
     pub session_id: SessionId,
-    /// Also cancel the running turns of its descendants (delegated sessions); default true.
+    /// Also cancel its delegated sessions' turns (default true).
     #[serde(default)]
     pub cascade: Option<bool>,
 }
@@ -172,8 +137,7 @@ pub struct SessionInterruptParams {
 pub struct SessionReadParams {
     /// The session to read.
     pub session_id: SessionId,
-    /// If a turn is running, wait up to this many ms (max 600000) for it to end and return its
-    /// result in `state.last_turn`. Default 0: answer at once.
+    /// Wait up to this long (ms) for a running turn to end.
     #[serde(default)]
     pub wait_ms: Option<u64>,
 }
@@ -181,8 +145,7 @@ pub struct SessionReadParams {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionListParams {
-    /// Continue after an earlier page: its `next_cursor`. A page found by cursor costs the same
-    /// at any depth; `offset` then skips from there.
+    /// A page's `next_cursor`, to continue after it.
     #[serde(default)]
     pub cursor: Option<String>,
     /// Sessions to skip (default 0).
@@ -191,14 +154,13 @@ pub struct SessionListParams {
     /// Page size (default 50, max 1000).
     #[serde(default)]
     pub limit: Option<usize>,
-    /// Also list archived sessions (needs persistence; without it the answer is
-    /// SESSION_PERSISTENCE_DISABLED).
+    /// Also list archived sessions.
     #[serde(default)]
     pub include_archived: Option<bool>,
-    /// Only the children of this session (delegated by it).
+    /// Only the children of this session.
     #[serde(default)]
     pub parent_id: Option<SessionId>,
-    /// Only the sessions of this delegation tree, its root included.
+    /// Only this delegation tree, its root included.
     #[serde(default)]
     pub root_id: Option<SessionId>,
 }
@@ -206,38 +168,34 @@ pub struct SessionListParams {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionArchiveParams {
-    /// The session to stop and remove. A running turn finishes first.
+    /// The session to archive.
     pub session_id: SessionId,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionCompactParams {
-    /// The session whose history to compact now.
+    /// The session to compact.
     pub session_id: SessionId,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionSendParams {
-    /// The receiving session: its id, or its name when `peer_group` is given.
+    /// The receiving session: its id, or its name with `peer_group`.
     pub session_id: SessionId,
-    /// The message (at most 64 KiB of text).
+    /// The message (at most 64 KiB).
     pub message: String,
     /// The id of the message this one answers.
     #[serde(default)]
     pub in_reply_to: Option<MessageId>,
-    /// Find `session_id` by name among your sessions of this peer group.
+    /// Find `session_id` by name in this peer group.
     #[serde(default)]
     pub peer_group: Option<String>,
-    /// Hops the message already made (set by another deputy passing on an agent's message;
-    /// past the receiver's max_hops it is parked instead of delivered). Default 0. Above 0 it
-    /// needs a token with the scope sessions:send.
+    /// Relay hops (deputy to deputy).
     #[serde(default)]
     pub hops: Option<u32>,
-    /// The sending session, when another deputy sends on its behalf: recorded as a remote
-    /// peer's message, with your token's subject as the peer. Needs a token with the scope
-    /// sessions:send; name follows the rules of session names, session_id is an id.
+    /// Another deputy's sending session (relays).
     #[serde(default)]
     pub sender: Option<RemoteSenderParams>,
 }
@@ -269,7 +227,7 @@ impl SessionSendParams {
 #[serde(deny_unknown_fields)]
 pub struct SessionToolOutputParams {
     pub session_id: SessionId,
-    /// The `tool_use_id` named in the elision marker of a capped tool result.
+    /// The `tool_use_id` of the shortened result.
     pub tool_use_id: String,
 }
 
@@ -277,7 +235,7 @@ pub struct SessionToolOutputParams {
 #[serde(deny_unknown_fields)]
 pub struct SessionEventsParams {
     pub session_id: SessionId,
-    /// Only events with a larger `seq` (a page's `next_seq`); from the first event when absent.
+    /// Only events after this `seq` (a page's `next_seq`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_seq: Option<u64>,
     /// Events per page, 1 to 500 (default 100).

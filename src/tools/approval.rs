@@ -15,9 +15,9 @@ pub const SIDE_EFFECTING: [&str; 3] = ["shell", "write_file", "edit_file"];
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ApprovalPolicy {
-    /// `"never"` or `"always"`.
+    // `"never"` or `"always"`. (Plain comments: `session_create`'s `approval` says it all.)
     Mode(ApprovalMode),
-    /// Exactly these tools, by the name the model calls them.
+    // Exactly these tools, by the name the model calls them.
     Tools { tools: Vec<String> },
 }
 

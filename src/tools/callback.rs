@@ -16,14 +16,14 @@ use crate::llm::ToolSpec;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallbackTool {
-    /// The name the model calls it by: letters, digits, `_` and `-`, at most 64 characters.
+    /// Letters, digits, `_`, `-` (at most 64).
     pub name: String,
-    /// What the tool does, for the model.
+    /// What it does.
     #[serde(default)]
     pub description: String,
-    /// JSON Schema (an object schema) of the arguments. Default: any object.
-    #[serde(default = "any_object")]
-    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
+    /// JSON Schema (`"type": "object"`) of its arguments.
+    #[serde(default = "any_object", deserialize_with = "crate::text::json::deserialize")]
+    #[schemars(schema_with = "crate::text::json::schema::<crate::text::json::AnyObject>")]
     pub input_schema: serde_json::Value,
 }
 

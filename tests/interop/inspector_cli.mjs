@@ -1,8 +1,15 @@
 // deputy under the MCP Inspector's command line (npm `@modelcontextprotocol/inspector`) over
 // stdio: `tools/list --strict` finds no schema portability error, a successful call prints its
 // result, and an error call is a readable error result (the Inspector validates structured
-// content against the tool's outputSchema, errors included). Each command is one Inspector
-// process that starts its own deputy.
+// content against the tool's outputSchema, errors included). Each stdio command is one
+// Inspector process that starts its own deputy.
+//
+// A turn longer than deputy's task grace (2 s; the mock's "slow" prompt takes 3 s), over stdio
+// and HTTP, on both protocol eras the Inspector speaks (`--protocol-era legacy`: 2025-11-25,
+// `modern`: pinned 2026-07-28). The Inspector advertises the tasks extension on both; deputy
+// offers tasks only on 2026-07-28, so the 2025-11-25 call waits (`wait_ms`) and the 2026-07-28
+// one gets a task the Inspector follows to the tool's result. Either way the result carries
+// the structured content the outputSchema promises.
 //
 // Usage: DEPUTY_BIN=… INSPECTOR_DIR=<directory with node_modules/.bin/inspector> node inspector_cli.mjs
 
@@ -11,12 +18,12 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { Report, assert, deadline, deputyEnv, serveArgs, startMockLlm, DEPUTY } from "./lib.mjs";
+import { Report, assert, deadline, deputyEnv, serveArgs, startHttpDeputy, startMockLlm, DEPUTY } from "./lib.mjs";
 
 const inspector = join(process.env.INSPECTOR_DIR ?? "", "node_modules/.bin/inspector");
 const TOOL_ERROR_EXIT = 5; // the Inspector's exit code for a result with isError: true
 
-deadline(180);
+deadline(240);
 
 const report = new Report("inspector");
 const mock = await startMockLlm();
@@ -27,8 +34,16 @@ const inspectorHome = mkdtempSync(join(tmpdir(), "inspector-home-"));
 
 /** One Inspector CLI command against a fresh stdio deputy: `{code, stdout, stderr}`. */
 function run(options) {
-  const args = ["--cli", ...forwarded.flatMap((name) => ["-e", `${name}=${env[name]}`]), "--format", "json", ...options,
-                "--", DEPUTY, ...serveArgs()];
+  return inspect(["--cli", ...forwarded.flatMap((name) => ["-e", `${name}=${env[name]}`]), "--format", "json", ...options,
+                  "--", DEPUTY, ...serveArgs()]);
+}
+
+/** One Inspector CLI command against the deputy serving MCP at `url`. */
+function runHttp(url, options) {
+  return inspect(["--cli", "--format", "json", "--transport", "http", "--server-url", url, ...options]);
+}
+
+function inspect(args) {
   return new Promise((resolve, reject) => {
     const child = spawn(inspector, args, {
       env: { ...process.env, HOME: inspectorHome, MCP_CATALOG_PATH: join(inspectorHome, "catalog.json") },
@@ -82,6 +97,33 @@ await report.check("stdio: an error tools/call is a readable SESSION_NOT_FOUND r
   assert(result.content[0].text.startsWith("SESSION_NOT_FOUND: "), result.content[0].text);
   assert(result._meta?.["deputy/error"]?.code === "SESSION_NOT_FOUND", JSON.stringify(result._meta));
 });
+
+/** `session_create` of a turn longer than the task grace, on `era`, through `call`. */
+async function longTurn(call, era) {
+  const started = Date.now();
+  const output = await call(["--protocol-era", era, "--method", "tools/call", "--tool-name", "session_create",
+                             "--tool-arg", "prompt=slow"]);
+  const took = Date.now() - started;
+  assert(output.code === 0, `exit ${output.code}: ${output.stdout}${output.stderr}`);
+  const result = envelope(output).result;
+  assert(result?.structuredContent?.text === "You said: slow", JSON.stringify(envelope(output)));
+  assert(result.structuredContent.status === "completed", JSON.stringify(result.structuredContent));
+  assert(took >= 2500, `the turn took only ${took} ms, not longer than the task grace`);
+}
+
+for (const era of ["legacy", "modern"]) {
+  await report.check(`stdio, ${era} era: a turn longer than the task grace`, () => longTurn(run, era));
+}
+
+const http = await startHttpDeputy(env);
+try {
+  for (const era of ["legacy", "modern"]) {
+    await report.check(`HTTP, ${era} era: a turn longer than the task grace`,
+                       () => longTurn((options) => runHttp(http.url, options), era));
+  }
+} finally {
+  await http.stop();
+}
 
 mock.close();
 report.finish();

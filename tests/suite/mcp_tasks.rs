@@ -1,13 +1,14 @@
 //! MCP Tasks, approval elicitation and sessions as resources, through the `deputy` binary over
-//! stdio (and HTTP for tenants), driven by the rmcp client: a client that declares the tasks
-//! extension gets a task for a turn that outlives the grace, `tasks/get` follows it to the
-//! tool's own result, `tasks/cancel` interrupts the turn, and approvals turn the task
-//! `input_required`; a 2025-11-25 client that declared elicitation is asked about approvals
-//! while its call waits; sessions read, list and notify as resources.
+//! stdio (and HTTP for tenants), driven by the rmcp client: a 2026-07-28 client that declares
+//! the tasks extension gets a task for a turn that outlives the grace, `tasks/get` follows it
+//! to the tool's own result, `tasks/cancel` interrupts the turn, and approvals turn the task
+//! `input_required`; a 2025-11-25 client gets no task even if it declares the extension; a
+//! 2025-11-25 client that declared elicitation is asked about approvals while its call waits;
+//! sessions read, list and notify as resources.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig, CreateTaskResult,
@@ -21,6 +22,8 @@ use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::Notify;
+
+use deputy::surfaces::mcp::tasks::TASK_GRACE;
 
 use crate::common::deputy::{deputy_serve, ok_tool, stateless};
 use crate::common::http_deputy::HttpDeputy;
@@ -111,9 +114,21 @@ async fn start(handler: Client) -> Deputy {
     spawn(handler, mock, workspace, home).await
 }
 
+/// Task clients negotiate 2026-07-28 (the protocol that defines tasks), the others 2025-11-25.
 async fn spawn(handler: Client, mock: MockLlm, workspace: TempDir, home: TempDir) -> Deputy {
+    let lifecycle = if handler.tasks { stateless() } else { ClientLifecycleMode::Initialize };
+    spawn_with(handler, lifecycle, mock, workspace, home).await
+}
+
+async fn spawn_with(
+    handler: Client,
+    lifecycle: ClientLifecycleMode,
+    mock: MockLlm,
+    workspace: TempDir,
+    home: TempDir,
+) -> Deputy {
     let command = deputy_serve(&mock, workspace.path(), home.path());
-    let (client, child) = crate::common::deputy::connect(&handler, command, ClientLifecycleMode::Initialize).await;
+    let (client, child) = crate::common::deputy::connect(&handler, command, lifecycle).await;
     Deputy { client, handler, mock, workspace, home, child }
 }
 
@@ -216,6 +231,44 @@ async fn a_slow_turn_is_a_task_that_ends_with_the_tools_own_result() {
     // Unknown task ids are invalid params.
     let unknown = deputy.client.get_task(GetTaskParams::new("no-such-task".to_owned())).await.unwrap_err();
     assert!(unknown.to_string().contains("unknown task"), "{unknown}");
+}
+
+/// A 2025-11-25 client that declares the tasks extension anyway (the MCP Inspector 2.12 does)
+/// gets no task: the protocol it negotiated has none. A turn longer than the task grace is the
+/// ordinary result, `structuredContent` and all, and a short `wait_ms` still answers `running`.
+#[tokio::test]
+async fn a_2025_11_25_client_that_declares_tasks_gets_results_not_tasks() {
+    let mock = MockLlm::start().await;
+    let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let deputy = spawn_with(Client::new(true, None), ClientLifecycleMode::Initialize, mock, workspace, home).await;
+    assert_eq!(deputy.client.peer_info().unwrap().protocol_version, ProtocolVersion::V_2025_11_25);
+
+    let longer = TASK_GRACE + Duration::from_millis(500);
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["slow", " but whole"])), 3);
+    let opener = tokio::spawn(async move {
+        tokio::time::sleep(longer).await;
+        gate.open();
+    });
+    let started = Instant::now();
+    let response = deputy.client.call_tool_once(params("session_create", json!({"prompt": "long job"}))).await;
+    assert!(started.elapsed() >= longer, "the turn outlived the task grace");
+    let CallToolResponse::Complete(result) = response.expect("tools/call") else {
+        panic!("a task on a 2025-11-25 connection")
+    };
+    let created = result.structured_content.expect("structuredContent");
+    assert_eq!((created["status"].as_str(), created["text"].as_str()), (Some("completed"), Some("slow but whole")));
+    opener.await.unwrap();
+
+    // The `wait_ms` path: a turn still running when it runs out answers `running`.
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["later"])), 3);
+    let id = id_of(&created);
+    let running =
+        ok_tool_any(&deputy.client, "session_turn", json!({"session_id": id, "prompt": "next", "wait_ms": 300}))
+            .await;
+    assert_eq!(running["status"], "running");
+    gate.open();
+    let read = ok_tool_any(&deputy.client, "session_read", json!({"session_id": id, "wait_ms": 10000})).await;
+    assert_eq!(read["state"]["last_turn"]["text"], "later");
 }
 
 /// Tasks live in memory: after a restart `tasks/get` does not know the task, and its `_meta`

@@ -126,3 +126,90 @@ fn every_generated_schema_is_portable() {
         }
     }
 }
+
+/// Every tool's input schema converts to strict tool-calling (the OpenAI Agents SDK's
+/// `ensure_strict_json_schema`, as `tests/interop` runs it): no `$ref` (strict mode cannot
+/// follow a bare one), no object whose undeclared members are allowed (it cannot close them
+/// without changing what the schema accepts), every object with properties closed, and an
+/// object root without `anyOf`.
+#[test]
+fn every_tool_input_schema_is_strict_ready() {
+    use deputy::surfaces::strict::is_open_object;
+    use serde_json::Value;
+
+    let mut problems = Vec::new();
+    for tool in deputy::surfaces::operation::tool_catalog() {
+        let root = &*tool.input_schema;
+        if root.get("type") != Some(&Value::from("object")) || root.contains_key("anyOf") {
+            problems.push(format!("{}: the root is not a plain object", tool.name));
+        }
+        walk(&Value::Object(root.clone()), &format!("{} #", tool.name), &mut problems);
+    }
+    assert!(problems.is_empty(), "not strict-ready:\n{}", problems.join("\n"));
+
+    fn walk(schema: &Value, at: &str, problems: &mut Vec<String>) {
+        let Value::Object(object) = schema else { return };
+        if object.contains_key("$ref") || object.contains_key("$defs") {
+            problems.push(format!("{at}: a reference"));
+        }
+        if is_open_object(object) {
+            problems.push(format!("{at}: an object open to undeclared members"));
+        }
+        let declares = object.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty());
+        if declares && object.get("additionalProperties") != Some(&Value::Bool(false)) {
+            problems.push(format!("{at}: properties, but not closed"));
+        }
+        for (key, value) in object {
+            let here = format!("{at}/{key}");
+            match (key.as_str(), value) {
+                ("properties" | "patternProperties", Value::Object(members)) => {
+                    members.iter().for_each(|(name, member)| walk(member, &format!("{here}/{name}"), problems))
+                }
+                ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(members)) => members
+                    .iter()
+                    .enumerate()
+                    .for_each(|(index, member)| walk(member, &format!("{here}/{index}"), problems)),
+                ("items" | "additionalProperties" | "not" | "if" | "then" | "else" | "contains", _) => {
+                    walk(value, &here, problems)
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The free-form fields (labels, `env` and `headers`, `output_schema`, a callback's
+/// `input_schema`) take the same value as JSON text, the spelling their strict-ready schemas
+/// keep; the object itself is accepted as before.
+#[test]
+fn free_form_fields_take_json_text_like_the_object() {
+    use deputy::surfaces::wire::SessionCreateParams;
+    use serde_json::json;
+
+    let object: SessionCreateParams = serde_json::from_value(json!({
+        "prompt": "p",
+        "labels": {"team": "a"},
+        "output_schema": {"type": "object"},
+        "callbacks": [{"name": "lookup", "input_schema": {"type": "object"}}],
+        "mcp_servers": [
+            {"name": "s", "command": "srv", "env": {"K": "v"}},
+            {"name": "h", "url": "http://x", "headers": {"H": "v"}},
+        ],
+    }))
+    .unwrap();
+    let text: SessionCreateParams = serde_json::from_value(json!({
+        "prompt": "p",
+        "labels": r#"{"team": "a"}"#,
+        "output_schema": r#"{"type": "object"}"#,
+        "callbacks": [{"name": "lookup", "input_schema": r#"{"type": "object"}"#}],
+        "mcp_servers": [
+            {"name": "s", "command": "srv", "env": r#"{"K": "v"}"#},
+            {"name": "h", "url": "http://x", "headers": r#"{"H": "v"}"#},
+        ],
+    }))
+    .unwrap();
+    assert_eq!(serde_json::to_value(&object).unwrap(), serde_json::to_value(&text).unwrap());
+    assert_eq!(text.labels.unwrap()["team"], "a");
+    let bad = serde_json::from_value::<SessionCreateParams>(json!({"prompt": "p", "labels": "team=a"}));
+    assert!(bad.unwrap_err().to_string().contains("not JSON text"));
+}

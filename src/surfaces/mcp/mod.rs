@@ -15,6 +15,10 @@
 //! instead of rmcp's default empty lists: a client must not be told a capability is absent and
 //! then find it answered.
 //!
+//! Tasks are offered only where the negotiated protocol defines them (2026-07-28 and later,
+//! [`offers_tasks`]): a 2025-11-25 client that declares the extension anyway gets the ordinary
+//! `wait_ms` / `status: "running"` result.
+//!
 //! A turn that stops on approvals alone is asked about: clients of the tasks extension get a
 //! task that turns `input_required`; 2025-11-25 clients that declared `elicitation` get one
 //! `elicitation/create` per approval while their call waits ([`approvals`]). Either way
@@ -28,8 +32,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CancelledNotificationParam,
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
     Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, RequestId, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, RequestId,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -52,9 +57,9 @@ use tasks::{TASK_GRACE, TaskRegistry};
 
 const INSTRUCTIONS: &str = "deputy runs LLM agent sessions for you. Start one with session_create (it runs the first \
 turn and returns the answer plus a session_id), continue it with session_turn, and inspect it with session_read. \
-Long turns answer status \"running\"; collect them with session_read and wait_ms (clients of the MCP tasks extension \
-get a task instead). Each session is also a resource, deputy://sessions/{id} (and /transcript). Errors carry stable \
-codes such as SESSION_BUSY or SESSION_NOT_FOUND.";
+Long turns answer status \"running\"; collect them with session_read and wait_ms (2026-07-28 clients of the MCP \
+tasks extension get a task instead). Each session is also a resource, deputy://sessions/{id} (and /transcript). \
+Errors carry stable codes such as SESSION_BUSY or SESSION_NOT_FOUND.";
 
 /// The MCP face of the session service, as each caller sees it ([`CallerServices`]). Cheap to
 /// clone; [`McpServer::for_connection`] gives each MCP connection its own logging level.
@@ -242,6 +247,21 @@ impl<P: CallerServices> McpServer<P> {
     }
 }
 
+/// Whether a turn of this call may be answered with a task: the client declared the tasks
+/// extension *and* the negotiated protocol defines it (SEP-2663 is a 2026-07-28 extension). A
+/// 2025-11-25 client that advertises the extension anyway (the MCP Inspector 2.12 does) cannot
+/// read a `CreateTaskResult` there; it takes the `wait_ms` path like any other.
+fn offers_tasks(context: &RequestContext<RoleServer>) -> bool {
+    let declared = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
+    declared && context.protocol_version().is_some_and(|version| defines_tasks(&version))
+}
+
+/// Whether `version` defines the tasks extension: 2026-07-28 and later (dated versions compare
+/// lexically as they do chronologically).
+fn defines_tasks(version: &ProtocolVersion) -> bool {
+    version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+}
+
 /// The answer to a method of a capability deputy does not declare.
 fn not_declared(method: &str) -> McpError {
     McpError::new(
@@ -275,7 +295,7 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         let subject = self.caller_of(&context).subject();
         let span =
             tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id, subject = %subject);
-        let tasks = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
+        let tasks = offers_tasks(&context);
         match self.dispatch(&request.name, arguments, &context, tasks).instrument(span).await {
             Some((response, summary)) => {
                 self.log.tool_finished(&context, &request.name, summary).await;
@@ -477,3 +497,17 @@ pub mod logging;
 pub mod progress;
 pub mod resources;
 pub mod tasks;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_2026_07_28_and_later_define_tasks() {
+        assert!(defines_tasks(&ProtocolVersion::V_2026_07_28));
+        assert!(defines_tasks(&ProtocolVersion::LATEST));
+        for older in [ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2024_11_05] {
+            assert!(!defines_tasks(&older), "{older}");
+        }
+    }
+}

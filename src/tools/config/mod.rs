@@ -32,7 +32,8 @@ mod tests;
 
 pub use defaults::ToolDefaults;
 
-/// A builtin file tool, by the name the model sees.
+/// A builtin tool, by the name the model sees. (Plain comments on the variants: the schema is
+/// one `enum`, and `session_create`'s `builtins` says what they are.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BuiltinTool {
@@ -41,15 +42,15 @@ pub enum BuiltinTool {
     EditFile,
     ListDir,
     Search,
-    /// Comms: message another session (on by default in host mode).
+    // Comms: message another session (on by default in host mode).
     SendMessage,
-    /// Comms: the sessions this one can message.
+    // Comms: the sessions this one can message.
     ListPeers,
-    /// Delegation: hand a task to a child session.
+    // Delegation: hand a task to a child session.
     Delegate,
-    /// Delegation: wait for children working in the background.
+    // Delegation: wait for children working in the background.
     Wait,
-    /// Delegation: stop (and archive) a child.
+    // Delegation: stop (and archive) a child.
     CancelDelegate,
 }
 
@@ -312,11 +313,10 @@ pub enum ShellRequest {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShellLimits {
-    /// Default and maximum time of one command, in ms (default 60000). A command still running
-    /// then is killed with its whole process group.
+    /// Time limit of a command in ms (default 60000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
-    /// Bytes kept of each of stdout and stderr (default 65536).
+    /// Bytes kept of stdout and of stderr (default 65536).
     #[serde(default)]
     pub max_output_bytes: Option<usize>,
 }

@@ -30,26 +30,26 @@ use crate::secrets::Secret;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
-    /// Program of a stdio server (looked up in PATH).
+    /// A stdio server's program.
     #[serde(default)]
     pub command: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment of the stdio server. Values are never shown (redacted) and are
-    /// sealed in the session store.
-    #[serde(default)]
+    /// A stdio server's environment (kept secret).
+    #[serde(default, deserialize_with = "crate::text::json::deserialize")]
+    #[schemars(schema_with = "crate::text::json::schema::<BTreeMap<String, String>>")]
     pub env: BTreeMap<String, Secret>,
-    /// Endpoint of a streamable HTTP server.
+    /// A streamable HTTP server's URL.
     #[serde(default)]
     pub url: Option<String>,
-    /// Extra HTTP headers sent to it (e.g. `Authorization`). Values are never shown
-    /// (redacted) and are sealed in the session store.
-    #[serde(default)]
+    /// HTTP headers (kept secret).
+    #[serde(default, deserialize_with = "crate::text::json::deserialize")]
+    #[schemars(schema_with = "crate::text::json::schema::<BTreeMap<String, String>>")]
     pub headers: BTreeMap<String, Secret>,
-    /// Seconds the server stays warm after its last session lets go (default: `[mcp_pool]`).
+    /// Seconds it stays warm after its last use.
     #[serde(default)]
     pub idle_timeout_secs: Option<u64>,
-    /// Longest time one tool call may take, in seconds (default 120).
+    /// Time limit of a tool call in seconds (default 120).
     #[serde(default)]
     pub call_timeout_secs: Option<u64>,
     /// `false`: this stdio server runs outside the sandbox ([`crate::sandbox`]). Only the
@@ -62,7 +62,7 @@ pub struct McpServerConfig {
 /// An inline server of `session_create`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct InlineMcpServer {
-    /// Prefix of the server's tools (`name__tool`): letters, digits, `-` and `_`.
+    /// Its tools' prefix (`name__tool`).
     pub name: String,
     #[serde(flatten)]
     pub server: McpServerConfig,

@@ -77,7 +77,7 @@ async fn child(stored: bool, sessions: usize, cap: usize, samples: usize) {
     let mut registry = ProviderRegistry::new();
     registry.insert("bench", Arc::new(ZeroLatency));
     let factory = AgentFactory::new(Arc::new(registry), Some("bench:zero-latency".into()), None);
-    let limits = SessionLimits { idle_unload: Duration::ZERO, max_live: cap, max_open_per_owner: usize::MAX };
+    let limits = SessionLimits { idle_unload: Duration::ZERO, max_live: cap, max_open_per_owner: None };
     let service = Arc::new(LiveSessionService::new(factory, store).with_limits(limits));
 
     let prompt = "q".repeat(HALF_HISTORY);

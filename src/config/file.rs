@@ -63,7 +63,8 @@ use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
 /// [sessions]                          # the live set (hibernation); flags of `serve` override
 /// idle_unload_secs = 600              # unload a session idle this long (with a store); 0: never
 /// max_live_sessions = 1000            # beyond: unload the least recently used, or refuse (no store)
-/// max_open_per_owner = 10000          # sessions not archived per owner (subject), with a store
+/// max_open_per_owner = 10000          # sessions not archived per owner (subject), with a store;
+///                                     # default: no limit (set it on a server tenants share)
 ///
 /// [policy]                            # what callers may do, whatever they ask (PolicyConfig)
 /// shell = "deny"                      # "allow" | "deny"; unset: stdio allows, HTTP denies

@@ -95,7 +95,7 @@ impl Settings {
                 .max_live_sessions
                 .or(config.max_live_sessions)
                 .unwrap_or(SessionLimits::DEFAULT_MAX_LIVE),
-            max_open_per_owner: config.max_open_per_owner.unwrap_or(SessionLimits::DEFAULT_MAX_OPEN_PER_OWNER),
+            max_open_per_owner: config.max_open_per_owner,
         }
     }
 }

@@ -126,14 +126,15 @@ pub struct SessionLimits {
     pub max_live: usize,
     /// Sessions not archived that one owner (subject) may have in the store; one more is
     /// refused (security review 2, G12: the store's growth per tenant). Counted where there is
-    /// a store; without one, `max_live` bounds every owner together.
-    pub max_open_per_owner: usize,
+    /// a store (a walk of the owner's index per new session, so only where it is asked for:
+    /// one user may well keep tens of thousands); without one, `max_live` bounds every owner
+    /// together. `None`: no limit.
+    pub max_open_per_owner: Option<usize>,
 }
 
 impl SessionLimits {
     pub const DEFAULT_IDLE_UNLOAD_SECS: u64 = 600;
     pub const DEFAULT_MAX_LIVE: usize = 1000;
-    pub const DEFAULT_MAX_OPEN_PER_OWNER: usize = 10_000;
 }
 
 impl Default for SessionLimits {
@@ -141,7 +142,7 @@ impl Default for SessionLimits {
         Self {
             idle_unload: Duration::from_secs(Self::DEFAULT_IDLE_UNLOAD_SECS),
             max_live: Self::DEFAULT_MAX_LIVE,
-            max_open_per_owner: Self::DEFAULT_MAX_OPEN_PER_OWNER,
+            max_open_per_owner: None,
         }
     }
 }

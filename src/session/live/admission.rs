@@ -125,11 +125,10 @@ impl LiveSessionService {
     /// index of the owner's open sessions, so without a store there is nothing to count (and
     /// `max_live` bounds every owner together).
     async fn check_owner_quota(&self, owner: &Caller) -> Result<(), SessionError> {
-        let Some(store) = &self.store else { return Ok(()) };
+        let (Some(store), Some(limit)) = (&self.store, self.limits.max_open_per_owner) else { return Ok(()) };
         let query =
             StoredListQuery { first: 0, owner: Some(owner.subject().to_owned()), ..StoredListQuery::default() };
         let open = store.list(query).await?.total;
-        let limit = self.limits.max_open_per_owner;
         if open >= limit {
             return Err(SessionError::policy_denied(format!(
                 "this caller has {open} sessions not archived, its limit ([sessions] max_open_per_owner = {limit}): \

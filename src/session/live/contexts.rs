@@ -38,20 +38,35 @@ pub(super) struct Contexts {
     entries: Mutex<Remembered>,
 }
 
+/// What a session runs with: its client's factory (shared by all of that client's sessions)
+/// and its grants. Not the session's whole [`Provenance`]: its resolved spec is in the store,
+/// and thousands of unloaded sessions must not keep theirs in memory.
+#[derive(Clone)]
+pub(super) struct Context {
+    pub(super) factory: Arc<AgentFactory>,
+    pub(super) grants: Grants,
+}
+
+impl From<&Provenance> for Context {
+    fn from(provenance: &Provenance) -> Self {
+        Self { factory: provenance.factory.clone(), grants: provenance.grants.clone() }
+    }
+}
+
 #[derive(Default)]
 struct Remembered {
-    by_session: HashMap<SessionId, (u64, Arc<Provenance>)>,
+    by_session: HashMap<SessionId, (u64, Context)>,
     /// Stamps entries in the order they were remembered.
     next: u64,
 }
 
 impl Contexts {
-    /// Keeps `provenance` as `id`'s context until it is forgotten or pushed out.
-    pub(super) fn remember(&self, id: &SessionId, provenance: Arc<Provenance>) {
+    /// Keeps `context` as `id`'s until it is forgotten or pushed out.
+    pub(super) fn remember(&self, id: &SessionId, context: Context) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let stamp = entries.next;
         entries.next += 1;
-        entries.by_session.insert(id.clone(), (stamp, provenance));
+        entries.by_session.insert(id.clone(), (stamp, context));
         if entries.by_session.len() > MAX_REMEMBERED {
             let oldest = entries.by_session.iter().min_by_key(|(_, (stamp, _))| *stamp).map(|(id, _)| id.clone());
             if let Some(oldest) = oldest {
@@ -64,9 +79,9 @@ impl Contexts {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner).by_session.remove(id);
     }
 
-    pub(super) fn of(&self, id: &SessionId) -> Option<Arc<Provenance>> {
+    pub(super) fn of(&self, id: &SessionId) -> Option<Context> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        entries.by_session.get(id).map(|(_, provenance)| provenance.clone())
+        entries.by_session.get(id).map(|(_, context)| context.clone())
     }
 
     #[cfg(all(test, feature = "session-store"))]
@@ -86,9 +101,10 @@ impl LiveSessionService {
     /// The context `id` runs with when no caller brings one: its live agent's, the one it last
     /// ran with, or (where the service has one context) the server's.
     fn unattended_context(&self, id: &SessionId) -> Option<(Arc<AgentFactory>, Grants)> {
-        let provenance = self.live(id).map(|handle| handle.provenance().clone()).or_else(|| self.contexts.of(id));
-        match provenance {
-            Some(provenance) => Some((provenance.factory.clone(), provenance.grants.clone())),
+        let context =
+            self.live(id).map(|handle| Context::from(&**handle.provenance())).or_else(|| self.contexts.of(id));
+        match context {
+            Some(Context { factory, grants }) => Some((factory, grants)),
             None if self.server_context_for_unknown => {
                 Some((self.factory.clone(), self.factory.grants(&Caller::local(), Surface::Local)))
             }

@@ -94,12 +94,12 @@ async fn without_a_known_context_mail_waits_in_the_store_for_the_next_caller() {
 async fn remembered_contexts_are_bounded_and_the_oldest_goes_first() {
     let service = scripted_service(ScriptedProvider::new([ScriptedResponse::text(&["ready"])]), None, None);
     let id = service.create_session(create("be ready")).await.unwrap().session_id;
-    let provenance = service.live(&id).unwrap().provenance().clone();
+    let context = contexts::Context::from(&**service.live(&id).unwrap().provenance());
     let contexts = contexts::Contexts::default();
     let first = SessionId::new();
-    contexts.remember(&first, provenance.clone());
+    contexts.remember(&first, context.clone());
     for _ in 0..contexts::MAX_REMEMBERED {
-        contexts.remember(&SessionId::new(), provenance.clone());
+        contexts.remember(&SessionId::new(), context.clone());
     }
     assert_eq!(contexts.len(), contexts::MAX_REMEMBERED);
     assert!(contexts.of(&first).is_none(), "the longest remembered was forgotten");

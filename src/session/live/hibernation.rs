@@ -113,7 +113,7 @@ impl LiveSessionService {
         }
         handle.stop().await;
         // Unattended resumes (mail, a child's result) run with what it ran with (G14).
-        self.contexts.remember(id, handle.provenance().clone());
+        self.contexts.remember(id, super::contexts::Context::from(&**handle.provenance()));
         tracing::info!(session_id = %id, reason = why, "session unloaded");
         true
     }

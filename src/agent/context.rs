@@ -29,6 +29,8 @@ pub struct ContextOverrides {
     pub max_summary_tokens: Option<u32>,
     /// Longer tool outputs are shortened in the history (default 16384).
     pub tool_output_cap_bytes: Option<u64>,
+    /// The project's AGENTS.md files go with the system prompt (default true).
+    pub project_instructions: Option<bool>,
 }
 
 impl ContextOverrides {
@@ -88,6 +90,7 @@ impl ContextSettings {
             tool_output_cap_bytes,
             prune_protect_tokens: (threshold_tokens / 2).min(40_000),
             output_reserve_tokens: reserve,
+            project_instructions: overrides.project_instructions.unwrap_or(true),
         })
     }
 }

@@ -413,12 +413,26 @@ impl AgentFactory {
         if !linked.is_empty() {
             tools.extend(linked);
         }
+        // The session's workspace (its own, else the server's), searched up to the roots.
+        let instructions_source = context_settings
+            .project_instructions
+            .then(|| {
+                tool_config.workspace.clone().or_else(|| self.workspace.as_ref().map(|ws| ws.root().to_path_buf()))
+            })
+            .flatten()
+            .map(|workspace| super::instructions::InstructionsSource {
+                workspace,
+                ceilings: self.tool_defaults.workspace_roots(self.workspace.as_ref()),
+            });
         Ok(Agent {
             provider,
             model_id,
             model,
             price,
+            system: system_prompt.clone(),
             system_prompt,
+            instructions_source,
+            instructions: super::instructions::ProjectInstructions::default(),
             max_tokens,
             reasoning,
             tool_specs: tools.shared_specs().into(),

@@ -13,6 +13,7 @@ pub mod delegation;
 pub mod events;
 pub mod factory;
 pub mod inbox;
+pub mod instructions;
 pub mod journal;
 pub mod model_call;
 pub mod pending;
@@ -54,7 +55,15 @@ pub struct Agent {
     /// What the model's tokens cost (the config file's price, else the list price); `None`
     /// where deputy does not know it, and then the session's cost is unknown.
     price: Option<Price>,
+    /// The caller's system prompt (the spec's).
     system_prompt: Option<String>,
+    /// Where the project's instructions are read from at each turn start, when they are on.
+    instructions_source: Option<instructions::InstructionsSource>,
+    /// The project's instructions as the running (or last) turn read them.
+    instructions: instructions::ProjectInstructions,
+    /// What every model request carries as its system prompt: [`Self::system_prompt`], then the
+    /// instructions. The same bytes while neither changes (a prompt-cache prefix).
+    system: Option<String>,
     max_tokens: u32,
     /// Reasoning asked of every model call; `None`: the provider's default.
     reasoning: Option<crate::llm::Reasoning>,
@@ -228,7 +237,7 @@ impl Agent {
         let Some(max) = self.budget.max_tokens else { return Ok(None) };
         let left = max.saturating_sub(self.charged_consumption().tokens);
         let input = self.estimated_history_tokens()
-            + self.system_prompt.as_deref().map_or(0, crate::model::context::estimate_text)
+            + self.system.as_deref().map_or(0, crate::model::context::estimate_text)
             + self.estimated_tool_tokens();
         if input >= left {
             return Err(crate::model::Exhausted::Tokens);
@@ -247,6 +256,25 @@ impl Agent {
                     + estimate_text(&spec.input_schema.to_string())
             })
             .sum()
+    }
+
+    /// Reads the project's instructions again (a turn starts): an edit applies from now on.
+    fn refresh_instructions(&mut self) {
+        let Some(source) = &self.instructions_source else { return };
+        let read = source.read();
+        if read != self.instructions {
+            self.system = match (&self.system_prompt, read.text.is_empty()) {
+                (base, true) => base.clone(),
+                (Some(base), false) => Some(format!("{base}\n\n{}", read.text)),
+                (None, false) => Some(read.text.clone()),
+            };
+            self.instructions = read;
+        }
+    }
+
+    /// The project instruction files the last turn read, root first.
+    pub fn project_instruction_files(&self) -> &[crate::model::InstructionFile] {
+        &self.instructions.files
     }
 
     /// A delegated child's turn ended for good: its budget shrinks to what it used, so the

@@ -102,7 +102,7 @@ impl Agent {
     pub(super) fn model_request(&self) -> ModelRequest {
         ModelRequest {
             model: self.model.clone(),
-            system: self.system_prompt.clone(),
+            system: self.system.clone(),
             messages: Arc::clone(&self.history),
             tools: Arc::clone(&self.tool_specs),
             tool_choice: llm::ToolChoice::Allowed,

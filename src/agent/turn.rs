@@ -43,6 +43,7 @@ impl Agent {
         }
         self.turn_running = true;
         self.turn_output = input.output.clone().or_else(|| self.structured.clone());
+        self.refresh_instructions();
 
         // The time budget is one more reason to cancel the steps; a child token lets the
         // steps clean up the same way as for an interrupt.

@@ -25,6 +25,14 @@ pub struct ContextSettings {
     /// `context_window - output_reserve_tokens` would not fit.
     #[serde(default)]
     pub output_reserve_tokens: u64,
+    /// The project's `AGENTS.md` files go with the system prompt (see
+    /// `crate::agent::instructions`). Sessions stored before this setting existed get them.
+    #[serde(default = "yes")]
+    pub project_instructions: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The settings of an unknown model with the default `max_tokens`: what a record saved before
@@ -41,6 +49,7 @@ impl Default for ContextSettings {
             tool_output_cap_bytes: DEFAULT_TOOL_OUTPUT_CAP_BYTES,
             prune_protect_tokens: (threshold_tokens / 2).min(40_000),
             output_reserve_tokens: 8192,
+            project_instructions: true,
         }
     }
 }

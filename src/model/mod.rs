@@ -33,6 +33,6 @@ pub use result::{
 pub use spec::{AgentSpec, StructuredOutput};
 pub use stop_reason::StopReason;
 pub use view::{
-    Billing, BudgetRemaining, ContextView, ListPosition, SessionList, SessionState, SessionStatus, SessionSummary,
-    SessionView,
+    Billing, BudgetRemaining, ContextView, InstructionFile, ListPosition, SessionList, SessionState, SessionStatus,
+    SessionSummary, SessionView,
 };

@@ -86,6 +86,9 @@ pub struct SessionRecord {
     /// What the session reserved for and was charged by its children.
     #[serde(default, skip_serializing_if = "DelegationBook::is_empty")]
     pub delegation: DelegationBook,
+    /// The project instruction files its last turn gave the model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub project_instructions: Vec<super::view::InstructionFile>,
 }
 
 impl SessionRecord {
@@ -118,6 +121,7 @@ impl SessionRecord {
             event_seq: 0,
             lineage: Lineage::default(),
             delegation: DelegationBook::default(),
+            project_instructions: Vec::new(),
         }
     }
 
@@ -181,6 +185,7 @@ impl SessionRecord {
                     history_epoch: self.history_epoch,
                 },
                 unconfined: self.agent.tools.unconfined.clone(),
+                project_instructions: self.project_instructions.clone(),
             },
             billing: Billing {
                 usage: self.usage,

@@ -102,10 +102,23 @@ pub struct SessionState {
     pub pending: Vec<PendingCall>,
     /// How full the model's context is, and how often it was compacted.
     pub context: ContextView,
+    /// The project instruction files (`AGENTS.md`, else `CLAUDE.md`) the last turn gave the
+    /// model, root first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub project_instructions: Vec<InstructionFile>,
     /// Set when this session's shell and stdio MCP servers run outside the sandbox although
     /// it is on (`[sandbox] mode = "best_effort"` on a kernel without Landlock): why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unconfined: Option<String>,
+}
+
+/// A project instruction file a session's prompt carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InstructionFile {
+    /// Relative to the repository's root (the workspace where there is no repository).
+    pub path: String,
+    /// The file's size (at most 32 KiB of all files reach the model).
+    pub bytes: u64,
 }
 
 /// The size of a session's history as the model sees it.

@@ -48,6 +48,7 @@ impl SessionRecord {
         self.history_epoch = agent.history_epoch();
         self.pending = agent.pending_step().cloned();
         self.delegation = agent.ledger().book();
+        self.project_instructions = agent.project_instruction_files().to_vec();
         // A delegated child's budget closes when its turn ends.
         self.agent.budget = agent.budget();
     }

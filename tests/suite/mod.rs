@@ -20,6 +20,7 @@ mod mcp_tasks;
 #[cfg(feature = "session-store")]
 mod persistence;
 mod policy;
+mod project_instructions;
 mod provider_anthropic;
 mod provider_contract;
 mod provider_openai;

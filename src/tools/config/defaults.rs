@@ -143,7 +143,7 @@ impl ToolDefaults {
 
     /// The roots a caller's workspace must be in: the configured ones, else the server's own
     /// workspace (for a client of the background server, that client's).
-    fn workspace_roots(&self, server_workspace: Option<&Workspace>) -> Vec<PathBuf> {
+    pub fn workspace_roots(&self, server_workspace: Option<&Workspace>) -> Vec<PathBuf> {
         match &self.workspace_roots {
             Some(roots) => roots.iter().filter_map(|root| std::fs::canonicalize(root).ok()).collect(),
             None => server_workspace.map(|workspace| workspace.root().to_path_buf()).into_iter().collect(),

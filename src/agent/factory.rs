@@ -420,10 +420,12 @@ impl AgentFactory {
                 tool_config.workspace.clone().or_else(|| self.workspace.as_ref().map(|ws| ws.root().to_path_buf()))
             })
             .flatten()
-            .map(|workspace| super::instructions::InstructionsSource {
-                workspace,
-                ceilings: self.tool_defaults.workspace_roots(self.workspace.as_ref()),
+            .and_then(|workspace| {
+                let ceilings = self.tool_defaults.workspace_roots(self.workspace.as_ref());
+                super::instructions::InstructionsSource::new(&workspace, &ceilings)
             });
+        let tool_specs: Arc<[Arc<crate::llm::ToolSpec>]> = tools.shared_specs().into();
+        let tool_tokens = estimated_tokens(&tool_specs);
         Ok(Agent {
             provider,
             model_id,
@@ -435,7 +437,8 @@ impl AgentFactory {
             instructions: super::instructions::ProjectInstructions::default(),
             max_tokens,
             reasoning,
-            tool_specs: tools.shared_specs().into(),
+            tool_specs,
+            tool_tokens,
             tools,
             tool_config,
             ledger: Arc::new(super::Ledger::new(budget)),
@@ -478,6 +481,19 @@ pub fn output_contract(
         }
         (None, None) => Ok(None),
     }
+}
+
+/// What tool declarations add to a request's input, estimated like the history.
+fn estimated_tokens(specs: &[Arc<crate::llm::ToolSpec>]) -> u64 {
+    use crate::model::context::estimate_text;
+    specs
+        .iter()
+        .map(|spec| {
+            estimate_text(&spec.name)
+                + estimate_text(&spec.description)
+                + estimate_text(&spec.input_schema.to_string())
+        })
+        .sum()
 }
 
 #[cfg(test)]

@@ -24,9 +24,10 @@ const NAMES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 #[derive(Debug, Clone)]
 pub struct InstructionsSource {
     /// The session's workspace (canonical).
-    pub workspace: PathBuf,
-    /// The server's workspace roots: the search for the repository root never goes above them.
-    pub ceilings: Vec<PathBuf>,
+    workspace: PathBuf,
+    /// The server's workspace roots (canonical): the search for the repository root never goes
+    /// above them.
+    ceilings: Vec<PathBuf>,
 }
 
 /// The instructions as read: the files used and the section for the system prompt (empty when
@@ -38,16 +39,24 @@ pub struct ProjectInstructions {
 }
 
 impl InstructionsSource {
+    /// The source of a session working in `workspace` under the server's `ceilings`, the paths
+    /// resolved once here rather than at every turn; `None` when the workspace does not resolve.
+    pub fn new(workspace: &Path, ceilings: &[PathBuf]) -> Option<Self> {
+        let workspace = std::fs::canonicalize(workspace).ok()?;
+        let ceilings = ceilings.iter().filter_map(|ceiling| std::fs::canonicalize(ceiling).ok()).collect();
+        Some(Self { workspace, ceilings })
+    }
+
     /// Reads the files now. Unreadable files are left out (and logged): instructions are
     /// advice, never a reason for a turn to fail.
     pub fn read(&self) -> ProjectInstructions {
-        let Ok(workspace) = std::fs::canonicalize(&self.workspace) else { return ProjectInstructions::default() };
-        let root = repository_root(&workspace, &self.ceilings);
+        let workspace = &self.workspace;
+        let root = repository_root(workspace, &self.ceilings);
         let mut files = Vec::new();
         let mut section = String::new();
         let mut left = MAX_BYTES;
         let mut cut = 0u64;
-        for dir in chain(&root, &workspace) {
+        for dir in chain(&root, workspace) {
             let Some((path, content, size)) = NAMES.iter().find_map(|name| read_confined(&dir.join(name), &root))
             else {
                 continue;
@@ -80,8 +89,6 @@ impl InstructionsSource {
 /// The nearest ancestor of `workspace` (itself included) holding `.git`, within the ceilings;
 /// the workspace itself where none does.
 fn repository_root(workspace: &Path, ceilings: &[PathBuf]) -> PathBuf {
-    let ceilings: Vec<PathBuf> =
-        ceilings.iter().filter_map(|ceiling| std::fs::canonicalize(ceiling).ok()).collect();
     let within = |dir: &Path| ceilings.iter().any(|ceiling| dir.starts_with(ceiling));
     workspace
         .ancestors()
@@ -126,7 +133,7 @@ mod tests {
     use super::*;
 
     fn source(workspace: &Path, ceiling: &Path) -> InstructionsSource {
-        InstructionsSource { workspace: workspace.to_path_buf(), ceilings: vec![ceiling.to_path_buf()] }
+        InstructionsSource::new(workspace, &[ceiling.to_path_buf()]).unwrap()
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub struct Agent {
     tools: ToolScope,
     /// What the model is told of `tools`, built once: every model request shares it.
     tool_specs: Arc<[Arc<ToolSpec>]>,
+    /// What `tool_specs` add to every request's input, estimated once with them (G9's check
+    /// before each call of a delegated child).
+    tool_tokens: u64,
     /// What `tools` was built from, kept for the session's record.
     tool_config: ToolConfig,
     budget: Budget,
@@ -238,24 +241,11 @@ impl Agent {
         let left = max.saturating_sub(self.charged_consumption().tokens);
         let input = self.estimated_history_tokens()
             + self.system.as_deref().map_or(0, crate::model::context::estimate_text)
-            + self.estimated_tool_tokens();
+            + self.tool_tokens;
         if input >= left {
             return Err(crate::model::Exhausted::Tokens);
         }
         Ok(Some(u32::try_from(left - input).unwrap_or(u32::MAX)))
-    }
-
-    /// What the tool declarations of every request add to its input, estimated like the rest.
-    fn estimated_tool_tokens(&self) -> u64 {
-        use crate::model::context::estimate_text;
-        self.tool_specs
-            .iter()
-            .map(|spec| {
-                estimate_text(&spec.name)
-                    + estimate_text(&spec.description)
-                    + estimate_text(&spec.input_schema.to_string())
-            })
-            .sum()
     }
 
     /// Reads the project's instructions again (a turn starts): an edit applies from now on.

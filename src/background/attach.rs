@@ -229,7 +229,7 @@ fn start_server(location: &Location, settings: &Settings, options: &StartOptions
 /// (paths, locale, time zone), how to reach the network, and logging. Never credentials or a
 /// client's configuration: those arrive with each client ([`super::frames::ClientContext`]).
 fn is_machine_setting(name: &std::ffi::OsStr) -> bool {
-    const NAMES: [&str; 20] = [
+    const NAMES: [&str; 19] = [
         "PATH",
         "HOME",
         "USER",
@@ -246,7 +246,6 @@ fn is_machine_setting(name: &std::ffi::OsStr) -> bool {
         "XDG_STATE_HOME",
         "SSL_CERT_FILE",
         "SSL_CERT_DIR",
-        "NO_PROXY",
         "RUST_LOG",
         "RUST_BACKTRACE",
         crate::sandbox::PRETEND_NO_LANDLOCK_ENV,

@@ -38,6 +38,7 @@
 pub mod agent;
 pub mod background;
 pub mod caller;
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod error;

@@ -136,6 +136,58 @@ pub struct ConfigFile {
     /// The sandbox of the shell and stdio MCP servers (see [`crate::sandbox`]).
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// Where named agent profiles are read from.
+    #[serde(default)]
+    pub agents: DefinitionDirs,
+    /// Where skills are read from.
+    #[serde(default)]
+    pub skills: DefinitionDirs,
+}
+
+/// The `[agents]` and `[skills]` sections: directories of definitions.
+///
+/// ```toml
+/// [agents]
+/// dirs = ["/etc/deputy/agents"]   # default: $XDG_CONFIG_HOME/deputy/agents (~/.config/…)
+/// workspace_dirs = true           # also <workspace>/.deputy/agents and .claude/agents
+/// [skills]
+/// dirs = ["/etc/deputy/skills"]   # default: $XDG_CONFIG_HOME/deputy/skills
+/// workspace_dirs = false          # default: a repository cannot give itself agents or skills
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DefinitionDirs {
+    pub dirs: Option<Vec<PathBuf>>,
+    #[serde(default)]
+    pub workspace_dirs: bool,
+}
+
+impl DefinitionDirs {
+    /// The directories to read `kind` (`agents`, `skills`) from, first wins: the workspace's
+    /// `.deputy/KIND` and `.claude/KIND` where the operator opted in (a project's own
+    /// definitions shadow the user's, as in Claude Code), then `dirs`, else the default one.
+    pub fn resolve(&self, kind: &str, env: &Environment, workspace: Option<&Path>) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if self.workspace_dirs
+            && let Some(workspace) = workspace
+        {
+            dirs.push(workspace.join(".deputy").join(kind));
+            dirs.push(workspace.join(".claude").join(kind));
+        }
+        match &self.dirs {
+            Some(configured) => dirs.extend(configured.iter().cloned()),
+            None => dirs.extend(config_home(env).map(|base| base.join("deputy").join(kind))),
+        }
+        dirs
+    }
+}
+
+/// `$XDG_CONFIG_HOME`, else `~/.config`.
+fn config_home(env: &Environment) -> Option<PathBuf> {
+    match env.get("XDG_CONFIG_HOME") {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => Some(PathBuf::from(env.get("HOME")?).join(".config")),
+    }
 }
 
 /// The `[sandbox]` section.
@@ -344,10 +396,6 @@ impl ConfigFile {
 
     /// `$XDG_CONFIG_HOME/deputy/config.toml`, else `~/.config/deputy/config.toml`.
     pub fn default_path(env: &Environment) -> Option<PathBuf> {
-        let base = match env.get("XDG_CONFIG_HOME") {
-            Some(dir) => PathBuf::from(dir),
-            None => PathBuf::from(env.get("HOME")?).join(".config"),
-        };
-        Some(base.join("deputy").join("config.toml"))
+        Some(config_home(env)?.join("deputy").join("config.toml"))
     }
 }

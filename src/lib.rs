@@ -48,6 +48,7 @@ pub mod llm;
 pub mod model;
 pub mod peers;
 pub mod policy;
+pub mod profiles;
 pub mod sandbox;
 pub mod secrets;
 pub mod server;

@@ -18,9 +18,10 @@ use crate::llm::catalog::known_price;
 use crate::llm::pricing::Price;
 use crate::llm::registry::ProviderRegistry;
 use crate::llm::{FINAL_ANSWER_TOOL, Reasoning, Usage};
-use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
+use crate::model::{AgentRef, AgentSpec, Budget, Consumption, ContextSettings, ContextState};
 use crate::policy::AuditTag;
 use crate::policy::{Grants, Surface};
+use crate::profiles::Profiles;
 use crate::tools::comms::{ListPeers, SendMessage};
 use crate::tools::delegation::{CancelDelegate, Delegate, Wait};
 use crate::tools::link::SessionLink;
@@ -52,6 +53,8 @@ pub struct AgentBuildConfig {
     /// Add the delegation tools (and the comms tools, to talk to children) unless
     /// `tools.builtins` names the tools explicitly: where `[delegation]` is enabled.
     pub delegation_by_default: bool,
+    /// The named agent this config was filled from (see [`AgentBuildConfig::apply_profile`]).
+    pub agent: Option<AgentRef>,
 }
 
 /// What a delegated child is built from (see [`AgentFactory::build_child`]).
@@ -66,6 +69,10 @@ pub struct ChildBuild {
     pub output_schema: Option<serde_json::Value>,
     /// The parent's: a child thinks as hard as the session that delegated to it.
     pub reasoning: Option<Reasoning>,
+    /// Its named agent's context settings (none: the model's defaults).
+    pub context: ContextOverrides,
+    /// The named agent it was made from, if any.
+    pub agent: Option<AgentRef>,
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -92,7 +99,13 @@ pub struct AgentFactory {
     mcp_servers: BTreeMap<String, McpServerConfig>,
     /// The config file's `[[hooks]]`, given to every agent this factory builds or resumes.
     hooks: Hooks,
+    /// The named agents (`[agents]`): `delegate`'s description lists them.
+    profiles: Profiles,
 }
+
+/// Bytes of `delegate`'s description that list the named agents: every session with the tool
+/// sends them with each model call.
+const DELEGATE_MENU_BYTES: usize = 2048;
 
 /// Used when neither the request nor the configuration sets `max_tokens`.
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
@@ -115,7 +128,19 @@ impl AgentFactory {
             mcp: Arc::new(McpFactory::default()),
             mcp_servers: BTreeMap::new(),
             hooks: Hooks::default(),
+            profiles: Profiles::default(),
         }
+    }
+
+    /// The named agents sessions may be created from and delegate to.
+    pub fn with_profiles(mut self, profiles: Profiles) -> Self {
+        self.profiles = profiles;
+        self
+    }
+
+    /// The named agents (the config file's `[agents]`).
+    pub fn profiles(&self) -> &Profiles {
+        &self.profiles
     }
 
     /// The operator's hooks (the config file's `[[hooks]]`).
@@ -271,6 +296,7 @@ impl AgentFactory {
                 tools,
                 structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
                 reasoning: config.reasoning,
+                agent: config.agent,
             },
             structured,
             audit,
@@ -288,13 +314,21 @@ impl AgentFactory {
         grants: &Grants,
         audit: &AuditTag,
     ) -> Result<Agent, SessionError> {
-        let ChildBuild { model, system_prompt, max_tokens, budget, tools, output_schema, reasoning } = child;
-        let context = ContextSettings::resolve(
-            &model,
+        let ChildBuild {
+            model,
+            system_prompt,
             max_tokens,
-            &ContextOverrides::default(),
-            self.configured_window(&model),
-        )?;
+            budget,
+            tools,
+            output_schema,
+            reasoning,
+            context,
+            agent,
+        } = child;
+        if !cfg!(feature = "session-compaction") && context.asks_for_compaction() {
+            return Err(SessionError::CompactionDisabled("compaction settings".into()));
+        }
+        let context = ContextSettings::resolve(&model, max_tokens, &context, self.configured_window(&model))?;
         let structured = output_contract(output_schema, None)?;
         self.tool_defaults
             .check_resumed(&tools, self.workspace.as_ref(), grants, |server| self.is_configured(server))?;
@@ -307,6 +341,7 @@ impl AgentFactory {
             tools,
             structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
             reasoning,
+            agent,
         };
         self.assemble(spec, structured, audit).await
     }
@@ -353,6 +388,7 @@ impl AgentFactory {
             tools: tool_config,
             structured_output: _,
             reasoning,
+            agent: agent_ref,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         let price = self.price_of(&model_id);
@@ -403,7 +439,9 @@ impl AgentFactory {
                 Some(match builtin {
                     BuiltinTool::SendMessage => Arc::new(SendMessage::new(id, link, handling_hops.clone())),
                     BuiltinTool::ListPeers => Arc::new(ListPeers::new(id, link)),
-                    BuiltinTool::Delegate => Arc::new(Delegate::new(id, link)),
+                    BuiltinTool::Delegate => {
+                        Arc::new(Delegate::new(id, link, self.profiles.menu(DELEGATE_MENU_BYTES)))
+                    }
                     BuiltinTool::Wait => Arc::new(Wait::new(id, link)),
                     BuiltinTool::CancelDelegate => Arc::new(CancelDelegate::new(id, link)),
                     _ => return None,
@@ -441,6 +479,7 @@ impl AgentFactory {
             tool_tokens,
             tools,
             tool_config,
+            agent_ref,
             ledger: Arc::new(super::Ledger::new(budget)),
             delegated: false,
             parent_ledger: None,

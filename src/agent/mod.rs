@@ -17,6 +17,7 @@ pub mod instructions;
 pub mod journal;
 pub mod model_call;
 pub mod pending;
+mod profile;
 pub mod report;
 mod step;
 pub mod structured;
@@ -26,7 +27,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, PoisonError};
 
-pub use context::ContextOverrides;
+pub use crate::model::ContextOverrides;
 pub use delegation::Ledger;
 pub use events::{AgentEvent, EventReceiver, EventSender, EventSink, event_channel};
 pub use factory::{AgentBuildConfig, AgentFactory};
@@ -75,6 +76,8 @@ pub struct Agent {
     tool_tokens: u64,
     /// What `tools` was built from, kept for the session's record.
     tool_config: ToolConfig,
+    /// The named agent this one was created from, kept for the session's record.
+    agent_ref: Option<crate::model::AgentRef>,
     budget: Budget,
     context_settings: ContextSettings,
     /// Shared with the model request of the running step, so building that request copies no
@@ -302,6 +305,7 @@ impl Agent {
             tools: self.tool_config.clone(),
             structured_output: self.structured.as_ref().map(|contract| contract.spec().clone()),
             reasoning: self.reasoning,
+            agent: self.agent_ref.clone(),
         }
     }
 

@@ -87,6 +87,10 @@ pub enum Command {
     /// Inspect and manage stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// The named agents (profiles) sessions can be created from: `[agents] dirs` of the config
+    /// file, default `$XDG_CONFIG_HOME/deputy/agents/*.md`.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
     /// Call any session operation by its MCP tool or JSON-RPC method name (`session_read`,
     /// `session/read`, …) with its JSON arguments, on the stored sessions; prints the JSON
     /// result. The same table drives the MCP tools, JSON-RPC, REST and this command.
@@ -160,6 +164,9 @@ pub struct BackgroundServerArgs {
 pub struct RunArgs {
     /// What to ask the agent.
     pub prompt: String,
+    /// Start from this named agent (`deputy agents list`); the other flags override its fields.
+    #[arg(long)]
+    pub agent: Option<String>,
     /// System prompt for the agent.
     #[arg(long)]
     pub system: Option<String>,
@@ -267,6 +274,19 @@ pub struct ServeArgs {
     pub max_live_sessions: Option<u64>,
 }
 
+/// `deputy agents …`.
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Every profile file, valid or not (an invalid one with its reason).
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One agent, whole, as JSON: its version, fields and system prompt.
+    Show { name: String },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
     /// List sessions, most recently updated first.
@@ -336,6 +356,8 @@ impl Command {
             | Self::Schemas { .. }
             | Self::Project { .. }
             | Self::Background(_) => "warn",
+            // The listing itself says which files are invalid and why.
+            Self::Agents(_) => "error",
         }
     }
 }

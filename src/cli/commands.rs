@@ -183,10 +183,11 @@ pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCod
         reasoning: None,
         comms_by_default: false,
         delegation_by_default: false,
+        agent: None,
     };
-    let prompt = flags.prompt;
+    let (prompt, agent) = (flags.prompt, flags.agent);
     stream_turn(structured, |turn| async move {
-        let request = CreateSessionRequest { build, prompt, turn, ..CreateSessionRequest::default() };
+        let request = CreateSessionRequest { build, prompt, turn, agent, ..CreateSessionRequest::default() };
         service.create_session(request).await
     })
     .await

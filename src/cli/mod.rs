@@ -6,13 +6,16 @@
 //! stdout text and exit codes: 0 ok, 1 error with `CODE: message` on stderr, 2 when the turn ran
 //! out of budget. The clap types are in [`args`].
 
+mod agents;
 pub mod args;
 pub mod commands;
 pub mod render;
 
 use std::process::ExitCode;
 
-pub use args::{BackgroundCommand, BackgroundServerArgs, Cli, Command, RunArgs, ServeArgs, SessionsCommand};
+pub use args::{
+    AgentsCommand, BackgroundCommand, BackgroundServerArgs, Cli, Command, RunArgs, ServeArgs, SessionsCommand,
+};
 
 use crate::error::SessionError;
 use crate::ids::MessageId;
@@ -25,6 +28,12 @@ pub async fn run(cli: Cli) -> ExitCode {
     let outcome = match cli.command {
         Command::Serve(args) => commands::serve(&settings, args).await,
         Command::Schemas { out } => commands::write_schemas(&out),
+        Command::Agents(command) => {
+            match crate::config::settings_profiles(&settings, &crate::config::Environment::from_process()) {
+                Ok(profiles) => return agents::agents(&profiles, command),
+                Err(err) => Err(err),
+            }
+        }
         Command::Background(command) => match commands::background(&settings, command) {
             Ok(code) => return code,
             Err(err) => Err(err),

@@ -21,6 +21,7 @@ use anyhow::Context;
 use crate::agent::{AgentFactory, InboxLimits};
 use crate::hooks::Hooks;
 use crate::peers::RemotePeers;
+use crate::profiles::Profiles;
 use crate::session::DelegationLimits;
 use crate::session::SessionLimits;
 use crate::store::SharedStore;
@@ -191,6 +192,22 @@ pub fn load_config_file(settings: &Settings, env: &Environment) -> anyhow::Resul
     }
 }
 
+/// The named agents the config file's `[agents]` gives sessions in `workspace`.
+pub fn profiles(workspace: &std::path::Path, env: &Environment, config: &ConfigFile) -> Profiles {
+    Profiles::new(config.agents.resolve("agents", env, Some(workspace)))
+}
+
+/// The named agents of the settings' config file and workspace, for `deputy agents` (no store,
+/// no server).
+pub fn settings_profiles(settings: &Settings, env: &Environment) -> anyhow::Result<Profiles> {
+    let config = load_config_file(settings, env)?;
+    let workspace = match &settings.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("current directory")?,
+    };
+    Ok(profiles(&workspace, env, &config))
+}
+
 /// The agent factory one client's settings, config file and environment describe (default
 /// model and workspace, providers and their credentials, tool defaults, named MCP servers),
 /// over an MCP server pool owned elsewhere. It opens no store, so a background server builds
@@ -246,7 +263,8 @@ pub fn agent_factory(
             ..config.tools.clone()
         })
         .with_mcp(mcp, config.mcp_servers.clone())
-        .with_hooks(hooks);
+        .with_hooks(hooks)
+        .with_profiles(profiles(&workspace_dir, env, config));
     if let Some(max_tokens) = config.max_tokens {
         factory = factory.with_default_max_tokens(max_tokens);
     }

@@ -132,3 +132,33 @@ impl ContextState {
         self.last_input_tokens + self.last_output_tokens + history[from..].iter().map(estimate_message).sum::<u64>()
     }
 }
+
+/// Caller-chosen context settings; every absent field gets a default from the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextOverrides {
+    /// The model's context window, in tokens.
+    pub context_window: Option<u64>,
+    /// Compact at this many history tokens.
+    pub threshold_tokens: Option<u64>,
+    /// Turns between compactions (default 3).
+    pub min_turns_between_compactions: Option<u64>,
+    /// Tokens of recent turns kept after a summary.
+    pub recent_turn_budget: Option<u64>,
+    /// Maximum tokens of a summary.
+    pub max_summary_tokens: Option<u32>,
+    /// Longer tool outputs are shortened in the history (default 16384).
+    pub tool_output_cap_bytes: Option<u64>,
+    /// The project's AGENTS.md files go with the system prompt (default true).
+    pub project_instructions: Option<bool>,
+}
+
+impl ContextOverrides {
+    /// Whether any setting that only compaction uses was given.
+    pub fn asks_for_compaction(&self) -> bool {
+        self.threshold_tokens.is_some()
+            || self.min_turns_between_compactions.is_some()
+            || self.recent_turn_budget.is_some()
+            || self.max_summary_tokens.is_some()
+    }
+}

@@ -19,7 +19,7 @@ pub mod stop_reason;
 pub mod view;
 
 pub use budget::{Budget, Consumption, Exhausted};
-pub use context::{ContextSettings, ContextState};
+pub use context::{ContextOverrides, ContextSettings, ContextState};
 pub use journal::{EventPage, MAX_EVENTS_PAGE, MAX_EVENTS_PAGE_BYTES, StoredEvent, fits_page, json_len};
 pub use lineage::{ChildView, DelegationBook, Escalation, Lineage, Origin};
 pub use pending::{
@@ -30,7 +30,7 @@ pub use result::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, ToolOutputResult, TurnStatus,
     TurnUsage,
 };
-pub use spec::{AgentSpec, StructuredOutput};
+pub use spec::{AgentRef, AgentSpec, StructuredOutput};
 pub use stop_reason::StopReason;
 pub use view::{
     Billing, BudgetRemaining, ContextView, InstructionFile, ListPosition, SessionList, SessionState, SessionStatus,

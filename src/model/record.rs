@@ -186,6 +186,7 @@ impl SessionRecord {
                 },
                 unconfined: self.agent.tools.unconfined.clone(),
                 project_instructions: self.project_instructions.clone(),
+                agent: self.agent.agent.clone(),
             },
             billing: Billing {
                 usage: self.usage,
@@ -274,6 +275,7 @@ impl SessionRecord {
             tools: crate::tools::ToolConfig::legacy(),
             structured_output: None,
             reasoning: None,
+            agent: None,
         };
         let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
         record.message_count = message_count;

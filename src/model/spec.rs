@@ -29,6 +29,19 @@ pub struct AgentSpec {
     /// provider's configured default. Older records have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<Reasoning>,
+    /// The named agent (profile) the session was created from, as its file was then: the
+    /// fields above already hold what it resolved to, so an edit of the file changes only the
+    /// sessions created after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRef>,
+}
+
+/// A named agent (profile) as one session was created from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AgentRef {
+    pub name: String,
+    /// The hash of the profile's file when the session was created.
+    pub version: String,
 }
 
 /// An output schema and how often a final answer that does not validate is sent back.

@@ -106,6 +106,9 @@ pub struct SessionState {
     /// model, root first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub project_instructions: Vec<InstructionFile>,
+    /// The named agent (profile) the session was created from: its name and file version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<super::AgentRef>,
     /// Set when this session's shell and stdio MCP servers run outside the sandbox although
     /// it is on (`[sandbox] mode = "best_effort"` on a kernel without Landlock): why.
     #[serde(default, skip_serializing_if = "Option::is_none")]

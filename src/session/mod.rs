@@ -154,4 +154,13 @@ pub trait SessionService: Send + Sync + 'static {
         after: Option<u64>,
         limit: usize,
     ) -> impl Future<Output = Result<crate::model::EventPage, SessionError>> + Send;
+
+    /// The named agents sessions can be created from (`session_create {agent}`): every profile
+    /// file this caller's configuration reads, valid or not, as the files are now.
+    fn agents(&self) -> crate::profiles::AgentList;
+
+    /// One named agent, whole.
+    ///
+    /// Errors: `InvalidRequest` (no agent of that name, or its file is not valid).
+    fn agent(&self, name: &str) -> Result<crate::profiles::AgentDetail, SessionError>;
 }

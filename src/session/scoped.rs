@@ -186,4 +186,13 @@ impl SessionService for ScopedService {
     fn changes(&self) -> tokio::sync::broadcast::Receiver<SessionId> {
         self.inner.changes()
     }
+
+    /// Those of this caller's factory (a background server's client: its own config file's).
+    fn agents(&self) -> crate::profiles::AgentList {
+        self.factory.profiles().list()
+    }
+
+    fn agent(&self, name: &str) -> Result<crate::profiles::AgentDetail, SessionError> {
+        self.factory.profiles().detail(name)
+    }
 }

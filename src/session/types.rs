@@ -50,7 +50,10 @@ pub struct CreateSessionRequest {
     pub prompt: String,
     pub labels: BTreeMap<String, String>,
     /// Host mode: once idle, mail starts a turn by itself (the comms tools come by default).
-    pub host_mode: bool,
+    /// Unset: the named agent's, else off.
+    pub host_mode: Option<bool>,
+    /// The named agent (profile) whose fields fill what `build` leaves unset.
+    pub agent: Option<String>,
     /// The session's name among its peers: unique in its peer group.
     pub name: Option<String>,
     /// Sessions created with the same group (by the same owner) see each other as peers;

@@ -26,6 +26,7 @@ use crate::model::inbox::SendResult;
 use crate::model::{
     ArchiveResult, CompactResult, EventPage, InterruptResult, RunResult, SessionList, SessionView, ToolOutputResult,
 };
+use crate::profiles::{AgentDetail, AgentList};
 use crate::session::{SessionService, TurnOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumCount)]
@@ -40,6 +41,8 @@ pub enum Operation {
     ToolOutput,
     Send,
     Events,
+    AgentList,
+    AgentGet,
 }
 
 /// One operation's row of the table: everything the surfaces say of it.
@@ -51,6 +54,10 @@ pub struct Spec {
     pub method: &'static str,
     /// Whether it only reads (the tool's `readOnlyHint`).
     pub read_only: bool,
+    /// Whether MCP clients see it as a tool. The named agents are MCP resources instead
+    /// (`deputy://agents`), and `session_create`'s description lists them: the tool list a
+    /// client's model reads stays as short as it was.
+    pub mcp_tool: bool,
     /// What the operation does, for an LLM caller.
     pub description: &'static str,
     /// The params type's schema, as the tool's input schema.
@@ -127,6 +134,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_create",
         method: "session/create",
         read_only: false,
+        mcp_tool: true,
         description: "Start an LLM agent session (a sub-agent with its own model, tools and budget) and run its first \
                  turn on `prompt`: answers `text` and `session_id`. Past `wait_ms`, `status: \"running\"`: \
                  collect it with session_read.",
@@ -152,6 +160,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_turn",
         method: "turn/start",
         read_only: false,
+        mcp_tool: true,
         description: "Run the next turn of a session with a new message (the agent keeps the conversation), or answer \
                  its `pending` calls (`tool_results`, `approvals`).",
         input_schema: input_schema::<wire::SessionTurnParams>,
@@ -176,6 +185,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_interrupt",
         method: "turn/interrupt",
         read_only: false,
+        mcp_tool: true,
         description: "Cancel the turn a session is running; it ends `cancelled`, keeping what was done.",
         input_schema: input_schema::<wire::SessionInterruptParams>,
         output_schema: output_schema::<InterruptResult>,
@@ -198,6 +208,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_read",
         method: "session/read",
         read_only: true,
+        mcp_tool: true,
         description: "A session's state, last turn and billing; with `wait_ms`, waits for a running turn to end.",
         input_schema: input_schema::<wire::SessionReadParams>,
         output_schema: output_schema::<SessionView>,
@@ -221,6 +232,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_list",
         method: "session/list",
         read_only: true,
+        mcp_tool: true,
         description: "List your sessions, most recently updated first, paged.",
         input_schema: input_schema::<wire::SessionListParams>,
         output_schema: output_schema::<SessionList>,
@@ -241,6 +253,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_archive",
         method: "session/archive",
         read_only: false,
+        mcp_tool: true,
         description: "Stop a session and archive it (a running turn finishes first).",
         input_schema: input_schema::<wire::SessionArchiveParams>,
         output_schema: output_schema::<ArchiveResult>,
@@ -261,6 +274,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_compact",
         method: "session/compact",
         read_only: false,
+        mcp_tool: true,
         description: "Compact a session's history now: summarize older turns, prune old tool outputs.",
         input_schema: input_schema::<wire::SessionCompactParams>,
         output_schema: output_schema::<CompactResult>,
@@ -292,6 +306,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_tool_output",
         method: "session/tool_output",
         read_only: true,
+        mcp_tool: true,
         description: "The whole output of a tool result that entered the history shortened.",
         input_schema: input_schema::<wire::SessionToolOutputParams>,
         output_schema: output_schema::<ToolOutputResult>,
@@ -312,6 +327,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_send",
         method: "session/send",
         read_only: false,
+        mcp_tool: true,
         description: "Send a message to a session's inbox without waiting; the agent reads it at its next step or \
                  turn.",
         input_schema: input_schema::<wire::SessionSendParams>,
@@ -337,6 +353,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         tool: "session_events",
         method: "session/events",
         read_only: true,
+        mcp_tool: true,
         description: "A session's event journal (prompts, text, tool calls, usage, turn ends), paged by `after_seq`.",
         input_schema: input_schema::<wire::SessionEventsParams>,
         output_schema: output_schema::<EventPage>,
@@ -359,6 +376,47 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             errors: &[InvalidRequest, SessionNotFound, SessionStoreError, PolicyDenied],
         },
     },
+    Spec {
+        tool: "agent_list",
+        method: "agent/list",
+        read_only: true,
+        mcp_tool: false,
+        description: "The named agents (profiles) session_create and delegate take as `agent`, invalid files \
+                      with their reason.",
+        input_schema: input_schema::<wire::AgentListParams>,
+        output_schema: output_schema::<AgentList>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/agents",
+            query: None,
+            operation_id: "listAgents",
+            summary: "The named agents",
+            description: Some("Every profile file the server reads, in lookup order; re-read as the files change."),
+            result: Some("AgentList"),
+            answer: "The agents.",
+            errors: &[],
+        },
+    },
+    Spec {
+        tool: "agent_get",
+        method: "agent/get",
+        read_only: true,
+        mcp_tool: false,
+        description: "One named agent, whole: its system prompt and the session_create fields it sets.",
+        input_schema: input_schema::<wire::AgentGetParams>,
+        output_schema: output_schema::<AgentDetail>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/agents/{name}",
+            query: None,
+            operation_id: "getAgent",
+            summary: "One named agent",
+            description: None,
+            result: Some("AgentDetail"),
+            answer: "The agent.",
+            errors: &[InvalidRequest],
+        },
+    },
 ];
 
 impl Operation {
@@ -373,6 +431,8 @@ impl Operation {
         Self::ToolOutput,
         Self::Send,
         Self::Events,
+        Self::AgentList,
+        Self::AgentGet,
     ];
 
     /// The operation's row.
@@ -460,6 +520,14 @@ impl Operation {
                 let limit = params.limit.unwrap_or(wire::DEFAULT_EVENTS_LIMIT);
                 json(service.events(&params.session_id, params.after_seq, limit).await)
             }
+            Self::AgentList => {
+                let _: wire::AgentListParams = wire::parse_params(name, arguments)?;
+                json(Ok(service.agents()))
+            }
+            Self::AgentGet => {
+                let params: wire::AgentGetParams = wire::parse_params(name, arguments)?;
+                json(service.agent(&params.name))
+            }
         }
     }
 
@@ -478,8 +546,14 @@ impl Operation {
 }
 
 /// deputy's tools, in the order `tools/list` shows them.
+/// Every operation's tool, MCP's or not (`schemas/` has them all).
 pub fn tool_catalog() -> Vec<ToolDescriptor> {
     Operation::ALL.into_iter().map(Operation::descriptor).collect()
+}
+
+/// The tools an MCP client lists.
+pub fn mcp_tool_catalog() -> Vec<ToolDescriptor> {
+    Operation::ALL.into_iter().filter(|operation| operation.spec().mcp_tool).map(Operation::descriptor).collect()
 }
 
 /// One tool of the catalog. Its schemas are rmcp's (JSON Schema 2020-12, the input's for

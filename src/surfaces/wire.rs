@@ -29,6 +29,9 @@ use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, Tool
 pub struct SessionCreateParams {
     /// The task for the agent: the first turn's prompt.
     pub prompt: String,
+    /// A named agent to start from (listed below); fields given here override its.
+    #[serde(default)]
+    pub agent: Option<String>,
     /// `provider:model`, e.g. `anthropic:claude-sonnet-4-5`. Default: the server's.
     #[serde(default)]
     pub model: Option<String>,
@@ -306,10 +309,12 @@ impl SessionCreateParams {
                 reasoning: self.reasoning,
                 comms_by_default: false,
                 delegation_by_default: false,
+                agent: None,
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),
-            host_mode: self.host_mode.unwrap_or(false),
+            host_mode: self.host_mode,
+            agent: self.agent,
             name: self.name,
             peer_group: self.peer_group,
             turn,
@@ -349,6 +354,19 @@ impl SessionListParams {
             root_id: self.root_id,
         })
     }
+}
+
+/// `agent_list`'s params: none.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentListParams {}
+
+/// `agent_get`'s params.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentGetParams {
+    /// The agent's name.
+    pub name: String,
 }
 
 /// How long `session_create` / `session_turn` wait for their turn (`wait_ms`: default 30 s,

@@ -49,6 +49,9 @@ pub struct ChildBudget {
 pub struct DelegateArgs {
     /// What the child should do: the prompt of its first turn.
     pub task: String,
+    /// A named agent to start the child from (its prompt, model and tools, within yours); the
+    /// other fields here override its.
+    pub agent: Option<String>,
     /// The child's name among this session's peers (send_message uses it); default
     /// `child-<8 characters of its id>`.
     pub name: Option<String>,
@@ -147,13 +150,15 @@ fn answer(result: Result<serde_json::Value, String>) -> ToolOutput {
 pub struct Delegate {
     session: SessionId,
     link: SessionLink,
+    /// The named agents a child can be made from, `- name: description` lines (empty: none).
+    agents: String,
 }
 
 impl Delegate {
     pub const NAME: &'static str = "delegate";
 
-    pub fn new(session: SessionId, link: SessionLink) -> Self {
-        Self { session, link }
+    pub fn new(session: SessionId, link: SessionLink, agents: String) -> Self {
+        Self { session, link, agents }
     }
 }
 
@@ -166,7 +171,12 @@ impl TypedTool for Delegate {
          answer. The child gets at most your tools and a share of your remaining budget. With wait: \
          false it runs in the background (start several, then call wait); its result arrives as a \
          message. A refusal (too deep, too many children, no budget left) means: do it yourself."
-            .into()
+            .to_owned()
+            + &if self.agents.is_empty() {
+                String::new()
+            } else {
+                format!("\n\nNamed agents (`agent`), each with its own instructions:{}", self.agents)
+            }
     }
 
     async fn run(&self, args: DelegateArgs, cancel: CancellationToken) -> ToolOutput {

@@ -21,7 +21,7 @@ const LAYERS: &[&[&str]] = &[
     &["tools"],
     &["hooks", "peers"],
     &["model"],
-    &["store"],
+    &["store", "profiles"],
     &["agent"],
     &["session"],
     &["config"],

@@ -32,7 +32,10 @@ async fn both_protocol_eras_run_sessions_over_http() {
     for (era, lifecycle) in [("2025-11-25", ClientLifecycleMode::Initialize), ("2026-07-28", modern)] {
         let client = deputy.mcp(lifecycle).await;
         assert_eq!(client.peer_info().unwrap().protocol_version.to_string(), era);
-        assert_eq!(client.list_all_tools().await.unwrap().len(), deputy::surfaces::operation::Operation::ALL.len());
+        assert_eq!(
+            client.list_all_tools().await.unwrap().len(),
+            deputy::surfaces::operation::mcp_tool_catalog().len()
+        );
         deputy.mock.push(MockResponse::sse(anthropic::text(&["over ", "http"])));
         let created = ok(&client, "session_create", json!({"prompt": format!("hi in {era}")})).await;
         assert_eq!(created["text"], "over http");
@@ -208,11 +211,11 @@ async fn undeclared_capabilities_are_method_not_found() {
         };
         not_found("prompts/list", client.list_prompts(None).await.map(drop));
         assert!(client.list_resources(None).await.unwrap().resources.is_empty(), "no sessions yet");
-        assert_eq!(client.list_resource_templates(None).await.unwrap().resource_templates.len(), 3);
+        assert_eq!(client.list_resource_templates(None).await.unwrap().resource_templates.len(), 4);
         not_found("completion/complete", client.complete_prompt_simple("p", "a", "v").await.map(drop));
         assert_eq!(
             client.list_all_tools().await.unwrap().len(),
-            deputy::surfaces::operation::Operation::ALL.len(),
+            deputy::surfaces::operation::mcp_tool_catalog().len(),
             "tools still answer"
         );
         client.cancel().await.unwrap();

@@ -295,7 +295,7 @@ async fn a_2026_07_28_client_gets_the_same_tools_and_results() {
     assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
     assert_eq!(
         deputy.client.list_all_tools().await.unwrap().len(),
-        deputy::surfaces::operation::Operation::ALL.len()
+        deputy::surfaces::operation::mcp_tool_catalog().len()
     );
 
     deputy.mock.push(MockResponse::sse(anthropic::text(&["modern"])));

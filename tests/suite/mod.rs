@@ -1,5 +1,6 @@
 //! Integration suites, plus small helpers for driving a provider's event stream.
 
+mod agents;
 #[cfg(feature = "session-store")]
 mod background_server;
 mod callbacks;

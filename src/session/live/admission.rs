@@ -88,8 +88,14 @@ impl LiveSessionService {
         require_sessions_scope(caller)?;
         require_prompt(&request.prompt)?;
         check_labels(&request.labels)?;
+        if let Some(name) = &request.agent {
+            let named = factory.profiles().get(name)?;
+            request.host_mode = request.host_mode.or(named.profile.fields.host_mode);
+            request.build.apply_profile(&named);
+        }
+        let host_mode = request.host_mode.unwrap_or(false);
         // Host sessions talk: they get the comms tools unless the caller chose the builtins.
-        request.build.comms_by_default |= request.host_mode;
+        request.build.comms_by_default |= host_mode;
         self.offer_delegation(&mut request.build)?;
         if let Some(name) = &request.name {
             comms::check_name(name)?;
@@ -107,7 +113,7 @@ impl LiveSessionService {
             new: NewSession {
                 title: title_of(&request.prompt),
                 labels: request.labels,
-                host_mode: request.host_mode,
+                host_mode,
                 name: request.name,
                 peer_group: request.peer_group,
                 lineage: Lineage::root(&id),

@@ -38,7 +38,7 @@ fn mail(body: &str) -> InboxMessage {
 
 /// A host-mode session created by `factory`'s client, then unloaded.
 async fn unloaded_session(service: &LiveSessionService, factory: &Arc<AgentFactory>, grants: &Grants) -> SessionId {
-    let request = CreateSessionRequest { host_mode: true, ..create("be ready") };
+    let request = CreateSessionRequest { host_mode: Some(true), ..create("be ready") };
     let id = service.create_session_with(factory, &Caller::local(), grants, request).await.unwrap().session_id;
     let handle = service.live(&id).unwrap();
     assert!(service.unload(&id, &handle, "test").await);

@@ -21,7 +21,7 @@ fn message(body: &str) -> SendRequest {
 }
 
 fn host(prompt: &str) -> CreateSessionRequest {
-    CreateSessionRequest { host_mode: true, ..create(prompt) }
+    CreateSessionRequest { host_mode: Some(true), ..create(prompt) }
 }
 
 /// The text blocks of a request's last message, joined.

@@ -317,6 +317,14 @@ impl SessionService for LiveSessionService {
         self.changes.subscribe()
     }
 
+    fn agents(&self) -> crate::profiles::AgentList {
+        self.factory.profiles().list()
+    }
+
+    fn agent(&self, name: &str) -> Result<crate::profiles::AgentDetail, SessionError> {
+        self.factory.profiles().detail(name)
+    }
+
     async fn events(
         &self,
         id: &SessionId,

@@ -55,6 +55,8 @@ pub fn document() -> Value {
         register::<crate::surfaces::wire::SessionEventsParams>,
         register::<crate::model::EventPage>,
         register::<SessionHistory>,
+        register::<crate::profiles::AgentList>,
+        register::<crate::profiles::AgentDetail>,
         register::<AgentEvent>,
         register::<ErrorBody>,
     ] {

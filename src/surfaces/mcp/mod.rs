@@ -61,6 +61,11 @@ Long turns answer status \"running\"; collect them with session_read and wait_ms
 tasks extension get a task instead). Each session is also a resource, deputy://sessions/{id} (and /transcript). \
 Errors carry stable codes such as SESSION_BUSY or SESSION_NOT_FOUND.";
 
+/// Bytes of `session_create`'s description that list the caller's named agents: a client's
+/// model reads them with every tool list, so the menu is bounded and points at
+/// `deputy://agents` for the rest.
+const AGENT_MENU_BYTES: usize = 2048;
+
 /// The MCP face of the session service, as each caller sees it ([`CallerServices`]). Cheap to
 /// clone; [`McpServer::for_connection`] gives each MCP connection its own logging level.
 ///
@@ -102,7 +107,7 @@ impl<P> Clone for McpServer<P> {
 impl<P: CallerServices> McpServer<P> {
     /// Calls that carry no caller of their own (stdio) are `caller`'s.
     pub fn new(services: Arc<P>, caller: Caller) -> Self {
-        let tools = super::operation::tool_catalog()
+        let tools = super::operation::mcp_tool_catalog()
             .into_iter()
             .map(|tool| {
                 Tool::new(tool.name, tool.description, tool.input_schema)
@@ -188,7 +193,7 @@ impl<P: CallerServices> McpServer<P> {
         context: &RequestContext<RoleServer>,
         as_task: bool,
     ) -> Option<(CallToolResponse, CallSummary)> {
-        let operation = Operation::from_tool(name)?;
+        let operation = Operation::from_tool(name).filter(|operation| operation.spec().mcp_tool)?;
         let runs_turn = matches!(operation, Operation::Create | Operation::Turn);
         let as_task = as_task && runs_turn;
         let waited = Mutex::new(None);
@@ -281,9 +286,18 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        let mut tools = self.tools.as_ref().clone();
+        // session_create names the caller's agents, as the files are now.
+        let menu = self.services.for_caller(self.caller_of(&context)).agents().menu(AGENT_MENU_BYTES);
+        if !menu.is_empty()
+            && let Some(create) = tools.iter_mut().find(|tool| tool.name == Operation::Create.tool())
+        {
+            let description = create.description.as_deref().unwrap_or_default();
+            create.description = Some(format!("{description}\n\nNamed agents (`agent`):{menu}").into());
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -351,7 +365,14 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let service = self.services.for_caller(self.caller_of(&context));
-        resources::list(&service, request.and_then(|request| request.cursor)).await
+        let cursor = request.and_then(|request| request.cursor);
+        let first_page = cursor.is_none();
+        let mut page = resources::list(&service, cursor).await?;
+        // The agents' list is one resource more where there are agents; it is readable always.
+        if first_page && !service.agents().agents.is_empty() {
+            page.resources.insert(0, agent_resources::listed());
+        }
+        Ok(page)
     }
 
     async fn list_resource_templates(
@@ -359,7 +380,9 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(ListResourceTemplatesResult::with_all_items(resources::templates()))
+        let mut templates = resources::templates();
+        templates.push(agent_resources::template());
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     async fn read_resource(
@@ -367,8 +390,11 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let resource = parse_resource(&request.uri)?;
         let service = self.services.for_caller(self.caller_of(&context));
+        if let Some(agents) = agent_resources::AgentResource::parse(&request.uri) {
+            return Ok(agent_resources::read(&service, &request.uri, &agents)?.into());
+        }
+        let resource = parse_resource(&request.uri)?;
         Ok(resources::read(&service, &resource).await?.into())
     }
 
@@ -491,6 +517,7 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
     }
 }
 
+mod agent_resources;
 pub mod approvals;
 mod errors;
 pub mod logging;

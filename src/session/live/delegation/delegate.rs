@@ -16,9 +16,12 @@ use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::{Budget, Lineage, RunResult, SessionState};
 use crate::policy::AuditTag;
+use crate::profiles::NamedProfile;
 use crate::session::actor::SessionHandle;
 use crate::session::types::{MAX_WAIT, TurnOptions};
 use crate::tools::delegation::{CancelArgs, ChildContext, DelegateArgs};
+use crate::tools::mcp::McpServerRequest;
+use crate::tools::{ShellRequest, ToolConfig};
 
 impl LiveSessionService {
     /// `delegate` of session `parent_id`.
@@ -35,6 +38,16 @@ impl LiveSessionService {
             return Err(SessionError::invalid("task must not be empty"));
         }
         let parent = self.live(&parent_id).ok_or_else(|| SessionError::not_found(parent_id.clone()))?;
+        let mut args = args;
+        // The named agent fills the request first, so its budget is carved like an asked one.
+        let named = match args.agent.as_deref() {
+            Some(name) => {
+                let named = parent.provenance().factory.profiles().get(name)?;
+                fill_from_profile(&mut args, &named, &parent.provenance().spec.tools);
+                Some(named)
+            }
+            None => None,
+        };
         let state = parent.view().state;
         let lineage = Lineage::child_of(&parent_id, &state.lineage);
         if lineage.depth > self.delegation.max_depth {
@@ -69,6 +82,7 @@ impl LiveSessionService {
                 budget,
                 name.clone(),
                 args,
+                named,
                 wait,
                 cancel,
             )
@@ -110,6 +124,7 @@ impl LiveSessionService {
         budget: Budget,
         name: String,
         args: DelegateArgs,
+        named: Option<NamedProfile>,
         wait: bool,
         cancel: CancellationToken,
     ) -> Result<RunResult, SessionError> {
@@ -118,14 +133,17 @@ impl LiveSessionService {
         let provenance = parent.provenance().clone();
         let tools = provenance.spec.tools.narrow(&args)?;
         let audit = AuditTag { subject: state.owner.as_str().into(), session_id: id.clone() };
+        let fields = named.as_ref().map(|named| &named.profile.fields);
         let build = ChildBuild {
             model: args.model.clone().unwrap_or_else(|| provenance.spec.model.clone()),
             system_prompt: args.system_prompt.clone(),
-            max_tokens: provenance.spec.max_tokens,
+            max_tokens: fields.and_then(|fields| fields.max_tokens).unwrap_or(provenance.spec.max_tokens),
             budget,
             tools,
             output_schema: args.output_schema.clone(),
-            reasoning: provenance.spec.reasoning,
+            reasoning: fields.and_then(|fields| fields.reasoning).or(provenance.spec.reasoning),
+            context: fields.and_then(|fields| fields.context).unwrap_or_default(),
+            agent: named.as_ref().map(NamedProfile::agent_ref),
         };
         let mut agent = provenance.factory.build_child(build, &provenance.grants, &audit).await?;
         let history = match args.context {
@@ -190,4 +208,48 @@ impl LiveSessionService {
         };
         Ok(Cancelled { session_id: child, interrupted: !interrupted.is_empty(), archived })
     }
+}
+
+/// A child made from a named agent: the profile gives what the parent's model left unset, and
+/// the parent's own tools bound it as they bound any child — the profile's builtins, shell and
+/// servers that the parent lacks are left out rather than refused (a profile is a template,
+/// the parent's tools the ceiling). The profile's tool choices are its own: without a shell in
+/// the profile, the child has none.
+fn fill_from_profile(args: &mut DelegateArgs, named: &NamedProfile, parent: &ToolConfig) {
+    let profile = &named.profile;
+    let fields = &profile.fields;
+    if args.system_prompt.is_none() && !profile.system_prompt.is_empty() {
+        args.system_prompt = Some(profile.system_prompt.clone());
+    }
+    args.model = args.model.take().or_else(|| fields.model.clone());
+    if args.builtins.is_none()
+        && let Some(builtins) = &fields.builtins
+    {
+        args.builtins = Some(builtins.iter().copied().filter(|tool| parent.builtins.contains(tool)).collect());
+    }
+    if args.shell.is_none() {
+        let asks = matches!(fields.shell, Some(ShellRequest::Enabled(true) | ShellRequest::Limits(_)));
+        args.shell = Some(asks && parent.shell.is_some());
+    }
+    if args.mcp_servers.is_none()
+        && let Some(servers) = &fields.mcp_servers
+    {
+        let names = servers.iter().filter_map(|server| match server {
+            McpServerRequest::Named(name) => Some(name.clone()),
+            McpServerRequest::Inline(_) => None,
+        });
+        args.mcp_servers =
+            Some(names.filter(|name| parent.mcp_servers.iter().any(|server| server.name == *name)).collect());
+    }
+    if args.budget.is_none()
+        && let Some(budget) = fields.budget
+    {
+        args.budget = Some(crate::tools::delegation::ChildBudget {
+            max_tokens: budget.max_tokens,
+            max_tool_calls: budget.max_tool_calls,
+            max_duration_ms: budget.max_duration_ms,
+            max_cost_usd: budget.max_cost_usd,
+        });
+    }
+    args.output_schema = args.output_schema.take().or_else(|| fields.output_schema.clone());
 }

@@ -21,6 +21,8 @@ use crate::llm::{FINAL_ANSWER_TOOL, Reasoning, Usage};
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState};
 use crate::policy::AuditTag;
 use crate::policy::{Grants, Surface};
+use crate::skills::Skills;
+use crate::tools::builtin::{LoadSkill, ReadSkillFile};
 use crate::tools::comms::{ListPeers, SendMessage};
 use crate::tools::delegation::{CancelDelegate, Delegate, Wait};
 use crate::tools::link::SessionLink;
@@ -52,6 +54,9 @@ pub struct AgentBuildConfig {
     /// Add the delegation tools (and the comms tools, to talk to children) unless
     /// `tools.builtins` names the tools explicitly: where `[delegation]` is enabled.
     pub delegation_by_default: bool,
+    /// The skills the session may use, by name; `None`: all of the server's. Unknown names are
+    /// `INVALID_REQUEST`.
+    pub skills: Option<Vec<String>>,
 }
 
 /// What a delegated child is built from (see [`AgentFactory::build_child`]).
@@ -66,6 +71,8 @@ pub struct ChildBuild {
     pub output_schema: Option<serde_json::Value>,
     /// The parent's: a child thinks as hard as the session that delegated to it.
     pub reasoning: Option<Reasoning>,
+    /// The parent's: a child uses the skills its parent may (if its builtins include them).
+    pub skills: Option<Vec<String>>,
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -92,6 +99,9 @@ pub struct AgentFactory {
     mcp_servers: BTreeMap<String, McpServerConfig>,
     /// The config file's `[[hooks]]`, given to every agent this factory builds or resumes.
     hooks: Hooks,
+    /// The skills of the config file's `[skills]` directories (and, where the operator opted
+    /// in, the workspace's).
+    skills: Skills,
 }
 
 /// Used when neither the request nor the configuration sets `max_tokens`.
@@ -115,7 +125,19 @@ impl AgentFactory {
             mcp: Arc::new(McpFactory::default()),
             mcp_servers: BTreeMap::new(),
             hooks: Hooks::default(),
+            skills: Skills::default(),
         }
+    }
+
+    /// The skills sessions may use.
+    pub fn with_skills(mut self, skills: Skills) -> Self {
+        self.skills = skills;
+        self
+    }
+
+    /// The skills sessions may use.
+    pub fn skills(&self) -> &Skills {
+        &self.skills
     }
 
     /// The operator's hooks (the config file's `[[hooks]]`).
@@ -240,12 +262,28 @@ impl AgentFactory {
         let system_prompt = config.system_prompt.filter(|prompt| !prompt.is_empty());
         self.tool_defaults.check_mcp_requests(&config.tools.mcp_servers, grants)?;
         let mcp_requests = std::mem::take(&mut config.tools.mcp_servers);
+        let skills = config.skills.map(|mut names| {
+            names.sort();
+            names.dedup();
+            names
+        });
+        if let Some(names) = &skills {
+            self.skills
+                .check_names(names)
+                .map_err(|message| SessionError::invalid(format!("skills: {message}")))?;
+        }
         let chose_builtins = config.tools.builtins.is_some();
         let mut tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref(), grants)?;
-        if !chose_builtins && (config.comms_by_default || config.delegation_by_default) {
-            tools.builtins.extend(BuiltinTool::COMMS);
+        if !chose_builtins {
+            if config.comms_by_default || config.delegation_by_default {
+                tools.builtins.extend(BuiltinTool::COMMS);
+            }
             if config.delegation_by_default {
                 tools.builtins.extend(BuiltinTool::DELEGATION);
+            }
+            // Decided once, with the skills there are now: the session's record keeps its tools.
+            if !self.skills.available(skills.as_deref()).is_empty() {
+                tools.builtins.extend(BuiltinTool::SKILLS);
             }
             tools.builtins.sort();
             tools.builtins.dedup();
@@ -271,6 +309,7 @@ impl AgentFactory {
                 tools,
                 structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
                 reasoning: config.reasoning,
+                skills,
             },
             structured,
             audit,
@@ -288,7 +327,8 @@ impl AgentFactory {
         grants: &Grants,
         audit: &AuditTag,
     ) -> Result<Agent, SessionError> {
-        let ChildBuild { model, system_prompt, max_tokens, budget, tools, output_schema, reasoning } = child;
+        let ChildBuild { model, system_prompt, max_tokens, budget, tools, output_schema, reasoning, skills } =
+            child;
         let context = ContextSettings::resolve(
             &model,
             max_tokens,
@@ -307,6 +347,7 @@ impl AgentFactory {
             tools,
             structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
             reasoning,
+            skills,
         };
         self.assemble(spec, structured, audit).await
     }
@@ -353,6 +394,7 @@ impl AgentFactory {
             tools: tool_config,
             structured_output: _,
             reasoning,
+            skills,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         let price = self.price_of(&model_id);
@@ -393,7 +435,7 @@ impl AgentFactory {
             tools.extend(mcp_tools);
         }
         // The linked tools know their session and reach the service through the link, which
-        // the service connects when it spawns the session.
+        // the service connects when it spawns the session; the skill tools read the catalog.
         let session = &audit.session_id;
         let linked: Vec<Arc<dyn crate::tools::Tool>> = tool_config
             .builtins
@@ -406,6 +448,8 @@ impl AgentFactory {
                     BuiltinTool::Delegate => Arc::new(Delegate::new(id, link)),
                     BuiltinTool::Wait => Arc::new(Wait::new(id, link)),
                     BuiltinTool::CancelDelegate => Arc::new(CancelDelegate::new(id, link)),
+                    BuiltinTool::LoadSkill => Arc::new(LoadSkill::new(self.skills.clone(), skills.clone())),
+                    BuiltinTool::ReadSkillFile => Arc::new(ReadSkillFile::new(self.skills.clone(), skills.clone())),
                     _ => return None,
                 })
             })
@@ -424,6 +468,8 @@ impl AgentFactory {
                 let ceilings = self.tool_defaults.workspace_roots(self.workspace.as_ref());
                 super::instructions::InstructionsSource::new(&workspace, &ceilings)
             });
+        // Skills are listed in the prompt only to a session that can load them.
+        let skills_listed = tool_config.builtins.contains(&BuiltinTool::LoadSkill).then(|| self.skills.clone());
         let tool_specs: Arc<[Arc<crate::llm::ToolSpec>]> = tools.shared_specs().into();
         let tool_tokens = estimated_tokens(&tool_specs);
         Ok(Agent {
@@ -465,6 +511,9 @@ impl AgentFactory {
             session_link,
             session_id: audit.session_id.clone(),
             hooks: self.hooks.clone(),
+            skills_listed,
+            skills_section: String::new(),
+            skills,
         })
     }
 }

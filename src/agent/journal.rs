@@ -181,6 +181,7 @@ mod tests {
                 tools: crate::tools::ToolConfig::legacy(),
                 structured_output: None,
                 reasoning: None,
+                skills: None,
             },
             "title".into(),
             Utc::now(),

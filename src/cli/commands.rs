@@ -183,6 +183,7 @@ pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCod
         reasoning: None,
         comms_by_default: false,
         delegation_by_default: false,
+        skills: None,
     };
     let prompt = flags.prompt;
     stream_turn(structured, |turn| async move {

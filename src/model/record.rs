@@ -274,6 +274,7 @@ impl SessionRecord {
             tools: crate::tools::ToolConfig::legacy(),
             structured_output: None,
             reasoning: None,
+            skills: None,
         };
         let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
         record.message_count = message_count;

@@ -91,6 +91,9 @@ pub struct SessionCreateParams {
     /// Extended thinking for every model call.
     #[serde(default)]
     pub reasoning: Option<Reasoning>,
+    /// Only these skills (default: all).
+    #[serde(default)]
+    pub skills: Option<Vec<String>>,
     /// Wait this long (ms; default 30000) before answering `status: "running"`.
     #[serde(default)]
     pub wait_ms: Option<u64>,
@@ -306,6 +309,7 @@ impl SessionCreateParams {
                 reasoning: self.reasoning,
                 comms_by_default: false,
                 delegation_by_default: false,
+                skills: self.skills,
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),

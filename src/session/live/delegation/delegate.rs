@@ -126,6 +126,7 @@ impl LiveSessionService {
             tools,
             output_schema: args.output_schema.clone(),
             reasoning: provenance.spec.reasoning,
+            skills: provenance.spec.skills.clone(),
         };
         let mut agent = provenance.factory.build_child(build, &provenance.grants, &audit).await?;
         let history = match args.context {

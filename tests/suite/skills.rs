@@ -2,7 +2,8 @@
 //! in the system prompt (a malformed one left out, the server unharmed); the model reads a
 //! skill's instructions with `load_skill` and its files with `read_skill_file`, which refuses
 //! whatever leads out of the skill's folder; `session_create`'s `skills` narrows the list and
-//! refuses unknown names; the workspace's own skills count only where the operator opts in.
+//! refuses unknown names; a delegated child has its parent's skills; the workspace's own skills
+//! count only where the operator opts in.
 
 use std::path::Path;
 
@@ -147,4 +148,30 @@ async fn the_workspace_skills_count_only_where_the_operator_opts_in() {
     deputy.ok("session_create", json!({"prompt": "hi"})).await;
     let system = system_of(&deputy, 1);
     assert!(system.contains("- repo-skill: From the repository."), "{system}");
+}
+
+#[tokio::test]
+async fn a_delegated_child_has_its_parents_skills_and_skill_tools() {
+    let deputy = TestDeputy::start().await;
+    let dir = deputy.home.path().join("deputy/skills");
+    write_skill(&dir, "alpha", "name: alpha\ndescription: The first.", "A.");
+    write_skill(&dir, "beta", "name: beta\ndescription: The second.", "B.");
+    let is_child = |request: &crate::common::mock_llm::RecordedRequest| {
+        request.body["messages"][0].to_string().contains("CHILD")
+    };
+    deputy.mock.respond_with(move |request| {
+        if is_child(request) || request.last_message().contains("tool_result") {
+            return MockResponse::sse(anthropic::text(&["done"]));
+        }
+        MockResponse::sse(anthropic::tool_calls(None, &[("toolu_1", "delegate", json!({"task": "CHILD: go"}))]))
+    });
+    let done = deputy.ok("session_create", json!({"prompt": "PARENT: delegate", "skills": ["beta"]})).await;
+    assert_eq!(done["text"], "done", "{done}");
+
+    let child =
+        deputy.mock.requests().into_iter().position(|request| is_child(&request)).expect("the child's request");
+    let system = system_of(&deputy, child);
+    assert!(system.contains("- beta: The second.") && !system.contains("alpha"), "{system}");
+    let tools = offered(&deputy, child);
+    assert!(tools.contains(&"load_skill".to_owned()) && tools.contains(&"read_skill_file".to_owned()), "{tools:?}");
 }

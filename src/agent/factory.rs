@@ -135,11 +135,6 @@ impl AgentFactory {
         self
     }
 
-    /// The skills sessions may use.
-    pub fn skills(&self) -> &Skills {
-        &self.skills
-    }
-
     /// The operator's hooks (the config file's `[[hooks]]`).
     pub fn with_hooks(mut self, hooks: Hooks) -> Self {
         self.hooks = hooks;

@@ -44,11 +44,6 @@ impl Skills {
         Self { catalog: Arc::new(Catalog::new(dirs, Layout::Folders { file: SKILL_FILE }, skill::parse)) }
     }
 
-    /// The directories read, in order.
-    pub fn dirs(&self) -> &[PathBuf] {
-        self.catalog.dirs()
-    }
-
     /// The valid skills as the files are now, each name once (its first definition), in the
     /// order of the directories and then of folder names; only those `filter` names when given.
     pub fn available(&self, filter: Option<&[String]>) -> Vec<Arc<Skill>> {

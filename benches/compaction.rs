@@ -101,6 +101,7 @@ fn record(id: &SessionId, epoch: u64, message_count: usize) -> SessionRecord {
         tools: deputy::tools::ToolConfig::legacy(),
         structured_output: None,
         reasoning: None,
+        skills: None,
     };
     let mut record = SessionRecord::empty(id.clone(), agent, "compaction bench".into(), Utc::now());
     record.message_count = message_count as u64;

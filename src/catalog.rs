@@ -61,8 +61,11 @@ pub struct Catalog<T> {
     dirs: Vec<PathBuf>,
     layout: Layout,
     parse: Parser<T>,
-    cache: Mutex<HashMap<PathBuf, (Stamp, Arc<Entry<T>>)>>,
+    cache: Mutex<HashMap<PathBuf, Cached<T>>>,
 }
+
+/// A file's entry as last read, with the stamp it had then.
+type Cached<T> = (Stamp, Arc<Entry<T>>);
 
 impl<T> std::fmt::Debug for Catalog<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

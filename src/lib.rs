@@ -15,6 +15,7 @@
 //!  model ───────── plain data: record, views, results, spec, budget, held steps
 //!  hooks, peers ── operator hooks around sessions, turns and tools; remote deputy servers
 //!  tools ───────── Tool, ToolScope, builtins, shell, external MCP servers
+//!  sandbox, skills ─ Landlock/seccomp of the shell; Agent Skills, a catalog of SKILL.md folders
 //!  llm ─────────── Provider, wire adapters, the retry gate
 //!  policy ──────── Grants: what a caller on a surface may switch on; audit tags
 //!  caller ──────── Caller: a subject and its scopes (who asks, what they may do)
@@ -53,6 +54,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod server;
 pub mod session;
+pub mod skills;
 pub mod store;
 pub mod surfaces;
 pub mod text;

@@ -22,6 +22,8 @@ use crate::model::{AgentRef, AgentSpec, Budget, Consumption, ContextSettings, Co
 use crate::policy::AuditTag;
 use crate::policy::{Grants, Surface};
 use crate::profiles::Profiles;
+use crate::skills::Skills;
+use crate::tools::builtin::{LoadSkill, ReadSkillFile};
 use crate::tools::comms::{ListPeers, SendMessage};
 use crate::tools::delegation::{CancelDelegate, Delegate, Wait};
 use crate::tools::link::SessionLink;
@@ -55,6 +57,9 @@ pub struct AgentBuildConfig {
     pub delegation_by_default: bool,
     /// The named agent this config was filled from (see [`AgentBuildConfig::apply_profile`]).
     pub agent: Option<AgentRef>,
+    /// The skills the session may use, by name; `None`: all of the server's. Unknown names are
+    /// `INVALID_REQUEST`.
+    pub skills: Option<Vec<String>>,
 }
 
 /// What a delegated child is built from (see [`AgentFactory::build_child`]).
@@ -73,6 +78,8 @@ pub struct ChildBuild {
     pub context: ContextOverrides,
     /// The named agent it was made from, if any.
     pub agent: Option<AgentRef>,
+    /// The parent's: a child uses the skills its parent may (if its builtins include them).
+    pub skills: Option<Vec<String>>,
 }
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -101,6 +108,9 @@ pub struct AgentFactory {
     hooks: Hooks,
     /// The named agents (`[agents]`): `delegate`'s description lists them.
     profiles: Profiles,
+    /// The skills of the config file's `[skills]` directories (and, where the operator opted
+    /// in, the workspace's).
+    skills: Skills,
 }
 
 /// Bytes of `delegate`'s description that list the named agents: every session with the tool
@@ -129,6 +139,7 @@ impl AgentFactory {
             mcp_servers: BTreeMap::new(),
             hooks: Hooks::default(),
             profiles: Profiles::default(),
+            skills: Skills::default(),
         }
     }
 
@@ -141,6 +152,12 @@ impl AgentFactory {
     /// The named agents (the config file's `[agents]`).
     pub fn profiles(&self) -> &Profiles {
         &self.profiles
+    }
+
+    /// The skills sessions may use.
+    pub fn with_skills(mut self, skills: Skills) -> Self {
+        self.skills = skills;
+        self
     }
 
     /// The operator's hooks (the config file's `[[hooks]]`).
@@ -265,12 +282,28 @@ impl AgentFactory {
         let system_prompt = config.system_prompt.filter(|prompt| !prompt.is_empty());
         self.tool_defaults.check_mcp_requests(&config.tools.mcp_servers, grants)?;
         let mcp_requests = std::mem::take(&mut config.tools.mcp_servers);
+        let skills = config.skills.map(|mut names| {
+            names.sort();
+            names.dedup();
+            names
+        });
+        if let Some(names) = &skills {
+            self.skills
+                .check_names(names)
+                .map_err(|message| SessionError::invalid(format!("skills: {message}")))?;
+        }
         let chose_builtins = config.tools.builtins.is_some();
         let mut tools = self.tool_defaults.resolve(config.tools, self.workspace.as_ref(), grants)?;
-        if !chose_builtins && (config.comms_by_default || config.delegation_by_default) {
-            tools.builtins.extend(BuiltinTool::COMMS);
+        if !chose_builtins {
+            if config.comms_by_default || config.delegation_by_default {
+                tools.builtins.extend(BuiltinTool::COMMS);
+            }
             if config.delegation_by_default {
                 tools.builtins.extend(BuiltinTool::DELEGATION);
+            }
+            // Decided once, with the skills there are now: the session's record keeps its tools.
+            if !self.skills.available(skills.as_deref()).is_empty() {
+                tools.builtins.extend(BuiltinTool::SKILLS);
             }
             tools.builtins.sort();
             tools.builtins.dedup();
@@ -297,6 +330,7 @@ impl AgentFactory {
                 structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
                 reasoning: config.reasoning,
                 agent: config.agent,
+                skills,
             },
             structured,
             audit,
@@ -324,6 +358,7 @@ impl AgentFactory {
             reasoning,
             context,
             agent,
+            skills,
         } = child;
         if !cfg!(feature = "session-compaction") && context.asks_for_compaction() {
             return Err(SessionError::CompactionDisabled("compaction settings".into()));
@@ -342,6 +377,7 @@ impl AgentFactory {
             structured_output: structured.as_ref().map(|contract| contract.spec().clone()),
             reasoning,
             agent,
+            skills,
         };
         self.assemble(spec, structured, audit).await
     }
@@ -389,6 +425,7 @@ impl AgentFactory {
             structured_output: _,
             reasoning,
             agent: agent_ref,
+            skills,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         let price = self.price_of(&model_id);
@@ -429,7 +466,7 @@ impl AgentFactory {
             tools.extend(mcp_tools);
         }
         // The linked tools know their session and reach the service through the link, which
-        // the service connects when it spawns the session.
+        // the service connects when it spawns the session; the skill tools read the catalog.
         let session = &audit.session_id;
         let linked: Vec<Arc<dyn crate::tools::Tool>> = tool_config
             .builtins
@@ -444,6 +481,8 @@ impl AgentFactory {
                     }
                     BuiltinTool::Wait => Arc::new(Wait::new(id, link)),
                     BuiltinTool::CancelDelegate => Arc::new(CancelDelegate::new(id, link)),
+                    BuiltinTool::LoadSkill => Arc::new(LoadSkill::new(self.skills.clone(), skills.clone())),
+                    BuiltinTool::ReadSkillFile => Arc::new(ReadSkillFile::new(self.skills.clone(), skills.clone())),
                     _ => return None,
                 })
             })
@@ -462,6 +501,8 @@ impl AgentFactory {
                 let ceilings = self.tool_defaults.workspace_roots(self.workspace.as_ref());
                 super::instructions::InstructionsSource::new(&workspace, &ceilings)
             });
+        // Skills are listed in the prompt only to a session that can load them.
+        let skills_listed = tool_config.builtins.contains(&BuiltinTool::LoadSkill).then(|| self.skills.clone());
         let tool_specs: Arc<[Arc<crate::llm::ToolSpec>]> = tools.shared_specs().into();
         let tool_tokens = estimated_tokens(&tool_specs);
         Ok(Agent {
@@ -504,6 +545,9 @@ impl AgentFactory {
             session_link,
             session_id: audit.session_id.clone(),
             hooks: self.hooks.clone(),
+            skills_listed,
+            skills_section: String::new(),
+            skills,
         })
     }
 }

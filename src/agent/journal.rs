@@ -182,6 +182,7 @@ mod tests {
                 structured_output: None,
                 reasoning: None,
                 agent: None,
+                skills: None,
             },
             "title".into(),
             Utc::now(),

@@ -62,8 +62,15 @@ pub struct Agent {
     instructions_source: Option<instructions::InstructionsSource>,
     /// The project's instructions as the running (or last) turn read them.
     instructions: instructions::ProjectInstructions,
+    /// The skills listed in the system prompt, read at each turn start: the server's, when the
+    /// session has `load_skill`.
+    skills_listed: Option<crate::skills::Skills>,
+    /// The session's skills (`None`: all); kept for its record.
+    skills: Option<Vec<String>>,
+    /// The `<skills>` section as the running (or last) turn composed it.
+    skills_section: String,
     /// What every model request carries as its system prompt: [`Self::system_prompt`], then the
-    /// instructions. The same bytes while neither changes (a prompt-cache prefix).
+    /// instructions, then the skills. The same bytes while none changes (a prompt-cache prefix).
     system: Option<String>,
     max_tokens: u32,
     /// Reasoning asked of every model call; `None`: the provider's default.
@@ -251,17 +258,28 @@ impl Agent {
         Ok(Some(u32::try_from(left - input).unwrap_or(u32::MAX)))
     }
 
-    /// Reads the project's instructions again (a turn starts): an edit applies from now on.
+    /// Reads the project's instructions and the skills again (a turn starts): an edit applies
+    /// from now on. The system text is composed again only when one of them changed.
     fn refresh_instructions(&mut self) {
-        let Some(source) = &self.instructions_source else { return };
-        let read = source.read();
-        if read != self.instructions {
-            self.system = match (&self.system_prompt, read.text.is_empty()) {
-                (base, true) => base.clone(),
-                (Some(base), false) => Some(format!("{base}\n\n{}", read.text)),
-                (None, false) => Some(read.text.clone()),
-            };
-            self.instructions = read;
+        let mut changed = false;
+        if let Some(source) = &self.instructions_source {
+            let read = source.read();
+            if read != self.instructions {
+                self.instructions = read;
+                changed = true;
+            }
+        }
+        if let Some(skills) = &self.skills_listed {
+            let section = crate::skills::prompt_section(&skills.available(self.skills.as_deref()));
+            if section != self.skills_section {
+                self.skills_section = section;
+                changed = true;
+            }
+        }
+        if changed {
+            let parts = [self.system_prompt.as_deref(), Some(&self.instructions.text), Some(&self.skills_section)];
+            let parts: Vec<&str> = parts.into_iter().flatten().filter(|part| !part.is_empty()).collect();
+            self.system = (!parts.is_empty()).then(|| parts.join("\n\n"));
         }
     }
 
@@ -306,6 +324,7 @@ impl Agent {
             structured_output: self.structured.as_ref().map(|contract| contract.spec().clone()),
             reasoning: self.reasoning,
             agent: self.agent_ref.clone(),
+            skills: self.skills.clone(),
         }
     }
 

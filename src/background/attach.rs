@@ -61,6 +61,11 @@ pub fn serve_attached(settings: &Settings, options: &StartOptions) -> anyhow::Re
     relay(stream)
 }
 
+/// The variables that say where a client's configuration is (`$XDG_CONFIG_HOME`, else
+/// `~/.config`): paths, not credentials, handed over so the server resolves the default
+/// `[skills]` directory as this client would.
+const CONFIG_HOME_VARIABLES: [&str; 2] = ["XDG_CONFIG_HOME", "HOME"];
+
 /// This client's context, resolved here so that relative paths and the default config file
 /// mean what they mean in this process.
 fn client_context(settings: &Settings, env: &Environment) -> anyhow::Result<ClientContext> {
@@ -74,12 +79,10 @@ fn client_context(settings: &Settings, env: &Environment) -> anyhow::Result<Clie
         Some(path) => Some(std::path::absolute(path).with_context(|| format!("config file {}", path.display()))?),
         None => ConfigFile::default_path(env).filter(|path| path.is_file()),
     };
-    Ok(ClientContext {
-        workspace,
-        model: settings.model.clone(),
-        config,
-        env: env.subset(&provider_variables(&config_file)),
-    })
+    // Where this client's configuration lives, too: the default skills directory is under it.
+    let mut handed_over = provider_variables(&config_file);
+    handed_over.extend(CONFIG_HOME_VARIABLES.map(str::to_owned));
+    Ok(ClientContext { workspace, model: settings.model.clone(), config, env: env.subset(&handed_over) })
 }
 
 /// Connects and sends `hello`; starts the server when nothing answers.

@@ -50,8 +50,8 @@ pub struct ClientContext {
     /// The config file the client would read (`--config`, or the default file if it exists);
     /// absolute.
     pub config: Option<PathBuf>,
-    /// The provider variables the client was started with (and no others): credentials for
-    /// the turns it starts.
+    /// The provider variables the client was started with: credentials for the turns it
+    /// starts; and where its configuration is (`XDG_CONFIG_HOME`, `HOME`). No others.
     pub env: BTreeMap<String, String>,
 }
 

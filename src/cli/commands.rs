@@ -184,6 +184,7 @@ pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCod
         comms_by_default: false,
         delegation_by_default: false,
         agent: None,
+        skills: None,
     };
     let (prompt, agent) = (flags.prompt, flags.agent);
     stream_turn(structured, |turn| async move {

@@ -24,6 +24,7 @@ use crate::peers::RemotePeers;
 use crate::profiles::Profiles;
 use crate::session::DelegationLimits;
 use crate::session::SessionLimits;
+use crate::skills::Skills;
 use crate::store::SharedStore;
 use crate::tools::mcp::{self, McpFactory};
 use crate::tools::{ToolDefaults, Workspace};
@@ -209,9 +210,9 @@ pub fn settings_profiles(settings: &Settings, env: &Environment) -> anyhow::Resu
 }
 
 /// The agent factory one client's settings, config file and environment describe (default
-/// model and workspace, providers and their credentials, tool defaults, named MCP servers),
-/// over an MCP server pool owned elsewhere. It opens no store, so a background server builds
-/// one per attached client while it owns the store and the pool once.
+/// model and workspace, providers and their credentials, tool defaults, named MCP servers,
+/// skills), over an MCP server pool owned elsewhere. It opens no store, so a background server
+/// builds one per attached client while it owns the store and the pool once.
 pub fn agent_factory(
     settings: &Settings,
     env: &Environment,
@@ -252,6 +253,7 @@ pub fn agent_factory(
         mcp::config::spec_of(name, server).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
     }
     let hooks = Hooks::from_config(&config.hooks).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
+    let skills = Skills::new(config.skills.resolve("skills", env, Some(workspace.root())));
     let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
         .with_context_windows(windows)
         .with_prices(prices)
@@ -264,7 +266,8 @@ pub fn agent_factory(
         })
         .with_mcp(mcp, config.mcp_servers.clone())
         .with_hooks(hooks)
-        .with_profiles(profiles(&workspace_dir, env, config));
+        .with_profiles(profiles(&workspace_dir, env, config))
+        .with_skills(skills);
     if let Some(max_tokens) = config.max_tokens {
         factory = factory.with_default_max_tokens(max_tokens);
     }

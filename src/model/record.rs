@@ -276,6 +276,7 @@ impl SessionRecord {
             structured_output: None,
             reasoning: None,
             agent: None,
+            skills: None,
         };
         let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
         record.message_count = message_count;

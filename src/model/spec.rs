@@ -29,6 +29,10 @@ pub struct AgentSpec {
     /// provider's configured default. Older records have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<Reasoning>,
+    /// The skills the session may use, by name; `None`: every skill the server has at each
+    /// turn. Older records have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<String>>,
     /// The named agent (profile) the session was created from, as its file was then: the
     /// fields above already hold what it resolved to, so an edit of the file changes only the
     /// sessions created after it.
@@ -75,5 +79,6 @@ mod tests {
         assert_eq!((old.tools.workspace, old.tools.shell), (None, None));
         assert_eq!(old.context, ContextSettings::default());
         assert_eq!(old.structured_output, None);
+        assert_eq!(old.skills, None);
     }
 }

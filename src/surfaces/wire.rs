@@ -94,6 +94,9 @@ pub struct SessionCreateParams {
     /// Extended thinking for every model call.
     #[serde(default)]
     pub reasoning: Option<Reasoning>,
+    /// Only these skills (default: all).
+    #[serde(default)]
+    pub skills: Option<Vec<String>>,
     /// Wait this long (ms; default 30000) before answering `status: "running"`.
     #[serde(default)]
     pub wait_ms: Option<u64>,
@@ -310,6 +313,7 @@ impl SessionCreateParams {
                 comms_by_default: false,
                 delegation_by_default: false,
                 agent: None,
+                skills: self.skills,
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),

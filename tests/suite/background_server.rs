@@ -520,3 +520,41 @@ async fn g14_a_mail_woken_session_runs_with_its_own_client_context_not_the_first
     client_one.stop().await;
     client_two.stop().await;
 }
+
+/// Skills: each client's default `[skills]` directory is under its own `XDG_CONFIG_HOME`, which
+/// it hands over with its provider variables (the server keeps no client's configuration).
+#[tokio::test]
+async fn each_client_lists_the_skills_of_its_own_config_home() {
+    let bg = Background::new().await;
+    let other_home = tempfile::tempdir().unwrap();
+    for (home, name) in [(bg.home.path(), "first-skill"), (other_home.path(), "second-skill")] {
+        let folder = home.join("deputy/skills").join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("SKILL.md"), format!("---\nname: {name}\ndescription: Of {name}.\n---\nBody."))
+            .unwrap();
+    }
+    bg.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["ok"])));
+    let first = bg.client(&bg.who(), &[]).await;
+    let mut command = bg.command(&bg.who(), &["serve"]);
+    command.env("XDG_CONFIG_HOME", other_home.path());
+    let (service, child) = connect(&RecordingClient::default(), command, ClientLifecycleMode::Initialize).await;
+    let second = Client { service, child };
+    bg.server_pid();
+
+    first.ok("session_create", json!({"prompt": "hi"})).await;
+    second.ok("session_create", json!({"prompt": "hi"})).await;
+    let requests = bg.mock.requests();
+    let system = |index: usize| requests[index].body["system"].to_string();
+    assert!(
+        system(0).contains("- first-skill: Of first-skill.") && !system(0).contains("second-skill"),
+        "{}",
+        system(0)
+    );
+    assert!(
+        system(1).contains("- second-skill: Of second-skill.") && !system(1).contains("first-skill"),
+        "{}",
+        system(1)
+    );
+    first.stop().await;
+    second.stop().await;
+}

@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["caller"],
     &["policy"],
     &["llm"],
-    &["sandbox"],
+    &["sandbox", "skills"],
     &["tools"],
     &["hooks", "peers"],
     &["model"],

@@ -31,6 +31,7 @@ mod provider_wire;
 mod sandbox;
 mod schemas;
 mod secrets;
+mod skills;
 mod stdio_frames;
 mod structured_output;
 mod tenants;

@@ -1,16 +1,21 @@
-//! Builtin tools, one per file. All are confined to the session's workspace and cap what they
-//! return, so one call cannot flood the model's context.
+//! Builtin tools, one per file. The file tools are confined to the session's workspace, the
+//! skill tools to the skills' folders; all cap what they return, so one call cannot flood the
+//! model's context.
 
 pub mod blocking;
 mod edit_file;
 mod list_dir;
+mod load_skill;
 mod read_file;
+mod read_skill_file;
 pub mod search;
 mod write_file;
 
 pub use edit_file::EditFile;
 pub use list_dir::ListDir;
+pub use load_skill::LoadSkill;
 pub use read_file::ReadFile;
+pub use read_skill_file::ReadSkillFile;
 pub use search::Search;
 pub use write_file::WriteFile;
 

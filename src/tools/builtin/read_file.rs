@@ -32,6 +32,13 @@ pub struct ReadFileArgs {
     line_count: Option<usize>,
 }
 
+impl ReadFileArgs {
+    /// The arguments of a read made on the model's behalf by another tool (`read_skill_file`).
+    pub(super) fn new(path: String, start_line: Option<usize>, line_count: Option<usize>) -> Self {
+        Self { path, start_line, line_count }
+    }
+}
+
 impl TypedTool for ReadFile {
     type Args = ReadFileArgs;
     const NAME: &'static str = "read_file";

@@ -80,7 +80,7 @@ impl ToolDefaults {
             None => server_workspace.map(|workspace| workspace.root().to_path_buf()),
         };
         let asked_for_builtins =
-            request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| !tool.is_linked()));
+            request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| tool.needs_workspace()));
         // A caller who may not write (G6) is refused the writing tools it names, and does not
         // get them by default.
         if request.builtins.as_ref().is_some_and(|asked| asked.iter().any(|tool| tool.writes())) {
@@ -134,8 +134,8 @@ impl ToolDefaults {
                     "tools need a workspace: pass `workspace` or start deputy with --workspace",
                 ));
             }
-            // The linked tools need no workspace.
-            builtins.retain(|tool| tool.is_linked());
+            // The linked and skill tools need no workspace.
+            builtins.retain(|tool| !tool.needs_workspace());
             return Ok(ToolConfig { builtins, ..caller_side });
         }
         Ok(ToolConfig { workspace, builtins, shell, ..caller_side })

@@ -52,6 +52,10 @@ pub enum BuiltinTool {
     Wait,
     // Delegation: stop (and archive) a child.
     CancelDelegate,
+    // Skills: read a skill's instructions (on by default where skills exist).
+    LoadSkill,
+    // Skills: read a file of a skill.
+    ReadSkillFile,
 }
 
 impl BuiltinTool {
@@ -62,6 +66,9 @@ impl BuiltinTool {
     pub const DELEGATION: [BuiltinTool; 3] =
         [BuiltinTool::Delegate, BuiltinTool::Wait, BuiltinTool::CancelDelegate];
 
+    /// The skill tools, which sessions get by default when they have skills.
+    pub const SKILLS: [BuiltinTool; 2] = [BuiltinTool::LoadSkill, BuiltinTool::ReadSkillFile];
+
     /// Whether this tool writes the workspace (what `[policy] anonymous_writes` guards).
     pub fn writes(self) -> bool {
         matches!(self, Self::WriteFile | Self::EditFile)
@@ -71,6 +78,12 @@ impl BuiltinTool {
     /// rather than in a workspace, so it needs none.
     pub fn is_linked(self) -> bool {
         Self::COMMS.contains(&self) || Self::DELEGATION.contains(&self)
+    }
+
+    /// Whether this tool works in the session's workspace. The linked tools and the skill
+    /// tools (which read the skills' folders) do not, so a session without one keeps them.
+    pub fn needs_workspace(self) -> bool {
+        !self.is_linked() && !Self::SKILLS.contains(&self)
     }
 
     /// Every builtin: the default set of a session.
@@ -95,10 +108,13 @@ impl BuiltinTool {
             BuiltinTool::Delegate => super::delegation::Delegate::NAME,
             BuiltinTool::Wait => super::delegation::Wait::NAME,
             BuiltinTool::CancelDelegate => super::delegation::CancelDelegate::NAME,
+            BuiltinTool::LoadSkill => builtin::LoadSkill::NAME,
+            BuiltinTool::ReadSkillFile => builtin::ReadSkillFile::NAME,
         }
     }
 
-    /// The file tool in `workspace`; `None` for the linked tools (see [`Self::is_linked`]).
+    /// The file tool in `workspace`; `None` for the tools that need none (see
+    /// [`Self::needs_workspace`]), which the `AgentFactory` builds.
     fn build(self, workspace: &Workspace) -> Option<Arc<dyn Tool>> {
         let workspace = workspace.clone();
         Some(match self {
@@ -111,7 +127,9 @@ impl BuiltinTool {
             | BuiltinTool::ListPeers
             | BuiltinTool::Delegate
             | BuiltinTool::Wait
-            | BuiltinTool::CancelDelegate => return None,
+            | BuiltinTool::CancelDelegate
+            | BuiltinTool::LoadSkill
+            | BuiltinTool::ReadSkillFile => return None,
         })
     }
 }
@@ -281,7 +299,7 @@ impl ToolConfig {
         sandbox: SandboxSettings,
     ) -> Result<ToolScope, ToolScopeError> {
         let callbacks = ToolScope::default().with_callbacks(&self.callbacks);
-        if !self.builtins.iter().any(|tool| !tool.is_linked()) && self.shell.is_none() {
+        if !self.builtins.iter().any(|tool| tool.needs_workspace()) && self.shell.is_none() {
             return Ok(callbacks);
         }
         let workspace = match (&self.workspace, server_workspace) {

@@ -150,3 +150,26 @@ fn unknown_builtin_names_do_not_parse() {
     assert_eq!(shell, ShellRequest::Limits(ShellLimits { timeout_ms: Some(10), max_output_bytes: None }));
     assert!(serde_json::from_str::<ShellRequest>(r#"{"timeout": 10}"#).is_err());
 }
+
+#[test]
+fn the_skill_tools_need_no_workspace_and_a_child_gets_them_only_from_its_parent() {
+    for tool in BuiltinTool::SKILLS {
+        assert_eq!(serde_json::to_value(tool).unwrap(), tool.name());
+        assert!(!tool.needs_workspace() && !tool.writes() && !BuiltinTool::ALL.contains(&tool));
+    }
+    let request = ToolRequest { builtins: Some(BuiltinTool::SKILLS.to_vec()), ..ToolRequest::default() };
+    let without_workspace = ToolDefaults::default().resolve(request, None, &Grants::local()).unwrap();
+    assert_eq!(without_workspace.builtins, BuiltinTool::SKILLS);
+    let audit = AuditTag::local(crate::ids::SessionId::from_string("s"));
+    assert!(without_workspace.scope(None, &audit, SandboxSettings::default()).is_ok());
+
+    let parent = ToolConfig {
+        builtins: vec![BuiltinTool::ReadFile, BuiltinTool::LoadSkill, BuiltinTool::ReadSkillFile],
+        ..ToolConfig::none()
+    };
+    assert_eq!(parent.narrow(&DelegateArgs::default()).unwrap().builtins, parent.builtins);
+    let asked = DelegateArgs { builtins: Some(vec![BuiltinTool::LoadSkill]), ..DelegateArgs::default() };
+    assert_eq!(parent.narrow(&asked).unwrap().builtins, [BuiltinTool::LoadSkill]);
+    let refused = ToolConfig::legacy().narrow(&asked).unwrap_err();
+    assert!(refused.to_string().contains("load_skill is not among this session's tools"), "{refused}");
+}

@@ -144,6 +144,10 @@ impl LiveSessionService {
             reasoning: fields.and_then(|fields| fields.reasoning).or(provenance.spec.reasoning),
             context: fields.and_then(|fields| fields.context).unwrap_or_default(),
             agent: named.as_ref().map(NamedProfile::agent_ref),
+            skills: child_skills(
+                provenance.spec.skills.as_deref(),
+                fields.and_then(|fields| fields.skills.as_deref()),
+            ),
         };
         let mut agent = provenance.factory.build_child(build, &provenance.grants, &audit).await?;
         let history = match args.context {
@@ -252,4 +256,15 @@ fn fill_from_profile(args: &mut DelegateArgs, named: &NamedProfile, parent: &Too
         });
     }
     args.output_schema = args.output_schema.take().or_else(|| fields.output_schema.clone());
+}
+
+/// A child's skills: its parent's, narrowed to its named agent's where that names some.
+fn child_skills(parent: Option<&[String]>, profile: Option<&[String]>) -> Option<Vec<String>> {
+    match (parent, profile) {
+        (parent, None) => parent.map(<[String]>::to_vec),
+        (None, Some(profile)) => Some(profile.to_vec()),
+        (Some(parent), Some(profile)) => {
+            Some(profile.iter().filter(|name| parent.contains(name)).cloned().collect())
+        }
+    }
 }

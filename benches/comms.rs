@@ -67,7 +67,7 @@ fn service() -> (Arc<LiveSessionService>, mpsc::UnboundedReceiver<Instant>) {
 fn host(name: &str) -> CreateSessionRequest {
     CreateSessionRequest {
         prompt: "stand by".into(),
-        host_mode: true,
+        host_mode: Some(true),
         name: Some(name.into()),
         peer_group: Some("team".into()),
         ..CreateSessionRequest::default()

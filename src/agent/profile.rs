@@ -35,3 +35,53 @@ impl AgentBuildConfig {
         self.agent = Some(named.agent_ref());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::model::AgentRef;
+    use crate::tools::{BuiltinTool, ShellRequest};
+
+    fn named() -> NamedProfile {
+        let profile = crate::profiles::file::parse(
+            Path::new("r.md"),
+            "---\nname: r\ndescription: d\nmodel: a:m\ntools: Read, Bash\nbudget: {max_tokens: 10}\nskills: [pdf]\n\
+             max_tokens: 99\nhost_mode: true\n---\nBody.\n",
+        )
+        .unwrap();
+        NamedProfile { profile, version: "v1".into() }
+    }
+
+    #[test]
+    fn a_profile_fills_only_what_the_caller_left_unset() {
+        let mut empty = AgentBuildConfig::default();
+        empty.apply_profile(&named());
+        assert_eq!(empty.model.as_deref(), Some("a:m"));
+        assert_eq!(empty.system_prompt.as_deref(), Some("Body."));
+        assert_eq!(empty.tools.builtins, Some(vec![BuiltinTool::ReadFile]));
+        assert_eq!(empty.tools.shell, Some(ShellRequest::Enabled(true)));
+        assert_eq!((empty.budget.max_tokens, empty.max_tokens), (Some(10), Some(99)));
+        assert_eq!(empty.skills, Some(vec!["pdf".to_owned()]));
+        assert_eq!(empty.agent, Some(AgentRef { name: "r".into(), version: "v1".into() }));
+
+        let mut given = AgentBuildConfig {
+            model: Some("b:n".into()),
+            system_prompt: Some("Mine.".into()),
+            budget: Budget { max_tool_calls: Some(3), ..Budget::default() },
+            skills: Some(Vec::new()),
+            ..AgentBuildConfig::default()
+        };
+        given.tools.shell = Some(ShellRequest::Enabled(false));
+        given.apply_profile(&named());
+        assert_eq!((given.model.as_deref(), given.system_prompt.as_deref()), (Some("b:n"), Some("Mine.")));
+        assert_eq!(
+            given.budget,
+            Budget { max_tool_calls: Some(3), ..Budget::default() },
+            "a given field replaces the profile's whole field"
+        );
+        assert_eq!(given.tools.shell, Some(ShellRequest::Enabled(false)));
+        assert_eq!(given.skills, Some(Vec::new()));
+    }
+}

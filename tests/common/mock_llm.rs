@@ -174,6 +174,16 @@ pub struct RecordedRequest {
 }
 
 impl RecordedRequest {
+    /// The Anthropic request's system prompt as one string (its text blocks joined by `\n`).
+    pub fn system_text(&self) -> String {
+        match &self.body["system"] {
+            Value::Array(blocks) => {
+                blocks.iter().filter_map(|block| block["text"].as_str()).collect::<Vec<_>>().join("\n")
+            }
+            other => other.as_str().unwrap_or_default().to_owned(),
+        }
+    }
+
     /// The last message of a chat request, as JSON text (empty when there is none).
     pub fn last_message(&self) -> String {
         self.body["messages"]

@@ -21,15 +21,6 @@ fn write_profile(home: &std::path::Path, file: &str, text: &str) {
     std::fs::write(dir.join(file), text).unwrap();
 }
 
-fn system_of(request: &RecordedRequest) -> String {
-    match &request.body["system"] {
-        Value::Array(blocks) => {
-            blocks.iter().filter_map(|block| block["text"].as_str()).collect::<Vec<_>>().join("\n")
-        }
-        other => other.as_str().unwrap_or_default().to_owned(),
-    }
-}
-
 fn tool_names(request: &RecordedRequest) -> Vec<String> {
     request.body["tools"]
         .as_array()
@@ -61,7 +52,7 @@ async fn a_profile_gives_its_prompt_model_and_tools_and_the_call_overrides_it() 
     let created = deputy.ok("session_create", json!({"agent": "reviewer", "prompt": "look at main.rs"})).await;
     let request = &deputy.mock.requests()[0];
     assert_eq!(request.body["model"], "claude-profile");
-    assert!(system_of(request).starts_with("You review code and say what is wrong."), "{}", system_of(request));
+    assert!(request.system_text().starts_with("You review code and say what is wrong."), "{}", request.system_text());
     let mut tools = tool_names(request);
     tools.sort();
     assert_eq!(tools, ["read_file", "search", "write_file"], "Read, Grep and Write, and nothing else");
@@ -80,7 +71,7 @@ async fn a_profile_gives_its_prompt_model_and_tools_and_the_call_overrides_it() 
         .await;
     let request = &deputy.mock.requests()[1];
     assert_eq!(request.body["model"], "claude-other");
-    assert!(system_of(request).starts_with("Be brief."), "{}", system_of(request));
+    assert!(request.system_text().starts_with("Be brief."), "{}", request.system_text());
     assert_eq!(tool_names(request), ["list_dir"]);
 
     let (code, message) = deputy.err("session_create", json!({"agent": "nobody", "prompt": "hi"})).await;
@@ -113,13 +104,13 @@ async fn an_edited_profile_is_a_new_version_and_a_session_keeps_its_own_across_a
     let second = id_of(&deputy.ok("session_create", json!({"agent": "reviewer", "prompt": "two"})).await);
     let v2 = version(&deputy.ok("session_read", json!({"session_id": second})).await);
     assert_ne!(v1, v2, "an edited file is a new version");
-    assert!(system_of(&deputy.mock.requests()[1]).contains("praise what is right"));
+    assert!(deputy.mock.requests()[1].system_text().contains("praise what is right"));
 
     let deputy = deputy.restart().await;
     assert_eq!(version(&deputy.ok("session_read", json!({"session_id": first})).await), v1);
     deputy.ok("session_turn", json!({"session_id": first, "prompt": "again"})).await;
     let last = deputy.mock.requests().last().cloned().unwrap();
-    assert!(system_of(&last).contains("say what is wrong"), "the session keeps the profile it was made from");
+    assert!(last.system_text().contains("say what is wrong"), "the session keeps the profile it was made from");
 }
 
 #[tokio::test]
@@ -153,7 +144,7 @@ async fn delegate_by_name_makes_a_child_from_the_profile_within_its_parents_tool
     let deputy = TestDeputy::start().await;
     write_profile(deputy.home.path(), "reviewer.md", REVIEWER);
     deputy.mock.respond_with(|request: &RecordedRequest| {
-        if system_of(request).contains("You review code") {
+        if request.system_text().contains("You review code") {
             return MockResponse::sse(anthropic::text(&["the child reviewed"]));
         }
         if request.last_message().contains("tool_result") {
@@ -173,7 +164,7 @@ async fn delegate_by_name_makes_a_child_from_the_profile_within_its_parents_tool
     let parent = &requests[0];
     let delegate = parent.body["tools"].as_array().unwrap().iter().find(|tool| tool["name"] == "delegate").unwrap();
     assert!(delegate["description"].as_str().unwrap().contains("- reviewer: Reviews"), "{delegate}");
-    let child = requests.iter().find(|request| system_of(request).contains("You review code")).expect("child call");
+    let child = requests.iter().find(|request| request.system_text().contains("You review code")).expect("child call");
     assert_eq!(child.body["model"], "claude-profile");
     assert_eq!(tool_names(child), ["read_file"], "Read, Grep, Write narrowed to the parent's read_file");
     let children = deputy.ok("session_list", json!({"parent_id": id_of(&done)})).await;
@@ -197,7 +188,7 @@ async fn a_workspace_profile_counts_only_where_the_operator_opts_in() {
     std::fs::create_dir_all(open.workspace.path().join(".claude/agents")).unwrap();
     std::fs::write(open.workspace.path().join(".claude/agents/local.md"), local).unwrap();
     open.ok("session_create", json!({"agent": "local", "prompt": "hi"})).await;
-    assert!(system_of(&open.mock.requests()[0]).starts_with("Local."));
+    assert!(open.mock.requests()[0].system_text().starts_with("Local."));
 }
 
 #[tokio::test]

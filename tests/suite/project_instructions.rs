@@ -3,7 +3,7 @@
 //! first; an edit applies to the next turn; `context.project_instructions: false` leaves them
 //! out; more than 32 KiB is cut, and the cut is said.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::deputy::TestDeputy;
 use crate::common::id_of;
@@ -11,13 +11,7 @@ use crate::common::mock_llm::{MockResponse, anthropic};
 
 /// The system prompt of the `index`th model request, as one string.
 fn system_of(deputy: &TestDeputy, index: usize) -> String {
-    let system = &deputy.mock.requests()[index].body["system"];
-    match system {
-        Value::Array(blocks) => {
-            blocks.iter().filter_map(|block| block["text"].as_str()).collect::<Vec<_>>().join("\n")
-        }
-        other => other.as_str().unwrap_or_default().to_owned(),
-    }
+    deputy.mock.requests()[index].system_text()
 }
 
 #[tokio::test]

@@ -15,13 +15,7 @@ use crate::common::mock_llm::{MockResponse, anthropic};
 
 /// The system prompt of the `index`th model request, as one string.
 fn system_of(deputy: &TestDeputy, index: usize) -> String {
-    let system = &deputy.mock.requests()[index].body["system"];
-    match system {
-        Value::Array(blocks) => {
-            blocks.iter().filter_map(|block| block["text"].as_str()).collect::<Vec<_>>().join("\n")
-        }
-        other => other.as_str().unwrap_or_default().to_owned(),
-    }
+    deputy.mock.requests()[index].system_text()
 }
 
 /// The tool names offered in the `index`th model request.

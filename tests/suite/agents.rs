@@ -52,7 +52,11 @@ async fn a_profile_gives_its_prompt_model_and_tools_and_the_call_overrides_it() 
     let created = deputy.ok("session_create", json!({"agent": "reviewer", "prompt": "look at main.rs"})).await;
     let request = &deputy.mock.requests()[0];
     assert_eq!(request.body["model"], "claude-profile");
-    assert!(request.system_text().starts_with("You review code and say what is wrong."), "{}", request.system_text());
+    assert!(
+        request.system_text().starts_with("You review code and say what is wrong."),
+        "{}",
+        request.system_text()
+    );
     let mut tools = tool_names(request);
     tools.sort();
     assert_eq!(tools, ["read_file", "search", "write_file"], "Read, Grep and Write, and nothing else");
@@ -164,7 +168,8 @@ async fn delegate_by_name_makes_a_child_from_the_profile_within_its_parents_tool
     let parent = &requests[0];
     let delegate = parent.body["tools"].as_array().unwrap().iter().find(|tool| tool["name"] == "delegate").unwrap();
     assert!(delegate["description"].as_str().unwrap().contains("- reviewer: Reviews"), "{delegate}");
-    let child = requests.iter().find(|request| request.system_text().contains("You review code")).expect("child call");
+    let child =
+        requests.iter().find(|request| request.system_text().contains("You review code")).expect("child call");
     assert_eq!(child.body["model"], "claude-profile");
     assert_eq!(tool_names(child), ["read_file"], "Read, Grep, Write narrowed to the parent's read_file");
     let children = deputy.ok("session_list", json!({"parent_id": id_of(&done)})).await;

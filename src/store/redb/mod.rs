@@ -71,9 +71,10 @@ fn backend(error: impl Into<redb::Error>) -> StoreError {
 
 /// redb's page cache. Its default, 1 GiB, fills as sessions are written and read, so with
 /// hibernation it became most of a long-running deputy's memory (about 100 KB per session ever
-/// touched). Sessions are read whole and rarely, so a small cache costs little: 20,000
-/// sessions of 50 KB stay under 200 MB (docs/RELIABILITY.md, scenario 5).
-pub const PAGE_CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// touched). Sessions are read whole and rarely, so a small cache costs little: it needs to
+/// hold the tables' upper pages, not the sessions, and 16 MiB does (32 MiB bought nothing in
+/// scenario 5 but memory): 20,000 sessions of 50 KB stay under 200 MB (docs/RELIABILITY.md).
+pub const PAGE_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 impl RedbStore {
     /// Opens (or creates) the store at `path`. A file another process holds open is refused

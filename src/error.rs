@@ -310,11 +310,14 @@ pub enum TransportCode {
     /// The caller has as many requests in flight as one subject may (security review 2, G8):
     /// wait for one to end.
     TooManyRequests,
+    /// The server holds as many connections as it serves at once (`--max-connections`): try
+    /// again after `Retry-After`.
+    Overloaded,
 }
 
 impl TransportCode {
     /// Every code, for tests and documentation that must cover the whole table.
-    pub const ALL: [TransportCode; 7] = [
+    pub const ALL: [TransportCode; 8] = [
         Self::Unauthorized,
         Self::Forbidden,
         Self::NotFound,
@@ -322,6 +325,7 @@ impl TransportCode {
         Self::TooManyStreams,
         Self::TooManyMcpSessions,
         Self::TooManyRequests,
+        Self::Overloaded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -333,6 +337,7 @@ impl TransportCode {
             Self::TooManyStreams => "TOO_MANY_STREAMS",
             Self::TooManyMcpSessions => "TOO_MANY_MCP_SESSIONS",
             Self::TooManyRequests => "TOO_MANY_REQUESTS",
+            Self::Overloaded => "OVERLOADED",
         }
     }
 
@@ -344,6 +349,7 @@ impl TransportCode {
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::TooManyStreams | Self::TooManyMcpSessions | Self::TooManyRequests => 429,
+            Self::Overloaded => 503,
         }
     }
 }

@@ -223,7 +223,8 @@ pub struct ServeArgs {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = http::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
-    /// HTTP connections served at once; more wait to be accepted.
+    /// HTTP connections served at once; up to 256 more are answered 503 (Retry-After) at once,
+    /// the rest wait to be accepted.
     #[arg(long, default_value_t = http::listener::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Seconds an HTTP connection may take to send a request's header, or stay idle between

@@ -1,8 +1,13 @@
 //! The accept loop: HTTP/1.1 and HTTP/2 connections served by hyper, bounded before any byte
 //! of a request reaches the router (security review F5).
 //!
-//! - **A connection cap.** A semaphore permit is taken *before* `accept`, and the connection's
-//!   task holds it to the end; at the cap, new connections wait in the kernel's backlog.
+//! - **A connection cap, and a fast answer beyond it.** A semaphore permit is taken *before*
+//!   `accept`, and the connection's task holds it to the end. At the cap, up to
+//!   [`MAX_REFUSALS`] more connections are accepted only to be answered `503 Service
+//!   Unavailable` (`OVERLOADED`, `Retry-After: 1`) and closed, each within
+//!   [`REFUSAL_DEADLINE`]: a burst learns at once to come back, instead of waiting in the
+//!   backlog behind keep-alive connections until its own client gives up. Beyond those, new
+//!   connections wait in the kernel's backlog: both bounds stay bounds.
 //! - **Silent connections are closed.** A connection must send its first byte, and then each
 //!   request's whole header, within the header-read timeout; an idle keep-alive connection is
 //!   closed after the same time. (axum's `serve` sets no timer, so hyper's timeout never ran,
@@ -16,18 +21,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::response::IntoResponse;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// Connections served at once, by default; the rest wait to be accepted.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// How long a connection may take to send a request's header, or stay idle between requests.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections answered `503` at once while every permit is taken, at most; beyond, new
+/// connections wait in the kernel's backlog.
+pub const MAX_REFUSALS: usize = 256;
+/// How long a refused connection may take to send its request and read the answer.
+pub const REFUSAL_DEADLINE: Duration = Duration::from_secs(5);
+/// What a refused client is told to wait before it tries again.
+const RETRY_AFTER_SECS: u64 = 1;
 
 /// Bounds of the accept loop.
 #[derive(Debug, Clone, Copy)]
@@ -50,6 +64,8 @@ pub async fn serve_connections(
     shutdown: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS));
+    raise_descriptor_limit(limits.max_connections.saturating_add(MAX_REFUSALS));
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
@@ -59,10 +75,10 @@ pub async fn serve_connections(
         .keep_alive_interval(limits.header_read_timeout)
         .keep_alive_timeout(limits.header_read_timeout);
     loop {
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
+        let slot = tokio::select! {
+            slot = next_slot(&permits, &refusals) => match slot {
+                Some(slot) => slot,
+                None => break,
             },
             () = shutdown.cancelled() => break,
         };
@@ -77,6 +93,17 @@ pub async fn serve_connections(
                 }
             },
             () = shutdown.cancelled() => break,
+        };
+        // A permit freed while this connection was accepted serves it after all.
+        let permit = match slot {
+            Slot::Serve(permit) => permit,
+            Slot::Refuse(refusal) => match permits.clone().try_acquire_owned() {
+                Ok(permit) => permit,
+                Err(_) => {
+                    tokio::spawn(refuse(stream, refusal, shutdown.clone()));
+                    continue;
+                }
+            },
         };
         // The router takes hyper's request bodies as they are.
         let service = TowerToHyperService::new(app.clone());
@@ -104,4 +131,77 @@ pub async fn serve_connections(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// What the accept loop holds for the next connection: a place among those served, or one
+/// among those refused.
+enum Slot {
+    Serve(OwnedSemaphorePermit),
+    Refuse(OwnedSemaphorePermit),
+}
+
+/// A place to serve the next connection if there is one, else a place to refuse it, else waits
+/// for either (`None`: the semaphores are closed).
+async fn next_slot(permits: &Arc<Semaphore>, refusals: &Arc<Semaphore>) -> Option<Slot> {
+    if let Ok(permit) = permits.clone().try_acquire_owned() {
+        return Some(Slot::Serve(permit));
+    }
+    tokio::select! {
+        biased;
+        permit = permits.clone().acquire_owned() => permit.ok().map(Slot::Serve),
+        refusal = refusals.clone().acquire_owned() => refusal.ok().map(Slot::Refuse),
+    }
+}
+
+/// Answers every request of a connection accepted beyond the cap with `503 OVERLOADED` and
+/// `Retry-After`, then closes it; HTTP/1 or HTTP/2 alike, within [`REFUSAL_DEADLINE`].
+async fn refuse(stream: tokio::net::TcpStream, refusal: OwnedSemaphorePermit, shutdown: CancellationToken) {
+    let _refusal = refusal;
+    let service = hyper::service::service_fn(|_request| async { Ok::<_, std::convert::Infallible>(overloaded()) });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(REFUSAL_DEADLINE).keep_alive(false);
+    builder.http2().timer(TokioTimer::new());
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = tokio::time::timeout(REFUSAL_DEADLINE, connection) => {}
+        () = shutdown.cancelled() => {}
+    }
+}
+
+/// The answer of a connection beyond the cap.
+fn overloaded() -> axum::response::Response {
+    let message = format!(
+        "this deputy serves as many connections as it may (--max-connections); try again in {RETRY_AFTER_SECS} s"
+    );
+    let mut response = super::api_error::ApiError::refused(crate::error::TransportCode::Overloaded, message).into_response();
+    let headers = response.headers_mut();
+    headers.insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(RETRY_AFTER_SECS));
+    headers.insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
+}
+
+/// Raises this process's soft limit of open files toward `needed` (plus room for the store,
+/// the MCP servers' pipes and the provider connections), within the hard limit: the default
+/// soft limit of many systems (1024) is below what `--max-connections` asks for, and a server
+/// out of descriptors fails to accept instead of answering.
+fn raise_descriptor_limit(needed: usize) {
+    #[cfg(unix)]
+    {
+        let wanted = u64::try_from(needed).unwrap_or(u64::MAX).saturating_add(256);
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit and setrlimit only read and write the struct given.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= wanted as libc::rlim_t {
+                return;
+            }
+            let raised = libc::rlimit { rlim_cur: (wanted as libc::rlim_t).min(limit.rlim_max), rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 || raised.rlim_cur < wanted as libc::rlim_t {
+                tracing::warn!(
+                    soft = raised.rlim_cur,
+                    wanted,
+                    "the open-files limit is below what --max-connections needs; raise it (ulimit -n) or lower the cap"
+                );
+            }
+        }
+    }
 }

@@ -404,6 +404,7 @@ mod tests {
                 TransportCode::TooManyStreams => ("TOO_MANY_STREAMS", 429),
                 TransportCode::TooManyMcpSessions => ("TOO_MANY_MCP_SESSIONS", 429),
                 TransportCode::TooManyRequests => ("TOO_MANY_REQUESTS", 429),
+                TransportCode::Overloaded => ("OVERLOADED", 503),
             };
             assert_eq!((code.as_str(), code.http_status()), row);
             assert!(ErrorCode::ALL.iter().all(|error| error.as_str() != code.as_str()), "{code} is taken");

@@ -51,17 +51,20 @@ async fn a_burst_of_a_thousand_turns_on_one_session_is_answered_whole() {
     let id = deputy.create_session("first").await;
     // The winning turn is held until every request has its answer.
     let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["won"])), 1);
+    // A client each: a connection each, as a burst of separate callers (built beforehand, so
+    // the burst is the requests, not the clients' setup).
+    let clients: Vec<reqwest::Client> = (0..1000)
+        .map(|_| reqwest::Client::builder().pool_max_idle_per_host(0).no_proxy().build().unwrap())
+        .collect();
     let started = Instant::now();
     let url = deputy.url(&format!("/v1/sessions/{id}/turns"));
-    let requests = (0..1000).map(|index| {
+    let requests = clients.into_iter().enumerate().map(|(index, client)| {
         let url = url.clone();
         tokio::spawn(async move {
-            // A client of its own: a connection of its own, as a burst of separate callers.
-            let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
             let response = client.post(url).json(&json!({"prompt": format!("turn {index}"), "wait_ms": 0})).send();
             match tokio::time::timeout(Duration::from_secs(60), response).await {
                 Ok(Ok(response)) => response.status().as_u16(),
-                Ok(Err(error)) => panic!("request {index} failed: {error}"),
+                Ok(Err(error)) => panic!("request {index} failed: {error:?}"),
                 Err(_) => panic!("request {index} left hanging for 60 s"),
             }
         })

@@ -40,6 +40,8 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_REFUSALS: usize = 256;
 /// How long a refused connection may take to send its request and read the answer.
 pub const REFUSAL_DEADLINE: Duration = Duration::from_secs(5);
+/// Bytes of a refused request's body read before the answer (the rest is not waited for).
+const REFUSAL_READ_BYTES: usize = 64 * 1024;
 /// What a refused client is told to wait before it tries again.
 const RETRY_AFTER_SECS: u64 = 1;
 
@@ -157,7 +159,12 @@ async fn next_slot(permits: &Arc<Semaphore>, refusals: &Arc<Semaphore>) -> Optio
 /// `Retry-After`, then closes it; HTTP/1 or HTTP/2 alike, within [`REFUSAL_DEADLINE`].
 async fn refuse(stream: tokio::net::TcpStream, refusal: OwnedSemaphorePermit, shutdown: CancellationToken) {
     let _refusal = refusal;
-    let service = hyper::service::service_fn(|_request| async { Ok::<_, std::convert::Infallible>(overloaded()) });
+    let service = hyper::service::service_fn(|request: hyper::Request<hyper::body::Incoming>| async move {
+        // The request is read (a little of it, at most) before the answer: closing a socket
+        // with unread bytes resets it, and the client would lose the answer with it.
+        let _ = axum::body::to_bytes(axum::body::Body::new(request.into_body()), REFUSAL_READ_BYTES).await;
+        Ok::<_, std::convert::Infallible>(overloaded())
+    });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(REFUSAL_DEADLINE).keep_alive(false);
     builder.http2().timer(TokioTimer::new());
@@ -173,7 +180,8 @@ fn overloaded() -> axum::response::Response {
     let message = format!(
         "this deputy serves as many connections as it may (--max-connections); try again in {RETRY_AFTER_SECS} s"
     );
-    let mut response = super::api_error::ApiError::refused(crate::error::TransportCode::Overloaded, message).into_response();
+    let mut response =
+        super::api_error::ApiError::refused(crate::error::TransportCode::Overloaded, message).into_response();
     let headers = response.headers_mut();
     headers.insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(RETRY_AFTER_SECS));
     headers.insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
@@ -194,7 +202,8 @@ fn raise_descriptor_limit(needed: usize) {
             if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= wanted as libc::rlim_t {
                 return;
             }
-            let raised = libc::rlimit { rlim_cur: (wanted as libc::rlim_t).min(limit.rlim_max), rlim_max: limit.rlim_max };
+            let raised =
+                libc::rlimit { rlim_cur: (wanted as libc::rlim_t).min(limit.rlim_max), rlim_max: limit.rlim_max };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 || raised.rlim_cur < wanted as libc::rlim_t {
                 tracing::warn!(
                     soft = raised.rlim_cur,

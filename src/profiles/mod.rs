@@ -95,9 +95,19 @@ impl Profiles {
     /// of that name that is not valid: its reason.
     pub fn get(&self, name: &str) -> Result<NamedProfile, SessionError> {
         let found = self.found();
-        if let Some(found) = found.iter().find(|found| found.profile.as_ref().is_ok_and(|p| p.name == name)) {
-            let profile = found.profile.clone().map_err(SessionError::invalid)?;
-            return Ok(NamedProfile { profile, version: found.entry.version.clone() });
+        let (named, profile) = self.find(&found, name)?;
+        Ok(NamedProfile { profile: profile.clone(), version: named.entry.version.clone() })
+    }
+
+    /// The entry of the valid profile named `name` among `found`, and its profile, or why
+    /// there is none.
+    fn find<'a>(&self, found: &'a [Found], name: &str) -> Result<(&'a Found, &'a Arc<Profile>), SessionError> {
+        let valid = found.iter().find_map(|found| match &found.profile {
+            Ok(profile) if profile.name == name => Some((found, profile)),
+            _ => None,
+        });
+        if let Some(valid) = valid {
+            return Ok(valid);
         }
         if let Some(broken) = found.iter().find(|found| found.profile.is_err() && stem(&found.entry) == name) {
             let reason = broken.profile.as_ref().err().cloned().unwrap_or_default();
@@ -118,16 +128,11 @@ impl Profiles {
     /// `agent/get`: the profile named `name`, whole.
     pub fn detail(&self, name: &str) -> Result<AgentDetail, SessionError> {
         let found = self.found();
-        let named = self.get(name)?;
-        let entry = found
-            .iter()
-            .find(|found| found.profile.as_ref().is_ok_and(|p| Arc::ptr_eq(p, &named.profile)))
-            .map(summary)
-            .ok_or_else(|| SessionError::invalid(format!("agent {name:?} changed while it was read; ask again")))?;
-        let mut fields = named.profile.frontmatter.clone();
+        let (named, profile) = self.find(&found, name)?;
+        let mut fields = profile.frontmatter.clone();
         fields.remove("name");
         fields.remove("description");
-        Ok(AgentDetail { summary: entry, system_prompt: named.profile.system_prompt.clone(), fields })
+        Ok(AgentDetail { summary: summary(named), system_prompt: profile.system_prompt.clone(), fields })
     }
 
     /// The valid profiles as a tool description's menu (see [`AgentList::menu`]).

@@ -130,6 +130,19 @@ pub enum AgentEvent {
     },
     /// Lifecycle (journal): the session was archived; it takes no more turns.
     Archived,
+    /// Lifecycle (journal): the session began as a copy of `from_session_id`'s conversation up
+    /// to its turn `at_turn` (recorded right after `session_created`).
+    Forked {
+        from_session_id: String,
+        at_turn: u64,
+    },
+    /// Lifecycle (journal): the history was rewound to the end of turn `to_turn`; the events
+    /// of `rewound_turns` stay above this one, no longer in the model's history.
+    Rewound {
+        to_turn: u64,
+        rewound_turns: Vec<u64>,
+        dropped_messages: u64,
+    },
 }
 
 impl AgentEvent {

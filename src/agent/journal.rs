@@ -65,6 +65,11 @@ impl Journal {
                 host_mode: record.host_mode,
             };
             journal.record_at(created, record.created_at);
+            if let Some(origin) = &record.forked_from {
+                let forked =
+                    AgentEvent::Forked { from_session_id: origin.session_id.to_string(), at_turn: origin.turn };
+                journal.record_at(forked, record.created_at);
+            }
         }
         journal
     }

@@ -384,6 +384,19 @@ impl Agent {
         }
     }
 
+    /// Drops the history after its first `messages` messages (a rewind to a turn's end, which
+    /// holds no step for the caller). The store replaces its copy from there at the next save;
+    /// the token figures the provider gave describe the longer history, so they are forgotten.
+    pub fn rewind(&mut self, messages: usize) {
+        if messages >= self.history.len() {
+            return;
+        }
+        self.history_mut().truncate(messages);
+        self.unsaved_from = self.unsaved_from.min(messages);
+        self.pending = None;
+        self.context.history_rewritten();
+    }
+
     /// The history to change. Copy-on-write: a request still holding the history (one a test
     /// provider keeps) keeps it as it was; in a turn, none does by the time the loop writes.
     fn history_mut(&mut self) -> &mut Vec<Message> {

@@ -325,6 +325,21 @@ pub enum SessionsCommand {
     Compact { session_id: String },
     /// Print the whole output of a tool result that entered the history shortened.
     ToolOutput { session_id: String, tool_use_id: String },
+    /// Copy a session's conversation up to a finished turn into a new session (prints its id).
+    Fork {
+        session_id: String,
+        /// The last turn copied (default: the last; 0: none).
+        #[arg(long)]
+        at_turn: Option<u64>,
+    },
+    /// Drop a session's turns after `--to-turn` from its history (their events stay in its
+    /// journal); its next turn continues from there.
+    Rewind {
+        session_id: String,
+        /// The last turn kept (0: none).
+        #[arg(long)]
+        to_turn: u64,
+    },
 }
 
 impl Cli {

@@ -385,6 +385,22 @@ pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) ->
             let id = SessionId::from_string(session_id);
             service.tool_output(&id, &tool_use_id).await.map(|output| output.content)
         }
+        SessionsCommand::Fork { session_id, at_turn } => {
+            let id = SessionId::from_string(session_id);
+            service.fork(&id, at_turn).await.map(|fork| {
+                let origin = fork.state.forked_from.as_ref().map_or(0, |origin| origin.turn);
+                format!("forked {id} at turn {origin} into {}\n", fork.session_id)
+            })
+        }
+        SessionsCommand::Rewind { session_id, to_turn } => {
+            let id = SessionId::from_string(session_id);
+            service.rewind(&id, to_turn).await.map(|done| {
+                format!(
+                    "rewound {} to turn {}: {} messages dropped, {} kept\n",
+                    done.session_id, done.to_turn, done.dropped_messages, done.message_count
+                )
+            })
+        }
     };
     print_outcome(outcome)
 }

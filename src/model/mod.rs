@@ -16,6 +16,7 @@ pub mod record;
 pub mod result;
 pub mod spec;
 pub mod stop_reason;
+pub mod transcript;
 pub mod view;
 
 pub use budget::{Budget, Consumption, Exhausted};
@@ -32,6 +33,7 @@ pub use result::{
 };
 pub use spec::{AgentRef, AgentSpec, StructuredOutput};
 pub use stop_reason::StopReason;
+pub use transcript::{ForkOrigin, MAX_TURN_MARKS, RewindResult, TurnMark, TurnMarks};
 pub use view::{
     Billing, BudgetRemaining, ContextView, InstructionFile, ListPosition, SessionList, SessionState, SessionStatus,
     SessionSummary, SessionView,

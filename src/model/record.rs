@@ -17,6 +17,7 @@ use super::lineage::{DelegationBook, Lineage};
 use super::pending::PendingStep;
 use super::result::RunResult;
 use super::spec::AgentSpec;
+use super::transcript::{ForkOrigin, TurnMarks};
 use super::view::{
     Billing, BudgetRemaining, ContextView, SessionState, SessionStatus, SessionSummary, SessionView,
 };
@@ -89,6 +90,12 @@ pub struct SessionRecord {
     /// The project instruction files its last turn gave the model.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub project_instructions: Vec<super::view::InstructionFile>,
+    /// Where the newest finished turns end in the history: what a fork or a rewind may reach.
+    #[serde(default, skip_serializing_if = "TurnMarks::is_empty")]
+    pub turn_marks: TurnMarks,
+    /// The session and turn this one was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
 }
 
 impl SessionRecord {
@@ -122,6 +129,8 @@ impl SessionRecord {
             lineage: Lineage::default(),
             delegation: DelegationBook::default(),
             project_instructions: Vec::new(),
+            turn_marks: TurnMarks::default(),
+            forked_from: None,
         }
     }
 
@@ -187,6 +196,7 @@ impl SessionRecord {
                 unconfined: self.agent.tools.unconfined.clone(),
                 project_instructions: self.project_instructions.clone(),
                 agent: self.agent.agent.clone(),
+                forked_from: self.forked_from.clone(),
             },
             billing: Billing {
                 usage: self.usage,

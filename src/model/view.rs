@@ -109,6 +109,9 @@ pub struct SessionState {
     /// The named agent (profile) the session was created from: its name and file version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<super::AgentRef>,
+    /// The session and turn this session was forked from (`session_fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<super::ForkOrigin>,
     /// Set when this session's shell and stdio MCP servers run outside the sandbox although
     /// it is on (`[sandbox] mode = "best_effort"` on a kernel without Landlock): why.
     #[serde(default, skip_serializing_if = "Option::is_none")]

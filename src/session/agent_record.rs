@@ -14,7 +14,7 @@ use crate::error::ErrorKind;
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::budget::millis;
-use crate::model::{RunResult, SessionRecord, TurnStatus, TurnUsage};
+use crate::model::{RunResult, SessionRecord, TurnMark, TurnStatus, TurnUsage};
 
 impl SessionRecord {
     /// The record of a session whose agent was just built.
@@ -30,12 +30,21 @@ impl SessionRecord {
         record.owner = owner.to_owned();
         record.labels = labels;
         record.host_mode = host_mode;
-        record.absorb(agent);
+        record.absorb(agent, false);
         record
     }
 
-    /// Takes the agent's counters after a turn.
-    pub fn absorb(&mut self, agent: &Agent) {
+    /// Takes the agent's counters after a turn (`turn_ended`), a compaction or a rewind.
+    ///
+    /// A turn that left a whole conversation (it ended holding no step for the caller) marks
+    /// where it ends, for forks and rewinds. A replaced history (compaction) forgets the marks
+    /// that pointed into the old one; the new history ends with the turn the old one did.
+    pub fn absorb(&mut self, agent: &Agent, turn_ended: bool) {
+        let mut ending = turn_ended.then_some(agent.turns());
+        if agent.history_epoch() != self.history_epoch {
+            ending = ending.or(self.turn_marks.last().map(|mark| mark.turn));
+            self.turn_marks.clear();
+        }
         let used = agent.consumption();
         self.turns = agent.turns();
         self.message_count = agent.history().len() as u64;
@@ -51,6 +60,9 @@ impl SessionRecord {
         self.project_instructions = agent.project_instruction_files().to_vec();
         // A delegated child's budget closes when its turn ends.
         self.agent.budget = agent.budget();
+        if let Some(turn) = ending.filter(|&turn| turn > 0 && self.pending.is_none()) {
+            self.turn_marks.push(TurnMark { turn, messages: self.message_count });
+        }
     }
 
     /// The state to hand a rebuilt agent, with the stored history.

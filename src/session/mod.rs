@@ -29,9 +29,9 @@ pub use scoped::{CallerServices, PerCaller, ScopedService};
 pub use types::*;
 
 pub use crate::model::{
-    ApprovalAnswer, ArchiveResult, CompactResult, Decision, InterruptResult, PendingCall, PendingKind, RunResult,
-    SessionHistory, SessionList, SessionStatus, SessionSummary, SessionView, ToolOutputResult, ToolResultAnswer,
-    TurnStatus,
+    ApprovalAnswer, ArchiveResult, CompactResult, Decision, InterruptResult, PendingCall, PendingKind,
+    RewindResult, RunResult, SessionHistory, SessionList, SessionStatus, SessionSummary, SessionView,
+    ToolOutputResult, ToolResultAnswer, TurnStatus,
 };
 
 use crate::error::SessionError;
@@ -111,6 +111,32 @@ pub trait SessionService: Send + Sync + 'static {
     /// Errors: `CompactionDisabled` (builds without the feature), `NotFound`, `Busy` (a turn
     /// runs), `Store`.
     fn compact(&self, id: &SessionId) -> impl Future<Output = Result<CompactResult, SessionError>> + Send;
+
+    /// A new session, owned by the caller, holding `id`'s conversation up to the end of its
+    /// turn `at_turn` (`None`: the turn its history ends with now; 0: none of it), with the
+    /// source's configuration and a fresh budget. The source is untouched; the fork's
+    /// `forked_from` names it. Waits for a running turn of the source to end.
+    ///
+    /// Errors: `NotFound`, `InvalidRequest` (a turn its history cannot reach), `PolicyDenied`
+    /// (the caller's grants or quota), `PersistenceDisabled` (live set full without a store),
+    /// `AgentError`, `Store`.
+    fn fork(
+        &self,
+        id: &SessionId,
+        at_turn: Option<u64>,
+    ) -> impl Future<Output = Result<SessionView, SessionError>> + Send;
+
+    /// Drops the turns after `to_turn` from the model's history (their journal events stay,
+    /// followed by a `rewound` event); the next turn continues from `to_turn`'s end. Turn
+    /// numbers keep counting up.
+    ///
+    /// Errors: `NotFound`, `Busy` (a turn or a compaction runs), `InvalidRequest` (a turn its
+    /// history cannot reach), `Store`.
+    fn rewind(
+        &self,
+        id: &SessionId,
+        to_turn: u64,
+    ) -> impl Future<Output = Result<RewindResult, SessionError>> + Send;
 
     /// The whole output of a tool result that entered the history capped.
     ///

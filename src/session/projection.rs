@@ -147,7 +147,9 @@ impl SessionFold {
             | AgentEvent::CompactionStarted { .. }
             | AgentEvent::Pruned { .. }
             | AgentEvent::CompactionFailed { .. }
-            | AgentEvent::PromptReceived { .. } => {}
+            | AgentEvent::PromptReceived { .. }
+            | AgentEvent::Forked { .. }
+            | AgentEvent::Rewound { .. } => {}
         }
     }
 

@@ -32,8 +32,8 @@ use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::inbox::SendResult;
 use crate::model::{
-    ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
-    ToolOutputResult,
+    ArchiveResult, CompactResult, InterruptResult, RewindResult, RunResult, SessionHistory, SessionList,
+    SessionView, ToolOutputResult,
 };
 use crate::policy::{Grants, Surface};
 
@@ -152,6 +152,16 @@ impl SessionService for ScopedService {
     async fn compact(&self, id: &SessionId) -> Result<CompactResult, SessionError> {
         self.inner.check_access(&self.caller, id).await?;
         self.inner.compact_with(&self.factory, &self.grants, id).await
+    }
+
+    async fn fork(&self, id: &SessionId, at_turn: Option<u64>) -> Result<SessionView, SessionError> {
+        self.inner.check_access(&self.caller, id).await?;
+        self.inner.fork_with(&self.factory, &self.caller, &self.grants, id, at_turn).await
+    }
+
+    async fn rewind(&self, id: &SessionId, to_turn: u64) -> Result<RewindResult, SessionError> {
+        self.inner.check_access(&self.caller, id).await?;
+        self.inner.rewind_with(&self.factory, &self.grants, id, to_turn).await
     }
 
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {

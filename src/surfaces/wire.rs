@@ -187,6 +187,25 @@ pub struct SessionCompactParams {
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct SessionForkParams {
+    /// The session to copy.
+    pub session_id: SessionId,
+    /// Last turn copied (default: last; 0: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_turn: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRewindParams {
+    /// The session to rewind.
+    pub session_id: SessionId,
+    /// Last turn kept (0: none).
+    pub to_turn: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SessionSendParams {
     /// The receiving session: its id, or its name with `peer_group`.
     pub session_id: SessionId,

@@ -21,7 +21,7 @@ from agents.mcp import MCPServerStdio, MCPUtil
 from agents.strict_schema import ensure_strict_json_schema
 
 DEPUTY = os.environ["DEPUTY_BIN"]
-BUDGET = 12 * 1024
+BUDGET = 12 * 1024 + 512  # ten session tools in 12 KiB (issue 33), fork and rewind since (issue 28)
 
 
 def serve_args():

@@ -74,7 +74,7 @@ await report.check("stdio: tools/list --strict finds no portability error", asyn
   const output = await run(["--method", "tools/list", "--strict"]);
   assert(output.code === 0, `exit ${output.code}: ${output.stderr}`);
   const tools = envelope(output).result.tools;
-  assert(tools.length === 10, `${tools.length} tools`);
+  assert(tools.length === 12, `${tools.length} tools`);
   const errors = (envelope(output).schemaFindings ?? []).flatMap((tool) => tool.findings).filter((f) => f.severity === "error");
   assert(errors.length === 0, JSON.stringify(errors));
   assert(!/unknown format/.test(output.stderr), `Ajv warnings: ${output.stderr.slice(0, 300)}`);

@@ -58,9 +58,9 @@ async function drive(transportName, client) {
   let id;
   let bigSession;
   let bigToolUseId;
-  await report.check(at("tools/list shows 10 tools with output schemas"), async () => {
+  await report.check(at("tools/list shows 12 tools with output schemas"), async () => {
     const { tools } = await client.listTools();
-    assert(tools.length === 10, `${tools.length} tools`);
+    assert(tools.length === 12, `${tools.length} tools`);
     assert(tools.every((tool) => tool.outputSchema?.type === "object"), "every tool has an outputSchema");
   });
   await report.check(at("session_create"), async () => {

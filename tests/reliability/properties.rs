@@ -17,7 +17,7 @@ use crate::common::mock_llm::{MockResponse, anthropic};
 const CASES: u32 = 256;
 
 /// The tools, with their JSON-RPC method names.
-const TOOLS: [(&str, &str); 10] = [
+const TOOLS: [(&str, &str); 12] = [
     ("session_create", "session/create"),
     ("session_turn", "turn/start"),
     ("session_interrupt", "turn/interrupt"),
@@ -28,6 +28,8 @@ const TOOLS: [(&str, &str); 10] = [
     ("session_tool_output", "session/tool_output"),
     ("session_send", "session/send"),
     ("session_events", "session/events"),
+    ("session_fork", "session/fork"),
+    ("session_rewind", "session/rewind"),
 ];
 
 /// The error table's string codes (`ErrorCode::ALL`) and JSON-RPC codes, plus the specification's.
@@ -66,6 +68,8 @@ const KEYS: &[&str] = &[
     "limit",
     "include_archived",
     "tool_use_id",
+    "at_turn",
+    "to_turn",
     "callbacks",
     "jsonrpc",
     "id",
@@ -105,6 +109,8 @@ fn valid(tool: &str, id: &str) -> Map<String, Value> {
         "session_read" => json!({"session_id": id, "wait_ms": 0}),
         "session_tool_output" => json!({"session_id": id, "tool_use_id": "toolu_x"}),
         "session_events" => json!({"session_id": id, "after_seq": 0, "limit": 10}),
+        "session_fork" => json!({"session_id": id, "at_turn": 1}),
+        "session_rewind" => json!({"session_id": id, "to_turn": 1}),
         _ => json!({"session_id": id}),
     };
     let Value::Object(map) = value else { unreachable!() };

@@ -37,6 +37,7 @@ mod stdio_frames;
 mod structured_output;
 mod tenants;
 mod tools;
+mod transcript;
 mod wire_properties;
 
 use std::sync::Arc;

@@ -53,7 +53,7 @@ async fn listed(deputy: &HttpDeputy, token: &str) -> (Vec<String>, u64) {
 
 /// Every REST operation on session `id`, as `token`: each must answer 404 `SESSION_NOT_FOUND`.
 async fn assert_foreign_over_rest(deputy: &HttpDeputy, token: &str, id: &str) {
-    let calls: [(Method, String, Option<Value>); 8] = [
+    let calls: [(Method, String, Option<Value>); 10] = [
         (Method::GET, format!("/v1/sessions/{id}"), None),
         (Method::GET, format!("/v1/sessions/{id}?wait_ms=10"), None),
         (Method::POST, format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "mine now"}))),
@@ -61,6 +61,8 @@ async fn assert_foreign_over_rest(deputy: &HttpDeputy, token: &str, id: &str) {
         (Method::POST, format!("/v1/sessions/{id}/compact"), None),
         (Method::GET, format!("/v1/sessions/{id}/tool-outputs/toolu_1"), None),
         (Method::GET, format!("/v1/sessions/{id}/messages"), None),
+        (Method::POST, format!("/v1/sessions/{id}/fork"), Some(json!({}))),
+        (Method::POST, format!("/v1/sessions/{id}/rewind"), Some(json!({"to_turn": 0}))),
         (Method::DELETE, format!("/v1/sessions/{id}"), None),
     ];
     for (method, path, body) in calls {

@@ -36,7 +36,7 @@ use crate::llm::Message;
 #[cfg(feature = "session-compaction")]
 use crate::model::CompactResult;
 use crate::model::inbox::{Delivery, InboxMessage};
-use crate::model::{AgentSpec, RunResult, SessionRecord, SessionStatus, SessionSummary, SessionView};
+use crate::model::{AgentSpec, RewindResult, RunResult, SessionRecord, SessionStatus, SessionSummary, SessionView};
 use crate::policy::Grants;
 use crate::store::{SharedStore, StoreError, StoredInbox, StoredMail};
 
@@ -62,6 +62,12 @@ enum Command {
     /// Compact the history now (`session_compact`); the turn lock is held by the sender.
     #[cfg(feature = "session-compaction")]
     Compact { cancel: CancellationToken, reply: oneshot::Sender<Result<CompactResult, SessionError>> },
+    /// Drop the history after a turn's end (`session_rewind`); the turn lock is held by the
+    /// sender.
+    Rewind { to_turn: u64, reply: oneshot::Sender<Result<RewindResult, SessionError>> },
+    /// The record and the whole history as of one moment (what a fork copies), answered
+    /// between turns.
+    Snapshot { reply: oneshot::Sender<(SessionRecord, Vec<Message>)> },
     /// Stop after whatever is in flight (the channel is FIFO, so a running turn finishes).
     Shutdown,
 }
@@ -237,6 +243,27 @@ impl SessionHandle {
             return Err(self.stopped_error());
         }
         result.await.map_err(|_| self.stopped_error())?
+    }
+
+    /// Drops the history after turn `to_turn`'s end. Holds the turn lock meanwhile, so it is
+    /// refused (`Busy`) while a turn or a compaction runs.
+    pub async fn rewind(&self, to_turn: u64) -> Result<RewindResult, SessionError> {
+        self.shared.try_lock(&self.id)?;
+        let (reply, result) = oneshot::channel();
+        if self.commands.send(Command::Rewind { to_turn, reply }).await.is_err() {
+            self.shared.end_turn();
+            return Err(self.stopped_error());
+        }
+        result.await.map_err(|_| self.stopped_error())?
+    }
+
+    /// The record and the whole history as of one moment; waits for a running turn to end.
+    pub async fn snapshot(&self) -> Result<(SessionRecord, Vec<Message>), SessionError> {
+        let (reply, snapshot) = oneshot::channel();
+        if self.commands.send(Command::Snapshot { reply }).await.is_err() {
+            return Err(self.stopped_error());
+        }
+        snapshot.await.map_err(|_| self.stopped_error())
     }
 
     /// Cancels the turn in flight. Returns false when no turn runs.

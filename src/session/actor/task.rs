@@ -13,13 +13,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::shared::Shared;
 use super::{Command, TurnReply, may_auto_turn};
-use crate::agent::{Agent, EventSink, Journal, Mailbox, TurnInput};
+use crate::agent::{Agent, AgentEvent, EventSink, Journal, Mailbox, TurnInput};
 #[cfg(feature = "session-compaction")]
-use crate::error::{ErrorKind, SessionError};
+use crate::error::ErrorKind;
+use crate::error::SessionError;
 use crate::ids::SessionId;
 #[cfg(feature = "session-compaction")]
 use crate::model::CompactResult;
-use crate::model::{RunResult, SessionRecord, SessionStatus};
+use crate::model::{RewindResult, RunResult, SessionRecord, SessionStatus};
 use crate::store::{SaveRequest, SharedStore, StoreError};
 
 /// Runs the actor and, however it ends (shut down, every handle gone, a panic outside a turn,
@@ -137,9 +138,53 @@ pub(super) async fn run(
                 });
                 let _ = reply.send(result);
             }
+            Command::Rewind { to_turn, reply } => {
+                let result = match rewind(&mut agent, &mut record, &shared, to_turn) {
+                    Ok(done) => finish(&mut agent, &mut record, &store, &shared, None)
+                        .await
+                        .map_err(SessionError::from)
+                        .map(|()| done),
+                    Err(refused) => {
+                        shared.end_turn();
+                        Err(refused)
+                    }
+                };
+                let _ = reply.send(result);
+            }
+            Command::Snapshot { reply } => {
+                let _ = reply.send((record.clone(), agent.history().to_vec()));
+            }
             Command::Shutdown => break,
         }
     }
+}
+
+/// Drops the history after turn `to_turn`'s end and journals it; [`finish`] saves it. The
+/// turns dropped keep their journal events; their numbers are not given again, so the journal
+/// and every waiter on a turn number stay unambiguous.
+fn rewind(
+    agent: &mut Agent,
+    record: &mut SessionRecord,
+    shared: &Shared,
+    to_turn: u64,
+) -> Result<RewindResult, SessionError> {
+    let mark = record.turn_end(Some(to_turn)).map_err(SessionError::invalid)?;
+    let mut rewound_turns = record.turn_marks.after(to_turn);
+    if record.pending.is_some() && record.turns > to_turn {
+        rewound_turns.push(record.turns);
+    }
+    let before = agent.history().len() as u64;
+    agent.rewind(usize::try_from(mark.messages).unwrap_or(usize::MAX));
+    record.turn_marks.truncate_after(to_turn);
+    let dropped_messages = before.saturating_sub(mark.messages);
+    shared.journal.record(AgentEvent::Rewound { to_turn, rewound_turns: rewound_turns.clone(), dropped_messages });
+    Ok(RewindResult {
+        session_id: record.session_id.clone(),
+        to_turn,
+        rewound_turns,
+        dropped_messages,
+        message_count: agent.history().len() as u64,
+    })
 }
 
 /// Runs one turn whose lock is held, saves it and publishes it. A caller's turn resets the
@@ -190,7 +235,7 @@ async fn finish(
     // Shared by the record and the published view: a long answer is held once, not twice.
     last_turn: Option<Arc<RunResult>>,
 ) -> Result<(), StoreError> {
-    record.absorb(agent);
+    record.absorb(agent, last_turn.is_some());
     if let Some(result) = last_turn {
         record.last_turn = Some(result);
     }

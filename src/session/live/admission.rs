@@ -130,7 +130,7 @@ impl LiveSessionService {
     /// Refuses a session over the owner's `max_open_per_owner` (G12): counted in the store's
     /// index of the owner's open sessions, so without a store there is nothing to count (and
     /// `max_live` bounds every owner together).
-    async fn check_owner_quota(&self, owner: &Caller) -> Result<(), SessionError> {
+    pub(super) async fn check_owner_quota(&self, owner: &Caller) -> Result<(), SessionError> {
         let (Some(store), Some(limit)) = (&self.store, self.limits.max_open_per_owner) else { return Ok(()) };
         let query =
             StoredListQuery { first: 0, owner: Some(owner.subject().to_owned()), ..StoredListQuery::default() };

@@ -354,3 +354,27 @@ async fn a_compaction_start_hook_may_skip_the_compaction() {
         json!({"event": "compaction_start", "session_id": id.to_string(), "turn": 1, "trigger": "manual"})
     );
 }
+
+/// A compaction replaces the history: the turns before it can no longer be forked at or
+/// rewound to, and the compacted history is where the turn it happened in ends.
+#[tokio::test]
+async fn a_compacted_history_reaches_only_the_turns_since() {
+    let provider = summarizing_model("SUMMARY: a long text");
+    let service = scripted_service(provider.clone(), None, None);
+    let id = service.create_session(create(&"a".repeat(8000), small_window())).await.unwrap().session_id;
+    turn_with_events(&service, &id, "second").await;
+    turn_with_events(&service, &id, "third").await;
+
+    let refused = service.fork(&id, Some(1)).await.unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::InvalidRequest);
+    assert!(refused.to_string().contains("ends of turns 2 to 3"), "{refused}");
+    let fork = service.fork(&id, Some(2)).await.unwrap();
+    let compacted = service.history(&id).await.unwrap().messages;
+    let forked = service.history(&fork.session_id).await.unwrap().messages;
+    assert_eq!(forked[..], compacted[..forked.len()], "the fork is the compacted history up to turn 2");
+    assert_eq!(forked.len() + 2, compacted.len());
+
+    let rewound = service.rewind(&id, 2).await.unwrap();
+    assert_eq!((rewound.rewound_turns, rewound.message_count), (vec![3], forked.len() as u64));
+    assert_eq!(service.rewind(&id, 1).await.unwrap_err().code(), ErrorCode::InvalidRequest);
+}

@@ -34,8 +34,8 @@ use crate::ids::SessionId;
 use crate::model::SessionRecord;
 use crate::model::inbox::SendResult;
 use crate::model::{
-    ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
-    ToolOutputResult,
+    ArchiveResult, CompactResult, InterruptResult, RewindResult, RunResult, SessionHistory, SessionList,
+    SessionView, ToolOutputResult,
 };
 use crate::peers::RemotePeers;
 use crate::policy::{Grants, Owners, Surface};
@@ -268,6 +268,15 @@ impl SessionService for LiveSessionService {
         self.compact_with(&self.factory, &self.local().1, id).await
     }
 
+    async fn fork(&self, id: &SessionId, at_turn: Option<u64>) -> Result<SessionView, SessionError> {
+        let (caller, grants) = self.local();
+        self.fork_with(&self.factory, &caller, &grants, id, at_turn).await
+    }
+
+    async fn rewind(&self, id: &SessionId, to_turn: u64) -> Result<RewindResult, SessionError> {
+        self.rewind_with(&self.factory, &self.local().1, id, to_turn).await
+    }
+
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {
         let handle = self.live(id);
         let held = handle.as_ref().and_then(|handle| handle.tool_output(tool_use_id));
@@ -360,6 +369,7 @@ mod feed;
 mod hibernation;
 mod listing;
 mod registry;
+mod transcript;
 mod turn;
 
 pub use admission::{MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES, MAX_LABELS};

@@ -52,6 +52,9 @@ pub fn document() -> Value {
         register::<ToolOutputResult>,
         register::<SessionSendParams>,
         register::<SendResult>,
+        register::<crate::surfaces::wire::SessionForkParams>,
+        register::<crate::surfaces::wire::SessionRewindParams>,
+        register::<crate::model::RewindResult>,
         register::<crate::surfaces::wire::SessionEventsParams>,
         register::<crate::model::EventPage>,
         register::<SessionHistory>,
@@ -78,9 +81,15 @@ pub fn document() -> Value {
     remove_property(&mut turn, "session_id");
     add_property(&mut turn, "stream", stream);
     schemas.insert("SessionTurnBody".into(), turn);
-    let mut send = schemas.remove("SessionSendParams").unwrap_or_default();
-    remove_property(&mut send, "session_id");
-    schemas.insert("SessionSendBody".into(), send);
+    for (params, body) in [
+        ("SessionSendParams", "SessionSendBody"),
+        ("SessionForkParams", "SessionForkBody"),
+        ("SessionRewindParams", "SessionRewindBody"),
+    ] {
+        let mut schema = schemas.remove(params).unwrap_or_default();
+        remove_property(&mut schema, "session_id");
+        schemas.insert(body.into(), schema);
+    }
     let mut queries = Map::new();
     queries.insert("SessionReadParams".to_owned(), schemas.remove("SessionReadParams").unwrap_or_default());
     queries.insert("SessionListParams".to_owned(), schemas.remove("SessionListParams").unwrap_or_default());
@@ -147,12 +156,9 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
     if !parameters.is_empty() {
         operation.insert("parameters".into(), Value::Array(parameters));
     }
-    match route.action {
-        Action::Create => operation.insert("requestBody".into(), body("SessionCreateBody")),
-        Action::Turn => operation.insert("requestBody".into(), body("SessionTurnBody")),
-        Action::Send => operation.insert("requestBody".into(), body("SessionSendBody")),
-        Action::Call(_) | Action::Events | Action::History | Action::Document => None,
-    };
+    if let Some(schema) = route.body_schema() {
+        operation.insert("requestBody".into(), body(schema));
+    }
     operation.insert("responses".into(), responses(route));
     Value::Object(operation)
 }
@@ -183,11 +189,8 @@ fn responses(route: &Route) -> Value {
         Action::Turn => {
             all.insert("200".into(), turn_result(route.rest.answer));
         }
-        Action::Send => {
-            all.insert("202".into(), result(route.rest.answer));
-        }
-        Action::Call(_) | Action::History | Action::Document => {
-            all.insert("200".into(), result(route.rest.answer));
+        Action::Body(_) | Action::Call(_) | Action::History | Action::Document => {
+            all.insert(route.success_status().to_string(), result(route.rest.answer));
         }
         Action::Events => {
             all.insert(

@@ -64,13 +64,13 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
                 turn(route, services.for_caller(&caller), id, body)
             },
         ),
-        Action::Send => on(
+        Action::Body(operation) => on(
             method,
             move |services: State<Arc<P>>,
                   caller: Extension<Caller>,
                   id: Result<Path<String>, PathRejection>,
                   body: Result<Json<Value>, JsonRejection>| {
-                send(route, services.for_caller(&caller), id, body)
+                with_body(route, operation, services.for_caller(&caller), id, body)
             },
         ),
         Action::Call(operation) => on(
@@ -159,9 +159,11 @@ async fn turn<S: SessionService>(
     Ok(Json(Operation::Turn.run(&route.name(), &service, body, waiting).await?).into_response())
 }
 
-/// A message for the session's inbox: 202, as it is only queued (or starts a turn).
-async fn send<S: SessionService>(
+/// An operation on the path's session with a JSON body: a message for its inbox (202, as it
+/// is only queued), a fork (201, `Location` naming the new session), a rewind.
+async fn with_body<S: SessionService>(
     route: &'static Route,
+    operation: Operation,
     service: S,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<Value>, JsonRejection>,
@@ -169,8 +171,14 @@ async fn send<S: SessionService>(
     let Path(id) = id?;
     let Json(mut body) = body?;
     put_path_id(&mut body, id)?;
-    let result = Operation::Send.run(&route.name(), &service, body, waiting).await?;
-    Ok((StatusCode::ACCEPTED, Json(result)).into_response())
+    let result = operation.run(&route.name(), &service, body, waiting).await?;
+    let status = StatusCode::from_u16(route.success_status()).unwrap_or(StatusCode::OK);
+    if status == StatusCode::CREATED {
+        // A fork answers the new session's view, which names it.
+        let location = format!("/v1/sessions/{}", result["session_id"].as_str().unwrap_or_default());
+        return Ok((status, [(header::LOCATION, location)], Json(result)).into_response());
+    }
+    Ok((status, Json(result)).into_response())
 }
 
 /// The body's arguments get the session id from the path; one in the body too is refused.

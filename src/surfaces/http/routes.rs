@@ -28,8 +28,9 @@ pub enum Action {
     /// `start_turn` with a `SessionTurnParams` body (plus `stream`, the id from the path): 200,
     /// or the turn as Server-Sent Events.
     Turn,
-    /// `send` with a `SessionSendParams` body (the id from the path): 202.
-    Send,
+    /// An operation whose arguments are a JSON body plus the path's session id: `send` (202),
+    /// `fork` (201 and `Location`), `rewind` (200).
+    Body(Operation),
     /// Any other operation: its arguments are the path's ids and the query, its answer the
     /// operation's result.
     Call(Operation),
@@ -104,7 +105,7 @@ impl Route {
         let action = match operation {
             Operation::Create => Action::Create,
             Operation::Turn => Action::Turn,
-            Operation::Send => Action::Send,
+            Operation::Send | Operation::Fork | Operation::Rewind => Action::Body(operation),
             Operation::Events => Action::Events,
             other => Action::Call(other),
         };
@@ -119,8 +120,30 @@ impl Route {
     /// Whether the route takes a JSON body (and so can be refused with 413).
     pub fn has_body(&self) -> bool {
         match self.action {
-            Action::Create | Action::Turn | Action::Send => true,
+            Action::Create | Action::Turn | Action::Body(_) => true,
             Action::Call(_) | Action::Events | Action::History | Action::Document => false,
+        }
+    }
+
+    /// The OpenAPI component of the route's body: its operation's params, less what the path
+    /// gives, plus what only REST takes.
+    pub fn body_schema(&self) -> Option<&'static str> {
+        Some(match self.action {
+            Action::Create => "SessionCreateBody",
+            Action::Turn => "SessionTurnBody",
+            Action::Body(Operation::Fork) => "SessionForkBody",
+            Action::Body(Operation::Rewind) => "SessionRewindBody",
+            Action::Body(_) => "SessionSendBody",
+            Action::Call(_) | Action::Events | Action::History | Action::Document => return None,
+        })
+    }
+
+    /// The status of a success: 201 for what creates a session, 202 for what is only queued.
+    pub fn success_status(&self) -> u16 {
+        match self.action {
+            Action::Create | Action::Body(Operation::Fork) => 201,
+            Action::Body(Operation::Send) => 202,
+            _ => 200,
         }
     }
 
@@ -161,8 +184,7 @@ mod tests {
             let routed = ROUTES.iter().any(|route| match route.action {
                 Action::Create => operation == Operation::Create,
                 Action::Turn => operation == Operation::Turn,
-                Action::Send => operation == Operation::Send,
-                Action::Call(called) => operation == called,
+                Action::Body(called) | Action::Call(called) => operation == called,
                 Action::Events => operation == Operation::Events,
                 Action::History | Action::Document => false,
             });

@@ -57,7 +57,9 @@ impl ProgressState {
             | AgentEvent::PromptReceived { .. }
             | AgentEvent::ApprovalsAnswered { .. }
             | AgentEvent::Retry { .. }
-            | AgentEvent::Archived => {}
+            | AgentEvent::Archived
+            | AgentEvent::Forked { .. }
+            | AgentEvent::Rewound { .. } => {}
         }
     }
 

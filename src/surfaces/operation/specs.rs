@@ -1,131 +1,17 @@
-//! The session operations, as one declarative table: a row per operation ([`Spec`]) gives its
-//! MCP tool, its JSON-RPC method, its description and schemas (the tool catalog and
-//! `schemas/`), and its REST route (the router and the OpenAPI document); `deputy call` reaches
-//! any of them by name. [`Operation::run`] is the one place that turns JSON arguments into the
-//! one `SessionService` call, so no surface can drift from another.
-//!
-//! A new operation is a variant, its row in [`SPECS`] and its arm in [`Operation::run`] (here),
-//! and its params type in [`wire`]; every surface then has it.
+//! The operation table's rows: what every surface says of each operation.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use schemars::JsonSchema;
-use serde::Serialize;
-use serde_json::{Map, Value};
-
-use super::portable::portable;
-use super::strict::strict_input;
-use super::wire;
+use super::{Method, Operation, QueryParams, RestRoute, Spec, input_schema, output_schema};
 use crate::error::ErrorCode::{
-    self, AgentError, InvalidRequest, PolicyDenied, SessionBusy, SessionCompactionDisabled, SessionInboxFull,
+    AgentError, InvalidRequest, PolicyDenied, SessionBusy, SessionCompactionDisabled, SessionInboxFull,
     SessionNotFound, SessionNotRunning, SessionPersistenceDisabled, SessionStoreError,
 };
-use crate::error::{ErrorKind, SessionError};
 use crate::model::inbox::SendResult;
 use crate::model::{
-    ArchiveResult, CompactResult, EventPage, InterruptResult, RunResult, SessionList, SessionView, ToolOutputResult,
+    ArchiveResult, CompactResult, EventPage, InterruptResult, RewindResult, RunResult, SessionList, SessionView,
+    ToolOutputResult,
 };
 use crate::profiles::{AgentDetail, AgentList};
-use crate::session::{SessionService, TurnOptions};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumCount)]
-pub enum Operation {
-    Create,
-    Turn,
-    Interrupt,
-    Read,
-    List,
-    Archive,
-    Compact,
-    ToolOutput,
-    Send,
-    Events,
-    AgentList,
-    AgentGet,
-}
-
-/// One operation's row of the table: everything the surfaces say of it.
-#[derive(Debug)]
-pub struct Spec {
-    /// The MCP tool's name (also `deputy call`'s).
-    pub tool: &'static str,
-    /// The JSON-RPC method's name (also `deputy call`'s).
-    pub method: &'static str,
-    /// Whether it only reads (the tool's `readOnlyHint`).
-    pub read_only: bool,
-    /// Whether MCP clients see it as a tool. The named agents are MCP resources instead
-    /// (`deputy://agents`), and `session_create`'s description lists them: the tool list a
-    /// client's model reads stays as short as it was.
-    pub mcp_tool: bool,
-    /// What the operation does, for an LLM caller.
-    pub description: &'static str,
-    /// The params type's schema, as the tool's input schema.
-    pub input_schema: fn() -> Map<String, Value>,
-    /// The result type's schema, as the tool's output schema.
-    pub output_schema: fn() -> Map<String, Value>,
-    pub rest: RestRoute,
-}
-
-/// Where an operation is on the REST surface, and how the OpenAPI document describes it.
-#[derive(Debug, Clone, Copy)]
-pub struct RestRoute {
-    pub method: Method,
-    /// axum and OpenAPI spell path parameters alike: `{name}`, one of
-    /// [`PATH_PARAMETERS`](super::http::routes::PATH_PARAMETERS).
-    pub path: &'static str,
-    /// Whose properties are the route's query parameters (minus those the path supplies).
-    pub query: Option<QueryParams>,
-    pub operation_id: &'static str,
-    pub summary: &'static str,
-    pub description: Option<&'static str>,
-    /// The component schema of the success answer; `None`: any JSON object.
-    pub result: Option<&'static str>,
-    /// What the success answer means.
-    pub answer: &'static str,
-    /// The codes the operation can fail with (the `SessionService` method's errors). Their
-    /// statuses come from the code table; 413 is added for routes with a body, and the guard's
-    /// 401/403 for every route.
-    pub errors: &'static [ErrorCode],
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Post,
-    Delete,
-}
-
-impl Method {
-    /// As in a request line: `GET`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Get => "GET",
-            Self::Post => "POST",
-            Self::Delete => "DELETE",
-        }
-    }
-
-    /// As an OpenAPI path item's key: `get`.
-    pub fn openapi_key(self) -> &'static str {
-        match self {
-            Self::Get => "get",
-            Self::Post => "post",
-            Self::Delete => "delete",
-        }
-    }
-}
-
-/// The params types whose properties a route takes as query parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueryParams {
-    /// `SessionReadParams`: `wait_ms`.
-    Read,
-    /// `SessionListParams`: `offset`, `limit`, `include_archived`.
-    List,
-    /// `SessionEventsParams`: `after_seq`, `limit` (plus the REST-only `follow`).
-    Events,
-}
+use crate::surfaces::wire;
 
 /// The table, one row per [`Operation`] in its order.
 pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
@@ -417,196 +303,58 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             errors: &[InvalidRequest],
         },
     },
+    Spec {
+        tool: "session_fork",
+        method: "session/fork",
+        read_only: false,
+        mcp_tool: true,
+        description: "Copy a session up to a turn into a new session.",
+        input_schema: input_schema::<wire::SessionForkParams>,
+        output_schema: output_schema::<SessionView>,
+        rest: RestRoute {
+            method: Method::Post,
+            path: "/v1/sessions/{id}/fork",
+            query: None,
+            operation_id: "forkSession",
+            summary: "Fork a session at a turn",
+            description: Some(
+                "A new session with the source's configuration, a fresh budget and its conversation up to the end of \
+                 turn `at_turn`; `state.forked_from` names the source. Waits for a running turn of the source. Turns \
+                 before the last compaction, or rewound, cannot be reached (`INVALID_REQUEST`).",
+            ),
+            result: Some("SessionView"),
+            answer: "The new session, idle; `Location` names it.",
+            errors: &[
+                InvalidRequest,
+                SessionNotFound,
+                AgentError,
+                SessionPersistenceDisabled,
+                SessionStoreError,
+                PolicyDenied,
+            ],
+        },
+    },
+    Spec {
+        tool: "session_rewind",
+        method: "session/rewind",
+        read_only: false,
+        mcp_tool: true,
+        description: "Drop a session's turns after `to_turn`.",
+        input_schema: input_schema::<wire::SessionRewindParams>,
+        output_schema: output_schema::<RewindResult>,
+        rest: RestRoute {
+            method: Method::Post,
+            path: "/v1/sessions/{id}/rewind",
+            query: None,
+            operation_id: "rewindSession",
+            summary: "Rewind a session to a turn",
+            description: Some(
+                "The dropped turns' events stay in the journal, followed by a `rewound` event; turn numbers keep \
+                 counting up. `SESSION_BUSY` (409) while a turn runs.",
+            ),
+            result: Some("RewindResult"),
+            answer: "What the rewind dropped.",
+            errors: &[InvalidRequest, SessionNotFound, SessionBusy, SessionStoreError, PolicyDenied],
+        },
+    },
 ];
-
-impl Operation {
-    pub const ALL: [Operation; <Operation as strum::EnumCount>::COUNT] = [
-        Self::Create,
-        Self::Turn,
-        Self::Interrupt,
-        Self::Read,
-        Self::List,
-        Self::Archive,
-        Self::Compact,
-        Self::ToolOutput,
-        Self::Send,
-        Self::Events,
-        Self::AgentList,
-        Self::AgentGet,
-    ];
-
-    /// The operation's row.
-    pub fn spec(self) -> &'static Spec {
-        &SPECS[self as usize]
-    }
-
-    /// The MCP tool's name.
-    pub fn tool(self) -> &'static str {
-        self.spec().tool
-    }
-
-    /// The JSON-RPC method's name.
-    pub fn method(self) -> &'static str {
-        self.spec().method
-    }
-
-    pub fn from_tool(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|operation| operation.tool() == name)
-    }
-
-    pub fn from_method(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|operation| operation.method() == name)
-    }
-
-    /// By either name: the MCP tool's or the JSON-RPC method's (`deputy call`).
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::from_tool(name).or_else(|| Self::from_method(name))
-    }
-
-    /// Parses `arguments` (errors name the operation as `name`), makes the one service call and
-    /// renders its result as JSON. `turn_options` turns the wait of a turn-running operation
-    /// into the surface's options (MCP adds progress and cancellation); whatever else it returns
-    /// (a progress forwarder) lives until the call ends.
-    pub async fn run<S: SessionService, G>(
-        self,
-        name: &str,
-        service: &S,
-        arguments: Value,
-        turn_options: impl FnOnce(Duration) -> (TurnOptions, G),
-    ) -> Result<Value, SessionError> {
-        match self {
-            Self::Create => {
-                let params: wire::SessionCreateParams = wire::parse_params(name, arguments)?;
-                let (options, _guard) = turn_options(wire::turn_wait(params.wait_ms));
-                json(service.create_session(params.into_request(options)).await)
-            }
-            Self::Turn => {
-                let params: wire::SessionTurnParams = wire::parse_params(name, arguments)?;
-                let (options, _guard) = turn_options(wire::turn_wait(params.wait_ms));
-                let (id, request) = params.into_request(options);
-                json(service.start_turn(&id, request).await)
-            }
-            Self::Interrupt => {
-                let params: wire::SessionInterruptParams = wire::parse_params(name, arguments)?;
-                json(service.interrupt(&params.session_id, params.cascade.unwrap_or(true)).await)
-            }
-            Self::Read => {
-                let params: wire::SessionReadParams = wire::parse_params(name, arguments)?;
-                json(service.read(&params.session_id, Some(wire::read_wait(params.wait_ms))).await)
-            }
-            Self::List => {
-                let params: wire::SessionListParams = wire::parse_params(name, arguments)?;
-                json(service.list(params.into_query()?).await)
-            }
-            Self::Archive => {
-                let params: wire::SessionArchiveParams = wire::parse_params(name, arguments)?;
-                json(service.archive(&params.session_id).await)
-            }
-            Self::Compact => {
-                let params: wire::SessionCompactParams = wire::parse_params(name, arguments)?;
-                json(service.compact(&params.session_id).await)
-            }
-            Self::ToolOutput => {
-                let params: wire::SessionToolOutputParams = wire::parse_params(name, arguments)?;
-                json(service.tool_output(&params.session_id, &params.tool_use_id).await)
-            }
-            Self::Send => {
-                let params: wire::SessionSendParams = wire::parse_params(name, arguments)?;
-                let (id, request) = params.into_request();
-                json(service.send(&id, request).await)
-            }
-            Self::Events => {
-                let params: wire::SessionEventsParams = wire::parse_params(name, arguments)?;
-                let limit = params.limit.unwrap_or(wire::DEFAULT_EVENTS_LIMIT);
-                json(service.events(&params.session_id, params.after_seq, limit).await)
-            }
-            Self::AgentList => {
-                let _: wire::AgentListParams = wire::parse_params(name, arguments)?;
-                json(Ok(service.agents()))
-            }
-            Self::AgentGet => {
-                let params: wire::AgentGetParams = wire::parse_params(name, arguments)?;
-                json(service.agent(&params.name))
-            }
-        }
-    }
-
-    /// The tool's entry in the catalog: its description for an LLM caller, whether it only
-    /// reads, and the schemas of its arguments and result.
-    pub fn descriptor(self) -> ToolDescriptor {
-        let spec = self.spec();
-        ToolDescriptor {
-            name: spec.tool,
-            description: spec.description,
-            read_only: spec.read_only,
-            input_schema: Arc::new((spec.input_schema)()),
-            output_schema: Arc::new((spec.output_schema)()),
-        }
-    }
-}
-
-/// deputy's tools, in the order `tools/list` shows them.
-/// Every operation's tool, MCP's or not (`schemas/` has them all).
-pub fn tool_catalog() -> Vec<ToolDescriptor> {
-    Operation::ALL.into_iter().map(Operation::descriptor).collect()
-}
-
-/// The tools an MCP client lists.
-pub fn mcp_tool_catalog() -> Vec<ToolDescriptor> {
-    Operation::ALL.into_iter().filter(|operation| operation.spec().mcp_tool).map(Operation::descriptor).collect()
-}
-
-/// One tool of the catalog. Its schemas are rmcp's (JSON Schema 2020-12, the input's for
-/// deserializing, the output's for serializing) made [`portable`](super::portable); the input's
-/// also [strict-ready](super::strict).
-#[derive(Debug, Clone)]
-pub struct ToolDescriptor {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub read_only: bool,
-    pub input_schema: Arc<Map<String, Value>>,
-    pub output_schema: Arc<Map<String, Value>>,
-}
-
-/// A params type's schema, [`portable`] and [`strict_input`]. Every params type is a struct,
-/// so the object-root requirement always holds.
-fn input_schema<P: JsonSchema + 'static>() -> Map<String, Value> {
-    strict_input(&portable(&rmcp::handler::server::common::schema_for_input::<P>().unwrap_or_default()))
-}
-
-fn output_schema<R: JsonSchema + 'static>() -> Map<String, Value> {
-    portable(&rmcp::handler::server::common::schema_for_output::<R>())
-}
-
-/// Renders a service result as JSON. The result types are plain data that always serialize, so
-/// the error arm cannot happen in practice. It would be an internal error, not the agent's, but
-/// the code table has no internal code and adding one changes the contract: it stays
-/// `AGENT_ERROR`.
-fn json<T: Serialize>(result: Result<T, SessionError>) -> Result<Value, SessionError> {
-    serde_json::to_value(result?).map_err(|err| {
-        SessionError::agent(None, ErrorKind::Internal, format!("could not encode the result: {err}"))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_table_lists_every_operation_in_order() {
-        for (index, operation) in Operation::ALL.into_iter().enumerate() {
-            assert_eq!(operation as usize, index);
-        }
-    }
-
-    #[test]
-    fn every_operation_has_one_tool_and_one_method_and_the_catalog_lists_the_tools() {
-        let catalog: Vec<&str> = tool_catalog().iter().map(|tool| tool.name).collect();
-        let tools: Vec<&str> = Operation::ALL.iter().map(|operation| operation.tool()).collect();
-        assert_eq!(catalog, tools);
-        for operation in Operation::ALL {
-            assert_eq!(Operation::from_tool(operation.tool()), Some(operation));
-            assert_eq!(Operation::from_method(operation.method()), Some(operation));
-        }
-    }
-}

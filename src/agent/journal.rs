@@ -154,6 +154,13 @@ impl Journal {
         }
     }
 
+    /// Every event held here, in order: without a store, those published (the newest
+    /// [`IN_MEMORY_EVENTS`]) and then those not yet; with one, those not committed yet.
+    pub fn held(&self) -> Vec<StoredEvent> {
+        let state = self.lock();
+        state.published.iter().chain(&state.unsaved).cloned().collect()
+    }
+
     /// Without a store: up to `limit` published events with a seq after `after` (from the
     /// oldest kept when `None`), within [`crate::model::MAX_EVENTS_PAGE_BYTES`] (at least one).
     pub fn page(&self, after: Option<u64>, limit: usize) -> Vec<StoredEvent> {

@@ -332,6 +332,11 @@ pub enum SessionsCommand {
         #[arg(long)]
         at_turn: Option<u64>,
     },
+    /// Write a session as one JSONL document on stdout (record, messages, journal; secret
+    /// values left out): `deputy sessions export ID > FILE`.
+    Export { session_id: String },
+    /// Create a new session from a document `sessions export` wrote (`-`: read stdin).
+    Import { file: std::path::PathBuf },
     /// Drop a session's turns after `--to-turn` from its history (their events stay in its
     /// journal); its next turn continues from there.
     Rewind {

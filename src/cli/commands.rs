@@ -392,6 +392,16 @@ pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) ->
                 format!("forked {id} at turn {origin} into {}\n", fork.session_id)
             })
         }
+        SessionsCommand::Export { session_id } => {
+            service.export(&SessionId::from_string(session_id)).await.map(|export| export.document)
+        }
+        SessionsCommand::Import { file } => match read_document(&file) {
+            Ok(document) => service
+                .import(&document)
+                .await
+                .map(|view| format!("imported {} as {}\n", file.display(), view.session_id)),
+            Err(error) => Err(error),
+        },
         SessionsCommand::Rewind { session_id, to_turn } => {
             let id = SessionId::from_string(session_id);
             service.rewind(&id, to_turn).await.map(|done| {
@@ -403,6 +413,21 @@ pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) ->
         }
     };
     print_outcome(outcome)
+}
+
+/// The document an import reads: a file, or stdin for `-`; at most
+/// [`MAX_EXPORT_BYTES`](crate::model::export::MAX_EXPORT_BYTES).
+fn read_document(file: &std::path::Path) -> Result<String, SessionError> {
+    use std::io::Read;
+    let limit = crate::model::export::MAX_EXPORT_BYTES as u64 + 1;
+    let mut document = String::new();
+    let read = if file.as_os_str() == "-" {
+        std::io::stdin().take(limit).read_to_string(&mut document)
+    } else {
+        std::fs::File::open(file).and_then(|opened| opened.take(limit).read_to_string(&mut document))
+    };
+    read.map_err(|err| SessionError::invalid(format!("import: cannot read {}: {err}", file.display())))?;
+    Ok(document)
 }
 
 /// A command's answer: its text on stdout and exit 0, or its error as every command reports one.

@@ -8,6 +8,7 @@
 
 pub mod budget;
 pub mod context;
+pub mod export;
 pub mod inbox;
 pub mod journal;
 pub mod lineage;
@@ -21,6 +22,7 @@ pub mod view;
 
 pub use budget::{Budget, Consumption, Exhausted};
 pub use context::{ContextOverrides, ContextSettings, ContextState};
+pub use export::ExportResult;
 pub use journal::{EventPage, MAX_EVENTS_PAGE, MAX_EVENTS_PAGE_BYTES, StoredEvent, fits_page, json_len};
 pub use lineage::{ChildView, DelegationBook, Escalation, Lineage, Origin};
 pub use pending::{

@@ -272,7 +272,6 @@ pub fn peer_key(owner: &str, group: &str) -> String {
 }
 
 #[cfg(test)]
-#[cfg(feature = "session-store")]
 impl SessionRecord {
     /// A stored-session record for tests that need many sessions without running turns.
     pub(crate) fn for_test(id: &str, updated_at: DateTime<Utc>, message_count: u64) -> Self {

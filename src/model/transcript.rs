@@ -12,16 +12,31 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::SessionId;
 
-/// The most turn ends a record keeps: the newest ones. Each costs 16 bytes of a record that is
-/// written at every save, so a session of a million turns does not write megabytes per turn;
-/// an older turn can no longer be forked at or rewound to, and the error says so.
-pub const MAX_TURN_MARKS: usize = 1024;
+/// The most turn ends a record keeps: the newest ones. A record is written at every save and
+/// held by every live session, so the marks stay a few kilobytes however long the session
+/// (each is stored as a `[turn, messages]` pair, about a dozen bytes); an older turn can no
+/// longer be forked at or rewound to, and the error says so. Long sessions compact well before
+/// this many turns, and compaction drops the marks before it anyway.
+pub const MAX_TURN_MARKS: usize = 512;
 
 /// One finished turn's end: how many messages the history held right after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "(u64, u64)", into = "(u64, u64)")]
 pub struct TurnMark {
     pub turn: u64,
     pub messages: u64,
+}
+
+impl From<(u64, u64)> for TurnMark {
+    fn from((turn, messages): (u64, u64)) -> Self {
+        Self { turn, messages }
+    }
+}
+
+impl From<TurnMark> for (u64, u64) {
+    fn from(mark: TurnMark) -> Self {
+        (mark.turn, mark.messages)
+    }
 }
 
 /// The ends of the newest finished turns since the history was last replaced, oldest first.
@@ -151,6 +166,16 @@ mod tests {
         assert_eq!(marks.0.len(), MAX_TURN_MARKS);
         assert_eq!(marks.oldest(), Some(3));
         assert_eq!(marks.get(2), None);
+    }
+
+    #[test]
+    fn marks_are_stored_as_pairs() {
+        let mut marks = TurnMarks::default();
+        marks.push(mark(1, 2));
+        marks.push(mark(2, 6));
+        let text = serde_json::to_string(&marks).unwrap();
+        assert_eq!(text, "[[1,2],[2,6]]");
+        assert_eq!(serde_json::from_str::<TurnMarks>(&text).unwrap(), marks);
     }
 
     #[test]

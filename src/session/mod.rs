@@ -29,8 +29,8 @@ pub use scoped::{CallerServices, PerCaller, ScopedService};
 pub use types::*;
 
 pub use crate::model::{
-    ApprovalAnswer, ArchiveResult, CompactResult, Decision, InterruptResult, PendingCall, PendingKind,
-    RewindResult, RunResult, SessionHistory, SessionList, SessionStatus, SessionSummary, SessionView,
+    ApprovalAnswer, ArchiveResult, CompactResult, Decision, ExportResult, InterruptResult, PendingCall,
+    PendingKind, RewindResult, RunResult, SessionHistory, SessionList, SessionStatus, SessionSummary, SessionView,
     ToolOutputResult, ToolResultAnswer, TurnStatus,
 };
 
@@ -137,6 +137,20 @@ pub trait SessionService: Send + Sync + 'static {
         id: &SessionId,
         to_turn: u64,
     ) -> impl Future<Output = Result<RewindResult, SessionError>> + Send;
+
+    /// The session as one JSONL document ([`crate::model::export`]): its record, history and
+    /// journal, secret values left out (the header names them). Waits for a running turn.
+    ///
+    /// Errors: `NotFound`, `Store`.
+    fn export(&self, id: &SessionId) -> impl Future<Output = Result<ExportResult, SessionError>> + Send;
+
+    /// A new session of the caller's from an exported document: a new id, the caller its owner,
+    /// its history and journal as the document has them. Every line is checked first; a
+    /// document that does not read, or of a newer format version, creates nothing.
+    ///
+    /// Errors: `InvalidRequest`, `PolicyDenied` (the caller's grants or quota),
+    /// `PersistenceDisabled` (live set full without a store), `AgentError`, `Store`.
+    fn import(&self, document: &str) -> impl Future<Output = Result<SessionView, SessionError>> + Send;
 
     /// The whole output of a tool result that entered the history capped.
     ///

@@ -164,6 +164,15 @@ impl SessionService for ScopedService {
         self.inner.rewind_with(&self.factory, &self.grants, id, to_turn).await
     }
 
+    async fn export(&self, id: &SessionId) -> Result<crate::model::ExportResult, SessionError> {
+        self.inner.check_access(&self.caller, id).await?;
+        self.inner.export_of(id).await
+    }
+
+    async fn import(&self, document: &str) -> Result<SessionView, SessionError> {
+        self.inner.import_with(&self.factory, &self.caller, &self.grants, document).await
+    }
+
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {
         self.inner.check_access(&self.caller, id).await?;
         self.inner.tool_output(id, tool_use_id).await

@@ -206,6 +206,20 @@ pub struct SessionRewindParams {
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct SessionExportParams {
+    /// The session to export.
+    pub session_id: SessionId,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionImportParams {
+    /// A document `session/export` wrote (JSONL).
+    pub document: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SessionSendParams {
     /// The receiving session: its id, or its name with `peer_group`.
     pub session_id: SessionId,

@@ -226,7 +226,7 @@ async def test_sessions_are_resources(server, workspace, mode):
         listed = [str(resource.uri) for resource in (await client.list_resources()).resources]
         assert state_uri in listed and f"{state_uri}/transcript" in listed
         templates = (await client.list_resource_templates()).resource_templates
-        assert len(templates) == 4  # three of sessions, deputy://agents/{name}
+        assert len(templates) == 5  # four of sessions, deputy://agents/{name}
 
         state = json.loads((await client.read_resource(state_uri)).contents[0].text)
         assert state["session_id"] == session_id and state["state"]["turns"] == 1

@@ -115,7 +115,7 @@ async function drive(transportName, client) {
       assert(uris.includes(uri), `${uri} listed among ${uris}`);
     }
     const { resourceTemplates } = await client.listResourceTemplates();
-    assert(resourceTemplates.length === 4, JSON.stringify(resourceTemplates)); // sessions: 3, agents: 1
+    assert(resourceTemplates.length === 5, JSON.stringify(resourceTemplates)); // sessions: 4, agents: 1
     const state = JSON.parse((await client.readResource({ uri: `deputy://sessions/${id}` })).contents[0].text);
     assert(state.session_id === id && state.state.turns === 2, JSON.stringify(state.state));
     const transcript = (await client.readResource({ uri: `deputy://sessions/${id}/transcript` })).contents[0];

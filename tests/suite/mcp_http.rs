@@ -211,7 +211,7 @@ async fn undeclared_capabilities_are_method_not_found() {
         };
         not_found("prompts/list", client.list_prompts(None).await.map(drop));
         assert!(client.list_resources(None).await.unwrap().resources.is_empty(), "no sessions yet");
-        assert_eq!(client.list_resource_templates(None).await.unwrap().resource_templates.len(), 4);
+        assert_eq!(client.list_resource_templates(None).await.unwrap().resource_templates.len(), 5);
         not_found("completion/complete", client.complete_prompt_simple("p", "a", "v").await.map(drop));
         assert_eq!(
             client.list_all_tools().await.unwrap().len(),

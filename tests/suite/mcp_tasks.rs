@@ -420,7 +420,7 @@ async fn sessions_are_resources_listed_read_and_notified_after_each_turn() {
         (format!("deputy://sessions/{id}"), format!("deputy://sessions/{id}/transcript"));
     assert_eq!(uris, [state_uri.as_str(), transcript_uri.as_str()]);
     let templates = deputy.client.list_resource_templates(None).await.expect("templates");
-    assert_eq!(templates.resource_templates.len(), 4, "three of sessions, deputy://agents/{{name}}");
+    assert_eq!(templates.resource_templates.len(), 5, "four of sessions, deputy://agents/{{name}}");
 
     let state: Value = serde_json::from_str(&deputy.read_text(&state_uri).await).unwrap();
     assert_eq!((state["session_id"].as_str(), state["state"]["turns"].as_u64()), (Some(id.as_str()), Some(1)));

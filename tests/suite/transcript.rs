@@ -231,4 +231,152 @@ async fn forks_and_rewinds_are_saved_like_turns() {
     let output = cli(&["sessions", "rewind", &id, "--to-turn", "7"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("INVALID_REQUEST"));
+
+    // `sessions export ID > FILE`, then `sessions import FILE`.
+    let output = cli(&["sessions", "export", &id]);
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let file = stopped.workspace.path().join("session.jsonl");
+    std::fs::write(&file, &output.stdout).unwrap();
+    let output = cli(&["sessions", "import", file.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let imported = stdout.trim_end().rsplit(' ').next().unwrap().to_owned();
+    assert!(stdout.starts_with("imported ") && imported != id, "{stdout}");
+    let output = cli(&["sessions", "export", &imported]);
+    let again = String::from_utf8_lossy(&output.stdout).into_owned();
+    let first = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(comparable(&again, &[&imported]), comparable(&first, &[&id]));
+}
+
+/// A document with its ids and times taken out: what export → import → export must keep.
+fn comparable(document: &str, ids: &[&str]) -> Vec<Value> {
+    fn scrub(value: &mut Value, ids: &[&str]) {
+        match value {
+            Value::Object(fields) => {
+                for time in ["exported_at", "created_at", "updated_at", "at"] {
+                    fields.remove(time);
+                }
+                fields.values_mut().for_each(|field| scrub(field, ids));
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| scrub(item, ids)),
+            Value::String(text) if ids.contains(&text.as_str()) => *text = "ID".to_owned(),
+            _ => {}
+        }
+    }
+    document
+        .lines()
+        .map(|line| {
+            let mut value: Value = serde_json::from_str(line).unwrap();
+            scrub(&mut value, ids);
+            value
+        })
+        .collect()
+}
+
+/// Export over REST, import it back, export the import: the same document apart from ids and
+/// times; the imported session goes on from the whole conversation. A damaged or newer
+/// document creates nothing.
+#[tokio::test]
+async fn an_exported_session_imports_as_a_new_session_that_exports_the_same() {
+    let deputy = HttpDeputy::start(&[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["A1"])));
+    let id = deputy.create_session("one").await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["A2"])));
+    let (status, _) =
+        deputy.rest(None, Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "two"}))).await;
+    assert_eq!(status, 200);
+
+    let export = |id: String| {
+        let request = deputy.http.get(deputy.url(&format!("/v1/sessions/{id}/export")));
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            assert_eq!(response.headers()["content-type"], "application/jsonl");
+            response.text().await.unwrap()
+        }
+    };
+    let import = |document: String| {
+        let request = deputy.http.post(deputy.url("/v1/sessions/import")).body(document);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let document = export(id.clone()).await;
+    let header: Value = serde_json::from_str(document.lines().next().unwrap()).unwrap();
+    assert_eq!((header["type"].as_str(), header["format"].as_str()), (Some("header"), Some("deputy.session")));
+    assert_eq!((header["version"].as_u64(), header["messages"].as_u64()), (Some(1), Some(4)));
+
+    let (status, imported) = import(document.clone()).await;
+    assert_eq!(status, 201, "{imported}");
+    let new_id = id_of(&imported);
+    assert_ne!(new_id, id);
+    assert_eq!(
+        (imported["state"]["turns"].as_u64(), imported["state"]["message_count"].as_u64()),
+        (Some(2), Some(4))
+    );
+    let (_, source) = deputy.rest(None, Method::GET, &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(imported["state"]["owner"], source["state"]["owner"], "the importer owns it");
+
+    if cfg!(feature = "session-store") {
+        // Without a store the imported journal is not kept, so only stored sessions export it.
+        let again = export(new_id.clone()).await;
+        assert_eq!(comparable(&again, &[&new_id]), comparable(&document, &[&id]));
+    }
+
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["A3"])));
+    let (status, turn) = deputy
+        .rest(None, Method::POST, &format!("/v1/sessions/{new_id}/turns"), Some(json!({"prompt": "three"})))
+        .await;
+    assert_eq!((status, turn["turn"].as_u64()), (200, Some(3)), "{turn}");
+    assert_eq!(last_said(&deputy.mock), ["one", "A1", "two", "A2", "three"]);
+
+    let (_, before) = deputy.rest(None, Method::GET, "/v1/sessions", None).await;
+    let newer = document.replacen("\"version\":1", "\"version\":7", 1);
+    let lines: Vec<&str> = document.lines().collect();
+    let damaged = format!("{}\n{}\n{}\n", lines[0], lines[1], &lines[2][..lines[2].len() / 2]);
+    let missing = lines.iter().enumerate().filter(|(at, _)| *at != 3).map(|(_, line)| *line).collect::<Vec<_>>();
+    for (bad, says) in [
+        (newer, "format version 7, newer than this deputy reads"),
+        (damaged, "line 3:"),
+        (missing.join("\n"), "announced"),
+        ("not a document".to_owned(), "line 1"),
+    ] {
+        let (status, error) = import(bad).await;
+        assert_eq!((status, error["code"].as_str()), (400, Some("INVALID_REQUEST")), "{error}");
+        assert!(error["message"].as_str().unwrap().contains(says), "{error}");
+    }
+    let (_, after) = deputy.rest(None, Method::GET, "/v1/sessions", None).await;
+    assert_eq!(after["total"], before["total"], "a refused import creates nothing");
+}
+
+/// An MCP client reads the document as a resource; the secret values of the session's MCP
+/// servers are not in it, and its header says which were left out.
+#[tokio::test]
+async fn mcp_clients_read_the_export_as_a_resource_without_its_secrets() {
+    let deputy = TestDeputy::start().await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["A1"])));
+    let server = json!({
+        "name": "ev",
+        "command": crate::common::mcp_servers::bin("mcp-server-everything"),
+        "args": ["stdio", format!("--deputy-test={}", crate::common::mcp_servers::marker())],
+        "env": {"SECRET_TOKEN": "s3cr3t-value-42"},
+    });
+    let created = deputy.ok("session_create", json!({"prompt": "one", "mcp_servers": [server]})).await;
+    let id = id_of(&created);
+    let uri = format!("deputy://sessions/{id}/export");
+    let read = deputy.client.read_resource(rmcp::model::ReadResourceRequestParams::new(uri)).await.unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text, mime_type, .. } = &read.contents[0] else {
+        panic!("a text resource: {read:?}")
+    };
+    assert_eq!(mime_type.as_deref(), Some("application/jsonl"));
+    assert_eq!(
+        text.lines().count(),
+        2 + 2 + text.lines().filter(|line| line.contains("\"type\":\"event\"")).count()
+    );
+    assert!(text.lines().nth(1).unwrap().starts_with("{\"type\":\"record\""));
+    assert!(!text.contains("s3cr3t-value-42"));
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(header["secrets_left_out"], json!(["mcp_servers.ev.env.SECRET_TOKEN"]));
 }

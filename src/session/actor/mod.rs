@@ -65,9 +65,9 @@ enum Command {
     /// Drop the history after a turn's end (`session_rewind`); the turn lock is held by the
     /// sender.
     Rewind { to_turn: u64, reply: oneshot::Sender<Result<RewindResult, SessionError>> },
-    /// The record and the whole history as of one moment (what a fork copies), answered
-    /// between turns.
-    Snapshot { reply: oneshot::Sender<(SessionRecord, Vec<Message>)> },
+    /// The record, the whole history and the journal events held in memory, as of one moment
+    /// (what a fork or an export copies), answered between turns.
+    Snapshot { reply: oneshot::Sender<Snapshot> },
     /// Stop after whatever is in flight (the channel is FIFO, so a running turn finishes).
     Shutdown,
 }
@@ -93,6 +93,14 @@ pub struct SessionHandle {
 pub struct TurnReply {
     pub result: RunResult,
     pub save_error: Option<StoreError>,
+}
+
+/// A session as of one moment, between turns.
+pub struct Snapshot {
+    pub record: SessionRecord,
+    pub history: Vec<Message>,
+    /// Journal events the actor holds: not in the store (not committed yet, or no store).
+    pub events: Vec<crate::model::StoredEvent>,
 }
 
 /// A won turn lock: the turn's cancel token and its number.
@@ -257,8 +265,8 @@ impl SessionHandle {
         result.await.map_err(|_| self.stopped_error())?
     }
 
-    /// The record and the whole history as of one moment; waits for a running turn to end.
-    pub async fn snapshot(&self) -> Result<(SessionRecord, Vec<Message>), SessionError> {
+    /// The session as of one moment; waits for a running turn to end.
+    pub async fn snapshot(&self) -> Result<Snapshot, SessionError> {
         let (reply, snapshot) = oneshot::channel();
         if self.commands.send(Command::Snapshot { reply }).await.is_err() {
             return Err(self.stopped_error());

@@ -152,7 +152,12 @@ pub(super) async fn run(
                 let _ = reply.send(result);
             }
             Command::Snapshot { reply } => {
-                let _ = reply.send((record.clone(), agent.history().to_vec()));
+                let snapshot = super::Snapshot {
+                    record: record.clone(),
+                    history: agent.history().to_vec(),
+                    events: shared.journal.held(),
+                };
+                let _ = reply.send(snapshot);
             }
             Command::Shutdown => break,
         }

@@ -277,6 +277,15 @@ impl SessionService for LiveSessionService {
         self.rewind_with(&self.factory, &self.local().1, id, to_turn).await
     }
 
+    async fn export(&self, id: &SessionId) -> Result<crate::model::ExportResult, SessionError> {
+        self.export_of(id).await
+    }
+
+    async fn import(&self, document: &str) -> Result<SessionView, SessionError> {
+        let (caller, grants) = self.local();
+        self.import_with(&self.factory, &caller, &grants, document).await
+    }
+
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {
         let handle = self.live(id);
         let held = handle.as_ref().and_then(|handle| handle.tool_output(tool_use_id));

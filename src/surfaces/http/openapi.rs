@@ -19,6 +19,7 @@ use crate::session::{
     ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
     ToolOutputResult,
 };
+use crate::surfaces::mcp::resources::JSONL;
 use crate::surfaces::portable::Portable;
 use crate::surfaces::wire::{
     ErrorBody, SessionCreateParams, SessionListParams, SessionReadParams, SessionSendParams, SessionTurnParams,
@@ -159,6 +160,10 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
     if let Some(schema) = route.body_schema() {
         operation.insert("requestBody".into(), body(schema));
     }
+    if route.action == Action::Import {
+        let document = json!({"type": "string", "description": "A document `GET /v1/sessions/{id}/export` wrote."});
+        operation.insert("requestBody".into(), json!({"required": true, "content": {JSONL: {"schema": document}}}));
+    }
     operation.insert("responses".into(), responses(route));
     Value::Object(operation)
 }
@@ -189,7 +194,13 @@ fn responses(route: &Route) -> Value {
         Action::Turn => {
             all.insert("200".into(), turn_result(route.rest.answer));
         }
-        Action::Body(_) | Action::Call(_) | Action::History | Action::Document => {
+        Action::Export => {
+            all.insert(
+                "200".into(),
+                json!({"description": route.rest.answer, "content": {JSONL: {"schema": {"type": "string"}}}}),
+            );
+        }
+        Action::Body(_) | Action::Import | Action::Call(_) | Action::History | Action::Document => {
             all.insert(route.success_status().to_string(), result(route.rest.answer));
         }
         Action::Events => {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::rejection::{JsonRejection, PathRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, StringRejection};
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -89,6 +89,18 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
                   uri: Uri| {
                 let subject = caller.subject_arc();
                 events(route, services.for_caller(&caller), id, uri, follows.0, subject)
+            },
+        ),
+        Action::Export => on(
+            method,
+            |services: State<Arc<P>>, caller: Extension<Caller>, id: Result<Path<String>, PathRejection>| {
+                export(services.for_caller(&caller), id)
+            },
+        ),
+        Action::Import => on(
+            method,
+            move |services: State<Arc<P>>, caller: Extension<Caller>, body: Result<String, StringRejection>| {
+                import(services.for_caller(&caller), body)
             },
         ),
         Action::History => on(
@@ -248,6 +260,21 @@ async fn events<S: SessionService>(
     arguments.insert("session_id".to_owned(), Value::String(id));
     Ok(Json(Operation::Events.run(&route.name(), &service, Value::Object(arguments), waiting).await?)
         .into_response())
+}
+
+/// A session's document, as the document itself.
+async fn export<S: SessionService>(service: S, id: Result<Path<String>, PathRejection>) -> Answer {
+    let Path(id) = id?;
+    let export = service.export(&SessionId::from_string(id)).await?;
+    Ok(([(header::CONTENT_TYPE, crate::surfaces::mcp::resources::JSONL)], export.document).into_response())
+}
+
+/// A new session from the document in the body: 201, `Location` naming it.
+async fn import<S: SessionService>(service: S, body: Result<String, StringRejection>) -> Answer {
+    let document = body.map_err(|rejection| SessionError::invalid(format!("import: {}", rejection.body_text())))?;
+    let view = service.import(&document).await?;
+    let location = format!("/v1/sessions/{}", view.session_id);
+    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(view)).into_response())
 }
 
 /// The conversation: the one REST route that no MCP tool or JSON-RPC method shares.

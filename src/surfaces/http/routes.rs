@@ -37,6 +37,10 @@ pub enum Action {
     /// `events`, the journal feed: `Call(Operation::Events)`, or with `follow=true` Server-Sent
     /// Events that continue as the session's turns end.
     Events,
+    /// `export`: answers the document itself as `application/jsonl`, not wrapped in JSON.
+    Export,
+    /// `import`: the body is the document itself (`application/jsonl`): 201 and `Location`.
+    Import,
     /// `history`, the whole conversation: REST only (no MCP tool or JSON-RPC method).
     History,
     /// The OpenAPI document itself.
@@ -107,6 +111,8 @@ impl Route {
             Operation::Turn => Action::Turn,
             Operation::Send | Operation::Fork | Operation::Rewind => Action::Body(operation),
             Operation::Events => Action::Events,
+            Operation::Export => Action::Export,
+            Operation::Import => Action::Import,
             other => Action::Call(other),
         };
         Self { action, rest: operation.spec().rest }
@@ -120,8 +126,8 @@ impl Route {
     /// Whether the route takes a JSON body (and so can be refused with 413).
     pub fn has_body(&self) -> bool {
         match self.action {
-            Action::Create | Action::Turn | Action::Body(_) => true,
-            Action::Call(_) | Action::Events | Action::History | Action::Document => false,
+            Action::Create | Action::Turn | Action::Body(_) | Action::Import => true,
+            Action::Call(_) | Action::Events | Action::Export | Action::History | Action::Document => false,
         }
     }
 
@@ -134,14 +140,21 @@ impl Route {
             Action::Body(Operation::Fork) => "SessionForkBody",
             Action::Body(Operation::Rewind) => "SessionRewindBody",
             Action::Body(_) => "SessionSendBody",
-            Action::Call(_) | Action::Events | Action::History | Action::Document => return None,
+            Action::Call(_)
+            | Action::Events
+            | Action::Export
+            | Action::Import
+            | Action::History
+            | Action::Document => {
+                return None;
+            }
         })
     }
 
     /// The status of a success: 201 for what creates a session, 202 for what is only queued.
     pub fn success_status(&self) -> u16 {
         match self.action {
-            Action::Create | Action::Body(Operation::Fork) => 201,
+            Action::Create | Action::Import | Action::Body(Operation::Fork) => 201,
             Action::Body(Operation::Send) => 202,
             _ => 200,
         }
@@ -186,6 +199,8 @@ mod tests {
                 Action::Turn => operation == Operation::Turn,
                 Action::Body(called) | Action::Call(called) => operation == called,
                 Action::Events => operation == Operation::Events,
+                Action::Export => operation == Operation::Export,
+                Action::Import => operation == Operation::Import,
                 Action::History | Action::Document => false,
             });
             assert!(routed, "{} has no REST route", operation.tool());

@@ -4,6 +4,7 @@
 //!
 //! - `deputy://sessions/{id}`: the session as `session_read` shows it (JSON);
 //! - `deputy://sessions/{id}/transcript`: its conversation as Markdown ([`transcript`]);
+//! - `deputy://sessions/{id}/export`: the session as `session/export`'s JSONL document;
 //! - `deputy://sessions/{id}/tool-outputs/{tool_use_id}`: the whole output of one tool result
 //!   (the capped original when the history holds it shortened).
 //!
@@ -34,6 +35,9 @@ use crate::session::{CallerServices, ListQuery, SessionService};
 /// Every resource URI of deputy starts so.
 pub const PREFIX: &str = "deputy://sessions/";
 const TRANSCRIPT: &str = "/transcript";
+const EXPORT: &str = "/export";
+/// How an exported session is served.
+pub const JSONL: &str = "application/jsonl";
 const TOOL_OUTPUTS: &str = "/tool-outputs/";
 /// Characters of a tool result the transcript shows before pointing at its own resource.
 const TRANSCRIPT_TOOL_RESULT_CHARS: usize = 2000;
@@ -43,6 +47,7 @@ const TRANSCRIPT_TOOL_RESULT_CHARS: usize = 2000;
 pub enum SessionResource {
     State(SessionId),
     Transcript(SessionId),
+    Export(SessionId),
     ToolOutput(SessionId, String),
 }
 
@@ -61,6 +66,7 @@ impl SessionResource {
         match tail {
             "" => Some(Self::State(id)),
             TRANSCRIPT => Some(Self::Transcript(id)),
+            EXPORT => Some(Self::Export(id)),
             _ => {
                 let tool_use_id = tail.strip_prefix(TOOL_OUTPUTS)?;
                 (!tool_use_id.is_empty() && !tool_use_id.contains('/'))
@@ -73,13 +79,14 @@ impl SessionResource {
         match self {
             Self::State(id) => format!("{PREFIX}{id}"),
             Self::Transcript(id) => format!("{PREFIX}{id}{TRANSCRIPT}"),
+            Self::Export(id) => format!("{PREFIX}{id}{EXPORT}"),
             Self::ToolOutput(id, tool_use_id) => format!("{PREFIX}{id}{TOOL_OUTPUTS}{tool_use_id}"),
         }
     }
 
     pub fn session_id(&self) -> &SessionId {
         match self {
-            Self::State(id) | Self::Transcript(id) | Self::ToolOutput(id, _) => id,
+            Self::State(id) | Self::Transcript(id) | Self::Export(id) | Self::ToolOutput(id, _) => id,
         }
     }
 }
@@ -93,6 +100,9 @@ pub fn templates() -> Vec<ResourceTemplate> {
         ResourceTemplate::new(format!("{PREFIX}{{session_id}}{TRANSCRIPT}"), "session-transcript")
             .with_description("A deputy session's conversation as Markdown.")
             .with_mime_type("text/markdown"),
+        ResourceTemplate::new(format!("{PREFIX}{{session_id}}{EXPORT}"), "session-export")
+            .with_description("A deputy session as one JSONL document (record, messages, journal), for import.")
+            .with_mime_type(JSONL),
         ResourceTemplate::new(format!("{PREFIX}{{session_id}}{TOOL_OUTPUTS}{{tool_use_id}}"), "tool-output")
             .with_description("The whole output of one tool result of a session.")
             .with_mime_type("text/plain"),
@@ -157,6 +167,10 @@ pub async fn read<S: SessionService>(
             let history = service.history(id).await.map_err(fail)?;
             ResourceContents::text(transcript(&view, &history.messages), uri.clone())
                 .with_mime_type("text/markdown")
+        }
+        SessionResource::Export(id) => {
+            let export = service.export(id).await.map_err(fail)?;
+            ResourceContents::text(export.document, uri.clone()).with_mime_type(JSONL)
         }
         SessionResource::ToolOutput(id, tool_use_id) => {
             let text = match service.tool_output(id, tool_use_id).await {

@@ -41,6 +41,8 @@ pub enum Operation {
     AgentGet,
     Fork,
     Rewind,
+    Export,
+    Import,
 }
 
 /// One operation's row of the table: everything the surfaces say of it.
@@ -141,6 +143,8 @@ impl Operation {
         Self::AgentGet,
         Self::Fork,
         Self::Rewind,
+        Self::Export,
+        Self::Import,
     ];
 
     /// The operation's row.
@@ -243,6 +247,14 @@ impl Operation {
             Self::Rewind => {
                 let params: wire::SessionRewindParams = wire::parse_params(name, arguments)?;
                 json(service.rewind(&params.session_id, params.to_turn).await)
+            }
+            Self::Export => {
+                let params: wire::SessionExportParams = wire::parse_params(name, arguments)?;
+                json(service.export(&params.session_id).await)
+            }
+            Self::Import => {
+                let params: wire::SessionImportParams = wire::parse_params(name, arguments)?;
+                json(service.import(&params.document).await)
             }
         }
     }

@@ -7,8 +7,8 @@ use crate::error::ErrorCode::{
 };
 use crate::model::inbox::SendResult;
 use crate::model::{
-    ArchiveResult, CompactResult, EventPage, InterruptResult, RewindResult, RunResult, SessionList, SessionView,
-    ToolOutputResult,
+    ArchiveResult, CompactResult, EventPage, ExportResult, InterruptResult, RewindResult, RunResult, SessionList,
+    SessionView, ToolOutputResult,
 };
 use crate::profiles::{AgentDetail, AgentList};
 use crate::surfaces::wire;
@@ -339,7 +339,7 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
         method: "session/rewind",
         read_only: false,
         mcp_tool: true,
-        description: "Drop a session's turns after `to_turn`.",
+        description: "Drop the turns of a session after `to_turn`.",
         input_schema: input_schema::<wire::SessionRewindParams>,
         output_schema: output_schema::<RewindResult>,
         rest: RestRoute {
@@ -355,6 +355,54 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             result: Some("RewindResult"),
             answer: "What the rewind dropped.",
             errors: &[InvalidRequest, SessionNotFound, SessionBusy, SessionStoreError, PolicyDenied],
+        },
+    },
+    Spec {
+        tool: "session_export",
+        method: "session/export",
+        read_only: true,
+        mcp_tool: false,
+        description: "A session as one JSONL document: its record, messages and journal (secret values left out).",
+        input_schema: input_schema::<wire::SessionExportParams>,
+        output_schema: output_schema::<ExportResult>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/sessions/{id}/export",
+            query: None,
+            operation_id: "exportSession",
+            summary: "Export a session as JSONL",
+            description: Some(
+                "The answer is the document itself (`application/jsonl`): a header line (format `deputy.session`, \
+                 its version, counts, the secret values left out), the record, one line per message, one per journal \
+                 event. MCP clients read it as the resource `deputy://sessions/{id}/export`.",
+            ),
+            result: None,
+            answer: "The document.",
+            errors: &[SessionNotFound, SessionStoreError, PolicyDenied],
+        },
+    },
+    Spec {
+        tool: "session_import",
+        method: "session/import",
+        read_only: false,
+        mcp_tool: false,
+        description: "A new session of yours from an exported document.",
+        input_schema: input_schema::<wire::SessionImportParams>,
+        output_schema: output_schema::<SessionView>,
+        rest: RestRoute {
+            method: Method::Post,
+            path: "/v1/sessions/import",
+            query: None,
+            operation_id: "importSession",
+            summary: "Import an exported session",
+            description: Some(
+                "The body is the document (`application/jsonl`, within `--max-body-bytes`). Every line is checked \
+                 before anything is created: a damaged document, or one of a newer format version, is \
+                 `INVALID_REQUEST` and creates nothing. The new session has its own id and the caller as owner.",
+            ),
+            result: Some("SessionView"),
+            answer: "The new session, idle; `Location` names it.",
+            errors: &[InvalidRequest, AgentError, SessionPersistenceDisabled, SessionStoreError, PolicyDenied],
         },
     },
 ];

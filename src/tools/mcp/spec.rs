@@ -57,6 +57,14 @@ pub struct McpServerSpec {
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl McpServerSpec {
+    /// Where its secret values are (`env.KEY`, `headers.NAME`): what an export leaves out.
+    pub fn secret_names(&self) -> Vec<String> {
+        match &self.transport {
+            McpTransport::Stdio { env, .. } => env.keys().map(|key| format!("env.{key}")).collect(),
+            McpTransport::Http { headers, .. } => headers.keys().map(|name| format!("headers.{name}")).collect(),
+        }
+    }
+
     /// The sharing key: everything that makes two processes behave differently. Timeouts are
     /// deputy-side policy and do not split the pool.
     pub fn key(&self) -> McpServerKey {

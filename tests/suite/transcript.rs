@@ -151,8 +151,8 @@ async fn a_rewind_while_a_turn_runs_is_busy_and_changes_nothing() {
     assert_eq!(view["state"]["message_count"], 4);
 }
 
-#[tokio::test]
-async fn fork_and_rewind_over_rest() {
+/// A deputy over HTTP with a session of two turns (`one` → `A1`, `two` → `A2`), made over REST.
+async fn two_turns_over_rest() -> (HttpDeputy, String) {
     let deputy = HttpDeputy::start(&[]).await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["A1"])));
     let id = deputy.create_session("one").await;
@@ -160,6 +160,12 @@ async fn fork_and_rewind_over_rest() {
     let (status, _) =
         deputy.rest(None, Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "two"}))).await;
     assert_eq!(status, 200);
+    (deputy, id)
+}
+
+#[tokio::test]
+async fn fork_and_rewind_over_rest() {
+    let (deputy, id) = two_turns_over_rest().await;
 
     let response = deputy
         .http
@@ -278,13 +284,7 @@ fn comparable(document: &str, ids: &[&str]) -> Vec<Value> {
 /// document creates nothing.
 #[tokio::test]
 async fn an_exported_session_imports_as_a_new_session_that_exports_the_same() {
-    let deputy = HttpDeputy::start(&[]).await;
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["A1"])));
-    let id = deputy.create_session("one").await;
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["A2"])));
-    let (status, _) =
-        deputy.rest(None, Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "two"}))).await;
-    assert_eq!(status, 200);
+    let (deputy, id) = two_turns_over_rest().await;
 
     let export = |id: String| {
         let request = deputy.http.get(deputy.url(&format!("/v1/sessions/{id}/export")));

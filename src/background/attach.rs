@@ -61,6 +61,26 @@ pub fn serve_attached(settings: &Settings, options: &StartOptions) -> anyhow::Re
     relay(stream)
 }
 
+/// A connection speaking deputy's JSON-RPC with the store's background server, for a command
+/// on a store that server owns; `None` when no server answers on the store's socket. Never
+/// starts one: a command that finds the store free opens it itself.
+pub fn connect_rpc(settings: &Settings) -> anyhow::Result<Option<UnixStream>> {
+    let env = Environment::from_process();
+    let location = Location::for_store(&canonical_store(settings, &env)?, &env)?;
+    let hello =
+        Hello { deputy: PROTOCOL, version: version(), request: Request::Rpc(client_context(settings, &env)?) };
+    match request(&location.socket, &hello)? {
+        Some((stream, answer)) if answer.ok => Ok(Some(stream)),
+        Some((_, answer)) => {
+            anyhow::bail!(
+                "{}",
+                answer.error.unwrap_or_else(|| "the background server refused this command".to_owned())
+            )
+        }
+        None => Ok(None),
+    }
+}
+
 /// The variables that say where a client's configuration is (`$XDG_CONFIG_HOME`, else
 /// `~/.config`): paths, not credentials, handed over so the server resolves the default
 /// `[skills]` directory as this client would.

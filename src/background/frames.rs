@@ -4,7 +4,7 @@
 //! attach (with its [`ClientContext`]), to hear the server's status, or to stop it. The server
 //! answers one [`Answer`] line. After an accepted attach, the socket carries newline-delimited
 //! MCP JSON-RPC in both directions, exactly what the client reads from its stdin and writes to
-//! its stdout.
+//! its stdout; after an accepted `rpc`, deputy's own JSON-RPC methods, one message per line.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,6 +33,11 @@ pub struct Hello {
 pub enum Request {
     /// Serve MCP to this client, with its context.
     Attach(ClientContext),
+    /// Serve deputy's JSON-RPC (the methods of `POST /rpc`, one message per line, as
+    /// `serve --rpc`) to this client, with its context: how a command (`deputy sessions`,
+    /// `turn`, `project`, …) reaches a store this server owns. Its turns are interrupted when
+    /// the connection closes (the command was stopped).
+    Rpc(ClientContext),
     /// Answer [`ServerStatus`] and close.
     Status,
     /// Drain and exit; the connection closes when the server has.

@@ -234,6 +234,7 @@ async fn serve_connection(host: &Host, stream: UnixStream) {
             std::future::pending::<()>().await;
         }
         Request::Attach(context) => attach(host, context, hello.version, reader, write).await,
+        Request::Rpc(context) => rpc(host, context, reader, write).await,
     }
 }
 
@@ -270,19 +271,9 @@ async fn attach(
     mut write: tokio::net::unix::OwnedWriteHalf,
 ) {
     let workspace = context.workspace.clone();
-    let factory = match client_factory(context, host.mcp.clone()) {
-        Ok(factory) => factory,
-        Err(err) => {
-            tracing::info!(workspace = %workspace.display(), "refused a client: {err:#}");
-            let _ = write.write_all(&encode(&Answer::refused(format!("{err:#}")))).await;
-            return;
-        }
-    };
-    if write.write_all(&encode(&Answer::ok())).await.is_err() {
-        return;
-    }
+    let Some(service) = accept(host, context, &mut write).await else { return };
     tracing::info!(workspace = %workspace.display(), client_version = %version, "client attached");
-    let service = Arc::new(ScopedService::local(host.service.clone(), Arc::new(factory)));
+    let service = Arc::new(service);
     let server = McpServer::new(service, Caller::local()).interrupt_only_when_cancelled();
     match server.serve_with_ct((reader, write), host.shutdown.child_token()).await {
         Ok(running) => match running.waiting().await {
@@ -291,6 +282,46 @@ async fn attach(
         },
         Err(err) => tracing::info!("client left before the MCP handshake: {err}"),
     }
+}
+
+/// Serves deputy's JSON-RPC to a command with its own context until it disconnects (or the
+/// server stops); a turn still running then is interrupted, as the command was stopped.
+async fn rpc(
+    host: &Host,
+    context: ClientContext,
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) {
+    let Some(service) = accept(host, context, &mut write).await else { return };
+    tracing::debug!("command connected");
+    let closing = crate::surfaces::rpc_stdio::OnClose::Interrupt;
+    if let Err(err) =
+        crate::surfaces::rpc_stdio::serve_on(service, reader, write, host.shutdown.child_token(), closing).await
+    {
+        tracing::info!("command connection failed: {err:#}");
+    }
+}
+
+/// The service of a client with `context`, once it is told it was accepted; `None` (and the
+/// client told why) when its context does not load.
+async fn accept(
+    host: &Host,
+    context: ClientContext,
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+) -> Option<ScopedService> {
+    let workspace = context.workspace.clone();
+    let factory = match client_factory(context, host.mcp.clone()) {
+        Ok(factory) => factory,
+        Err(err) => {
+            tracing::info!(workspace = %workspace.display(), "refused a client: {err:#}");
+            let _ = write.write_all(&encode(&Answer::refused(format!("{err:#}")))).await;
+            return None;
+        }
+    };
+    if write.write_all(&encode(&Answer::ok())).await.is_err() {
+        return None;
+    }
+    Some(ScopedService::local(host.service.clone(), Arc::new(factory)))
 }
 
 /// The agent factory of one client: its workspace, default model, config file and provider

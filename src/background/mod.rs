@@ -8,6 +8,9 @@
 //! the context (workspace, default model, config file, provider credentials) it brought in its
 //! first line ([`frames`]). Where the socket, pid file and log are is [`location`].
 //!
+//! A command on a store the server owns (`deputy sessions`, `turn`, `project`, …) runs there:
+//! it connects asking for deputy's JSON-RPC instead of MCP ([`remote`]).
+//!
 //! `--no-daemon` (and `--ephemeral`, and builds without a store) keep the in-process stdio
 //! server of [`crate::server`]; `serve --http` owns its store directly.
 
@@ -16,6 +19,7 @@ pub mod frames;
 pub mod host;
 pub mod location;
 pub(crate) mod os;
+pub(crate) mod remote;
 
 pub use attach::{Found, StartOptions, serve_attached, status, stop};
 pub use host::{HostExit, HostOptions, STORE_HELD_EXIT};

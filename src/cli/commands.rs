@@ -10,25 +10,27 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use serde_json::{Value, json};
+
 use super::args::{BackgroundCommand, BackgroundServerArgs, RunArgs, ServeArgs, SessionsCommand, StructuredArgs};
 use super::exit_with;
+use super::owner::{Following, Owner};
 use super::render;
-use crate::agent::{AgentBuildConfig, AgentEvent, ContextOverrides};
+use crate::agent::AgentEvent;
 use crate::background::{self, HostExit, HostOptions, StartOptions};
 use crate::config::Settings;
 use crate::error::SessionError;
 use crate::ids::SessionId;
-use crate::model::inbox::Delivery;
-use crate::model::{Budget, StopReason};
-use crate::server::{self, Surface};
-use crate::session::{
-    CreateSessionRequest, LiveSessionService, MAX_WAIT, RunResult, SendRequest, SessionService, TurnOptions,
-    TurnRequest, TurnStatus,
+use crate::model::inbox::{Delivery, SendResult};
+use crate::model::{
+    ArchiveResult, Budget, CompactResult, ExportResult, RewindResult, SessionHistory, SessionList, SessionView,
+    StopReason, ToolOutputResult,
 };
+use crate::server::{self, Surface};
+use crate::session::{MAX_WAIT, RunResult, SessionService, TurnStatus};
 use crate::surfaces::http::HttpConfig;
 use crate::surfaces::operation::Operation;
 use crate::surfaces::{schemas, wire};
-use crate::tools::ToolRequest;
 
 /// `deputy serve`: the flags choose the surface and the drain timeout; [`server::serve`] does
 /// the rest. Over stdio with a store (and without `--no-daemon`), this process only relays to
@@ -160,65 +162,58 @@ pub async fn background_server(settings: &Settings, args: BackgroundServerArgs) 
 }
 
 /// `deputy run`: one prompt in a new session whose agent the flags describe, streamed.
-pub async fn run_prompt(service: &LiveSessionService, flags: RunArgs) -> ExitCode {
+pub async fn run_prompt(owner: &Owner, flags: RunArgs) -> ExitCode {
     let output_schema = match read_output_schema(&flags.structured) {
         Ok(schema) => schema,
         Err(error) => return exit_with(&error),
     };
     let structured = output_schema.is_some();
-    let build = AgentBuildConfig {
-        model: None,
-        system_prompt: flags.system,
-        max_tokens: flags.max_tokens,
-        budget: Budget {
-            max_tokens: flags.budget_tokens,
-            max_tool_calls: flags.budget_tool_calls,
-            max_duration_ms: None,
-            max_cost_usd: flags.budget_cost_usd,
-        },
-        context: ContextOverrides::default(),
-        tools: ToolRequest::default(),
-        output_schema,
-        structured_output_retries: flags.structured.structured_output_retries,
-        reasoning: None,
-        comms_by_default: false,
-        delegation_by_default: false,
-        agent: None,
-        skills: None,
+    let budget = Budget {
+        max_tokens: flags.budget_tokens,
+        max_tool_calls: flags.budget_tool_calls,
+        max_duration_ms: None,
+        max_cost_usd: flags.budget_cost_usd,
     };
-    let (prompt, agent) = (flags.prompt, flags.agent);
-    stream_turn(structured, |turn| async move {
-        let request = CreateSessionRequest { build, prompt, turn, agent, ..CreateSessionRequest::default() };
-        service.create_session(request).await
-    })
-    .await
+    let params = json!({
+        "prompt": flags.prompt,
+        "agent": flags.agent,
+        "system_prompt": flags.system,
+        "max_tokens": flags.max_tokens,
+        "budget": budget,
+        "output_schema": output_schema,
+        "structured_output_retries": flags.structured.structured_output_retries,
+    });
+    stream_turn(structured, |following| owner.call_as(Operation::Create, without_nulls(params), Some(following)))
+        .await
 }
 
 /// `deputy turn`: one more turn of a stored session, streamed.
-pub async fn turn(
-    service: &LiveSessionService,
-    session_id: String,
-    prompt: String,
-    structured: StructuredArgs,
-) -> ExitCode {
+pub async fn turn(owner: &Owner, session_id: String, prompt: String, structured: StructuredArgs) -> ExitCode {
     let output_schema = match read_output_schema(&structured) {
         Ok(schema) => schema,
         Err(error) => return exit_with(&error),
     };
+    let structured_output = output_schema.is_some();
     // Without the flag, a session created with a schema still validates its answers against
     // it, and the text streams as for any session; the flag prints the validated value alone.
-    stream_turn(output_schema.is_some(), |options| async move {
-        let id = SessionId::from_string(session_id);
-        let request = TurnRequest {
-            prompt,
-            output_schema,
-            structured_output_retries: structured.structured_output_retries,
-            options,
-            ..TurnRequest::default()
-        };
-        service.start_turn(&id, request).await
+    let params = json!({
+        "session_id": session_id,
+        "prompt": prompt,
+        "output_schema": output_schema,
+        "structured_output_retries": structured.structured_output_retries,
+    });
+    stream_turn(structured_output, |following| {
+        owner.call_as(Operation::Turn, without_nulls(params), Some(following))
     })
     .await
+}
+
+/// Arguments without their `null` fields: absent, as a caller leaving a flag out means.
+fn without_nulls(mut arguments: Value) -> Value {
+    if let Value::Object(fields) = &mut arguments {
+        fields.retain(|_, value| !value.is_null());
+    }
+    arguments
 }
 
 /// The schema file of `--output-schema`, parsed; a file that cannot be read or is not JSON is
@@ -242,7 +237,7 @@ fn read_output_schema(flags: &StructuredArgs) -> Result<Option<serde_json::Value
 /// An answer that never validated exits 1 with the errors on stderr.
 async fn stream_turn<F, Fut>(structured: bool, start: F) -> ExitCode
 where
-    F: FnOnce(TurnOptions) -> Fut,
+    F: FnOnce(Following) -> Fut,
     Fut: std::future::Future<Output = Result<RunResult, SessionError>>,
 {
     let (events, mut receiver) = crate::agent::event_channel();
@@ -265,7 +260,7 @@ where
     });
     let interrupt = CancellationToken::new();
     tokio::spawn(server::cancel_on_signal(interrupt.clone()));
-    let result = start(TurnOptions { wait: None, events: Some(events), cancel: Some(interrupt) }).await;
+    let result = start(Following { events, cancel: interrupt }).await;
     let _ = printer.await;
     match result {
         Ok(result) => {
@@ -311,16 +306,19 @@ where
 /// `deputy send`: prints the message id and how it was taken in. A turn the message started
 /// (host mode) runs in this process, so the command waits for it, then for any turn that
 /// follows from mail, before it exits.
-pub async fn send(service: &LiveSessionService, session_id: String, request: SendRequest) -> ExitCode {
-    let id = SessionId::from_string(session_id);
-    let sent = match service.send(&id, request).await {
+pub async fn send(owner: &Owner, params: wire::SessionSendParams) -> ExitCode {
+    let sent: SendResult = match owner.call_as(Operation::Send, to_value(&params), None).await {
         Ok(sent) => sent,
         Err(error) => return exit_with(&error),
     };
     let line = format!("{} {}\n", sent.message_id, sent.delivered.as_str());
     // stdout closed early (a pipe) loses only the echo; the message is taken in.
     let _ = std::io::stdout().write_all(line.as_bytes());
-    if sent.delivered == Delivery::StartedTurn {
+    // A background server runs the turn whatever this process does; one started here must
+    // finish before the process exits.
+    if sent.delivered == Delivery::StartedTurn
+        && let Some(service) = owner.here()
+    {
         if let Err(error) = service.read(&sent.session_id, Some(MAX_WAIT)).await {
             return exit_with(&error);
         }
@@ -332,7 +330,7 @@ pub async fn send(service: &LiveSessionService, session_id: String, request: Sen
 /// How long `deputy send` lets turns started by mail go on after the first one ended.
 const SEND_DRAIN: Duration = Duration::from_secs(60);
 
-pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) -> ExitCode {
+pub async fn sessions(owner: &Owner, command: SessionsCommand) -> ExitCode {
     let outcome = match command {
         SessionsCommand::List { all, cursor, offset, limit, parent, root, json } => {
             let params = wire::SessionListParams {
@@ -343,33 +341,33 @@ pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) ->
                 parent_id: parent.map(SessionId::from_string),
                 root_id: root.map(SessionId::from_string),
             };
-            match params.into_query() {
-                Ok(query) => service
-                    .list(query)
-                    .await
-                    .map(|list| if json { to_json(&list) } else { render::session_list(&list) }),
-                Err(error) => Err(error),
-            }
+            owner
+                .call_as::<SessionList>(Operation::List, to_value(&params), None)
+                .await
+                .map(|list| if json { to_json(&list) } else { render::session_list(&list) })
         }
         SessionsCommand::Show { session_id, json } => {
             // Two calls: the view (state, billing) and the conversation are separate reads of
             // the service, and no single call returns both.
-            let id = SessionId::from_string(session_id);
-            match (service.read(&id, None).await, service.history(&id).await) {
+            let id = json!({"session_id": session_id});
+            let view = owner.call_as::<SessionView>(Operation::Read, id.clone(), None).await;
+            let history = owner.call_as::<SessionHistory>(Operation::Messages, id, None).await;
+            match (view, history) {
                 (Ok(view), Ok(history)) if json => {
-                    Ok(to_json(&serde_json::json!({"session": view, "messages": history.messages})))
+                    Ok(to_json(&json!({"session": view, "messages": history.messages})))
                 }
                 (Ok(view), Ok(history)) => Ok(render::session(&view, &history.messages)),
                 (Err(error), _) | (_, Err(error)) => Err(error),
             }
         }
-        SessionsCommand::Archive { session_id } => {
-            let id = SessionId::from_string(session_id);
-            service.archive(&id).await.map(|archived| format!("archived {}\n", archived.session_id))
-        }
-        SessionsCommand::Compact { session_id } => {
-            let id = SessionId::from_string(session_id);
-            service.compact(&id).await.map(|done| {
+        SessionsCommand::Archive { session_id } => owner
+            .call_as::<ArchiveResult>(Operation::Archive, json!({"session_id": session_id}), None)
+            .await
+            .map(|archived| format!("archived {}\n", archived.session_id)),
+        SessionsCommand::Compact { session_id } => owner
+            .call_as::<CompactResult>(Operation::Compact, json!({"session_id": session_id}), None)
+            .await
+            .map(|done| {
                 format!(
                     "{} {}: about {} → {} tokens (summarized: {}, tool outputs pruned: {})\n",
                     if done.compacted { "compacted" } else { "nothing to compact in" },
@@ -379,32 +377,35 @@ pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) ->
                     done.summarized,
                     done.pruned_results
                 )
-            })
-        }
+            }),
         SessionsCommand::ToolOutput { session_id, tool_use_id } => {
-            let id = SessionId::from_string(session_id);
-            service.tool_output(&id, &tool_use_id).await.map(|output| output.content)
+            let params = json!({"session_id": session_id, "tool_use_id": tool_use_id});
+            owner
+                .call_as::<ToolOutputResult>(Operation::ToolOutput, params, None)
+                .await
+                .map(|output| output.content)
         }
         SessionsCommand::Fork { session_id, at_turn } => {
-            let id = SessionId::from_string(session_id);
-            service.fork(&id, at_turn).await.map(|fork| {
+            let params = json!({"session_id": session_id, "at_turn": at_turn});
+            owner.call_as::<SessionView>(Operation::Fork, params, None).await.map(|fork| {
                 let origin = fork.state.forked_from.as_ref().map_or(0, |origin| origin.turn);
-                format!("forked {id} at turn {origin} into {}\n", fork.session_id)
+                format!("forked {session_id} at turn {origin} into {}\n", fork.session_id)
             })
         }
-        SessionsCommand::Export { session_id } => {
-            service.export(&SessionId::from_string(session_id)).await.map(|export| export.document)
-        }
+        SessionsCommand::Export { session_id } => owner
+            .call_as::<ExportResult>(Operation::Export, json!({"session_id": session_id}), None)
+            .await
+            .map(|export| export.document),
         SessionsCommand::Import { file } => match read_document(&file) {
-            Ok(document) => service
-                .import(&document)
+            Ok(document) => owner
+                .call_as::<SessionView>(Operation::Import, json!({"document": document}), None)
                 .await
                 .map(|view| format!("imported {} as {}\n", file.display(), view.session_id)),
             Err(error) => Err(error),
         },
         SessionsCommand::Rewind { session_id, to_turn } => {
-            let id = SessionId::from_string(session_id);
-            service.rewind(&id, to_turn).await.map(|done| {
+            let params = json!({"session_id": session_id, "to_turn": to_turn});
+            owner.call_as::<RewindResult>(Operation::Rewind, params, None).await.map(|done| {
                 format!(
                     "rewound {} to turn {}: {} messages dropped, {} kept\n",
                     done.session_id, done.to_turn, done.dropped_messages, done.message_count
@@ -413,6 +414,12 @@ pub async fn sessions(service: &LiveSessionService, command: SessionsCommand) ->
         }
     };
     print_outcome(outcome)
+}
+
+/// Wire params as the JSON arguments of an operation. They are plain data that always
+/// serialize.
+fn to_value<T: serde::Serialize>(params: &T) -> Value {
+    serde_json::to_value(params).unwrap_or_default()
 }
 
 /// The document an import reads: a file, or stdin for `-`; at most
@@ -446,7 +453,7 @@ fn print_outcome(outcome: Result<String, SessionError>) -> ExitCode {
 /// `deputy call OPERATION ARGUMENTS`: one operation of the table every surface shares, by its
 /// tool or method name, its result as pretty JSON. Turns wait as long as the tools' `wait_ms`
 /// says (30 s by default), like any MCP caller.
-pub async fn call(service: &LiveSessionService, name: &str, arguments: &str) -> ExitCode {
+pub async fn call(owner: &Owner, name: &str, arguments: &str) -> ExitCode {
     let Some(operation) = Operation::from_name(name) else {
         let known: Vec<&str> = Operation::ALL.iter().map(|operation| operation.tool()).collect();
         return exit_with(&SessionError::invalid(format!(
@@ -458,8 +465,7 @@ pub async fn call(service: &LiveSessionService, name: &str, arguments: &str) -> 
         Ok(arguments) => arguments,
         Err(error) => return exit_with(&SessionError::invalid(format!("{name}: arguments are not JSON: {error}"))),
     };
-    let waiting = |wait| (TurnOptions::waiting(wait), ());
-    print_outcome(operation.run(name, service, arguments, waiting).await.map(|result| to_json(&result)))
+    print_outcome(owner.call(operation, arguments, None).await.map(|result| to_json(&result)))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {
@@ -472,26 +478,20 @@ fn to_json<T: serde::Serialize>(value: &T) -> String {
 /// `openapi.json`.
 /// `deputy project`: projects one stored session, or all of them in id order, from the store's
 /// journal (see [`crate::session::projection`]).
-pub async fn project(service: &LiveSessionService, out: &Path, session: Option<String>) -> anyhow::Result<()> {
+pub async fn project(owner: &Owner, out: &Path, session: Option<String>) -> anyhow::Result<()> {
     use crate::session::projection::{Projector, prepare_root, project_session};
     prepare_root(out)?;
     let ids = match session {
         Some(id) => vec![SessionId::from_string(id)],
         None => {
             let mut ids = Vec::new();
-            let mut after = None;
+            let mut cursor: Option<String> = None;
             loop {
-                let query = crate::session::ListQuery {
-                    after: after.clone(),
-                    offset: 0,
-                    limit: Some(crate::session::MAX_PAGE),
-                    include_archived: true,
-                    ..crate::session::ListQuery::default()
-                };
-                let page = service.list(query).await?;
-                after = page.sessions.last().map(|summary| summary.list_position());
+                let params = json!({"cursor": cursor, "limit": crate::session::MAX_PAGE, "include_archived": true});
+                let page: SessionList = owner.call_as(Operation::List, params, None).await?;
                 ids.extend(page.sessions.into_iter().map(|summary| summary.session_id));
-                if page.next_cursor.is_none() || after.is_none() {
+                cursor = page.next_cursor;
+                if cursor.is_none() {
                     break;
                 }
             }
@@ -503,8 +503,9 @@ pub async fn project(service: &LiveSessionService, out: &Path, session: Option<S
     let mut events = 0;
     for id in &ids {
         let fetch = |after| async move {
-            service
-                .events(id, after, crate::model::MAX_EVENTS_PAGE)
+            let params = json!({"session_id": id, "after_seq": after, "limit": crate::model::MAX_EVENTS_PAGE});
+            owner
+                .call_as::<crate::model::EventPage>(Operation::Events, params, None)
                 .await
                 .map(|page| page.events)
                 .map_err(|err| err.to_string())

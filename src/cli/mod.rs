@@ -9,6 +9,7 @@
 mod agents;
 pub mod args;
 pub mod commands;
+pub mod owner;
 pub mod render;
 
 use std::process::ExitCode;
@@ -19,8 +20,9 @@ pub use args::{
 
 use crate::error::SessionError;
 use crate::ids::MessageId;
-use crate::server;
-use crate::session::SendRequest;
+use crate::ids::SessionId;
+use crate::surfaces::wire::SessionSendParams;
+use owner::Owner;
 
 /// Runs a parsed command line to completion.
 pub async fn run(cli: Cli) -> ExitCode {
@@ -42,41 +44,44 @@ pub async fn run(cli: Cli) -> ExitCode {
             Ok(code) => return code,
             Err(err) => Err(err),
         },
-        // The commands that run on a service answer with their own exit status.
-        Command::Run(args) => match server::live_service(&settings) {
-            Ok(service) => return commands::run_prompt(&service, args).await,
+        // The commands that run on a service answer with their own exit status; they run in
+        // this process, or in the background server that owns the store.
+        Command::Run(args) => match Owner::open(&settings, "deputy run", false) {
+            Ok(owner) => return commands::run_prompt(&owner, args).await,
             Err(err) => Err(err),
         },
         Command::Turn { session_id, prompt, structured } => {
-            match server::stored_service(&settings, "resuming a session from the command line") {
-                Ok(service) => return commands::turn(&service, session_id, prompt, structured).await,
+            match Owner::open(&settings, "resuming a session from the command line", true) {
+                Ok(owner) => return commands::turn(&owner, session_id, prompt, structured).await,
                 Err(err) => Err(err),
             }
         }
         Command::Send { session_id, message, in_reply_to, peer_group } => {
-            match server::stored_service(&settings, "deputy send") {
-                Ok(service) => {
-                    let request = SendRequest {
-                        body: message,
+            match Owner::open(&settings, "deputy send", true) {
+                Ok(owner) => {
+                    let params = SessionSendParams {
+                        session_id: SessionId::from_string(session_id),
+                        message,
                         in_reply_to: in_reply_to.map(MessageId::from_string),
                         peer_group,
-                        ..SendRequest::default()
+                        hops: None,
+                        sender: None,
                     };
-                    return commands::send(&service, session_id, request).await;
+                    return commands::send(&owner, params).await;
                 }
                 Err(err) => Err(err),
             }
         }
-        Command::Project { out, session } => match server::stored_service(&settings, "deputy project") {
-            Ok(service) => commands::project(&service, &out, session).await,
+        Command::Project { out, session } => match Owner::open(&settings, "deputy project", true) {
+            Ok(owner) => commands::project(&owner, &out, session).await,
             Err(err) => Err(err),
         },
-        Command::Sessions(command) => match server::stored_service(&settings, "deputy sessions") {
-            Ok(service) => return commands::sessions(&service, command).await,
+        Command::Sessions(command) => match Owner::open(&settings, "deputy sessions", true) {
+            Ok(owner) => return commands::sessions(&owner, command).await,
             Err(err) => Err(err),
         },
-        Command::Call { operation, arguments } => match server::stored_service(&settings, "deputy call") {
-            Ok(service) => return commands::call(&service, &operation, &arguments).await,
+        Command::Call { operation, arguments } => match Owner::open(&settings, "deputy call", true) {
+            Ok(owner) => return commands::call(&owner, &operation, &arguments).await,
             Err(err) => Err(err),
         },
     };

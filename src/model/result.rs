@@ -135,7 +135,7 @@ pub struct ArchiveResult {
 }
 
 /// A session's whole conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionHistory {
     pub session_id: SessionId,
     pub messages: Vec<Message>,

@@ -16,17 +16,36 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::http::jsonrpc::{BatchAnswers, addressed_session, answer, event_notification};
+use super::http::jsonrpc::{
+    BatchAnswers, Streamed, addressed_session, answer, answer_streaming, event_notification,
+};
 use crate::agent::event_channel;
 use crate::session::SessionService;
 
-/// Serves JSON-RPC on this process's stdin and stdout until stdin closes or `shutdown` fires.
-pub async fn serve<S: SessionService + Clone>(service: S, shutdown: CancellationToken) -> anyhow::Result<()> {
-    serve_on(service, tokio::io::stdin(), tokio::io::stdout(), shutdown).await
+/// What the turns in flight do when the input closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnClose {
+    /// They run to their end and are answered (`serve --rpc`: the client may close stdin
+    /// after its last request).
+    Finish,
+    /// They are interrupted: the client was stopped (a command on a background server's
+    /// socket, whose Ctrl-C closes the connection).
+    Interrupt,
 }
 
-/// [`serve`] on any pair of streams (tests use pipes).
-pub async fn serve_on<S, R, W>(service: S, input: R, output: W, shutdown: CancellationToken) -> anyhow::Result<()>
+/// Serves JSON-RPC on this process's stdin and stdout until stdin closes or `shutdown` fires.
+pub async fn serve<S: SessionService + Clone>(service: S, shutdown: CancellationToken) -> anyhow::Result<()> {
+    serve_on(service, tokio::io::stdin(), tokio::io::stdout(), shutdown, OnClose::Finish).await
+}
+
+/// [`serve`] on any pair of streams (a background server's socket; tests use pipes).
+pub async fn serve_on<S, R, W>(
+    service: S,
+    input: R,
+    output: W,
+    shutdown: CancellationToken,
+    on_close: OnClose,
+) -> anyhow::Result<()>
 where
     S: SessionService + Clone,
     R: tokio::io::AsyncRead + Unpin,
@@ -45,6 +64,8 @@ where
         }
     });
     let tasks = TaskTracker::new();
+    // Fired when the input closes with `OnClose::Interrupt`: every streamed turn's cancel.
+    let closed = CancellationToken::new();
     let mut lines = BufReader::new(input).lines();
     loop {
         let line = tokio::select! {
@@ -63,7 +84,7 @@ where
                 continue;
             }
         };
-        let (service, out) = (service.clone(), out.clone());
+        let (service, out, closed) = (service.clone(), out.clone(), closed.clone());
         tasks.spawn(async move {
             if let Value::Array(batch) = message {
                 let mut answers = BatchAnswers::default();
@@ -78,7 +99,7 @@ where
             }
             let session = addressed_session(&message);
             let (sender, mut events) = event_channel();
-            let call = answer(&service, message, Some(sender));
+            let call = answer_streaming(&service, message, Some(Streamed { events: sender, cancel: closed }));
             tokio::pin!(call);
             let answered = loop {
                 tokio::select! {
@@ -96,6 +117,9 @@ where
         });
     }
     tasks.close();
+    if on_close == OnClose::Interrupt {
+        closed.cancel();
+    }
     tokio::select! {
         () = tasks.wait() => {}
         () = shutdown.cancelled() => {}

@@ -206,6 +206,13 @@ pub struct SessionRewindParams {
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct SessionMessagesParams {
+    /// The session whose conversation to read.
+    pub session_id: SessionId,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SessionExportParams {
     /// The session to export.
     pub session_id: SessionId,
@@ -317,6 +324,38 @@ impl From<&SessionError> for ErrorBody {
             message: error.to_string(),
             session_id: error.session_id().cloned(),
             error_kind: error.kind(),
+        }
+    }
+}
+
+/// An error another deputy answered (the background server that owns a store), back as the
+/// error it was there: the same code, session and message (the variants whose message deputy
+/// composes are composed again from the numbers in it).
+impl From<ErrorBody> for SessionError {
+    fn from(body: ErrorBody) -> Self {
+        let ErrorBody { code, message, session_id, error_kind } = body;
+        let id = || session_id.clone().unwrap_or_else(|| SessionId::from_string(""));
+        let numbers: Vec<usize> =
+            message.split(|c: char| !c.is_ascii_digit()).filter_map(|digits| digits.parse().ok()).collect();
+        let number = |at: usize| numbers.get(at).copied().unwrap_or_default();
+        match code.as_str() {
+            "SESSION_NOT_FOUND" => Self::NotFound { session_id: id(), message },
+            "SESSION_BUSY" => Self::Busy(id()),
+            "SESSION_NOT_RUNNING" => Self::NotRunning(id()),
+            "SESSION_PERSISTENCE_DISABLED" => Self::PersistenceDisabled(message),
+            "SESSION_COMPACTION_DISABLED" => Self::CompactionDisabled(message),
+            "SESSION_STORE_ERROR" => {
+                Self::store(message.strip_prefix("session store: ").map(str::to_owned).unwrap_or(message))
+            }
+            "SESSION_INBOX_FULL" if message.starts_with("the sessions of this owner") => {
+                Self::MailQuotaFull { session_id: id(), held: number(0), limit: number(1) }
+            }
+            "SESSION_INBOX_FULL" => {
+                Self::InboxFull { session_id: id(), capacity: number(numbers.len().saturating_sub(1)) }
+            }
+            "POLICY_DENIED" => Self::PolicyDenied(message),
+            "AGENT_ERROR" => Self::Agent { session_id, kind: error_kind.unwrap_or(ErrorKind::Internal), message },
+            _ => Self::InvalidRequest(message),
         }
     }
 }

@@ -558,3 +558,87 @@ async fn each_client_lists_the_skills_of_its_own_config_home() {
     first.stop().await;
     second.stop().await;
 }
+
+/// Issue 28: with a stdio client's background server owning the store, the other commands on
+/// that store run in that server instead of being refused: they see the client's sessions, and
+/// the client sees theirs. A turn streams as in-process and Ctrl-C interrupts it there;
+/// `background stop` still stops everything.
+#[tokio::test]
+async fn commands_on_a_store_the_background_server_owns_run_there() {
+    let bg = Background::new().await;
+    let who = bg.who();
+    let client = bg.client(&who, &[]).await;
+    let server = bg.server_pid();
+    bg.mock.push(MockResponse::sse(anthropic::text(&["A1"])));
+    let id = id_of(&client.ok("session_create", json!({"prompt": "one"})).await);
+
+    let run = |args: &[&str]| {
+        let mut command = bg.command(&who, args);
+        async move {
+            let output = tokio::time::timeout(LIMIT, command.output()).await.expect("the command ends").unwrap();
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            );
+            (output.status.code(), stdout, stderr)
+        }
+    };
+    let id_arg = id.as_str();
+
+    let (code, stdout, stderr) = run(&["sessions", "list", "--json"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let listed: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(listed["sessions"][0]["session_id"], json!(id));
+
+    bg.mock.push(MockResponse::sse(anthropic::text(&["A", "2"])));
+    let (code, stdout, stderr) = run(&["turn", id_arg, "two"]).await;
+    assert_eq!((code, stdout.as_str()), (Some(0), "A2\n"), "{stderr}");
+    assert!(stderr.contains(&format!("session {id}")), "{stderr}");
+    let seen = client.ok("session_read", json!({"session_id": id})).await;
+    assert_eq!(seen["state"]["turns"], 2, "the stdio client sees the command's turn");
+
+    let (code, stdout, stderr) = run(&["sessions", "show", id_arg]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("one") && stdout.contains("A2"), "{stdout}");
+    let (code, stdout, stderr) = run(&["send", id_arg, "a note"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.trim_end().ends_with(" queued"), "{stdout}");
+    let (code, stdout, stderr) = run(&["sessions", "fork", id_arg, "--at-turn", "1"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with(&format!("forked {id} at turn 1 into ")), "{stdout}");
+    let out = bg.home.path().join("projection");
+    let (code, _, stderr) = run(&["project", "--out", out.to_str().unwrap()]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("of 2 sessions"), "{stderr}");
+    let (code, _, stderr) = run(&["agents", "list"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = run(&["sessions", "show", "no-such-session"]).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("SESSION_NOT_FOUND"), "{stderr}");
+
+    bg.mock.push(MockResponse::sse(anthropic::text(&["ran"])));
+    let (code, stdout, stderr) = run(&["run", "a new one"]).await;
+    assert_eq!((code, stdout.as_str()), (Some(0), "ran\n"), "{stderr}");
+    assert_eq!(client.ok("session_list", json!({})).await["total"], 3);
+
+    // Ctrl-C interrupts the turn in the server, which ends it `cancelled`, as in-process.
+    let gate = bg.mock.push_held(MockResponse::sse(anthropic::text(&["never", " seen"])), 1);
+    let requests = bg.mock.requests().len();
+    let mut turn = bg.command(&who, &["turn", id_arg, "a long one"]);
+    let turn = turn.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    bg.mock.wait_for_requests(requests + 1).await;
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(turn.id().unwrap() as libc::pid_t, libc::SIGINT) };
+    let output = tokio::time::timeout(LIMIT, turn.wait_with_output()).await.expect("the command ends").unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let view = client.ok("session_read", json!({"session_id": id, "wait_ms": 10000})).await;
+    assert_eq!(view["state"]["last_turn"]["status"], "cancelled", "{view}");
+    gate.open();
+
+    let (code, _, stderr) = run(&["background", "stop"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    wait_gone(server, LIMIT).await;
+    drop(client);
+}

@@ -302,7 +302,7 @@ pub async fn answer<S: SessionService>(service: &S, message: Value, events: Opti
 }
 
 /// [`answer`], with the caller's cancellation of a streamed turn.
-async fn answer_streaming<S: SessionService>(
+pub async fn answer_streaming<S: SessionService>(
     service: &S,
     message: Value,
     events: Option<Streamed>,

@@ -200,7 +200,7 @@ fn responses(route: &Route) -> Value {
                 json!({"description": route.rest.answer, "content": {JSONL: {"schema": {"type": "string"}}}}),
             );
         }
-        Action::Body(_) | Action::Import | Action::Call(_) | Action::History | Action::Document => {
+        Action::Body(_) | Action::Import | Action::Call(_) | Action::Document => {
             all.insert(route.success_status().to_string(), result(route.rest.answer));
         }
         Action::Events => {

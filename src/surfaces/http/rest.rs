@@ -103,12 +103,6 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
                 import(services.for_caller(&caller), body)
             },
         ),
-        Action::History => on(
-            method,
-            |services: State<Arc<P>>, caller: Extension<Caller>, id: Result<Path<String>, PathRejection>| {
-                history(services.for_caller(&caller), id)
-            },
-        ),
         Action::Document => on(method, openapi_document),
     }
 }
@@ -275,12 +269,6 @@ async fn import<S: SessionService>(service: S, body: Result<String, StringReject
     let view = service.import(&document).await?;
     let location = format!("/v1/sessions/{}", view.session_id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(view)).into_response())
-}
-
-/// The conversation: the one REST route that no MCP tool or JSON-RPC method shares.
-async fn history<S: SessionService>(service: S, id: Result<Path<String>, PathRejection>) -> Answer {
-    let Path(id) = id?;
-    Ok(Json(service.history(&SessionId::from_string(id)).await?).into_response())
 }
 
 /// A parsed query as JSON arguments. The query types are structs of optional scalars, which

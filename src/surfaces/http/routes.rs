@@ -8,7 +8,6 @@
 
 use std::sync::LazyLock;
 
-use crate::error::ErrorCode::{SessionNotFound, SessionStoreError};
 pub use crate::surfaces::operation::{Method, QueryParams};
 use crate::surfaces::operation::{Operation, RestRoute};
 
@@ -41,8 +40,6 @@ pub enum Action {
     Export,
     /// `import`: the body is the document itself (`application/jsonl`): 201 and `Location`.
     Import,
-    /// `history`, the whole conversation: REST only (no MCP tool or JSON-RPC method).
-    History,
     /// The OpenAPI document itself.
     Document,
 }
@@ -70,37 +67,21 @@ pub const PATH_PARAMETERS: &[PathParameter] = &[
 pub static ROUTES: LazyLock<Vec<Route>> =
     LazyLock::new(|| Operation::ALL.into_iter().map(Route::of).chain(REST_ONLY.iter().cloned()).collect());
 
-/// The routes no MCP tool or JSON-RPC method shares.
-const REST_ONLY: &[Route] = &[
-    Route {
-        action: Action::History,
-        rest: RestRoute {
-            method: Method::Get,
-            path: "/v1/sessions/{id}/messages",
-            query: None,
-            operation_id: "readMessages",
-            summary: "A session's whole conversation",
-            description: Some("Waits for a running turn to end."),
-            result: Some("SessionHistory"),
-            answer: "The messages, oldest first.",
-            errors: &[SessionNotFound, SessionStoreError],
-        },
+/// The route no MCP tool or JSON-RPC method shares.
+const REST_ONLY: &[Route] = &[Route {
+    action: Action::Document,
+    rest: RestRoute {
+        method: Method::Get,
+        path: "/v1/openapi.json",
+        query: None,
+        operation_id: "openapi",
+        summary: "This document",
+        description: None,
+        result: None,
+        answer: "The OpenAPI document.",
+        errors: &[],
     },
-    Route {
-        action: Action::Document,
-        rest: RestRoute {
-            method: Method::Get,
-            path: "/v1/openapi.json",
-            query: None,
-            operation_id: "openapi",
-            summary: "This document",
-            description: None,
-            result: None,
-            answer: "The OpenAPI document.",
-            errors: &[],
-        },
-    },
-];
+}];
 
 impl Route {
     /// An operation's route, from its row of the table. The operations with a body or a stream
@@ -127,7 +108,7 @@ impl Route {
     pub fn has_body(&self) -> bool {
         match self.action {
             Action::Create | Action::Turn | Action::Body(_) | Action::Import => true,
-            Action::Call(_) | Action::Events | Action::Export | Action::History | Action::Document => false,
+            Action::Call(_) | Action::Events | Action::Export | Action::Document => false,
         }
     }
 
@@ -140,12 +121,7 @@ impl Route {
             Action::Body(Operation::Fork) => "SessionForkBody",
             Action::Body(Operation::Rewind) => "SessionRewindBody",
             Action::Body(_) => "SessionSendBody",
-            Action::Call(_)
-            | Action::Events
-            | Action::Export
-            | Action::Import
-            | Action::History
-            | Action::Document => {
+            Action::Call(_) | Action::Events | Action::Export | Action::Import | Action::Document => {
                 return None;
             }
         })
@@ -201,7 +177,7 @@ mod tests {
                 Action::Events => operation == Operation::Events,
                 Action::Export => operation == Operation::Export,
                 Action::Import => operation == Operation::Import,
-                Action::History | Action::Document => false,
+                Action::Document => false,
             });
             assert!(routed, "{} has no REST route", operation.tool());
         }

@@ -43,6 +43,7 @@ pub enum Operation {
     Rewind,
     Export,
     Import,
+    Messages,
 }
 
 /// One operation's row of the table: everything the surfaces say of it.
@@ -145,6 +146,7 @@ impl Operation {
         Self::Rewind,
         Self::Export,
         Self::Import,
+        Self::Messages,
     ];
 
     /// The operation's row.
@@ -255,6 +257,10 @@ impl Operation {
             Self::Import => {
                 let params: wire::SessionImportParams = wire::parse_params(name, arguments)?;
                 json(service.import(&params.document).await)
+            }
+            Self::Messages => {
+                let params: wire::SessionMessagesParams = wire::parse_params(name, arguments)?;
+                json(service.history(&params.session_id).await)
             }
         }
     }

@@ -7,8 +7,8 @@ use crate::error::ErrorCode::{
 };
 use crate::model::inbox::SendResult;
 use crate::model::{
-    ArchiveResult, CompactResult, EventPage, ExportResult, InterruptResult, RewindResult, RunResult, SessionList,
-    SessionView, ToolOutputResult,
+    ArchiveResult, CompactResult, EventPage, ExportResult, InterruptResult, RewindResult, RunResult,
+    SessionHistory, SessionList, SessionView, ToolOutputResult,
 };
 use crate::profiles::{AgentDetail, AgentList};
 use crate::surfaces::wire;
@@ -403,6 +403,29 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             result: Some("SessionView"),
             answer: "The new session, idle; `Location` names it.",
             errors: &[InvalidRequest, AgentError, SessionPersistenceDisabled, SessionStoreError, PolicyDenied],
+        },
+    },
+    Spec {
+        tool: "session_messages",
+        method: "session/messages",
+        read_only: true,
+        mcp_tool: false,
+        description: "A session's whole conversation, oldest message first (waits for a running turn).",
+        input_schema: input_schema::<wire::SessionMessagesParams>,
+        output_schema: output_schema::<SessionHistory>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/sessions/{id}/messages",
+            query: None,
+            operation_id: "readMessages",
+            summary: "A session's whole conversation",
+            description: Some(
+                "Waits for a running turn to end. MCP clients read it as the resource \
+                 `deputy://sessions/{id}/transcript` (Markdown).",
+            ),
+            result: Some("SessionHistory"),
+            answer: "The messages, oldest first.",
+            errors: &[SessionNotFound, SessionStoreError, PolicyDenied],
         },
     },
 ];

@@ -273,11 +273,16 @@ impl Owners {
     /// From the token table: `(subject, scopes)` per token; a subject's scopes are the union
     /// of its tokens'.
     pub fn new<'a>(tokens: impl IntoIterator<Item = (&'a str, &'a [Scope])>) -> Self {
-        let mut scopes: BTreeMap<Arc<str>, BTreeSet<Scope>> = BTreeMap::new();
+        let mut owners = Self { scopes: BTreeMap::new() };
+        owners.admit(tokens);
+        owners
+    }
+
+    /// Adds the subjects and scopes of more tokens (a subject's scopes stay the union).
+    pub fn admit<'a>(&mut self, tokens: impl IntoIterator<Item = (&'a str, &'a [Scope])>) {
         for (subject, granted) in tokens {
-            scopes.entry(subject.into()).or_default().extend(granted.iter().copied());
+            self.scopes.entry(subject.into()).or_default().extend(granted.iter().copied());
         }
-        Self { scopes }
     }
 
     /// `owner` as a caller now, and the surface whose defaults apply to it; `None`: no token

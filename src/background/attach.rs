@@ -81,6 +81,38 @@ pub fn connect_rpc(settings: &Settings) -> anyhow::Result<Option<UnixStream>> {
     }
 }
 
+/// `serve --http` on a store whose background server runs: asks that server to listen with
+/// `flags` (and this client's context) for as long as the returned connection stays open;
+/// `None` when no server answers (this process then owns the store itself).
+pub fn listen_through(
+    settings: &Settings,
+    flags: &crate::surfaces::http::HttpFlags,
+) -> anyhow::Result<Option<UnixStream>> {
+    let env = Environment::from_process();
+    let location = Location::for_store(&canonical_store(settings, &env)?, &env)?;
+    let context = client_context(settings, &env)?;
+    let hello =
+        Hello { deputy: PROTOCOL, version: version(), request: Request::Http { context, flags: flags.clone() } };
+    match request(&location.socket, &hello)? {
+        Some((stream, answer)) if answer.ok => {
+            tracing::info!(
+                address = %flags.bind,
+                store = %location.store.display(),
+                log = %location.log_file.display(),
+                "the store's background server listens on HTTP for this command (until it is stopped)"
+            );
+            Ok(Some(stream))
+        }
+        Some((_, answer)) => {
+            anyhow::bail!(
+                "{}",
+                answer.error.unwrap_or_else(|| "the background server refused to listen".to_owned())
+            )
+        }
+        None => Ok(None),
+    }
+}
+
 /// The variables that say where a client's configuration is (`$XDG_CONFIG_HOME`, else
 /// `~/.config`): paths, not credentials, handed over so the server resolves the default
 /// `[skills]` directory as this client would.

@@ -38,6 +38,9 @@ pub enum Request {
     /// `turn`, `project`, …) reaches a store this server owns. Its turns are interrupted when
     /// the connection closes (the command was stopped).
     Rpc(ClientContext),
+    /// Listen on HTTP too (`serve --http` on this server's store), with this client's context
+    /// and flags, for as long as this connection stays open.
+    Http { context: ClientContext, flags: crate::surfaces::http::HttpFlags },
     /// Answer [`ServerStatus`] and close.
     Status,
     /// Drain and exit; the connection closes when the server has.

@@ -28,8 +28,9 @@ use super::location::{Location, check_private_dir};
 use super::os::current_uid;
 use crate::caller::Caller;
 use crate::config::{AppState, Environment, Settings, agent_factory, load_config_file};
+use crate::policy::Surface;
 use crate::server::{Contexts, cancel_on_signal, drain_and_stop, long_running_service};
-use crate::session::{LiveSessionService, ScopedService};
+use crate::session::{LiveSessionService, PerCaller, ScopedService};
 use crate::store::StoreError;
 use crate::surfaces::mcp::McpServer;
 use crate::tools::mcp::McpFactory;
@@ -235,6 +236,7 @@ async fn serve_connection(host: &Host, stream: UnixStream) {
         }
         Request::Attach(context) => attach(host, context, hello.version, reader, write).await,
         Request::Rpc(context) => rpc(host, context, reader, write).await,
+        Request::Http { context, flags } => http(host, context, flags, reader, write).await,
     }
 }
 
@@ -302,6 +304,52 @@ async fn rpc(
     }
 }
 
+/// Listens on HTTP for a `serve --http` on this server's store, with its context, flags and
+/// config file's tokens, until its connection closes (or the server stops): HTTP callers then
+/// share the live sessions of every attached client. The tokens' subjects join the table that
+/// decides whose resumed sessions may run (G5).
+async fn http(
+    host: &Host,
+    context: ClientContext,
+    flags: crate::surfaces::http::HttpFlags,
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) {
+    let loaded = client_factory_and_tokens(context, host.mcp.clone());
+    let (factory, tokens) = match loaded {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            let _ = write.write_all(&encode(&Answer::refused(format!("{err:#}")))).await;
+            return;
+        }
+    };
+    let mut config = flags.config();
+    config.tokens.extend(tokens);
+    let listener = match crate::surfaces::http::bind(&config).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            let _ = write.write_all(&encode(&Answer::refused(format!("{err:#}")))).await;
+            return;
+        }
+    };
+    if write.write_all(&encode(&Answer::ok())).await.is_err() {
+        return;
+    }
+    host.service.admit_owners(config.tokens.iter().map(|token| (token.subject.as_str(), token.scopes.as_slice())));
+    let stop = host.shutdown.child_token();
+    let closed = stop.clone();
+    tokio::spawn(async move {
+        // The command sends nothing more: its end of file (or its death) ends the listener.
+        let _ = tokio::io::copy(&mut reader, &mut tokio::io::sink()).await;
+        closed.cancel();
+    });
+    let services = Arc::new(PerCaller::with_factory(host.service.clone(), Arc::new(factory), Surface::Http));
+    if let Err(err) = crate::surfaces::http::serve_bound(services, config, listener, stop).await {
+        tracing::warn!("the HTTP listener failed: {err:#}");
+    }
+    drop(write);
+}
+
 /// The service of a client with `context`, once it is told it was accepted; `None` (and the
 /// client told why) when its context does not load.
 async fn accept(
@@ -327,6 +375,14 @@ async fn accept(
 /// The agent factory of one client: its workspace, default model, config file and provider
 /// variables, over the server's one MCP server pool.
 fn client_factory(context: ClientContext, mcp: Arc<McpFactory>) -> anyhow::Result<crate::agent::AgentFactory> {
+    Ok(client_factory_and_tokens(context, mcp)?.0)
+}
+
+/// [`client_factory`], and the tokens of the client's config file (`[[auth.tokens]]`).
+fn client_factory_and_tokens(
+    context: ClientContext,
+    mcp: Arc<McpFactory>,
+) -> anyhow::Result<(crate::agent::AgentFactory, Vec<crate::config::AccessToken>)> {
     let settings = Settings {
         model: context.model,
         config: context.config,
@@ -337,5 +393,6 @@ fn client_factory(context: ClientContext, mcp: Arc<McpFactory>) -> anyhow::Resul
     };
     let env = Environment::from_map(context.env);
     let config = load_config_file(&settings, &env)?;
-    agent_factory(&settings, &env, &config, mcp)
+    let tokens = config.auth.resolve(&env)?;
+    Ok((agent_factory(&settings, &env, &config, mcp)?, tokens))
 }

@@ -28,7 +28,7 @@ use crate::model::{
 };
 use crate::server::{self, Surface};
 use crate::session::{MAX_WAIT, RunResult, SessionService, TurnStatus};
-use crate::surfaces::http::HttpConfig;
+use crate::surfaces::http::HttpFlags;
 use crate::surfaces::operation::Operation;
 use crate::surfaces::{schemas, wire};
 
@@ -57,27 +57,53 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
     }
     let surface = match args.http {
         Some(bind) => {
-            let mut config = HttpConfig::new(bind);
-            config.token = args.token.filter(|token| !token.is_empty());
-            config.allowed_hosts.extend(args.allowed_hosts);
-            config.allowed_origins.extend(args.allowed_origins);
-            config.max_body_bytes = args.max_body_bytes;
-            config.limits.max_connections = args.max_connections;
-            config.limits.header_read_timeout = Duration::from_secs(args.header_read_timeout_secs.max(1));
-            config.max_mcp_sessions = args.max_mcp_sessions;
-            config.max_mcp_sessions_per_subject = args.max_mcp_sessions_per_subject.max(1);
-            config.max_requests_per_subject =
-                args.max_requests_per_subject.unwrap_or(args.max_connections / 2).max(1);
-            config.follows = crate::surfaces::http::follow::FollowLimits {
-                per_subject: args.max_follows_per_subject.max(1),
-                max_duration: Duration::from_secs(args.max_follow_secs.max(1)),
+            let flags = HttpFlags {
+                bind,
+                token: args.token,
+                allowed_hosts: args.allowed_hosts,
+                allowed_origins: args.allowed_origins,
+                max_body_bytes: args.max_body_bytes,
+                max_connections: args.max_connections,
+                header_read_timeout_secs: args.header_read_timeout_secs,
+                max_mcp_sessions: args.max_mcp_sessions,
+                max_mcp_sessions_per_subject: args.max_mcp_sessions_per_subject,
+                max_requests_per_subject: args.max_requests_per_subject,
+                max_follows_per_subject: args.max_follows_per_subject,
+                max_follow_secs: args.max_follow_secs,
             };
-            Surface::Http(Box::new(config))
+            // A store a background server owns: that server listens in this one's place.
+            if !args.no_daemon && !settings.ephemeral && cfg!(feature = "session-store") {
+                let through = tokio::task::block_in_place(|| background::attach::listen_through(settings, &flags))?;
+                if let Some(listening) = through {
+                    return wait_listening(listening).await;
+                }
+            }
+            Surface::Http(Box::new(flags.config()))
         }
         None if args.rpc => Surface::Rpc,
         None => Surface::Stdio,
     };
     server::serve(settings, surface, Duration::from_secs(args.drain_timeout_secs)).await
+}
+
+/// `serve --http` whose background server listens in its place: until SIGINT or SIGTERM (then
+/// the server stops listening, and serves its other clients on), or until the server stops.
+async fn wait_listening(listening: std::os::unix::net::UnixStream) -> anyhow::Result<()> {
+    let stop = CancellationToken::new();
+    tokio::spawn(server::cancel_on_signal(stop.clone()));
+    let watched = listening.try_clone()?;
+    let mut ended = tokio::task::spawn_blocking(move || {
+        // The server writes nothing more; end of file is the server stopping.
+        let _ = std::io::copy(&mut &watched, &mut std::io::sink());
+    });
+    tokio::select! {
+        () = stop.cancelled() => {
+            let _ = listening.shutdown(std::net::Shutdown::Both);
+            let _ = ended.await;
+            Ok(())
+        }
+        _ = &mut ended => anyhow::bail!("the background server stopped, and with it this HTTP listener"),
+    }
 }
 
 /// The settings with `serve`'s bounds of the live set, which override the config file's.

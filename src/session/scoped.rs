@@ -94,6 +94,12 @@ impl PerCaller {
         let factory = inner.factory();
         Self { inner, factory, surface }
     }
+
+    /// Views of `inner` whose agents `factory` builds: the background server's HTTP listener,
+    /// with the configuration of the `serve --http` that asked for it.
+    pub fn with_factory(inner: Arc<LiveSessionService>, factory: Arc<AgentFactory>, surface: Surface) -> Self {
+        Self { inner, factory, surface }
+    }
 }
 
 impl CallerServices for PerCaller {

@@ -642,3 +642,54 @@ async fn commands_on_a_store_the_background_server_owns_run_there() {
     wait_gone(server, LIMIT).await;
     drop(client);
 }
+
+/// Issue 28: `deputy serve --http` on a store a stdio client's background server owns asks
+/// that server to listen on HTTP as well: HTTP callers and the stdio client share one live set
+/// of sessions, and stopping `serve --http` stops only the listener.
+#[tokio::test]
+async fn serve_http_on_a_store_the_background_server_owns_listens_through_it() {
+    const TOKEN: &str = "a-token-of-the-local-user-0123";
+    let bg = Background::new().await;
+    let who = bg.who();
+    let client = bg.client(&who, &[]).await;
+    bg.mock.push(MockResponse::sse(anthropic::text(&["A1"])));
+    let id = id_of(&client.ok("session_create", json!({"prompt": "one"})).await);
+
+    let port = crate::common::http_deputy::free_port();
+    let address = format!("127.0.0.1:{port}");
+    let mut serve = bg.command(&who, &["serve", "--http", &address, "--token", TOKEN]);
+    let serve = serve.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = |path: &str| format!("http://{address}{path}");
+    let deadline = Instant::now() + LIMIT;
+    while http.get(url("/healthz")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the HTTP listener never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let listed: Value =
+        http.get(url("/v1/sessions")).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["sessions"][0]["session_id"], json!(id), "{listed}");
+    bg.mock.push(MockResponse::sse(anthropic::text(&["over HTTP"])));
+    let turn =
+        http.post(url(&format!("/v1/sessions/{id}/turns"))).bearer_auth(TOKEN).json(&json!({"prompt": "two"}));
+    let turn: Value = turn.send().await.unwrap().json().await.unwrap();
+    assert_eq!(turn["text"], "over HTTP", "{turn}");
+    bg.mock.push(MockResponse::sse(anthropic::text(&["over stdio"])));
+    let turn = client.ok("session_turn", json!({"session_id": id, "prompt": "three"})).await;
+    assert_eq!((turn["text"].as_str(), turn["turn"].as_u64()), (Some("over stdio"), Some(3)));
+
+    // SIGINT stops the listener, not the server: the stdio client goes on.
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(serve.id().unwrap() as libc::pid_t, libc::SIGINT) };
+    let output = tokio::time::timeout(LIMIT, serve.wait_with_output()).await.expect("serve --http ends").unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let deadline = Instant::now() + LIMIT;
+    while http.get(url("/healthz")).send().await.is_ok() {
+        assert!(Instant::now() < deadline, "the HTTP listener still answers");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let view = client.ok("session_read", json!({"session_id": id})).await;
+    assert_eq!(view["state"]["turns"], 3);
+    client.stop().await;
+}

@@ -215,7 +215,8 @@ impl LiveSessionService {
         id: &SessionId,
     ) -> Result<Option<Grants>, SessionError> {
         let Some(owners) = &self.owners else { return Ok(None) };
-        match owners.caller(owner) {
+        let now = owners.read().unwrap_or_else(PoisonError::into_inner).caller(owner);
+        match now {
             Some((caller, surface)) if caller.uses_sessions() => Ok(Some(factory.grants(&caller, surface))),
             _ => {
                 tracing::info!(target: "deputy::audit", subject = %owner, session_id = %id, what = "policy_refusal", refused = "sessions", "refused: the owner may no longer use sessions");

@@ -78,7 +78,7 @@ pub struct LiveSessionService {
     followed: std::sync::Mutex<delegation::Followed>,
     /// The owners of stored sessions as callers now: a resumed session gets its owner's
     /// grants (G5). `None` (tests, embedders): the grants of whoever resumes it.
-    owners: Option<Arc<Owners>>,
+    owners: Option<RwLock<Owners>>,
     /// Each owner's waiting mail across its live sessions (G12); an owner with no live
     /// session has none.
     mail_quotas: std::sync::Mutex<HashMap<String, Weak<MailQuota>>>,
@@ -120,8 +120,16 @@ impl LiveSessionService {
     /// The same service resuming stored sessions with their owners' grants as of now
     /// (security review G5), from the process's token table.
     pub fn with_owners(mut self, owners: Owners) -> Self {
-        self.owners = Some(Arc::new(owners));
+        self.owners = Some(RwLock::new(owners));
         self
+    }
+
+    /// Adds subjects and scopes to the owners' table: the tokens of an HTTP listener the
+    /// service gained (the background server's), whose callers' sessions must resume too.
+    pub fn admit_owners<'a>(&self, tokens: impl IntoIterator<Item = (&'a str, &'a [crate::policy::Scope])>) {
+        if let Some(owners) = &self.owners {
+            owners.write().unwrap_or_else(std::sync::PoisonError::into_inner).admit(tokens);
+        }
     }
 
     /// The same service with peers on other deputy servers.

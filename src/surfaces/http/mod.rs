@@ -67,6 +67,55 @@ pub struct HttpConfig {
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// What `serve --http` says of its listener, as plain data: the flags, before the config
+/// file's tokens join them. A `serve --http` on a store whose background server runs hands
+/// them to that server, which listens in its place.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub struct HttpFlags {
+    pub bind: SocketAddr,
+    pub token: Option<String>,
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+    pub max_body_bytes: usize,
+    pub max_connections: usize,
+    pub header_read_timeout_secs: u64,
+    pub max_mcp_sessions: usize,
+    pub max_mcp_sessions_per_subject: usize,
+    /// `None`: half of `max_connections`.
+    pub max_requests_per_subject: Option<usize>,
+    pub max_follows_per_subject: usize,
+    pub max_follow_secs: u64,
+}
+
+/// Never prints the token.
+impl std::fmt::Debug for HttpFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpFlags").field("bind", &self.bind).field("token", &self.token.is_some()).finish()
+    }
+}
+
+impl HttpFlags {
+    /// The listener's configuration; the config file's `[[auth.tokens]]` are added by whoever
+    /// read the file.
+    pub fn config(self) -> HttpConfig {
+        let mut config = HttpConfig::new(self.bind);
+        config.token = self.token.filter(|token| !token.is_empty());
+        config.allowed_hosts.extend(self.allowed_hosts);
+        config.allowed_origins.extend(self.allowed_origins);
+        config.max_body_bytes = self.max_body_bytes;
+        config.limits.max_connections = self.max_connections;
+        config.limits.header_read_timeout = std::time::Duration::from_secs(self.header_read_timeout_secs.max(1));
+        config.max_mcp_sessions = self.max_mcp_sessions;
+        config.max_mcp_sessions_per_subject = self.max_mcp_sessions_per_subject.max(1);
+        config.max_requests_per_subject = self.max_requests_per_subject.unwrap_or(self.max_connections / 2).max(1);
+        config.follows = follow::FollowLimits {
+            per_subject: self.max_follows_per_subject.max(1),
+            max_duration: std::time::Duration::from_secs(self.max_follow_secs.max(1)),
+        };
+        config
+    }
+}
+
 impl HttpConfig {
     pub fn new(bind: SocketAddr) -> Self {
         Self {
@@ -191,10 +240,23 @@ pub async fn serve<P: CallerServices>(
     config: HttpConfig,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let listener = bind(&config).await?;
+    serve_bound(services, config, listener, shutdown).await
+}
+
+/// The listener of `config`, once it is known to be safe to expose.
+pub async fn bind(config: &HttpConfig) -> anyhow::Result<tokio::net::TcpListener> {
     config.validate()?;
-    let listener = tokio::net::TcpListener::bind(config.bind)
-        .await
-        .with_context(|| format!("listening on {}", config.bind))?;
+    tokio::net::TcpListener::bind(config.bind).await.with_context(|| format!("listening on {}", config.bind))
+}
+
+/// [`serve`] on a listener [`bind`] gave.
+pub async fn serve_bound<P: CallerServices>(
+    services: Arc<P>,
+    config: HttpConfig,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     let tokens = usize::from(config.token.is_some()) + config.tokens.len();
     tracing::info!(%address, tokens, "serving HTTP: /mcp, /v1, /rpc, /healthz, /readyz");

@@ -126,7 +126,7 @@ impl LiveSessionService {
 
     /// Adds subjects and scopes to the owners' table: the tokens of an HTTP listener the
     /// service gained (the background server's), whose callers' sessions must resume too.
-    pub fn admit_owners<'a>(&self, tokens: impl IntoIterator<Item = (&'a str, &'a [crate::policy::Scope])>) {
+    pub fn admit_owners<'a>(&self, tokens: impl IntoIterator<Item = (&'a str, &'a [crate::caller::Scope])>) {
         if let Some(owners) = &self.owners {
             owners.write().unwrap_or_else(std::sync::PoisonError::into_inner).admit(tokens);
         }

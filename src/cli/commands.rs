@@ -1,5 +1,6 @@
-//! The subcommands' bodies. Each only translates: flags become a [`server`] call or service
-//! requests, results become stdout text and exit codes. Stdout carries nothing but the answer
+//! The subcommands' bodies. Each only translates: flags become a [`server`] call or
+//! operations with their wire params ([`Owner`], here or in the store's background server),
+//! results become stdout text and exit codes. Stdout carries nothing but the answer
 //! (the MCP transport, for `serve`); everything else goes to stderr.
 
 use std::io::Write;
@@ -8,9 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio_util::sync::CancellationToken;
-
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::args::{BackgroundCommand, BackgroundServerArgs, RunArgs, ServeArgs, SessionsCommand, StructuredArgs};
 use super::exit_with;

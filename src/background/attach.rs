@@ -89,7 +89,8 @@ pub fn listen_through(
     flags: &crate::surfaces::http::HttpFlags,
 ) -> anyhow::Result<Option<UnixStream>> {
     let env = Environment::from_process();
-    let location = Location::for_store(&canonical_store(settings, &env)?, &env)?;
+    // No socket to be had (a runtime directory that is not private): no server to ask.
+    let Ok(location) = Location::for_store(&canonical_store(settings, &env)?, &env) else { return Ok(None) };
     let context = client_context(settings, &env)?;
     let hello =
         Hello { deputy: PROTOCOL, version: version(), request: Request::Http { context, flags: flags.clone() } };

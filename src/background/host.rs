@@ -62,15 +62,15 @@ pub enum HostExit {
 }
 
 /// What every connection task shares.
-struct Host {
-    service: Arc<LiveSessionService>,
-    mcp: Arc<McpFactory>,
-    location: Location,
-    uid: u32,
+pub(super) struct Host {
+    pub(super) service: Arc<LiveSessionService>,
+    pub(super) mcp: Arc<McpFactory>,
+    pub(super) location: Location,
+    pub(super) uid: u32,
     /// Open connections, counted from `accept` until their task ends.
-    connections: AtomicUsize,
+    pub(super) connections: AtomicUsize,
     /// Cancelled to stop the server (signal, stop request, idle).
-    shutdown: CancellationToken,
+    pub(super) shutdown: CancellationToken,
 }
 
 /// Runs the background server for the store of `settings` until it is stopped or idle.
@@ -124,7 +124,7 @@ pub async fn run(settings: &Settings, options: HostOptions) -> anyhow::Result<Ho
 
 /// Binds the socket, replacing a stale file (we hold the store, so its server is gone), with
 /// mode 0600 inside the private directory.
-fn bind(location: &Location, uid: u32) -> anyhow::Result<UnixListener> {
+pub(super) fn bind(location: &Location, uid: u32) -> anyhow::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     let dir = location.socket.parent().context("the socket path has no directory")?;
     check_private_dir(dir, uid)?;
@@ -136,7 +136,7 @@ fn bind(location: &Location, uid: u32) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
-fn remove_quietly(path: &std::path::Path) {
+pub(super) fn remove_quietly(path: &std::path::Path) {
     if let Err(err) = std::fs::remove_file(path)
         && err.kind() != std::io::ErrorKind::NotFound
     {
@@ -145,7 +145,7 @@ fn remove_quietly(path: &std::path::Path) {
 }
 
 /// Accepts connections until a stop is asked for or the server has been idle for `idle_exit`.
-async fn accept_until_stopped(host: &Arc<Host>, listener: &UnixListener, idle_exit: Duration) {
+pub(super) async fn accept_until_stopped(host: &Arc<Host>, listener: &UnixListener, idle_exit: Duration) {
     // The idle check is a cheap look at two counters; a quarter of the timeout keeps the exit
     // within 25% of it, and one second at most keeps long timeouts responsive.
     let tick = (idle_exit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));

@@ -11,12 +11,15 @@
 //! A command on a store the server owns (`deputy sessions`, `turn`, `project`, …) runs there:
 //! it connects asking for deputy's JSON-RPC instead of MCP ([`remote`]).
 //!
-//! `--no-daemon` (and `--ephemeral`, and builds without a store) keep the in-process stdio
-//! server of [`crate::server`]; `serve --http` owns its store directly.
+//! `serve --http` asks a running background server to listen in its place; with none running
+//! it owns the store itself and serves the socket too ([`http_owner`]). `--no-daemon` (and
+//! `--ephemeral`, and builds without a store) keep the in-process servers of
+//! [`crate::server`], with no socket.
 
 pub mod attach;
 pub mod frames;
 pub mod host;
+pub mod http_owner;
 pub mod location;
 pub(crate) mod os;
 pub(crate) mod remote;

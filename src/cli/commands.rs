@@ -71,12 +71,15 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
                 max_follows_per_subject: args.max_follows_per_subject,
                 max_follow_secs: args.max_follow_secs,
             };
-            // A store a background server owns: that server listens in this one's place.
             if !args.no_daemon && !settings.ephemeral && cfg!(feature = "session-store") {
+                // A store a background server owns: that server listens in this one's place.
                 let through = tokio::task::block_in_place(|| background::attach::listen_through(settings, &flags))?;
                 if let Some(listening) = through {
                     return wait_listening(listening).await;
                 }
+                // Else this process owns the store, and serves its socket too.
+                let drain = Duration::from_secs(args.drain_timeout_secs);
+                return background::http_owner::serve(settings, flags.config(), drain).await;
             }
             Surface::Http(Box::new(flags.config()))
         }

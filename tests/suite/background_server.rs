@@ -354,9 +354,10 @@ async fn a_killed_server_is_replaced_by_the_next_client_and_no_completed_turn_is
     second.stop().await;
 }
 
+/// A server that owns its store in-process without a socket (`--no-daemon`).
 #[tokio::test]
 async fn a_stdio_client_on_a_store_an_http_server_holds_is_told_what_to_do() {
-    let http = HttpDeputy::start(&[]).await;
+    let http = HttpDeputy::start(&["--no-daemon"]).await;
     let runtime = tempfile::tempdir().unwrap();
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
         .arg("serve")
@@ -692,4 +693,45 @@ async fn serve_http_on_a_store_the_background_server_owns_listens_through_it() {
     let view = client.ok("session_read", json!({"session_id": id})).await;
     assert_eq!(view["state"]["turns"], 3);
     client.stop().await;
+}
+
+/// Issue 28: `deputy serve --http` that owns its store (no background server ran) serves the
+/// store's socket too: a stdio client attaches to it, commands run in it, `background status`
+/// names it and `background stop` stops it.
+#[tokio::test]
+async fn a_stdio_client_and_commands_on_a_store_an_http_server_owns_go_through_it() {
+    const TOKEN: &str = "a-token-of-the-local-user-0123";
+    let bg = Background::new().await;
+    let runtime = bg.runtime.path().to_str().unwrap().to_owned();
+    let mut http = HttpDeputy::start_with_token_and_env(Some(TOKEN), &[], &[("XDG_RUNTIME_DIR", &runtime)]).await;
+    // Every command below on the HTTP server's store.
+    let store = http.home.path().join("sessions.redb");
+    let command = |args: &[&str]| {
+        let mut command = bg.command(&bg.who(), args);
+        command.env("DEPUTY_STORE", &store);
+        command
+    };
+    http.mock.push(MockResponse::sse(anthropic::text(&["over HTTP"])));
+    let response = http.http.post(http.url("/v1/sessions")).bearer_auth(TOKEN).json(&json!({"prompt": "one"}));
+    let created: Value = response.send().await.unwrap().json().await.unwrap();
+    let id = id_of(&created);
+
+    let (service, _child) =
+        connect(&RecordingClient::default(), command(&["serve"]), ClientLifecycleMode::Initialize).await;
+    let client = Client { service, child: _child };
+    let listed = client.ok("session_list", json!({})).await;
+    assert_eq!(listed["sessions"][0]["session_id"], json!(id), "{listed}");
+    let output = command(&["sessions", "show", &id]).output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("over HTTP"), "{stdout}");
+    let output = command(&["background", "status"]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains(&http.child.id().unwrap().to_string()));
+
+    let output = command(&["background", "stop"]).output().await.unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let status = tokio::time::timeout(LIMIT, http.child.wait()).await.expect("the HTTP server stops").unwrap();
+    assert!(status.success(), "{status:?}");
+    drop(client);
 }

@@ -10,15 +10,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Agent, ContextOverrides, FullOutputs, OutputContract, RestoredState};
+pub use super::build::{AgentBuildConfig, ChildBuild};
+use super::{Agent, FullOutputs, OutputContract, RestoredState};
 use crate::caller::Caller;
 use crate::error::{ErrorKind, SessionError};
 use crate::hooks::Hooks;
 use crate::llm::catalog::known_price;
 use crate::llm::pricing::Price;
 use crate::llm::registry::ProviderRegistry;
-use crate::llm::{FINAL_ANSWER_TOOL, Reasoning, Usage};
-use crate::model::{AgentRef, AgentSpec, Budget, Consumption, ContextSettings, ContextState};
+use crate::llm::{FINAL_ANSWER_TOOL, Usage};
+use crate::model::{AgentSpec, Consumption, ContextSettings, ContextState};
 use crate::policy::AuditTag;
 use crate::policy::{Grants, Surface};
 use crate::profiles::Profiles;
@@ -28,59 +29,7 @@ use crate::tools::comms::{ListPeers, SendMessage};
 use crate::tools::delegation::{CancelDelegate, Delegate, Wait};
 use crate::tools::link::SessionLink;
 use crate::tools::mcp::{self, McpFactory, McpServerConfig, McpServerSpec};
-use crate::tools::{BuiltinTool, ToolDefaults, ToolRequest, Workspace};
-
-/// Everything that decides how a session's agent behaves. Unset fields take the server's
-/// defaults.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AgentBuildConfig {
-    /// `provider:model`, e.g. `anthropic:claude-sonnet-4-5`.
-    pub model: Option<String>,
-    pub system_prompt: Option<String>,
-    /// Upper bound on the tokens of each model response.
-    pub max_tokens: Option<u32>,
-    pub budget: Budget,
-    pub context: ContextOverrides,
-    /// Workspace, builtin tools, shell and MCP servers of the session.
-    pub tools: ToolRequest,
-    /// The session's default output schema (structured output), not compiled yet.
-    pub output_schema: Option<serde_json::Value>,
-    /// Retries of an answer that does not validate (default 2); only with `output_schema`.
-    pub structured_output_retries: Option<u32>,
-    /// Extended thinking / reasoning effort; `None`: the provider's configured default.
-    pub reasoning: Option<Reasoning>,
-    /// Add the comms tools (`send_message`, `list_peers`) unless `tools.builtins` names the
-    /// tools explicitly: what a host-mode session gets.
-    pub comms_by_default: bool,
-    /// Add the delegation tools (and the comms tools, to talk to children) unless
-    /// `tools.builtins` names the tools explicitly: where `[delegation]` is enabled.
-    pub delegation_by_default: bool,
-    /// The named agent this config was filled from (see [`AgentBuildConfig::apply_profile`]).
-    pub agent: Option<AgentRef>,
-    /// The skills the session may use, by name; `None`: all of the server's. Unknown names are
-    /// `INVALID_REQUEST`.
-    pub skills: Option<Vec<String>>,
-}
-
-/// What a delegated child is built from (see [`AgentFactory::build_child`]).
-#[derive(Debug, Clone)]
-pub struct ChildBuild {
-    pub model: String,
-    pub system_prompt: Option<String>,
-    pub max_tokens: u32,
-    pub budget: Budget,
-    /// Already narrowed from the parent's.
-    pub tools: crate::tools::ToolConfig,
-    pub output_schema: Option<serde_json::Value>,
-    /// The parent's: a child thinks as hard as the session that delegated to it.
-    pub reasoning: Option<Reasoning>,
-    /// Its named agent's context settings (none: the model's defaults).
-    pub context: ContextOverrides,
-    /// The named agent it was made from, if any.
-    pub agent: Option<AgentRef>,
-    /// The parent's: a child uses the skills its parent may (if its builtins include them).
-    pub skills: Option<Vec<String>>,
-}
+use crate::tools::{BuiltinTool, ToolDefaults, Workspace};
 
 /// Builds agents from the frozen, process-wide configuration.
 #[derive(Debug, Clone)]
@@ -583,6 +532,7 @@ fn estimated_tokens(specs: &[Arc<crate::llm::ToolSpec>]) -> u64 {
 mod tests {
     use super::*;
     use crate::llm::scripted::ScriptedProvider;
+    use crate::model::Budget;
 
     #[tokio::test]
     async fn a_configured_window_applies_to_the_provider_and_a_model_entry_wins() {

@@ -7,6 +7,7 @@
 //! them. The session actor owns its agent, so nothing here needs locks.
 
 #[cfg(feature = "session-compaction")]
+mod build;
 pub mod compaction;
 pub mod context;
 pub mod delegation;

@@ -9,8 +9,11 @@
 //! attached client then gets the same [`McpServer`] as stdio, over a [`ScopedService`] built
 //! with its own context. Only `notifications/cancelled` or `session_interrupt` interrupt a
 //! turn: a client that goes away leaves its turns running, and any later client collects them.
-//! With no connection open and no turn running for `idle_exit`, or on SIGTERM/SIGINT or a
-//! stop request, it stops listening, drains like `serve` and exits.
+//! A command on the store (`rpc`) gets deputy's JSON-RPC instead, and its turns end with its
+//! connection; a `serve --http` on the store (`http`) gets an HTTP listener for as long as it
+//! stays connected. With no connection open and no turn running for `idle_exit`, or on
+//! SIGTERM/SIGINT or a stop request, it stops listening, drains like `serve` and exits. A
+//! `serve --http` that owns its store serves the same socket ([`super::http_owner`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

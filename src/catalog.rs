@@ -23,6 +23,18 @@ pub const MAX_FILE_BYTES: u64 = 256 * 1024;
 /// Entries read from one directory at most; the rest are ignored (and logged).
 pub const MAX_ENTRIES_PER_DIR: usize = 500;
 
+/// The longest name of a definition, in characters.
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// Whether `name` may name a definition: 1 to [`MAX_NAME_CHARS`] of `a-z`, `0-9` and `-`, the
+/// rule Claude Code's subagents and Agent Skills share, so one name can be a file name, a
+/// folder name and a tool argument alike.
+pub fn is_definition_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
 /// Where a catalog's definitions are in a directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
@@ -170,6 +182,16 @@ pub fn version_of(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_definition_name_is_1_to_64_of_lowercase_letters_digits_and_hyphens() {
+        for good in ["a", "code-reviewer", "pdf2", &"x".repeat(64)] {
+            assert!(is_definition_name(good), "{good}");
+        }
+        for bad in ["", "Reviewer", "code_reviewer", "a b", "é", &"x".repeat(65)] {
+            assert!(!is_definition_name(bad), "{bad}");
+        }
+    }
 
     fn word(_: &Path, text: &str) -> Result<String, String> {
         let text = text.trim();

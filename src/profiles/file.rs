@@ -7,14 +7,13 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::catalog::{MAX_NAME_CHARS, is_definition_name};
 use crate::llm::Reasoning;
 use crate::model::{Budget, ContextOverrides};
 use crate::text::frontmatter;
 use crate::tools::mcp::McpServerRequest;
 use crate::tools::{BuiltinTool, ShellRequest};
 
-/// Longest profile name; names are `[a-z0-9-]+`, as Claude Code's subagents.
-pub const MAX_NAME_CHARS: usize = 64;
 /// Longest description: it is what a caller's model reads to choose an agent.
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 
@@ -169,10 +168,11 @@ pub fn parse(_path: &Path, text: &str) -> Result<std::sync::Arc<Profile>, String
 
 /// A profile name: 1-64 of `a-z`, `0-9` and `-`.
 pub fn check_name(name: &str) -> Result<(), String> {
-    let valid = !name.is_empty()
-        && name.chars().count() <= MAX_NAME_CHARS
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if valid { Ok(()) } else { Err(format!("name: {name:?} must be 1-{MAX_NAME_CHARS} of a-z, 0-9 and -")) }
+    if is_definition_name(name) {
+        Ok(())
+    } else {
+        Err(format!("name: {name:?} must be 1-{MAX_NAME_CHARS} of a-z, 0-9 and -"))
+    }
 }
 
 /// Claude Code's tool names (or deputy's own) as builtins, and whether `Bash` asked for the

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-/// The longest name: a name is how the model calls the skill, and it is listed in every prompt.
-pub const MAX_NAME_CHARS: usize = 64;
+use crate::catalog::{MAX_NAME_CHARS, is_definition_name};
+
 /// The longest description (the format's limit); the prompt shows fewer characters of it.
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 
@@ -58,8 +58,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Arc<Skill>, String> {
 
 /// `name` is 1 to 64 lowercase ASCII letters, digits and hyphens.
 fn check_name(name: &str) -> Result<(), String> {
-    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-    if name.len() > MAX_NAME_CHARS || !name.chars().all(allowed) {
+    if !is_definition_name(name) {
         return Err(format!(
             "the name {name:?} must be at most {MAX_NAME_CHARS} lowercase letters, digits and hyphens"
         ));

@@ -162,8 +162,9 @@ async fn refuse(stream: tokio::net::TcpStream, refusal: OwnedSemaphorePermit, sh
     let service = hyper::service::service_fn(|request: hyper::Request<hyper::body::Incoming>| async move {
         // The request is read (a little of it, at most) before the answer: closing a socket
         // with unread bytes resets it, and the client would lose the answer with it.
+        let version = request.version();
         let _ = axum::body::to_bytes(axum::body::Body::new(request.into_body()), REFUSAL_READ_BYTES).await;
-        Ok::<_, std::convert::Infallible>(overloaded())
+        Ok::<_, std::convert::Infallible>(overloaded(version))
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(REFUSAL_DEADLINE).keep_alive(false);
@@ -175,8 +176,9 @@ async fn refuse(stream: tokio::net::TcpStream, refusal: OwnedSemaphorePermit, sh
     }
 }
 
-/// The answer of a connection beyond the cap.
-fn overloaded() -> axum::response::Response {
+/// The answer of a connection beyond the cap. HTTP/1 is told the connection closes; HTTP/2
+/// has no such header (it is a protocol error there), the connection's end says it.
+fn overloaded(version: axum::http::Version) -> axum::response::Response {
     let message = format!(
         "this deputy serves as many connections as it may (--max-connections); try again in {RETRY_AFTER_SECS} s"
     );
@@ -184,7 +186,9 @@ fn overloaded() -> axum::response::Response {
         super::api_error::ApiError::refused(crate::error::TransportCode::Overloaded, message).into_response();
     let headers = response.headers_mut();
     headers.insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(RETRY_AFTER_SECS));
-    headers.insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    if version < axum::http::Version::HTTP_2 {
+        headers.insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
     response
 }
 
@@ -212,5 +216,23 @@ fn raise_descriptor_limit(needed: usize) {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{Version, header};
+
+    use super::*;
+
+    #[test]
+    fn a_refusal_says_when_to_come_back_and_closes_http_1_only_by_header() {
+        let http1 = overloaded(Version::HTTP_11);
+        assert_eq!(http1.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(http1.headers()[header::RETRY_AFTER], RETRY_AFTER_SECS.to_string().as_str());
+        assert_eq!(http1.headers()[header::CONNECTION], "close");
+        let http2 = overloaded(Version::HTTP_2);
+        assert_eq!(http2.headers()[header::RETRY_AFTER], RETRY_AFTER_SECS.to_string().as_str());
+        assert!(http2.headers().get(header::CONNECTION).is_none(), "no connection header in HTTP/2");
     }
 }

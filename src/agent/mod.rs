@@ -6,8 +6,8 @@
 //! the next one. Agents are built only by [`AgentFactory::build_agent`]; surfaces never build
 //! them. The session actor owns its agent, so nothing here needs locks.
 
-#[cfg(feature = "session-compaction")]
 mod build;
+#[cfg(feature = "session-compaction")]
 pub mod compaction;
 pub mod context;
 pub mod delegation;

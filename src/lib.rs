@@ -46,6 +46,7 @@ pub mod error;
 pub mod hooks;
 pub mod ids;
 pub mod llm;
+pub mod memory;
 pub mod model;
 pub mod peers;
 pub mod policy;

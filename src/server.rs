@@ -85,6 +85,7 @@ pub fn long_running_service(state: AppState, contexts: Contexts) -> (Arc<LiveSes
         Contexts::PerClient => service.without_server_context(),
     };
     let service = service
+        .with_memory(state.memory)
         .with_limits(state.limits)
         .with_inbox_limits(state.inbox)
         .with_delegation(state.delegation)
@@ -113,6 +114,7 @@ pub async fn drain_and_stop(service: &LiveSessionService, mcp_servers: &McpFacto
 pub fn live_service(settings: &Settings) -> anyhow::Result<Arc<LiveSessionService>> {
     let state = load(settings)?;
     Ok(LiveSessionService::new(state.factory, state.store)
+        .with_memory(state.memory)
         .with_inbox_limits(state.inbox)
         .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
@@ -129,6 +131,7 @@ pub fn stored_service(settings: &Settings, operation: &str) -> anyhow::Result<Ar
         return Err(persistence_disabled(operation).into());
     }
     Ok(LiveSessionService::new(state.factory, state.store)
+        .with_memory(state.memory)
         .with_inbox_limits(state.inbox)
         .with_delegation(state.delegation)
         .with_remote_peers(state.remote)

@@ -29,6 +29,7 @@ use crate::tools::comms::{ListPeers, SendMessage};
 use crate::tools::delegation::{CancelDelegate, Delegate, Wait};
 use crate::tools::link::SessionLink;
 use crate::tools::mcp::{self, McpFactory, McpServerConfig, McpServerSpec};
+use crate::tools::memory::{MemorySearch, Remember};
 use crate::tools::{BuiltinTool, ToolDefaults, Workspace};
 
 /// Builds agents from the frozen, process-wide configuration.
@@ -250,6 +251,10 @@ impl AgentFactory {
             if config.delegation_by_default {
                 tools.builtins.extend(BuiltinTool::DELEGATION);
             }
+            // Compacted history is only worth keeping if the session can search it.
+            if cfg!(feature = "session-compaction") {
+                tools.builtins.extend(BuiltinTool::MEMORY);
+            }
             // Decided once, with the skills there are now: the session's record keeps its tools.
             if !self.skills.available(skills.as_deref()).is_empty() {
                 tools.builtins.extend(BuiltinTool::SKILLS);
@@ -432,6 +437,8 @@ impl AgentFactory {
                     BuiltinTool::CancelDelegate => Arc::new(CancelDelegate::new(id, link)),
                     BuiltinTool::LoadSkill => Arc::new(LoadSkill::new(self.skills.clone(), skills.clone())),
                     BuiltinTool::ReadSkillFile => Arc::new(ReadSkillFile::new(self.skills.clone(), skills.clone())),
+                    BuiltinTool::MemorySearch => Arc::new(MemorySearch::new(id, link)),
+                    BuiltinTool::Remember => Arc::new(Remember::new(id, link)),
                     _ => return None,
                 })
             })
@@ -484,6 +491,7 @@ impl AgentFactory {
             unsaved_from: 0,
             full_outputs: FullOutputs::default(),
             unsaved_outputs: Vec::new(),
+            recollections: Vec::new(),
             turn_running: false,
             turn_prompt_index: 0,
             pending: None,

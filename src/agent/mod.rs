@@ -41,6 +41,7 @@ use crate::hooks::Hooks;
 use crate::ids::SessionId;
 use crate::llm::pricing::{Price, Usd};
 use crate::llm::{Message, Provider, ToolSpec, Usage};
+use crate::model::memory::Recollection;
 use crate::model::{AgentSpec, Budget, Consumption, ContextSettings, ContextState, DelegationBook, PendingStep};
 use crate::tools::link::SessionLink;
 use crate::tools::{ToolConfig, ToolScope};
@@ -106,6 +107,9 @@ pub struct Agent {
     full_outputs: FullOutputs,
     /// Which of those a store has not saved yet.
     unsaved_outputs: Vec<String>,
+    /// Passages a summary took out of the context, not saved yet: a save keeps them as the
+    /// session's memories in the same transaction as the compacted history.
+    recollections: Vec<Recollection>,
     /// Whether a turn is running, and the index of the message holding its prompt: what a
     /// compaction in the middle of a turn must keep.
     turn_running: bool,
@@ -375,10 +379,22 @@ impl Agent {
         (from, &self.history[from..])
     }
 
+    /// Passages of compacted history not saved yet, oldest first.
+    pub fn unsaved_recollections(&self) -> &[Recollection] {
+        &self.recollections
+    }
+
+    /// Passages of compacted history, handed over for good (a service without a store keeps
+    /// them in its memory index).
+    pub fn take_recollections(&mut self) -> Vec<Recollection> {
+        std::mem::take(&mut self.recollections)
+    }
+
     /// Records that everything is saved. Saved full tool outputs leave memory: the store
     /// answers for them from now on.
     pub fn mark_saved(&mut self) {
         self.unsaved_from = self.history.len();
+        self.recollections.clear();
         let mut full_outputs = self.full_outputs.lock().unwrap_or_else(PoisonError::into_inner);
         for id in std::mem::take(&mut self.unsaved_outputs) {
             full_outputs.remove(&id);

@@ -87,6 +87,10 @@ pub enum Command {
     /// Inspect and manage stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Your memories: what sessions remembered and their compacted history (on the stored
+    /// sessions' server).
+    #[command(subcommand)]
+    Memory(MemoryCommand),
     /// The named agents (profiles) sessions can be created from: `[agents] dirs` of the config
     /// file, default `$XDG_CONFIG_HOME/deputy/agents/*.md`.
     #[command(subcommand)]
@@ -288,6 +292,36 @@ pub enum AgentsCommand {
     Show { name: String },
 }
 
+/// `deputy memory …`: the caller's memories (the local caller's, `local`, unless a token
+/// says otherwise).
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// The newest memories first.
+    List {
+        /// Continue with memories older than this id (the `next page: --before …` printed).
+        #[arg(long)]
+        before: Option<u64>,
+        /// How many (default 20, max 100).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The memories that best match some words.
+    Search {
+        query: String,
+        /// How many (default 5, max 20).
+        #[arg(long, default_value_t = 5)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a memory by id.
+    Delete { id: u64 },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
     /// List sessions, most recently updated first.
@@ -373,6 +407,7 @@ impl Command {
             | Self::Turn { .. }
             | Self::Send { .. }
             | Self::Sessions(_)
+            | Self::Memory(_)
             | Self::Call { .. }
             | Self::Schemas { .. }
             | Self::Project { .. }

@@ -467,7 +467,7 @@ fn read_document(file: &std::path::Path) -> Result<String, SessionError> {
 }
 
 /// A command's answer: its text on stdout and exit 0, or its error as every command reports one.
-fn print_outcome(outcome: Result<String, SessionError>) -> ExitCode {
+pub(super) fn print_outcome(outcome: Result<String, SessionError>) -> ExitCode {
     match outcome {
         Ok(text) => {
             let mut stdout = std::io::stdout();
@@ -497,7 +497,7 @@ pub async fn call(owner: &Owner, name: &str, arguments: &str) -> ExitCode {
     print_outcome(owner.call(operation, arguments, None).await.map(|result| to_json(&result)))
 }
 
-fn to_json<T: serde::Serialize>(value: &T) -> String {
+pub(super) fn to_json<T: serde::Serialize>(value: &T) -> String {
     let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
     text.push('\n');
     text

@@ -9,13 +9,15 @@
 mod agents;
 pub mod args;
 pub mod commands;
+mod memory;
 pub mod owner;
 pub mod render;
 
 use std::process::ExitCode;
 
 pub use args::{
-    AgentsCommand, BackgroundCommand, BackgroundServerArgs, Cli, Command, RunArgs, ServeArgs, SessionsCommand,
+    AgentsCommand, BackgroundCommand, BackgroundServerArgs, Cli, Command, MemoryCommand, RunArgs, ServeArgs,
+    SessionsCommand,
 };
 
 use crate::error::SessionError;
@@ -78,6 +80,10 @@ pub async fn run(cli: Cli) -> ExitCode {
         },
         Command::Sessions(command) => match Owner::open(&settings, "deputy sessions", true) {
             Ok(owner) => return commands::sessions(&owner, command).await,
+            Err(err) => Err(err),
+        },
+        Command::Memory(command) => match Owner::open(&settings, "deputy memory", true) {
+            Ok(owner) => return memory::memory(&owner, command).await,
             Err(err) => Err(err),
         },
         Command::Call { operation, arguments } => match Owner::open(&settings, "deputy call", true) {

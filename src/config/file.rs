@@ -13,6 +13,7 @@ use crate::hooks::HookConfig;
 use crate::llm::Reasoning;
 use crate::llm::catalog::Wire;
 use crate::llm::options::{CacheTtl, PromptCache, StreamUsage, TokenLimitField, WireOptions};
+use crate::model::memory::MemoryBounds;
 use crate::peers::PeerServerConfig;
 use crate::policy::{PolicySwitches, Switch};
 use crate::sandbox::{NetworkPolicy, SandboxMode, SandboxSettings};
@@ -121,6 +122,9 @@ pub struct ConfigFile {
     /// Bounds of every session's inbox (comms).
     #[serde(default)]
     pub inbox: InboxConfig,
+    /// Bounds of what each owner may remember.
+    #[serde(default)]
+    pub memory: MemoryConfig,
     /// Other deputy servers this one's sessions may message (`send_message {to: "NAME:…"}`).
     #[serde(default)]
     pub peers: BTreeMap<String, PeerServerConfig>,
@@ -276,6 +280,26 @@ impl InboxConfig {
             max_waiting_bytes_per_owner: self
                 .max_waiting_bytes_per_owner
                 .unwrap_or(default.max_waiting_bytes_per_owner),
+        }
+    }
+}
+
+/// The `[memory]` section: what one owner (a token's subject) may `remember`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Remembered memories per owner at most (default 10,000).
+    pub max_per_owner: Option<u64>,
+    /// Bytes of remembered text per owner at most (default 64 MiB).
+    pub max_bytes_per_owner: Option<u64>,
+}
+
+impl MemoryConfig {
+    pub fn bounds(&self) -> MemoryBounds {
+        let default = MemoryBounds::default();
+        MemoryBounds {
+            max_per_owner: self.max_per_owner.unwrap_or(default.max_per_owner),
+            max_bytes_per_owner: self.max_bytes_per_owner.unwrap_or(default.max_bytes_per_owner),
         }
     }
 }

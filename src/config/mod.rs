@@ -20,6 +20,7 @@ use anyhow::Context;
 
 use crate::agent::{AgentFactory, InboxLimits};
 use crate::hooks::Hooks;
+use crate::memory::{Memory, SharedMemory};
 use crate::peers::RemotePeers;
 use crate::profiles::Profiles;
 use crate::session::DelegationLimits;
@@ -109,6 +110,8 @@ pub struct AppState {
     pub factory: AgentFactory,
     /// The session store, opened once per process (`None`: ephemeral).
     pub store: SharedStore,
+    /// Every owner's memories, the index beside the store (`[memory]` bounds them).
+    pub memory: SharedMemory,
     /// External MCP servers, shared by every session (the factory holds the same `Arc`).
     pub mcp: Arc<McpFactory>,
     /// Bounds of the live set.
@@ -134,11 +137,11 @@ pub fn default_store_path(env: &Environment) -> Option<PathBuf> {
     Some(base.join("deputy").join("sessions.redb"))
 }
 
-/// Opens the session store the settings ask for, once.
+/// Opens the session store the settings ask for, once; with its path.
 #[cfg(feature = "session-store")]
-fn open_store(settings: &Settings, env: &Environment) -> anyhow::Result<SharedStore> {
+fn open_store(settings: &Settings, env: &Environment) -> anyhow::Result<(SharedStore, Option<PathBuf>)> {
     if settings.ephemeral {
-        return Ok(None);
+        return Ok((None, None));
     }
     let path = match &settings.store {
         Some(path) => path.clone(),
@@ -147,19 +150,19 @@ fn open_store(settings: &Settings, env: &Environment) -> anyhow::Result<SharedSt
     };
     let store = crate::store::RedbStore::open(&path)?;
     tracing::info!(path = %path.display(), "session store open");
-    Ok(Some(Arc::new(store)))
+    Ok((Some(Arc::new(store)), Some(path)))
 }
 
 /// This build has no store: every run is ephemeral, and asking for a file is an error.
 #[cfg(not(feature = "session-store"))]
-fn open_store(settings: &Settings, _env: &Environment) -> anyhow::Result<SharedStore> {
+fn open_store(settings: &Settings, _env: &Environment) -> anyhow::Result<(SharedStore, Option<PathBuf>)> {
     if let Some(path) = &settings.store {
         anyhow::bail!(
             "--store {} needs persistence, which this build of deputy does not include (feature session-store)",
             path.display()
         );
     }
-    Ok(None)
+    Ok((None, None))
 }
 
 impl AppState {
@@ -169,7 +172,10 @@ impl AppState {
             mcp::McpPoolConfig { sandbox: config.sandbox.settings(settings.serves_http), ..config.mcp_pool.into() };
         let mcp = Arc::new(McpFactory::new(pool));
         let factory = agent_factory(settings, env, &config, mcp.clone())?;
-        let store = open_store(settings, env)?;
+        let (store, store_path) = open_store(settings, env)?;
+        // The memory index lives beside the store's file: `sessions.redb` → `sessions.memory/`.
+        let memory_dir = store_path.map(|path| path.with_extension("memory"));
+        let memory = Arc::new(Memory::new(store.clone(), memory_dir, config.memory.bounds()));
         let limits = settings.session_limits(&config.sessions);
         let tokens = config.auth.resolve(env)?;
         let remote = RemotePeers::new(&config.peers, mcp.clone(), |variable| env.get(variable).map(str::to_owned))
@@ -179,7 +185,7 @@ impl AppState {
             crate::session::projection::prepare_root(dir)?;
         }
         let (inbox, delegation) = (config.inbox.limits(), config.delegation.limits());
-        Ok(Self { factory, store, mcp, limits, tokens, inbox, delegation, remote, projection })
+        Ok(Self { factory, store, memory, mcp, limits, tokens, inbox, delegation, remote, projection })
     }
 }
 

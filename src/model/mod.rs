@@ -12,6 +12,7 @@ pub mod export;
 pub mod inbox;
 pub mod journal;
 pub mod lineage;
+pub mod memory;
 pub mod pending;
 pub mod record;
 pub mod result;

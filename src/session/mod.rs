@@ -203,4 +203,21 @@ pub trait SessionService: Send + Sync + 'static {
     ///
     /// Errors: `InvalidRequest` (no agent of that name, or its file is not valid).
     fn agent(&self, name: &str) -> Result<crate::profiles::AgentDetail, SessionError>;
+
+    /// The caller's memories (what its sessions remembered, and their compacted history): the
+    /// best matches of `query.query`, or newest first, paged by `before`.
+    ///
+    /// Errors: `Store` (the store or the memory index failed).
+    fn memories(
+        &self,
+        query: MemoryQuery,
+    ) -> impl Future<Output = Result<crate::model::memory::MemoryList, SessionError>> + Send;
+
+    /// Deletes one of the caller's memories; `deleted: false` when it has none of that id.
+    ///
+    /// Errors: `Store`.
+    fn forget_memory(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<crate::model::memory::MemoryDeleted, SessionError>> + Send;
 }

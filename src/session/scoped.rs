@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use super::SessionService;
 use super::live::LiveSessionService;
-use super::types::{CreateSessionRequest, ListQuery, SendRequest, TurnRequest};
+use super::types::{CreateSessionRequest, ListQuery, MemoryQuery, SendRequest, TurnRequest};
 use crate::agent::AgentFactory;
 use crate::caller::Caller;
 use crate::error::SessionError;
@@ -148,6 +148,16 @@ impl SessionService for ScopedService {
 
     async fn list(&self, query: ListQuery) -> Result<SessionList, SessionError> {
         self.inner.list_for(&self.caller, query).await
+    }
+
+    // A caller's memories are its subject's, whatever its scopes: `sessions:all` reads other
+    // subjects' sessions, never their memories.
+    async fn memories(&self, query: MemoryQuery) -> Result<crate::model::memory::MemoryList, SessionError> {
+        self.inner.memories_of(self.caller.subject(), query).await
+    }
+
+    async fn forget_memory(&self, id: u64) -> Result<crate::model::memory::MemoryDeleted, SessionError> {
+        self.inner.forget_memory_of(self.caller.subject(), id).await
     }
 
     async fn archive(&self, id: &SessionId) -> Result<ArchiveResult, SessionError> {

@@ -114,6 +114,17 @@ pub struct ListQuery {
     pub root_id: Option<crate::ids::SessionId>,
 }
 
+/// Which of a caller's memories to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryQuery {
+    /// Words to search for; `None`: the newest first.
+    pub query: Option<String>,
+    /// Only memories older than this id (a `next_before` of an earlier page).
+    pub before: Option<u64>,
+    /// Page size (default 20, at most 100; a search answers at most 20).
+    pub limit: Option<usize>,
+}
+
 pub const DEFAULT_PAGE: usize = 50;
 pub const MAX_PAGE: usize = 1000;
 

@@ -33,6 +33,7 @@ use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::inbox::InboxMessage;
+use crate::model::memory::MemoryRecord;
 use crate::model::{ListPosition, SessionSummary, StoredEvent};
 
 /// One save: the session's record, and its history from index `replace_from` on. Stored
@@ -51,12 +52,22 @@ pub struct SaveRequest {
     /// Journal events not stored yet, in order: the first must be the stored record's
     /// `event_seq`, and the saved record's `event_seq` must follow the last.
     pub events: Vec<StoredEvent>,
+    /// Memories to keep with this save (a compaction's passages); ids are given by the store.
+    pub memories: Vec<MemoryRecord>,
 }
 
 impl SaveRequest {
     /// A save without capped tool outputs or events.
     pub fn new(record: SessionRecord, replace_from: u64, messages: Vec<Message>) -> Self {
-        Self { record, replace_from, messages, tool_outputs: Vec::new(), delivered: Vec::new(), events: Vec::new() }
+        Self {
+            record,
+            replace_from,
+            messages,
+            tool_outputs: Vec::new(),
+            delivered: Vec::new(),
+            events: Vec::new(),
+            memories: Vec::new(),
+        }
     }
 }
 
@@ -97,6 +108,16 @@ pub struct OpenDelegated {
     pub on_server: usize,
     /// Those whose owner is the one asked about.
     pub of_owner: usize,
+}
+
+/// How far the store's memories have gone: what a search index compares with its own marks
+/// to know whether it must catch up (`last_id`) or be rebuilt (`deletes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MemoryMarks {
+    /// The largest id ever given (0: none).
+    pub last_id: u64,
+    /// How many memories were deleted, ever.
+    pub deletes: u64,
 }
 
 /// A page of stored summaries, newest first.
@@ -206,6 +227,18 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
         after: Option<u64>,
         limit: usize,
     ) -> BoxFuture<'_, Result<Option<Vec<StoredEvent>>, StoreError>>;
+
+    /// Stores a memory (its `id` is ignored) and returns the id it was given.
+    fn remember(&self, memory: MemoryRecord) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Deletes memory `id` if `owner` owns it; whether it did.
+    fn forget(&self, id: u64, owner: &str) -> BoxFuture<'_, Result<bool, StoreError>>;
+
+    /// Up to `limit` memories with an id after `after`, in id order (every owner's: the search
+    /// index reads them all).
+    fn memories(&self, after: u64, limit: usize) -> BoxFuture<'_, Result<Vec<MemoryRecord>, StoreError>>;
+
+    fn memory_marks(&self) -> BoxFuture<'_, Result<MemoryMarks, StoreError>>;
 
     /// Whether the store answers: one read transaction, opened and dropped, whatever it holds
     /// (`/readyz` must not cost more with more sessions).

@@ -29,7 +29,7 @@ use crate::tools::{ApprovalPolicy, BuiltinTool, CallbackTool, ShellRequest, Tool
 pub struct SessionCreateParams {
     /// The task for the agent: the first turn's prompt.
     pub prompt: String,
-    /// A named agent to start from (listed below); fields given here override its.
+    /// A named agent to start from (listed below); fields here override its.
     #[serde(default)]
     pub agent: Option<String>,
     /// `provider:model`, e.g. `anthropic:claude-sonnet-4-5`. Default: the server's.
@@ -59,10 +59,10 @@ pub struct SessionCreateParams {
     /// Narrows the shell's sandbox.
     #[serde(default)]
     pub sandbox: Option<crate::sandbox::SandboxRequest>,
-    /// Tools you run yourself: a call ends the turn `pending_tool_calls`; answer with session_turn `tool_results`.
+    /// Your own tools: a call ends the turn `pending_tool_calls`; answer with session_turn `tool_results`.
     #[serde(default)]
     pub callbacks: Option<Vec<CallbackTool>>,
-    /// Calls held for your approval: `"never"` (default), `"always"` (shell, file writes) or `{"tools": [names]}`.
+    /// Calls held for approval: `"never"` (default), `"always"` (shell, file writes) or `{"tools": [names]}`.
     #[serde(default)]
     pub approval: Option<ApprovalPolicy>,
     /// Deny approvals unanswered this long (ms).
@@ -202,6 +202,34 @@ pub struct SessionRewindParams {
     pub session_id: SessionId,
     /// Last turn kept (0: none).
     pub to_turn: u64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryListParams {
+    /// Words to search for (best matches first); absent: the newest memories first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// A page's `next_before`, to continue with older memories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<u64>,
+    /// Page size (default 20, max 100; a search answers at most 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+impl MemoryListParams {
+    pub fn into_query(self) -> crate::session::MemoryQuery {
+        crate::session::MemoryQuery { query: self.query, before: self.before, limit: self.limit }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryDeleteParams {
+    /// The memory's id (REST: in the path).
+    #[serde(deserialize_with = "crate::text::json::deserialize")]
+    pub memory_id: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

@@ -17,6 +17,7 @@ pub mod config;
 pub mod delegation;
 pub mod link;
 pub mod mcp;
+pub mod memory;
 pub mod process_group;
 pub mod scope;
 pub mod shared_specs;

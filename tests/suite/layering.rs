@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["hooks", "peers"],
     &["model"],
     &["store", "profiles"],
+    &["memory"],
     &["agent"],
     &["session"],
     &["config"],

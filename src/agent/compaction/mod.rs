@@ -9,10 +9,12 @@
 
 mod prune;
 mod rebuild;
+mod recollect;
 mod run;
 
 pub use prune::{PLACEHOLDER_PREFIX, Pruned, prune};
-pub use rebuild::{COMPACTION_PROMPT, SUMMARY_PREFIX, clean_turn_starts, rebuild_history};
+pub use rebuild::{COMPACTION_PROMPT, SUMMARY_PREFIX, clean_turn_starts, rebuild_history, summarized_len};
+pub use recollect::{PASSAGE_BYTES, recollect};
 pub use run::{Outcome, Report};
 
 use crate::agent::{ContextSettings, ContextState};

@@ -35,18 +35,8 @@ pub fn clean_turn_starts(history: &[Message]) -> Vec<usize> {
         .collect()
 }
 
-/// The history after a summary: one user message with the summary, joined with the earliest
-/// kept turn, then the kept turns. Kept are the turn in progress (from `keep_from`, or the
-/// history's end when no turn runs) and as many complete turns before it as fit in
-/// `recent_turn_budget` tokens. `keep_from` is moved back to a clean turn start if needed, so
-/// no tool call/result pair is ever split. The system prompt is not part of the history: it is
-/// sent verbatim with every request.
-pub fn rebuild_history(
-    history: &[Message],
-    summary: &str,
-    recent_turn_budget: u64,
-    keep_from: usize,
-) -> Vec<Message> {
+/// How many messages at the front of `history` a summary replaces (see [`rebuild_history`]).
+pub fn summarized_len(history: &[Message], recent_turn_budget: u64, keep_from: usize) -> usize {
     let keep_from = if keep_from >= history.len() {
         history.len()
     } else {
@@ -63,6 +53,22 @@ pub fn rebuild_history(
         spent += cost;
         start = candidate;
     }
+    start
+}
+
+/// The history after a summary: one user message with the summary, joined with the earliest
+/// kept turn, then the kept turns. Kept are the turn in progress (from `keep_from`, or the
+/// history's end when no turn runs) and as many complete turns before it as fit in
+/// `recent_turn_budget` tokens. `keep_from` is moved back to a clean turn start if needed, so
+/// no tool call/result pair is ever split. The system prompt is not part of the history: it is
+/// sent verbatim with every request.
+pub fn rebuild_history(
+    history: &[Message],
+    summary: &str,
+    recent_turn_budget: u64,
+    keep_from: usize,
+) -> Vec<Message> {
+    let start = summarized_len(history, recent_turn_budget, keep_from);
     let mut summary_message = Message::user_text(format!("{SUMMARY_PREFIX}{summary}"));
     let mut kept = history[start..].iter().cloned();
     let mut rebuilt = Vec::with_capacity(history.len() - start + 1);

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{COMPACTION_PROMPT, Pruned, clean_turn_starts, due, prune, rebuild_history};
+use super::{COMPACTION_PROMPT, Pruned, clean_turn_starts, due, prune, rebuild_history, recollect, summarized_len};
 use crate::agent::model_call::{Interruption, Response, Trigger};
 use crate::agent::{Agent, AgentEvent, EventSink};
 use crate::hooks::{HookEvent, HookEventKind};
@@ -132,6 +132,10 @@ impl Agent {
             return Outcome::Done(self.summary_failed(report, error, events));
         }
 
+        // What the summary takes out of the context stays findable: `memory_search`.
+        let replaced = summarized_len(&self.history, settings.recent_turn_budget, keep_from);
+        let starts_after = clean_turn_starts(&self.history[replaced..]).len();
+        self.recollections.extend(recollect(&self.history[..replaced], self.turns, starts_after));
         let rebuilt = rebuild_history(&self.history, summary.trim(), settings.recent_turn_budget, keep_from);
         if self.turn_running {
             // The prompt of the turn in progress now sits in the message that opens the kept part.

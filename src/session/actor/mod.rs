@@ -33,6 +33,7 @@ use crate::agent::{
 use crate::error::{ErrorKind, SessionError};
 use crate::ids::SessionId;
 use crate::llm::Message;
+use crate::memory::SharedMemory;
 #[cfg(feature = "session-compaction")]
 use crate::model::CompactResult;
 use crate::model::inbox::{Delivery, InboxMessage};
@@ -103,6 +104,15 @@ pub struct Snapshot {
     pub events: Vec<crate::model::StoredEvent>,
 }
 
+/// Where an actor keeps what its turns did: the store (none: the session lives only in this
+/// process), and the server's memory, which indexes the history compaction takes out of the
+/// session's context.
+#[derive(Clone, Debug)]
+pub struct Keep {
+    pub store: SharedStore,
+    pub memory: SharedMemory,
+}
+
 /// A won turn lock: the turn's cancel token and its number.
 pub struct TurnTicket {
     pub cancel: CancellationToken,
@@ -118,7 +128,7 @@ impl SessionHandle {
     pub fn spawn(
         mut agent: Agent,
         record: SessionRecord,
-        store: SharedStore,
+        keep: Keep,
         tasks: &TaskTracker,
         changes: broadcast::Sender<SessionId>,
         inbox: (InboxLimits, StoredInbox, Arc<MailQuota>),
@@ -133,11 +143,11 @@ impl SessionHandle {
             agent.full_outputs(),
             changes,
             mailbox,
-            Journal::open(&record, store.is_none()),
+            Journal::open(&record, keep.store.is_none()),
             agent.ledger(),
         ));
         let (commands, receiver) = mpsc::channel(4);
-        let actor = run(agent, record, store, receiver, shared.clone());
+        let actor = run(agent, record, keep, receiver, shared.clone());
         tasks.spawn(supervised(id.clone(), shared.clone(), actor));
         Self { id, commands, shared, provenance }
     }

@@ -11,6 +11,7 @@ use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::Keep;
 use super::shared::Shared;
 use super::{Command, TurnReply, may_auto_turn};
 use crate::agent::{Agent, AgentEvent, EventSink, Journal, Mailbox, TurnInput};
@@ -18,10 +19,11 @@ use crate::agent::{Agent, AgentEvent, EventSink, Journal, Mailbox, TurnInput};
 use crate::error::ErrorKind;
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::memory::recollections_of;
 #[cfg(feature = "session-compaction")]
 use crate::model::CompactResult;
 use crate::model::{RewindResult, RunResult, SessionRecord, SessionStatus};
-use crate::store::{SaveRequest, SharedStore, StoreError};
+use crate::store::{SaveRequest, StoreError};
 
 /// Runs the actor and, however it ends (shut down, every handle gone, a panic outside a turn,
 /// the runtime dropping it), leaves the session unlocked, idle and marked stopped.
@@ -58,7 +60,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 pub(super) async fn run(
     mut agent: Agent,
     mut record: SessionRecord,
-    store: SharedStore,
+    keep: Keep,
     mut commands: mpsc::Receiver<Command>,
     shared: Arc<Shared>,
 ) {
@@ -73,7 +75,7 @@ pub(super) async fn run(
         {
             let events = EventSink::new(None);
             let input = TurnInput::default();
-            run_one_turn(&mut agent, &mut record, &store, &shared, &span, (input, ticket.cancel, &events), true)
+            run_one_turn(&mut agent, &mut record, &keep, &shared, &span, (input, ticket.cancel, &events), true)
                 .await;
             continue;
         }
@@ -86,7 +88,7 @@ pub(super) async fn run(
                     continue;
                 }
                 let reply_value =
-                    run_one_turn(&mut agent, &mut record, &store, &shared, &span, (input, cancel, &events), auto)
+                    run_one_turn(&mut agent, &mut record, &keep, &shared, &span, (input, cancel, &events), auto)
                         .await;
                 // The caller may have stopped waiting; the result stays readable in the view.
                 let _ = reply.send(reply_value);
@@ -125,7 +127,7 @@ pub(super) async fn run(
                         ))
                     }
                 };
-                let saved = finish(&mut agent, &mut record, &store, &shared, None).await;
+                let saved = finish(&mut agent, &mut record, &keep, &shared, None).await;
                 let result = report.and_then(|report| {
                     saved.map_err(SessionError::from).map(|()| CompactResult {
                         session_id: record.session_id.clone(),
@@ -140,7 +142,7 @@ pub(super) async fn run(
             }
             Command::Rewind { to_turn, reply } => {
                 let result = match rewind(&mut agent, &mut record, &shared, to_turn) {
-                    Ok(done) => finish(&mut agent, &mut record, &store, &shared, None)
+                    Ok(done) => finish(&mut agent, &mut record, &keep, &shared, None)
                         .await
                         .map_err(SessionError::from)
                         .map(|()| done),
@@ -197,7 +199,7 @@ fn rewind(
 async fn run_one_turn(
     agent: &mut Agent,
     record: &mut SessionRecord,
-    store: &SharedStore,
+    keep: &Keep,
     shared: &Shared,
     span: &tracing::Span,
     (input, cancel, events): (TurnInput, CancellationToken, &EventSink),
@@ -222,7 +224,7 @@ async fn run_one_turn(
     };
     let result = RunResult::from_report(record.session_id.clone(), &report);
     tracing::info!(parent: span, turn = result.turn, status = ?result.status, stop_reason = ?result.stop_reason, "turn ended");
-    let save_error = finish(agent, record, store, shared, Some(Arc::new(result.clone()))).await.err();
+    let save_error = finish(agent, record, keep, shared, Some(Arc::new(result.clone()))).await.err();
     if let Some(error) = &save_error {
         tracing::error!(parent: span, turn = result.turn, "saving the turn failed: {error}");
     }
@@ -235,7 +237,7 @@ async fn run_one_turn(
 async fn finish(
     agent: &mut Agent,
     record: &mut SessionRecord,
-    store: &SharedStore,
+    keep: &Keep,
     shared: &Shared,
     // Shared by the record and the published view: a long answer is held once, not twice.
     last_turn: Option<Arc<RunResult>>,
@@ -246,7 +248,7 @@ async fn finish(
     }
     record.updated_at = Utc::now();
     record.event_seq = shared.journal.next_seq();
-    let saved = save(store, agent, record, &shared.journal, &shared.mailbox).await;
+    let saved = save(keep, agent, record, &shared.journal, &shared.mailbox).await;
     shared.set_unsaved(saved.is_err());
     shared.view.send_replace(record.view(SessionStatus::Idle, None));
     shared.touch();
@@ -259,7 +261,7 @@ async fn finish(
 /// Writes what changed since the last save. On failure nothing is marked saved, so the next
 /// save writes it again: a failed save loses nothing while the session stays live.
 async fn save(
-    store: &SharedStore,
+    keep: &Keep,
     agent: &mut Agent,
     record: &SessionRecord,
     journal: &Journal,
@@ -267,9 +269,11 @@ async fn save(
 ) -> Result<(), StoreError> {
     let events = journal.unsaved();
     let delivered = mailbox.delivered_unsaved();
-    let Some(store) = store else {
+    let Some(store) = &keep.store else {
         journal.mark_saved(events.len());
         mailbox.mark_delivered_saved(delivered.len());
+        // Without a store, the memory index is where compacted history is kept.
+        keep.memory.kept(recollections_of(record, &agent.take_recollections())).await;
         return Ok(());
     };
     let (replace_from, messages) = agent.unsaved();
@@ -281,11 +285,16 @@ async fn save(
         tool_outputs: agent.unsaved_tool_outputs(),
         delivered,
         events,
+        memories: recollections_of(record, agent.unsaved_recollections()),
     };
     let saved_events = request.events.len();
+    let kept_memories = !request.memories.is_empty();
     store.save(request).await?;
     agent.mark_saved();
     mailbox.mark_delivered_saved(delivered_count);
     journal.mark_saved(saved_events);
+    if kept_memories {
+        keep.memory.caught_up().await;
+    }
     Ok(())
 }

@@ -103,9 +103,15 @@ async fn mail_starts_a_turn_on_an_idle_host_session_which_then_goes_idle() {
     assert_eq!(view.state.last_turn.unwrap().text, "got it");
     assert_eq!(view.state.inbox.auto_turns, 1);
     assert!(last_text(&provider.requests()[1]).ends_with("please review PR 7"));
-    // The host tools came by default (and the delegation tools, on by default).
+    // The host tools came by default (and the delegation tools, on by default; the memory
+    // tools too, in builds with compaction).
     let tools: Vec<String> = provider.requests()[0].tools.iter().map(|tool| tool.name.clone()).collect();
-    assert_eq!(tools, ["cancel_delegate", "delegate", "list_peers", "send_message", "wait"]);
+    let mut expected = vec!["cancel_delegate", "delegate", "list_peers", "send_message", "wait"];
+    if cfg!(feature = "session-compaction") {
+        expected.extend(["memory_search", "remember"]);
+    }
+    expected.sort();
+    assert_eq!(tools, expected);
 }
 
 #[tokio::test]

@@ -25,14 +25,16 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::SessionService;
-use super::actor::{Provenance, SessionHandle};
+use super::actor::{Keep, Provenance, SessionHandle};
 use super::types::*;
 use crate::agent::{Agent, AgentFactory, InboxLimits, MailQuota};
 use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::memory::{Memory, SharedMemory};
 use crate::model::SessionRecord;
 use crate::model::inbox::SendResult;
+use crate::model::memory::MemoryBounds;
 use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, RewindResult, RunResult, SessionHistory, SessionList,
     SessionView, ToolOutputResult,
@@ -50,6 +52,8 @@ pub struct LiveSessionService {
     /// brings its caller's.
     factory: Arc<AgentFactory>,
     store: SharedStore,
+    /// Every owner's memories: compacted history and what agents remembered.
+    memory: SharedMemory,
     /// The lock is held for map lookups, never across an await.
     registry: RwLock<Registry>,
     /// Every actor task (and the idle reaper), so `drain` can wait for them to exit.
@@ -95,9 +99,13 @@ const CHANGES_BUFFER: usize = 256;
 
 impl LiveSessionService {
     pub fn new(factory: AgentFactory, store: SharedStore) -> Self {
+        // By default the memory index lives in memory, rebuilt from the store at first use;
+        // the server keeps it beside the store's file (`with_memory`).
+        let memory = Arc::new(Memory::new(store.clone(), None, MemoryBounds::default()));
         Self {
             factory: Arc::new(factory),
             store,
+            memory,
             registry: RwLock::default(),
             actors: TaskTracker::new(),
             limits: SessionLimits::default(),
@@ -130,6 +138,18 @@ impl LiveSessionService {
         if let Some(owners) = &self.owners {
             owners.write().unwrap_or_else(std::sync::PoisonError::into_inner).admit(tokens);
         }
+    }
+
+    /// The same service with another memory (the server's: its index beside the store, its
+    /// bounds from `[memory]`).
+    pub fn with_memory(mut self, memory: SharedMemory) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// The server's memories.
+    pub fn memory(&self) -> &SharedMemory {
+        &self.memory
     }
 
     /// The same service with peers on other deputy servers.
@@ -179,7 +199,7 @@ impl LiveSessionService {
         SessionHandle::spawn(
             agent,
             record,
-            self.store.clone(),
+            Keep { store: self.store.clone(), memory: self.memory.clone() },
             &self.actors,
             self.changes.clone(),
             inbox,
@@ -266,6 +286,14 @@ impl SessionService for LiveSessionService {
 
     async fn list(&self, query: ListQuery) -> Result<SessionList, SessionError> {
         self.list_for(&Caller::local(), query).await
+    }
+
+    async fn memories(&self, query: MemoryQuery) -> Result<crate::model::memory::MemoryList, SessionError> {
+        self.memories_of(Caller::local().subject(), query).await
+    }
+
+    async fn forget_memory(&self, id: u64) -> Result<crate::model::memory::MemoryDeleted, SessionError> {
+        self.forget_memory_of(Caller::local().subject(), id).await
     }
 
     async fn archive(&self, id: &SessionId) -> Result<ArchiveResult, SessionError> {
@@ -385,6 +413,7 @@ pub(super) mod delegation;
 mod feed;
 mod hibernation;
 mod listing;
+mod memory;
 mod registry;
 mod transcript;
 mod turn;

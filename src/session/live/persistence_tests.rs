@@ -47,6 +47,22 @@ impl SessionStore for FaultyStore {
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.inner.ping()
     }
+    fn remember(&self, memory: crate::model::memory::MemoryRecord) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.inner.remember(memory)
+    }
+    fn forget(&self, id: u64, owner: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
+        self.inner.forget(id, owner)
+    }
+    fn memories(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<crate::model::memory::MemoryRecord>, StoreError>> {
+        self.inner.memories(after, limit)
+    }
+    fn memory_marks(&self) -> BoxFuture<'_, Result<crate::store::MemoryMarks, StoreError>> {
+        self.inner.memory_marks()
+    }
     fn post(
         &self,
         id: &SessionId,

@@ -18,17 +18,19 @@ use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::StoredEvent;
+use crate::model::memory::MemoryRecord;
 use crate::secrets::SecretSealer;
 use crate::store::codec::{decode_sealed, encode_sealed};
 use crate::store::{
-    OpenDelegated, SaveRequest, SessionStore, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail,
-    StoredPage, StoredPeer,
+    MemoryMarks, OpenDelegated, SaveRequest, SessionStore, StoreError, StoredChild, StoredInbox, StoredListQuery,
+    StoredMail, StoredPage, StoredPeer,
 };
 use read::{children, events, history, inbox, list, open_delegated, peers, record, tool_output};
 use schema::{create_tables_once, open_sealer};
 use write::{archive, post, save, save_in};
 
 mod files;
+mod memories;
 mod read;
 mod schema;
 mod tables;
@@ -179,6 +181,23 @@ impl SessionStore for RedbStore {
     ) -> BoxFuture<'_, Result<Option<Vec<StoredEvent>>, StoreError>> {
         let id = id.clone();
         self.blocking(move |store| events(store, id.as_str(), after, limit))
+    }
+
+    fn remember(&self, memory: MemoryRecord) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.blocking(move |store| memories::remember(store, &memory))
+    }
+
+    fn forget(&self, id: u64, owner: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
+        let owner = owner.to_owned();
+        self.blocking(move |store| memories::forget(store, id, &owner))
+    }
+
+    fn memories(&self, after: u64, limit: usize) -> BoxFuture<'_, Result<Vec<MemoryRecord>, StoreError>> {
+        self.blocking(move |store| memories::memories(store, after, limit))
+    }
+
+    fn memory_marks(&self) -> BoxFuture<'_, Result<MemoryMarks, StoreError>> {
+        self.blocking(memories::marks)
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -57,6 +57,12 @@ pub const CHILDREN: TableDefinition<(&str, &str), ()> = TableDefinition::new("ch
 /// (`max_children_per_session` per parent, `max_live_delegated` for its length).
 pub const DELEGATED: TableDefinition<&str, &str> = TableDefinition::new("delegated");
 
+/// `memory id → MemoryRecord`: every owner's memories (remembered, and passages of compacted
+/// history), ids increasing. A compaction's passages are written in the transaction of the
+/// save that compacts; `META`'s `memory_next` is the next id, and `memory_deletes` counts
+/// deletions, so the search index beside the store knows whether it is behind.
+pub const MEMORIES: TableDefinition<u64, &[u8]> = TableDefinition::new("memories");
+
 /// `name → value`: facts about the store itself. `key_check` holds a value sealed with the
 /// store's key (see `sealer`), so a missing or different key file is noticed at open.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");

@@ -16,7 +16,7 @@ use crate::store::{SaveRequest, StoreError, StoredMail};
 
 /// Writes one save inside an open write transaction.
 pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
-    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events } = save;
+    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events, memories } = save;
     let replace_from = *replace_from;
     let id = record.session_id.as_str();
     {
@@ -102,6 +102,8 @@ pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &Save
                 journal.insert((id, event.seq), store.encode(event)?.as_slice()).map_err(backend)?;
             }
         }
+
+        super::memories::insert_in(store, write, memories)?;
 
         let mut indexes = Indexes::open(write)?;
         if let Some(previous) = &previous {

@@ -11,6 +11,8 @@
 //! | `session/compact` | `SessionCompactParams` | `CompactResult` |
 //! | `session/tool_output` | `SessionToolOutputParams` | `ToolOutputResult` |
 //! | `session/events` | `SessionEventsParams` | `EventPage` |
+//! | `memory/list` | `MemoryListParams` | `MemoryList` |
+//! | `memory/delete` | `MemoryDeleteParams` | `MemoryDeleted` |
 //!
 //! Errors: a session error has the numeric code of the error table, and `error.data` is the
 //! same `{code, message, session_id?}` body as on every surface. Protocol errors have the

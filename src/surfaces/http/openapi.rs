@@ -63,6 +63,9 @@ pub fn document() -> Value {
         register::<crate::profiles::AgentDetail>,
         register::<AgentEvent>,
         register::<ErrorBody>,
+        register::<crate::surfaces::wire::MemoryListParams>,
+        register::<crate::model::memory::MemoryList>,
+        register::<crate::model::memory::MemoryDeleted>,
     ] {
         register(&mut generator);
     }
@@ -102,6 +105,7 @@ pub fn document() -> Value {
                "description": "Answer with Server-Sent Events that continue as the session's turns end."}),
     );
     queries.insert("SessionEventsParams".to_owned(), events);
+    queries.insert("MemoryListParams".to_owned(), schemas.remove("MemoryListParams").unwrap_or_default());
 
     let mut paths = Map::new();
     for route in ROUTES.iter() {
@@ -150,6 +154,7 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
             QueryParams::Read => "SessionReadParams",
             QueryParams::List => "SessionListParams",
             QueryParams::Events => "SessionEventsParams",
+            QueryParams::Memories => "MemoryListParams",
         };
         let from_path: Vec<&str> = route.path_parameters().map(|parameter| parameter.argument).collect();
         parameters.extend(query_parameters(queries.get(params).unwrap_or(&Value::Null), &from_path));

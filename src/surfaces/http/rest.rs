@@ -211,6 +211,7 @@ async fn call<S: SessionService>(
         Some(QueryParams::Read) => object(Query::<ReadQuery>::try_from_uri(&uri)?.0),
         Some(QueryParams::List) => object(Query::<SessionListParams>::try_from_uri(&uri)?.0),
         Some(QueryParams::Events) => object(Query::<EventsQuery>::try_from_uri(&uri)?.0),
+        Some(QueryParams::Memories) => object(Query::<wire::MemoryListParams>::try_from_uri(&uri)?.0),
         None => Map::new(),
     };
     for (name, value) in ids {

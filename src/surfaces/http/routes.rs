@@ -56,6 +56,7 @@ pub struct PathParameter {
 pub const PATH_PARAMETERS: &[PathParameter] = &[
     PathParameter { name: "id", argument: "session_id", description: "The session id." },
     PathParameter { name: "name", argument: "name", description: "The agent's name." },
+    PathParameter { name: "memory_id", argument: "memory_id", description: "The memory's id." },
     PathParameter {
         name: "tool_use_id",
         argument: "tool_use_id",

@@ -47,7 +47,7 @@ use super::wire::ErrorBody;
 use crate::agent::event_channel;
 use crate::caller::Caller;
 use crate::model::RunResult;
-use crate::session::{CallerServices, SessionService, TurnOptions};
+use crate::session::{CallerServices, MemoryQuery, SessionService, TurnOptions};
 use approvals::{asks_approvals, elicit_approvals};
 use errors::render_error;
 use logging::{CallLog, CallSummary};
@@ -372,6 +372,11 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         if first_page && !service.agents().agents.is_empty() {
             page.resources.insert(0, agent_resources::listed());
         }
+        // The memories are one resource more for a caller that has some.
+        let one = MemoryQuery { limit: Some(1), ..MemoryQuery::default() };
+        if first_page && service.memories(one).await.is_ok_and(|list| !list.memories.is_empty()) {
+            page.resources.insert(0, memory_resources::listed());
+        }
         Ok(page)
     }
 
@@ -393,6 +398,9 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         let service = self.services.for_caller(self.caller_of(&context));
         if let Some(agents) = agent_resources::AgentResource::parse(&request.uri) {
             return Ok(agent_resources::read(&service, &request.uri, &agents)?.into());
+        }
+        if let Some(query) = memory_resources::parse(&request.uri) {
+            return Ok(memory_resources::read(&service, &request.uri, query).await?.into());
         }
         let resource = parse_resource(&request.uri)?;
         Ok(resources::read(&service, &resource).await?.into())
@@ -521,6 +529,7 @@ mod agent_resources;
 pub mod approvals;
 mod errors;
 pub mod logging;
+mod memory_resources;
 pub mod progress;
 pub mod resources;
 pub mod tasks;

@@ -44,6 +44,8 @@ pub enum Operation {
     Export,
     Import,
     Messages,
+    MemoryList,
+    MemoryDelete,
 }
 
 /// One operation's row of the table: everything the surfaces say of it.
@@ -126,6 +128,8 @@ pub enum QueryParams {
     List,
     /// `SessionEventsParams`: `after_seq`, `limit` (plus the REST-only `follow`).
     Events,
+    /// `MemoryListParams`: `query`, `before`, `limit`.
+    Memories,
 }
 
 impl Operation {
@@ -147,6 +151,8 @@ impl Operation {
         Self::Export,
         Self::Import,
         Self::Messages,
+        Self::MemoryList,
+        Self::MemoryDelete,
     ];
 
     /// The operation's row.
@@ -261,6 +267,14 @@ impl Operation {
             Self::Messages => {
                 let params: wire::SessionMessagesParams = wire::parse_params(name, arguments)?;
                 json(service.history(&params.session_id).await)
+            }
+            Self::MemoryList => {
+                let params: wire::MemoryListParams = wire::parse_params(name, arguments)?;
+                json(service.memories(params.into_query()).await)
+            }
+            Self::MemoryDelete => {
+                let params: wire::MemoryDeleteParams = wire::parse_params(name, arguments)?;
+                json(service.forget_memory(params.memory_id).await)
             }
         }
     }

@@ -6,6 +6,7 @@ use crate::error::ErrorCode::{
     SessionNotFound, SessionNotRunning, SessionPersistenceDisabled, SessionStoreError,
 };
 use crate::model::inbox::SendResult;
+use crate::model::memory::{MemoryDeleted, MemoryList};
 use crate::model::{
     ArchiveResult, CompactResult, EventPage, ExportResult, InterruptResult, RewindResult, RunResult,
     SessionHistory, SessionList, SessionView, ToolOutputResult,
@@ -426,6 +427,52 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             result: Some("SessionHistory"),
             answer: "The messages, oldest first.",
             errors: &[SessionNotFound, SessionStoreError, PolicyDenied],
+        },
+    },
+    // Operation::MemoryList
+    Spec {
+        tool: "memory_list",
+        method: "memory/list",
+        read_only: true,
+        mcp_tool: false,
+        description: "Your memories: what your sessions remembered and their compacted history. With `query`, the \
+                 best matches; without, the newest first.",
+        input_schema: input_schema::<wire::MemoryListParams>,
+        output_schema: output_schema::<MemoryList>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/memories",
+            query: Some(QueryParams::Memories),
+            operation_id: "listMemories",
+            summary: "The caller's memories, newest first or searched",
+            description: Some(
+                "Only the caller's own (its token's subject), whatever its scopes. Page with `before` = the \
+                 previous page's `next_before`. MCP clients read them as the resource `deputy://memories`.",
+            ),
+            result: Some("MemoryList"),
+            answer: "A page of memories.",
+            errors: &[InvalidRequest, SessionStoreError],
+        },
+    },
+    // Operation::MemoryDelete
+    Spec {
+        tool: "memory_delete",
+        method: "memory/delete",
+        read_only: false,
+        mcp_tool: false,
+        description: "Delete one of your memories by id; `deleted: false` when you have none of that id.",
+        input_schema: input_schema::<wire::MemoryDeleteParams>,
+        output_schema: output_schema::<MemoryDeleted>,
+        rest: RestRoute {
+            method: Method::Delete,
+            path: "/v1/memories/{memory_id}",
+            query: None,
+            operation_id: "deleteMemory",
+            summary: "Delete one of the caller's memories",
+            description: Some("Another subject's memory of that id is as absent as one that never was."),
+            result: Some("MemoryDeleted"),
+            answer: "Whether it was deleted.",
+            errors: &[InvalidRequest, SessionStoreError],
         },
     },
 ];

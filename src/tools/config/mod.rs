@@ -56,6 +56,10 @@ pub enum BuiltinTool {
     LoadSkill,
     // Skills: read a file of a skill.
     ReadSkillFile,
+    // Memory: search compacted history and remembered facts (on by default with compaction).
+    MemorySearch,
+    // Memory: keep a fact for the user's later sessions.
+    Remember,
 }
 
 impl BuiltinTool {
@@ -65,6 +69,9 @@ impl BuiltinTool {
     /// The delegation tools, which sessions get by default where `[delegation]` is enabled.
     pub const DELEGATION: [BuiltinTool; 3] =
         [BuiltinTool::Delegate, BuiltinTool::Wait, BuiltinTool::CancelDelegate];
+
+    /// The memory tools, which sessions get by default in builds with compaction.
+    pub const MEMORY: [BuiltinTool; 2] = [BuiltinTool::MemorySearch, BuiltinTool::Remember];
 
     /// The skill tools, which sessions get by default when they have skills.
     pub const SKILLS: [BuiltinTool; 2] = [BuiltinTool::LoadSkill, BuiltinTool::ReadSkillFile];
@@ -77,7 +84,7 @@ impl BuiltinTool {
     /// Whether this tool works through the session's link to the service (comms, delegation)
     /// rather than in a workspace, so it needs none.
     pub fn is_linked(self) -> bool {
-        Self::COMMS.contains(&self) || Self::DELEGATION.contains(&self)
+        Self::COMMS.contains(&self) || Self::DELEGATION.contains(&self) || Self::MEMORY.contains(&self)
     }
 
     /// Whether this tool works in the session's workspace. The linked tools and the skill
@@ -110,6 +117,8 @@ impl BuiltinTool {
             BuiltinTool::CancelDelegate => super::delegation::CancelDelegate::NAME,
             BuiltinTool::LoadSkill => builtin::LoadSkill::NAME,
             BuiltinTool::ReadSkillFile => builtin::ReadSkillFile::NAME,
+            BuiltinTool::MemorySearch => super::memory::MemorySearch::NAME,
+            BuiltinTool::Remember => super::memory::Remember::NAME,
         }
     }
 
@@ -129,7 +138,9 @@ impl BuiltinTool {
             | BuiltinTool::Wait
             | BuiltinTool::CancelDelegate
             | BuiltinTool::LoadSkill
-            | BuiltinTool::ReadSkillFile => return None,
+            | BuiltinTool::ReadSkillFile
+            | BuiltinTool::MemorySearch
+            | BuiltinTool::Remember => return None,
         })
     }
 }

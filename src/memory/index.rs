@@ -1,0 +1,323 @@
+//! The memory search index: BM25 over every owner's memories, with tantivy.
+//!
+//! The index is derived data. Its rows are the store's (or, without a store, only its own), and
+//! each commit records in its payload how far it has followed the store ([`MemoryMarks`]), so a
+//! process that died between the store's commit and the index's catches up at the next open,
+//! and one that died in the middle of a deletion rebuilds. Every query is filtered by owner
+//! before it is scored: nothing here can answer one owner with another's memory.
+//!
+//! tantivy is synchronous; the caller ([`super::Memory`]) runs these methods on the blocking
+//! pool.
+
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+use tantivy::collector::{DocSetCollector, TopDocs};
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term};
+
+use crate::ids::SessionId;
+use crate::model::memory::{MemoryKind, MemoryRecord};
+use crate::store::MemoryMarks;
+
+/// Bumped when the schema or the payload changes: an index of another version is rebuilt.
+const FORMAT: u32 = 1;
+/// The text field's analyzer: words lowercased, English stop words out (a question's "what is
+/// the" must not match every passage), stemmed.
+const ANALYZER: &str = "deputy_en";
+/// The writer's arena: tantivy's minimum. Memories arrive a few at a time.
+const WRITER_BYTES: usize = 15_000_000;
+
+/// Why the index failed; the service logs it and answers without memories rather than fail a
+/// turn.
+#[derive(Debug, thiserror::Error)]
+#[error("memory index: {0}")]
+pub struct IndexError(String);
+
+impl From<tantivy::TantivyError> for IndexError {
+    fn from(error: tantivy::TantivyError) -> Self {
+        Self(error.to_string())
+    }
+}
+
+/// What an index's commit says of itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Payload {
+    format: u32,
+    marks: MemoryMarks,
+}
+
+struct Fields {
+    id: Field,
+    owner: Field,
+    session: Field,
+    kind: Field,
+    text: Field,
+    record: Field,
+}
+
+impl Fields {
+    fn schema() -> (Schema, Self) {
+        let mut builder = Schema::builder();
+        let text_options = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        );
+        let fields = Self {
+            id: builder.add_u64_field("id", INDEXED | FAST | STORED),
+            owner: builder.add_text_field("owner", STRING),
+            session: builder.add_text_field("session", STRING),
+            kind: builder.add_text_field("kind", STRING),
+            text: builder.add_text_field("text", text_options),
+            record: builder.add_text_field("record", STORED),
+        };
+        (builder.build(), fields)
+    }
+}
+
+/// One open index: a reader for searches, one writer for changes.
+pub struct MemoryIndex {
+    index: Index,
+    reader: IndexReader,
+    writer: Mutex<IndexWriter>,
+    fields: Fields,
+    /// How far the last commit followed the store.
+    marks: Mutex<MemoryMarks>,
+}
+
+impl std::fmt::Debug for MemoryIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryIndex").field("marks", &self.marks()).finish_non_exhaustive()
+    }
+}
+
+impl MemoryIndex {
+    /// An index that lives only as long as the process (a server without a store).
+    pub fn in_ram() -> Result<Self, IndexError> {
+        let (schema, fields) = Fields::schema();
+        Self::with_index(Index::create_in_ram(schema), fields, MemoryMarks::default())
+    }
+
+    /// Opens the index in `dir`, or makes a new one when there is none, it cannot be read or it
+    /// is of another format (the caller then fills it from the store).
+    pub fn open_in(dir: &Path) -> Result<Self, IndexError> {
+        let (schema, fields) = Fields::schema();
+        if let Ok(index) = Index::open_in_dir(dir)
+            && let Some(payload) = payload_of(&index)
+            && payload.format == FORMAT
+            && index.schema() == schema
+        {
+            return Self::with_index(index, fields, payload.marks);
+        }
+        if dir.exists() {
+            tracing::info!(dir = %dir.display(), "the memory index is missing or of another version: rebuilding it");
+            std::fs::remove_dir_all(dir).map_err(|err| IndexError(format!("removing {}: {err}", dir.display())))?;
+        }
+        std::fs::create_dir_all(dir).map_err(|err| IndexError(format!("creating {}: {err}", dir.display())))?;
+        let index = Index::create_in_dir(dir, schema)?;
+        Self::with_index(index, fields, MemoryMarks::default())
+    }
+
+    fn with_index(index: Index, fields: Fields, marks: MemoryMarks) -> Result<Self, IndexError> {
+        // Analyzers are not kept in the index: registered at every open.
+        let stop_words = StopWordFilter::new(Language::English)
+            .ok_or_else(|| IndexError("tantivy has no English stop words".into()))?;
+        let analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(RemoveLongFilter::limit(40))
+            .filter(LowerCaser)
+            .filter(stop_words)
+            .filter(Stemmer::new(Language::English))
+            .build();
+        index.tokenizers().register(ANALYZER, analyzer);
+        let options = tantivy::indexer::IndexWriterOptions::builder()
+            .memory_budget_per_thread(WRITER_BYTES)
+            .num_merge_threads(1)
+            .build();
+        let writer = index.writer_with_options(options)?;
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        Ok(Self { index, reader, writer: Mutex::new(writer), fields, marks: Mutex::new(marks) })
+    }
+
+    /// How far the index has followed the store.
+    pub fn marks(&self) -> MemoryMarks {
+        *self.marks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds `records` (their ids given) and commits, recording `marks`.
+    pub fn add(&self, records: &[MemoryRecord], marks: MemoryMarks) -> Result<(), IndexError> {
+        let writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        for record in records {
+            writer.add_document(self.document(record))?;
+        }
+        self.commit(writer, marks)
+    }
+
+    /// Deletes memory `id` and commits, recording `marks`.
+    pub fn delete(&self, id: u64, marks: MemoryMarks) -> Result<(), IndexError> {
+        let writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        writer.delete_term(Term::from_field_u64(self.fields.id, id));
+        self.commit(writer, marks)
+    }
+
+    /// Empties the index (before a rebuild from the store).
+    pub fn clear(&self) -> Result<(), IndexError> {
+        let writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        writer.delete_all_documents()?;
+        self.commit(writer, MemoryMarks::default())
+    }
+
+    fn commit(
+        &self,
+        mut writer: std::sync::MutexGuard<'_, IndexWriter>,
+        marks: MemoryMarks,
+    ) -> Result<(), IndexError> {
+        let payload = serde_json::to_string(&Payload { format: FORMAT, marks })
+            .map_err(|err| IndexError(format!("encoding the commit payload: {err}")))?;
+        let mut prepared = writer.prepare_commit()?;
+        prepared.set_payload(&payload);
+        prepared.commit()?;
+        drop(writer);
+        self.reader.reload()?;
+        *self.marks.lock().unwrap_or_else(PoisonError::into_inner) = marks;
+        Ok(())
+    }
+
+    fn document(&self, record: &MemoryRecord) -> TantivyDocument {
+        let mut document = TantivyDocument::default();
+        document.add_u64(self.fields.id, record.id);
+        document.add_text(self.fields.owner, &record.owner);
+        document.add_text(self.fields.session, record.session_id.as_str());
+        document.add_text(self.fields.kind, record.kind.as_str());
+        // Tags are searched like the text.
+        let mut text = record.text.clone();
+        for tag in &record.tags {
+            text.push(' ');
+            text.push_str(tag);
+        }
+        document.add_text(self.fields.text, &text);
+        document.add_text(self.fields.record, serde_json::to_string(record).unwrap_or_default());
+        document
+    }
+
+    /// A filter that does not score.
+    fn filter(&self, field: Field, value: &str) -> Box<dyn Query> {
+        let term = TermQuery::new(Term::from_field_text(field, value), IndexRecordOption::Basic);
+        Box::new(ConstScoreQuery::new(Box::new(term), 0.0))
+    }
+
+    /// The best `limit` matches of `query` among `owner`'s memories (of `session` only, when
+    /// given), best first.
+    pub fn search(
+        &self,
+        owner: &str,
+        session: Option<&SessionId>,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<(f32, MemoryRecord)>, IndexError> {
+        let mut analyzer = self.index.tokenizer_for_field(self.fields.text)?;
+        let mut stream = analyzer.token_stream(query);
+        let mut seen = HashSet::new();
+        let mut terms: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        while stream.advance() {
+            let token = stream.token().text.clone();
+            if seen.insert(token.clone()) {
+                let term = Term::from_field_text(self.fields.text, &token);
+                terms.push((Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))));
+            }
+        }
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
+            (Occur::Must, Box::new(BooleanQuery::new(terms))),
+            (Occur::Must, self.filter(self.fields.owner, owner)),
+        ];
+        if let Some(session) = session {
+            clauses.push((Occur::Must, self.filter(self.fields.session, session.as_str())));
+        }
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit).order_by_score())?;
+        let mut found = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            if let Some(record) = self.record_at(&searcher, address)? {
+                found.push((score, record));
+            }
+        }
+        Ok(found)
+    }
+
+    /// `owner`'s memories newest first: up to `limit` with an id below `before`.
+    pub fn list(&self, owner: &str, before: Option<u64>, limit: usize) -> Result<Vec<MemoryRecord>, IndexError> {
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, self.filter(self.fields.owner, owner))];
+        if let Some(before) = before {
+            let range =
+                RangeQuery::new(Bound::Unbounded, Bound::Excluded(Term::from_field_u64(self.fields.id, before)));
+            clauses.push((Occur::Must, Box::new(range)));
+        }
+        let searcher = self.reader.searcher();
+        let collector = TopDocs::with_limit(limit.max(1)).order_by_fast_field::<u64>("id", Order::Desc);
+        let top = searcher.search(&BooleanQuery::new(clauses), &collector)?;
+        let mut found = Vec::with_capacity(top.len());
+        for (_, address) in top.into_iter().take(limit) {
+            if let Some(record) = self.record_at(&searcher, address)? {
+                found.push(record);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Memory `id`, whoever owns it.
+    pub fn get(&self, id: u64) -> Result<Option<MemoryRecord>, IndexError> {
+        let searcher = self.reader.searcher();
+        let query = TermQuery::new(Term::from_field_u64(self.fields.id, id), IndexRecordOption::Basic);
+        let top = searcher.search(&query, &TopDocs::with_limit(1).order_by_score())?;
+        match top.first() {
+            Some((_, address)) => self.record_at(&searcher, *address),
+            None => Ok(None),
+        }
+    }
+
+    /// How many memories `owner` remembered, and their bytes (see [`MemoryRecord::weight`]).
+    pub fn remembered_by(&self, owner: &str) -> Result<(u64, u64), IndexError> {
+        let searcher = self.reader.searcher();
+        let query = BooleanQuery::new(vec![
+            (Occur::Must, self.filter(self.fields.owner, owner)),
+            (Occur::Must, self.filter(self.fields.kind, MemoryKind::Remembered.as_str())),
+        ]);
+        let (mut count, mut bytes) = (0, 0);
+        for address in searcher.search(&query, &DocSetCollector)? {
+            if let Some(record) = self.record_at(&searcher, address)? {
+                count += 1;
+                bytes += record.weight();
+            }
+        }
+        Ok((count, bytes))
+    }
+
+    fn record_at(
+        &self,
+        searcher: &tantivy::Searcher,
+        address: tantivy::DocAddress,
+    ) -> Result<Option<MemoryRecord>, IndexError> {
+        let document: TantivyDocument = searcher.doc(address)?;
+        let Some(json) = document.get_first(self.fields.record).and_then(|value| value.as_str().map(str::to_owned))
+        else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json).map(Some).map_err(|err| IndexError(format!("a stored memory: {err}")))
+    }
+}
+
+fn payload_of(index: &Index) -> Option<Payload> {
+    let metas = index.load_metas().ok()?;
+    serde_json::from_str(metas.payload.as_deref()?).ok()
+}

@@ -18,6 +18,7 @@ mod mcp_http;
 mod mcp_servers;
 mod mcp_stdio;
 mod mcp_tasks;
+mod memory;
 mod overload;
 #[cfg(feature = "session-store")]
 mod persistence;

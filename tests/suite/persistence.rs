@@ -125,7 +125,7 @@ async fn a_crash_after_tool_calls_loses_only_the_turn_in_flight() {
 }
 
 /// `deputy ARGS` on the store, mock and workspace of a (running or stopped) test deputy.
-fn deputy_cli(mock: &MockLlm, workspace: &Path, home: &Path, args: &[&str]) -> std::process::Command {
+pub(super) fn deputy_cli(mock: &MockLlm, workspace: &Path, home: &Path, args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
     command
         .args(args)
@@ -139,11 +139,11 @@ fn deputy_cli(mock: &MockLlm, workspace: &Path, home: &Path, args: &[&str]) -> s
     command
 }
 
-async fn run(command: std::process::Command) -> Output {
+pub(super) async fn run(command: std::process::Command) -> Output {
     tokio::process::Command::from(command).output().await.unwrap()
 }
 
-fn stdout(output: &Output) -> String {
+pub(super) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 

@@ -102,6 +102,7 @@ fn record(id: &SessionId, epoch: u64, message_count: usize) -> SessionRecord {
         structured_output: None,
         reasoning: None,
         skills: None,
+        documents: None,
         agent: None,
     };
     let mut record = SessionRecord::empty(id.clone(), agent, "compaction bench".into(), Utc::now());

@@ -468,6 +468,7 @@ fn record(session_id: SessionId, at: DateTime<Utc>) -> SessionRecord {
         structured_output: None,
         reasoning: None,
         skills: None,
+        documents: None,
         agent: None,
     };
     let mut record = SessionRecord::empty(session_id, agent, "Benchmark session".to_owned(), at);

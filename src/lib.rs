@@ -51,6 +51,7 @@ pub mod model;
 pub mod peers;
 pub mod policy;
 pub mod profiles;
+pub mod retrieval;
 pub mod sandbox;
 pub mod secrets;
 pub mod server;

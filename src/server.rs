@@ -93,6 +93,15 @@ pub fn long_running_service(state: AppState, contexts: Contexts) -> (Arc<LiveSes
         .with_owners(owners(&state.tokens))
         .into_shared();
     service.start_idle_reaper();
+    // Collections are brought up to their files now, not at the first search.
+    let documents = service.factory().documents().clone();
+    if !documents.is_empty() {
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = documents.index(None) {
+                tracing::warn!("indexing the document collections failed: {error}");
+            }
+        });
+    }
     if let Some(dir) = state.projection {
         tracing::info!(dir = %dir.display(), "projecting sessions' journals");
         crate::session::projection::spawn_live(service.clone(), crate::session::projection::Projector::new(dir));

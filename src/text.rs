@@ -4,9 +4,10 @@
 //! all have to fit a byte (or character) budget, and slicing a `&str` inside a multi-byte
 //! character panics. These helpers are the one place that finds the nearest boundary. This
 //! module is the bottom layer: it depends on nothing else in the crate. [`json`]: free-form
-//! fields that also come as JSON text; [`frontmatter`]: Markdown files with YAML frontmatter.
+//! fields that also come as JSON text; [`frontmatter`]: Markdown files with YAML frontmatter; [`glob`]: globs over relative paths.
 
 pub mod frontmatter;
+pub mod glob;
 pub mod json;
 
 /// The longest prefix of `text` that is at most `max_bytes` long and ends on a char boundary.

@@ -38,6 +38,9 @@ pub struct AgentBuildConfig {
     /// The skills the session may use, by name; `None`: all of the server's. Unknown names are
     /// `INVALID_REQUEST`.
     pub skills: Option<Vec<String>>,
+    /// The document collections the session searches; `None`: all of the server's. Unknown
+    /// names are `INVALID_REQUEST`.
+    pub documents: Option<Vec<String>>,
 }
 
 /// What a delegated child is built from (see [`AgentFactory::build_child`]).
@@ -58,4 +61,6 @@ pub struct ChildBuild {
     pub agent: Option<AgentRef>,
     /// The parent's: a child uses the skills its parent may (if its builtins include them).
     pub skills: Option<Vec<String>>,
+    /// The parent's: a child searches the collections its parent may.
+    pub documents: Option<Vec<String>>,
 }

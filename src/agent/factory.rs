@@ -23,7 +23,9 @@ use crate::model::{AgentSpec, Consumption, ContextSettings, ContextState};
 use crate::policy::AuditTag;
 use crate::policy::{Grants, Surface};
 use crate::profiles::Profiles;
+use crate::retrieval::documents::Documents;
 use crate::skills::Skills;
+use crate::tools::builtin::SearchDocuments;
 use crate::tools::builtin::{LoadSkill, ReadSkillFile};
 use crate::tools::comms::{ListPeers, SendMessage};
 use crate::tools::delegation::{CancelDelegate, Delegate, Wait};
@@ -61,6 +63,8 @@ pub struct AgentFactory {
     /// The skills of the config file's `[skills]` directories (and, where the operator opted
     /// in, the workspace's).
     skills: Skills,
+    /// The config file's `[documents.NAME]` collections.
+    documents: Arc<Documents>,
 }
 
 /// Bytes of `delegate`'s description that list the named agents: every session with the tool
@@ -90,6 +94,7 @@ impl AgentFactory {
             hooks: Hooks::default(),
             profiles: Profiles::default(),
             skills: Skills::default(),
+            documents: Arc::default(),
         }
     }
 
@@ -102,6 +107,16 @@ impl AgentFactory {
     /// The named agents (the config file's `[agents]`).
     pub fn profiles(&self) -> &Profiles {
         &self.profiles
+    }
+
+    /// The document collections sessions search.
+    pub fn with_documents(mut self, documents: Arc<Documents>) -> Self {
+        self.documents = documents;
+        self
+    }
+
+    pub fn documents(&self) -> &Arc<Documents> {
+        &self.documents
     }
 
     /// The skills sessions may use.
@@ -237,6 +252,11 @@ impl AgentFactory {
             names.dedup();
             names
         });
+        if let Some(names) = &config.documents {
+            self.documents
+                .check_names(names)
+                .map_err(|message| SessionError::invalid(format!("documents: {message}")))?;
+        }
         if let Some(names) = &skills {
             self.skills
                 .check_names(names)
@@ -258,6 +278,9 @@ impl AgentFactory {
             // Decided once, with the skills there are now: the session's record keeps its tools.
             if !self.skills.available(skills.as_deref()).is_empty() {
                 tools.builtins.extend(BuiltinTool::SKILLS);
+            }
+            if !self.documents.is_empty() && config.documents.as_ref().is_none_or(|names| !names.is_empty()) {
+                tools.builtins.push(BuiltinTool::SearchDocuments);
             }
             tools.builtins.sort();
             tools.builtins.dedup();
@@ -285,6 +308,7 @@ impl AgentFactory {
                 reasoning: config.reasoning,
                 agent: config.agent,
                 skills,
+                documents: config.documents,
             },
             structured,
             audit,
@@ -313,6 +337,7 @@ impl AgentFactory {
             context,
             agent,
             skills,
+            documents,
         } = child;
         if !cfg!(feature = "session-compaction") && context.asks_for_compaction() {
             return Err(SessionError::CompactionDisabled("compaction settings".into()));
@@ -332,6 +357,7 @@ impl AgentFactory {
             reasoning,
             agent,
             skills,
+            documents,
         };
         self.assemble(spec, structured, audit).await
     }
@@ -380,6 +406,7 @@ impl AgentFactory {
             reasoning,
             agent: agent_ref,
             skills,
+            documents,
         } = spec;
         let (provider, model) = self.providers.resolve(&model_id)?;
         let price = self.price_of(&model_id);
@@ -439,6 +466,9 @@ impl AgentFactory {
                     BuiltinTool::ReadSkillFile => Arc::new(ReadSkillFile::new(self.skills.clone(), skills.clone())),
                     BuiltinTool::MemorySearch => Arc::new(MemorySearch::new(id, link)),
                     BuiltinTool::Remember => Arc::new(Remember::new(id, link)),
+                    BuiltinTool::SearchDocuments => {
+                        Arc::new(SearchDocuments::new(self.documents.clone(), documents.clone()))
+                    }
                     _ => return None,
                 })
             })
@@ -505,6 +535,7 @@ impl AgentFactory {
             skills_listed,
             skills_section: String::new(),
             skills,
+            documents,
         })
     }
 }
@@ -534,74 +565,4 @@ fn estimated_tokens(specs: &[Arc<crate::llm::ToolSpec>]) -> u64 {
                 + estimate_text(&spec.input_schema.to_string())
         })
         .sum()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::llm::scripted::ScriptedProvider;
-    use crate::model::Budget;
-
-    #[tokio::test]
-    async fn a_configured_window_applies_to_the_provider_and_a_model_entry_wins() {
-        let mut registry = ProviderRegistry::new();
-        registry.insert("local", ScriptedProvider::new([]));
-        let windows = BTreeMap::from([("local".to_owned(), 9_000), ("local:big".to_owned(), 64_000)]);
-        let factory = AgentFactory::new(Arc::new(registry), None, None).with_default_max_tokens(1000);
-        let factory = factory.with_context_windows(windows);
-        let build = |model: &str| AgentBuildConfig { model: Some(model.into()), ..AgentBuildConfig::default() };
-        let (grants, audit) = (Grants::local(), AuditTag::local(crate::ids::SessionId::from_string("s")));
-        let window = async |model| {
-            factory.build_agent(build(model), &grants, &audit).await.unwrap().spec().context.context_window
-        };
-        assert_eq!(window("local:small").await, 9_000);
-        assert_eq!(window("local:big").await, 64_000);
-    }
-
-    #[tokio::test]
-    async fn a_session_is_priced_by_its_model_and_an_old_spend_from_its_tokens() {
-        use crate::llm::pricing::Usd;
-
-        let mut registry = ProviderRegistry::new();
-        registry.insert("anthropic", ScriptedProvider::new([]));
-        registry.insert("local", ScriptedProvider::new([]));
-        let custom = Price::openai(1_000, 100, 2_000);
-        let factory = AgentFactory::new(Arc::new(registry), None, None)
-            .with_prices(BTreeMap::from([("local:m".to_owned(), custom)]));
-        let (grants, audit) = (Grants::local(), AuditTag::local(crate::ids::SessionId::from_string("s")));
-        let build = |model: &str, budget: Budget| AgentBuildConfig {
-            model: Some(model.into()),
-            budget,
-            ..AgentBuildConfig::default()
-        };
-        let tokens = Usage { input_tokens: 1000, output_tokens: 500, ..Usage::default() };
-
-        let mut sonnet = factory
-            .build_agent(build("anthropic:claude-sonnet-4-5", Budget::default()), &grants, &audit)
-            .await
-            .unwrap();
-        assert_eq!(sonnet.cost(), Some(Usd::ZERO));
-        // A record stored before costs were kept: priced from its tokens.
-        sonnet.restore(RestoredState { usage: tokens, cost: None, ..RestoredState::default() });
-        assert_eq!(sonnet.cost().map(Usd::dollars), Some(0.0105));
-        // A stored spend is kept as it was, whatever today's price.
-        sonnet.restore(RestoredState { usage: tokens, cost: Some(Usd::from_mills(1)), ..RestoredState::default() });
-        assert_eq!(sonnet.cost(), Some(Usd::from_mills(1)));
-
-        let hourly = factory.clone().with_hour_cache_providers(["anthropic".to_owned()].into());
-        let written = Usage { cache_creation_input_tokens: 1000, ..Usage::default() };
-        assert_eq!(hourly.price_of("anthropic:claude-sonnet-4-5").unwrap().cost(&written).dollars(), 0.006);
-        assert_eq!(factory.price_of("anthropic:claude-sonnet-4-5").unwrap().cost(&written).dollars(), 0.00375);
-
-        let local = factory.build_agent(build("local:m", Budget::default()), &grants, &audit).await.unwrap();
-        assert_eq!(local.cost_of(&tokens).map(Usd::dollars), Some(0.002), "the configured price");
-        let unknown = factory.build_agent(build("local:other", Budget::default()), &grants, &audit).await.unwrap();
-        assert_eq!((unknown.cost(), unknown.cost_of(&tokens)), (None, None));
-
-        let limited = Budget { max_cost_usd: Some(Usd::from_mills(10)), ..Budget::default() };
-        let refused = factory.build_agent(build("local:other", limited), &grants, &audit).await.unwrap_err();
-        assert_eq!(refused.code(), crate::error::ErrorCode::InvalidRequest);
-        assert!(refused.to_string().contains("local:other"), "{refused}");
-        assert!(factory.build_agent(build("local:m", limited), &grants, &audit).await.is_ok());
-    }
 }

@@ -195,6 +195,7 @@ mod tests {
                 reasoning: None,
                 agent: None,
                 skills: None,
+                documents: None,
             },
             "title".into(),
             Utc::now(),

@@ -13,6 +13,8 @@ pub mod context;
 pub mod delegation;
 pub mod events;
 pub mod factory;
+#[cfg(test)]
+mod factory_tests;
 pub mod inbox;
 pub mod instructions;
 pub mod journal;
@@ -69,6 +71,8 @@ pub struct Agent {
     skills_listed: Option<crate::skills::Skills>,
     /// The session's skills (`None`: all); kept for its record.
     skills: Option<Vec<String>>,
+    /// The document collections the session searches (`None`: all of the server's).
+    documents: Option<Vec<String>>,
     /// The `<skills>` section as the running (or last) turn composed it.
     skills_section: String,
     /// What every model request carries as its system prompt: [`Self::system_prompt`], then the
@@ -330,6 +334,7 @@ impl Agent {
             reasoning: self.reasoning,
             agent: self.agent_ref.clone(),
             skills: self.skills.clone(),
+            documents: self.documents.clone(),
         }
     }
 

@@ -32,6 +32,7 @@ impl AgentBuildConfig {
         self.output_schema = self.output_schema.take().or_else(|| fields.output_schema.clone());
         self.reasoning = self.reasoning.or(fields.reasoning);
         self.skills = self.skills.take().or_else(|| fields.skills.clone());
+        self.documents = self.documents.take().or_else(|| fields.documents.clone());
         self.agent = Some(named.agent_ref());
     }
 }

@@ -397,5 +397,5 @@ fn client_factory_and_tokens(
     let env = Environment::from_map(context.env);
     let config = load_config_file(&settings, &env)?;
     let tokens = config.auth.resolve(&env)?;
-    Ok((agent_factory(&settings, &env, &config, mcp)?, tokens))
+    Ok((agent_factory(&settings, &env, &config, mcp, None)?, tokens))
 }

@@ -87,6 +87,9 @@ pub enum Command {
     /// Inspect and manage stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// The document collections of the config file (`[documents.NAME]`).
+    #[command(subcommand)]
+    Documents(DocumentsCommand),
     /// Your memories: what sessions remembered and their compacted history (on the stored
     /// sessions' server).
     #[command(subcommand)]
@@ -292,6 +295,13 @@ pub enum AgentsCommand {
     Show { name: String },
 }
 
+/// `deputy documents …`.
+#[derive(Debug, Subcommand)]
+pub enum DocumentsCommand {
+    /// Bring the collections (or one) up to their files now: only what changed is read again.
+    Index { collection: Option<String> },
+}
+
 /// `deputy memory …`: the caller's memories (the local caller's, `local`, unless a token
 /// says otherwise).
 #[derive(Debug, Subcommand)]
@@ -408,6 +418,7 @@ impl Command {
             | Self::Send { .. }
             | Self::Sessions(_)
             | Self::Memory(_)
+            | Self::Documents(_)
             | Self::Call { .. }
             | Self::Schemas { .. }
             | Self::Project { .. }

@@ -1,14 +1,16 @@
-//! `deputy memory list|search|delete`: the caller's memories, through the store's owner like
-//! every command on stored sessions.
+//! `deputy memory list|search|delete`: the caller's memories, and `deputy documents index`:
+//! the collections brought up to their files — through the store's owner like every command on
+//! stored sessions.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::MemoryCommand;
 use super::commands::{print_outcome, to_json};
 use super::owner::Owner;
+use super::{DocumentsCommand, MemoryCommand};
+use crate::model::documents::DocumentsIndexed;
 use crate::model::memory::{MemoryDeleted, MemoryList};
 use crate::surfaces::operation::Operation;
 use crate::text::excerpt;
@@ -28,6 +30,28 @@ pub async fn memory(owner: &Owner, command: MemoryCommand) -> ExitCode {
             .await
             .map(|done| if done.deleted { format!("deleted memory {id}\n") } else { format!("no memory {id}\n") }),
     };
+    print_outcome(outcome)
+}
+
+pub async fn documents(owner: &Owner, command: DocumentsCommand) -> ExitCode {
+    let DocumentsCommand::Index { collection } = command;
+    let outcome = owner
+        .call_as::<DocumentsIndexed>(Operation::DocumentsIndex, json!({"collection": collection}), None)
+        .await
+        .map(|indexed| {
+            let mut out = String::new();
+            if indexed.collections.is_empty() {
+                out.push_str("no document collections ([documents.NAME] in the config file)\n");
+            }
+            for collection in &indexed.collections {
+                let _ = writeln!(
+                    out,
+                    "{}: {} files, {} indexed again ({} chunks), {} removed",
+                    collection.name, collection.files, collection.indexed, collection.chunks, collection.removed
+                );
+            }
+            out
+        });
     print_outcome(outcome)
 }
 

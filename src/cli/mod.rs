@@ -16,8 +16,8 @@ pub mod render;
 use std::process::ExitCode;
 
 pub use args::{
-    AgentsCommand, BackgroundCommand, BackgroundServerArgs, Cli, Command, MemoryCommand, RunArgs, ServeArgs,
-    SessionsCommand,
+    AgentsCommand, BackgroundCommand, BackgroundServerArgs, Cli, Command, DocumentsCommand, MemoryCommand, RunArgs,
+    ServeArgs, SessionsCommand,
 };
 
 use crate::error::SessionError;
@@ -84,6 +84,10 @@ pub async fn run(cli: Cli) -> ExitCode {
         },
         Command::Memory(command) => match Owner::open(&settings, "deputy memory", true) {
             Ok(owner) => return memory::memory(&owner, command).await,
+            Err(err) => Err(err),
+        },
+        Command::Documents(command) => match Owner::open(&settings, "deputy documents", false) {
+            Ok(owner) => return memory::documents(&owner, command).await,
             Err(err) => Err(err),
         },
         Command::Call { operation, arguments } => match Owner::open(&settings, "deputy call", true) {

@@ -16,6 +16,7 @@ use crate::llm::options::{CacheTtl, PromptCache, StreamUsage, TokenLimitField, W
 use crate::model::memory::MemoryBounds;
 use crate::peers::PeerServerConfig;
 use crate::policy::{PolicySwitches, Switch};
+use crate::retrieval::documents::CollectionSpec;
 use crate::sandbox::{NetworkPolicy, SandboxMode, SandboxSettings};
 use crate::session::DelegationLimits;
 use crate::tools::ToolDefaults;
@@ -146,6 +147,44 @@ pub struct ConfigFile {
     /// Where skills are read from.
     #[serde(default)]
     pub skills: DefinitionDirs,
+    /// Document collections sessions search (`search_documents`), by name.
+    #[serde(default)]
+    pub documents: BTreeMap<String, DocumentsConfig>,
+}
+
+/// A `[documents.NAME]` section: the files of one collection.
+///
+/// ```toml
+/// [documents.handbook]
+/// paths = ["docs/", "README.md"]   # relative to the workspace
+/// glob = "**/*.md"                 # default: every text file under the paths
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentsConfig {
+    pub paths: Vec<PathBuf>,
+    pub glob: Option<String>,
+}
+
+impl DocumentsConfig {
+    /// The collection `name`, its relative paths resolved against `workspace`.
+    pub fn spec(&self, name: &str, workspace: &Path) -> Result<CollectionSpec, String> {
+        crate::catalog::is_definition_name(name)
+            .then_some(())
+            .ok_or_else(|| format!("[documents.{name}]: a collection's name is 1-64 of a-z, 0-9 and -"))?;
+        if self.paths.is_empty() {
+            return Err(format!("[documents.{name}] paths: give at least one file or directory"));
+        }
+        let paths = self
+            .paths
+            .iter()
+            .map(|path| {
+                let absolute = if path.is_absolute() { path.clone() } else { workspace.join(path) };
+                (absolute, path.clone())
+            })
+            .collect();
+        Ok(CollectionSpec { name: name.to_owned(), paths, glob: self.glob.clone() })
+    }
 }
 
 /// The `[agents]` and `[skills]` sections: directories of definitions.

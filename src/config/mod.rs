@@ -23,6 +23,7 @@ use crate::hooks::Hooks;
 use crate::memory::{Memory, SharedMemory};
 use crate::peers::RemotePeers;
 use crate::profiles::Profiles;
+use crate::retrieval::documents::Documents;
 use crate::session::DelegationLimits;
 use crate::session::SessionLimits;
 use crate::skills::Skills;
@@ -171,9 +172,11 @@ impl AppState {
         let pool =
             mcp::McpPoolConfig { sandbox: config.sandbox.settings(settings.serves_http), ..config.mcp_pool.into() };
         let mcp = Arc::new(McpFactory::new(pool));
-        let factory = agent_factory(settings, env, &config, mcp.clone())?;
         let (store, store_path) = open_store(settings, env)?;
-        // The memory index lives beside the store's file: `sessions.redb` → `sessions.memory/`.
+        // The indexes live beside the store's file: `sessions.redb` → `sessions.memory/` and
+        // `sessions.documents/`.
+        let documents_dir = store_path.as_ref().map(|path| path.with_extension("documents"));
+        let factory = agent_factory(settings, env, &config, mcp.clone(), documents_dir)?;
         let memory_dir = store_path.map(|path| path.with_extension("memory"));
         let memory = Arc::new(Memory::new(store.clone(), memory_dir, config.memory.bounds()));
         let limits = settings.session_limits(&config.sessions);
@@ -217,13 +220,15 @@ pub fn settings_profiles(settings: &Settings, env: &Environment) -> anyhow::Resu
 
 /// The agent factory one client's settings, config file and environment describe (default
 /// model and workspace, providers and their credentials, tool defaults, named MCP servers,
-/// skills), over an MCP server pool owned elsewhere. It opens no store, so a background server
-/// builds one per attached client while it owns the store and the pool once.
+/// skills, document collections), over an MCP server pool owned elsewhere. It opens no store,
+/// so a background server builds one per attached client while it owns the store and the
+/// pool once. The collections' indexes are kept in `documents_dir` (`None`: in memory).
 pub fn agent_factory(
     settings: &Settings,
     env: &Environment,
     config: &ConfigFile,
     mcp: Arc<McpFactory>,
+    documents_dir: Option<PathBuf>,
 ) -> anyhow::Result<AgentFactory> {
     let providers = Arc::new(provider_registry(config, env));
     let workspace_dir = match &settings.workspace {
@@ -260,6 +265,14 @@ pub fn agent_factory(
     }
     let hooks = Hooks::from_config(&config.hooks).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
     let skills = Skills::new(config.skills.resolve("skills", env, Some(workspace.root())));
+    let collections = config
+        .documents
+        .iter()
+        .map(|(name, collection)| collection.spec(name, workspace.root()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| anyhow::anyhow!("config file: {err}"))?;
+    let documents =
+        Documents::new(collections, documents_dir).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
     let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
         .with_context_windows(windows)
         .with_prices(prices)
@@ -273,7 +286,8 @@ pub fn agent_factory(
         .with_mcp(mcp, config.mcp_servers.clone())
         .with_hooks(hooks)
         .with_profiles(profiles(&workspace_dir, env, config))
-        .with_skills(skills);
+        .with_skills(skills)
+        .with_documents(Arc::new(documents));
     if let Some(max_tokens) = config.max_tokens {
         factory = factory.with_default_max_tokens(max_tokens);
     }

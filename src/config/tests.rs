@@ -167,7 +167,8 @@ fn hooks_parse_and_bad_ones_are_refused_at_load() {
     let settings = Settings { workspace: Some(std::env::temp_dir()), ..Settings::default() };
     let bad: ConfigFile =
         toml::from_str("[[hooks]]\nevent = \"pre_tool_use\"\nmatcher = \"(\"\ncommand = [\"x\"]").unwrap();
-    let err = agent_factory(&settings, &Environment::default(), &bad, Arc::default()).unwrap_err().to_string();
+    let err =
+        agent_factory(&settings, &Environment::default(), &bad, Arc::default(), None).unwrap_err().to_string();
     assert!(err.contains("[[hooks]] entry 0 (pre_tool_use): bad matcher regex"), "{err}");
 }
 

@@ -9,30 +9,22 @@
 //! tantivy is synchronous; the caller ([`super::Memory`]) runs these methods on the blocking
 //! pool.
 
-use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 use tantivy::collector::{DocSetCollector, TopDocs};
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
-use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
-};
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
-};
+use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, Value};
 use tantivy::{Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term};
 
 use crate::ids::SessionId;
 use crate::model::memory::{MemoryKind, MemoryRecord};
+use crate::retrieval::analyzer;
 use crate::store::MemoryMarks;
 
 /// Bumped when the schema or the payload changes: an index of another version is rebuilt.
 const FORMAT: u32 = 1;
-/// The text field's analyzer: words lowercased, English stop words out (a question's "what is
-/// the" must not match every passage), stemmed.
-const ANALYZER: &str = "deputy_en";
 /// The writer's arena: tantivy's minimum. Memories arrive a few at a time.
 const WRITER_BYTES: usize = 15_000_000;
 
@@ -67,11 +59,7 @@ struct Fields {
 impl Fields {
     fn schema() -> (Schema, Self) {
         let mut builder = Schema::builder();
-        let text_options = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(ANALYZER)
-                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-        );
+        let text_options = analyzer::text_options();
         let fields = Self {
             id: builder.add_u64_field("id", INDEXED | FAST | STORED),
             owner: builder.add_text_field("owner", STRING),
@@ -128,16 +116,7 @@ impl MemoryIndex {
     }
 
     fn with_index(index: Index, fields: Fields, marks: MemoryMarks) -> Result<Self, IndexError> {
-        // Analyzers are not kept in the index: registered at every open.
-        let stop_words = StopWordFilter::new(Language::English)
-            .ok_or_else(|| IndexError("tantivy has no English stop words".into()))?;
-        let analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
-            .filter(RemoveLongFilter::limit(40))
-            .filter(LowerCaser)
-            .filter(stop_words)
-            .filter(Stemmer::new(Language::English))
-            .build();
-        index.tokenizers().register(ANALYZER, analyzer);
+        analyzer::register(&index);
         let options = tantivy::indexer::IndexWriterOptions::builder()
             .memory_budget_per_thread(WRITER_BYTES)
             .num_merge_threads(1)
@@ -223,17 +202,13 @@ impl MemoryIndex {
         query: &str,
         limit: usize,
     ) -> Result<Vec<(f32, MemoryRecord)>, IndexError> {
-        let mut analyzer = self.index.tokenizer_for_field(self.fields.text)?;
-        let mut stream = analyzer.token_stream(query);
-        let mut seen = HashSet::new();
-        let mut terms: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        while stream.advance() {
-            let token = stream.token().text.clone();
-            if seen.insert(token.clone()) {
+        let terms: Vec<(Occur, Box<dyn Query>)> = analyzer::terms(&self.index, self.fields.text, query)?
+            .into_iter()
+            .map(|token| -> (Occur, Box<dyn Query>) {
                 let term = Term::from_field_text(self.fields.text, &token);
-                terms.push((Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))));
-            }
-        }
+                (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)))
+            })
+            .collect();
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }

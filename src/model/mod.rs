@@ -8,6 +8,7 @@
 
 pub mod budget;
 pub mod context;
+pub mod documents;
 pub mod export;
 pub mod inbox;
 pub mod journal;

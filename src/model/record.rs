@@ -286,6 +286,7 @@ impl SessionRecord {
             reasoning: None,
             agent: None,
             skills: None,
+            documents: None,
         };
         let mut record = Self::empty(SessionId::from_string(id), spec, format!("title of {id}"), updated_at);
         record.message_count = message_count;

@@ -33,6 +33,10 @@ pub struct AgentSpec {
     /// turn. Older records have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<Vec<String>>,
+    /// The document collections the session searches, by name; `None`: every collection of
+    /// the server. Older records have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub documents: Option<Vec<String>>,
     /// The named agent (profile) the session was created from, as its file was then: the
     /// fields above already hold what it resolved to, so an edit of the file changes only the
     /// sessions created after it.

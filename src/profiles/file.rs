@@ -45,6 +45,8 @@ pub struct ProfileFields {
     pub host_mode: Option<bool>,
     pub max_tokens: Option<u32>,
     pub skills: Option<Vec<String>>,
+    /// The document collections its sessions search (`[documents.NAME]`).
+    pub documents: Option<Vec<String>>,
 }
 
 /// The frontmatter's keys, checked as `session_create` checks its arguments.
@@ -66,9 +68,7 @@ struct Frontmatter {
     host_mode: Option<bool>,
     max_tokens: Option<u32>,
     skills: Option<Vec<String>>,
-    /// Document collections come with the memory feature; a profile naming them is refused
-    /// rather than silently given none.
-    documents: Option<Value>,
+    documents: Option<Vec<String>>,
     /// Claude Code's display colour: nothing deputy shows, accepted so its files load as they are.
     #[serde(rename = "color")]
     _color: Option<Value>,
@@ -118,9 +118,6 @@ pub fn parse(_path: &Path, text: &str) -> Result<std::sync::Arc<Profile>, String
     if description.chars().count() > MAX_DESCRIPTION_CHARS {
         return Err(format!("description: at most {MAX_DESCRIPTION_CHARS} characters"));
     }
-    if front.documents.is_some() {
-        return Err("documents: document collections are not part of this version of deputy".into());
-    }
     let model = match front.model {
         Some(model) if model == "inherit" => None,
         Some(model) if !model.contains(':') => {
@@ -161,6 +158,7 @@ pub fn parse(_path: &Path, text: &str) -> Result<std::sync::Arc<Profile>, String
             host_mode: front.host_mode,
             max_tokens: front.max_tokens,
             skills: front.skills,
+            documents: front.documents,
         },
         frontmatter: document.fields,
     }))
@@ -248,7 +246,6 @@ mod tests {
         assert!(reason("---\nname: a\ndescription: d\nshel: true\n---\n").contains("unknown field `shel`"));
         assert!(reason("---\nname: a\ndescription: d\nmodel: sonnet\n---\n").contains("provider:model"));
         assert!(reason("---\nname: a\ndescription: d\nbuiltins: [nope]\n---\n").contains("nope"));
-        assert!(reason("---\nname: a\ndescription: d\ndocuments: [x]\n---\n").contains("documents"));
         assert!(reason("---\nname: a\ndescription: \" \"\n---\n").contains("description"));
     }
 }

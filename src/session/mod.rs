@@ -213,6 +213,16 @@ pub trait SessionService: Send + Sync + 'static {
         query: MemoryQuery,
     ) -> impl Future<Output = Result<crate::model::memory::MemoryList, SessionError>> + Send;
 
+    /// Brings the document collections (or `collection`) up to their files: what changed is
+    /// read and indexed again.
+    ///
+    /// Errors: `InvalidRequest` (no such collection, or its index failed), `PolicyDenied` (a
+    /// caller without the `admin` scope: collections are the operator's).
+    fn index_documents(
+        &self,
+        collection: Option<String>,
+    ) -> impl Future<Output = Result<crate::model::documents::DocumentsIndexed, SessionError>> + Send;
+
     /// Deletes one of the caller's memories; `deleted: false` when it has none of that id.
     ///
     /// Errors: `Store`.

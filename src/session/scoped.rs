@@ -156,6 +156,18 @@ impl SessionService for ScopedService {
         self.inner.memories_of(self.caller.subject(), query).await
     }
 
+    async fn index_documents(
+        &self,
+        collection: Option<String>,
+    ) -> Result<crate::model::documents::DocumentsIndexed, SessionError> {
+        if !self.caller.has(crate::caller::Scope::Admin) {
+            return Err(SessionError::policy_denied(
+                "documents/index: the document collections are the operator's (it needs the admin scope)",
+            ));
+        }
+        super::live::index_documents_of(self.factory.documents(), collection).await
+    }
+
     async fn forget_memory(&self, id: u64) -> Result<crate::model::memory::MemoryDeleted, SessionError> {
         self.inner.forget_memory_of(self.caller.subject(), id).await
     }

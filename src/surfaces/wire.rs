@@ -41,10 +41,10 @@ pub struct SessionCreateParams {
     /// Maximum tokens of each model response.
     #[serde(default)]
     pub max_tokens: Option<u32>,
-    /// Limits over the session's life (a turn reaching one ends `budget_exhausted`).
+    /// Session limits (a turn reaching one ends `budget_exhausted`).
     #[serde(default)]
     pub budget: Option<Budget>,
-    /// Context window and compaction (defaults from the model).
+    /// Context window and compaction (default: the model's).
     #[serde(default)]
     pub context: Option<ContextOverrides>,
     /// Directory of the file tools and shell. Default: the server's.
@@ -77,7 +77,7 @@ pub struct SessionCreateParams {
     /// Its name among its peers: 1-64 letters, digits, `-`, `_`, `.`.
     #[serde(default)]
     pub name: Option<String>,
-    /// Sessions with the same peer_group can message each other.
+    /// Sessions of one peer_group can message each other.
     #[serde(default)]
     pub peer_group: Option<String>,
     /// Key/value labels, to find the session in session_list.
@@ -222,6 +222,14 @@ impl MemoryListParams {
     pub fn into_query(self) -> crate::session::MemoryQuery {
         crate::session::MemoryQuery { query: self.query, before: self.before, limit: self.limit }
     }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentsIndexParams {
+    /// One collection (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -414,6 +422,8 @@ impl SessionCreateParams {
                 delegation_by_default: false,
                 agent: None,
                 skills: self.skills,
+                // Collections come from a named agent's `documents` (or are all of them).
+                documents: None,
             },
             prompt: self.prompt,
             labels: self.labels.unwrap_or_default(),

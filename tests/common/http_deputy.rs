@@ -69,6 +69,14 @@ impl HttpDeputy {
         Self::spawn_on(free_port(), mock, workspace, home, None, extra, env).await
     }
 
+    /// Like [`HttpDeputy::start_with_config`], in a workspace the test filled first.
+    pub async fn start_in(workspace: TempDir, config: &str) -> Self {
+        let (mock, home) = (MockLlm::start().await, tempfile::tempdir().unwrap());
+        std::fs::create_dir_all(home.path().join("deputy")).unwrap();
+        std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
+        Self::spawn_on(free_port(), mock, workspace, home, None, &[], &[]).await
+    }
+
     /// Like [`HttpDeputy::start_with_config`], on `port` (to configure two deputies as each
     /// other's peers, each must know the other's port before it starts).
     pub async fn start_with_config_on(port: u16, config: &str, extra: &[&str], env: &[(&str, &str)]) -> Self {

@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["caller"],
     &["policy"],
     &["llm"],
-    &["sandbox", "skills"],
+    &["sandbox", "skills", "retrieval"],
     &["tools"],
     &["hooks", "peers"],
     &["model"],

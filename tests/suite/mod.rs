@@ -8,6 +8,7 @@ mod cli;
 mod comms;
 mod cost;
 mod delegation;
+mod documents;
 mod events;
 mod hibernation;
 mod hooks;

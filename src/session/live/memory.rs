@@ -10,6 +10,7 @@ use super::LiveSessionService;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::SessionStatus;
+use crate::model::documents::{CollectionIndexed, DocumentsIndexed};
 use crate::model::memory::{
     MAX_MEMORY_BYTES, MAX_TAG_CHARS, MAX_TAGS, MemoryDeleted, MemoryKind, MemoryList, MemoryRecord,
 };
@@ -91,6 +92,29 @@ impl LiveSessionService {
         };
         Ok(self.memory.remember(record).await?.id)
     }
+}
+
+/// Brings `documents`' collections (or one) up to their files, on the blocking pool.
+pub async fn index_documents_of(
+    documents: &std::sync::Arc<crate::retrieval::documents::Documents>,
+    collection: Option<String>,
+) -> Result<DocumentsIndexed, SessionError> {
+    let documents = documents.clone();
+    let reports = tokio::task::spawn_blocking(move || documents.index(collection.as_deref()))
+        .await
+        .map_err(|error| SessionError::invalid(format!("indexing failed: {error}")))?
+        .map_err(SessionError::invalid)?;
+    let collections = reports
+        .into_iter()
+        .map(|(name, report)| CollectionIndexed {
+            name,
+            files: report.files,
+            indexed: report.indexed,
+            removed: report.removed,
+            chunks: report.chunks,
+        })
+        .collect();
+    Ok(DocumentsIndexed { collections })
 }
 
 /// Memories one page lists when the caller does not say.

@@ -292,6 +292,13 @@ impl SessionService for LiveSessionService {
         self.memories_of(Caller::local().subject(), query).await
     }
 
+    async fn index_documents(
+        &self,
+        collection: Option<String>,
+    ) -> Result<crate::model::documents::DocumentsIndexed, SessionError> {
+        memory::index_documents_of(self.factory.documents(), collection).await
+    }
+
     async fn forget_memory(&self, id: u64) -> Result<crate::model::memory::MemoryDeleted, SessionError> {
         self.forget_memory_of(Caller::local().subject(), id).await
     }
@@ -420,6 +427,7 @@ mod turn;
 
 pub use admission::{MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES, MAX_LABELS};
 use delegation::DelegationLimits;
+pub use memory::index_documents_of;
 pub use turn::turn_outcome;
 
 #[cfg(test)]

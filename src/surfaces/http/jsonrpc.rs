@@ -13,6 +13,7 @@
 //! | `session/events` | `SessionEventsParams` | `EventPage` |
 //! | `memory/list` | `MemoryListParams` | `MemoryList` |
 //! | `memory/delete` | `MemoryDeleteParams` | `MemoryDeleted` |
+//! | `documents/index` | `DocumentsIndexParams` | `DocumentsIndexed` |
 //!
 //! Errors: a session error has the numeric code of the error table, and `error.data` is the
 //! same `{code, message, session_id?}` body as on every surface. Protocol errors have the

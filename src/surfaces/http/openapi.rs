@@ -66,6 +66,8 @@ pub fn document() -> Value {
         register::<crate::surfaces::wire::MemoryListParams>,
         register::<crate::model::memory::MemoryList>,
         register::<crate::model::memory::MemoryDeleted>,
+        register::<crate::surfaces::wire::DocumentsIndexParams>,
+        register::<crate::model::documents::DocumentsIndexed>,
     ] {
         register(&mut generator);
     }
@@ -106,6 +108,7 @@ pub fn document() -> Value {
     );
     queries.insert("SessionEventsParams".to_owned(), events);
     queries.insert("MemoryListParams".to_owned(), schemas.remove("MemoryListParams").unwrap_or_default());
+    queries.insert("DocumentsIndexParams".to_owned(), schemas.remove("DocumentsIndexParams").unwrap_or_default());
 
     let mut paths = Map::new();
     for route in ROUTES.iter() {
@@ -155,6 +158,7 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
             QueryParams::List => "SessionListParams",
             QueryParams::Events => "SessionEventsParams",
             QueryParams::Memories => "MemoryListParams",
+            QueryParams::Documents => "DocumentsIndexParams",
         };
         let from_path: Vec<&str> = route.path_parameters().map(|parameter| parameter.argument).collect();
         parameters.extend(query_parameters(queries.get(params).unwrap_or(&Value::Null), &from_path));

@@ -212,6 +212,7 @@ async fn call<S: SessionService>(
         Some(QueryParams::List) => object(Query::<SessionListParams>::try_from_uri(&uri)?.0),
         Some(QueryParams::Events) => object(Query::<EventsQuery>::try_from_uri(&uri)?.0),
         Some(QueryParams::Memories) => object(Query::<wire::MemoryListParams>::try_from_uri(&uri)?.0),
+        Some(QueryParams::Documents) => object(Query::<wire::DocumentsIndexParams>::try_from_uri(&uri)?.0),
         None => Map::new(),
     };
     for (name, value) in ids {

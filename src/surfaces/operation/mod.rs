@@ -46,6 +46,7 @@ pub enum Operation {
     Messages,
     MemoryList,
     MemoryDelete,
+    DocumentsIndex,
 }
 
 /// One operation's row of the table: everything the surfaces say of it.
@@ -130,6 +131,8 @@ pub enum QueryParams {
     Events,
     /// `MemoryListParams`: `query`, `before`, `limit`.
     Memories,
+    /// `DocumentsIndexParams`: `collection`.
+    Documents,
 }
 
 impl Operation {
@@ -153,6 +156,7 @@ impl Operation {
         Self::Messages,
         Self::MemoryList,
         Self::MemoryDelete,
+        Self::DocumentsIndex,
     ];
 
     /// The operation's row.
@@ -275,6 +279,10 @@ impl Operation {
             Self::MemoryDelete => {
                 let params: wire::MemoryDeleteParams = wire::parse_params(name, arguments)?;
                 json(service.forget_memory(params.memory_id).await)
+            }
+            Self::DocumentsIndex => {
+                let params: wire::DocumentsIndexParams = wire::parse_params(name, arguments)?;
+                json(service.index_documents(params.collection).await)
             }
         }
     }

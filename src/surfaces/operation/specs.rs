@@ -5,6 +5,7 @@ use crate::error::ErrorCode::{
     AgentError, InvalidRequest, PolicyDenied, SessionBusy, SessionCompactionDisabled, SessionInboxFull,
     SessionNotFound, SessionNotRunning, SessionPersistenceDisabled, SessionStoreError,
 };
+use crate::model::documents::DocumentsIndexed;
 use crate::model::inbox::SendResult;
 use crate::model::memory::{MemoryDeleted, MemoryList};
 use crate::model::{
@@ -473,6 +474,31 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             result: Some("MemoryDeleted"),
             answer: "Whether it was deleted.",
             errors: &[InvalidRequest, SessionStoreError],
+        },
+    },
+    // Operation::DocumentsIndex
+    Spec {
+        tool: "documents_index",
+        method: "documents/index",
+        read_only: false,
+        mcp_tool: false,
+        description: "Bring the document collections (or one) up to their files now; only what changed is read \
+                 again. Needs the admin scope.",
+        input_schema: input_schema::<wire::DocumentsIndexParams>,
+        output_schema: output_schema::<DocumentsIndexed>,
+        rest: RestRoute {
+            method: Method::Post,
+            path: "/v1/documents/index",
+            query: Some(QueryParams::Documents),
+            operation_id: "indexDocuments",
+            summary: "Re-index the document collections",
+            description: Some(
+                "Collections also refresh when the server starts and when their files change; this is for a \
+                 refresh on demand (`deputy documents index`).",
+            ),
+            result: Some("DocumentsIndexed"),
+            answer: "Each collection's files, and what was indexed again.",
+            errors: &[InvalidRequest, PolicyDenied],
         },
     },
 ];

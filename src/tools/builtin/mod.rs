@@ -9,6 +9,7 @@ mod load_skill;
 mod read_file;
 mod read_skill_file;
 pub mod search;
+mod search_documents;
 mod write_file;
 
 pub use edit_file::EditFile;
@@ -17,6 +18,7 @@ pub use load_skill::LoadSkill;
 pub use read_file::ReadFile;
 pub use read_skill_file::ReadSkillFile;
 pub use search::Search;
+pub use search_documents::SearchDocuments;
 pub use write_file::WriteFile;
 
 use crate::text::truncate_at_char_boundary;

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::blocking::{open_in, run_fs};
 use super::{OUTPUT_CAP_BYTES, cap_output};
+use crate::text::glob::Glob;
 use crate::text::truncate_at_char_boundary;
 use crate::tools::{ToolOutput, TypedTool, Workspace};
 
@@ -72,7 +73,7 @@ impl TypedTool for Search {
             Ok(pattern) => pattern,
             Err(err) => return ToolOutput::error(format!("invalid pattern: {err}")),
         };
-        let glob = match args.glob.as_deref().map(glob_to_regex).transpose() {
+        let glob = match args.glob.as_deref().map(Glob::new).transpose() {
             Ok(glob) => glob,
             Err(err) => return ToolOutput::error(format!("invalid glob: {err}")),
         };
@@ -98,7 +99,7 @@ impl TypedTool for Search {
 
 struct Query {
     pattern: Regex,
-    glob: Option<(Regex, bool)>,
+    glob: Option<Glob>,
     max_results: usize,
     /// Fired by an interrupt of the turn, or when the call gave up.
     stop: CancellationToken,
@@ -168,11 +169,8 @@ impl Query {
     }
 
     fn search_file(&self, parent: &Dir, name: &Path, relative: &Path, len: u64, walk: &mut Walk) {
-        if let Some((glob, whole_path)) = &self.glob {
-            let subject = if *whole_path { relative.as_os_str() } else { relative.file_name().unwrap_or_default() };
-            if !glob.is_match(&subject.to_string_lossy()) {
-                return;
-            }
+        if self.glob.as_ref().is_some_and(|glob| !glob.matches(relative)) {
+            return;
         }
         if len > MAX_FILE_BYTES {
             return;
@@ -206,47 +204,6 @@ impl Query {
     }
 }
 
-/// A glob as an anchored regex: `**/` any directories, `*` and `?` within one path segment.
-/// The flag says whether it matches the whole relative path (it contains `/`) or the name.
-fn glob_to_regex(glob: &str) -> Result<(Regex, bool), regex::Error> {
-    let mut out = String::from("^");
-    let mut chars = glob.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' if chars.peek() == Some(&'*') => {
-                chars.next();
-                if chars.peek() == Some(&'/') {
-                    chars.next();
-                    out.push_str("(?:.*/)?");
-                } else {
-                    out.push_str(".*");
-                }
-            }
-            '*' => out.push_str("[^/]*"),
-            '?' => out.push_str("[^/]"),
-            other => out.push_str(&regex::escape(&other.to_string())),
-        }
-    }
-    out.push('$');
-    Ok((Regex::new(&out)?, glob.contains('/')))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs_match_names_or_whole_paths() {
-        let (name, whole) = glob_to_regex("*.rs").unwrap();
-        assert!(!whole && name.is_match("main.rs") && !name.is_match("main.rs.bak"));
-        let (path, whole) = glob_to_regex("src/**/*.toml").unwrap();
-        assert!(whole && path.is_match("src/a.toml") && path.is_match("src/x/y/a.toml"));
-        assert!(!path.is_match("other/a.toml"));
-        let (one, _) = glob_to_regex("a?.txt").unwrap();
-        assert!(one.is_match("ab.txt") && !one.is_match("a/.txt"));
-    }
-}
-
 #[cfg(test)]
 mod walk_tests {
     use super::*;
@@ -254,7 +211,7 @@ mod walk_tests {
     fn query(glob: Option<&str>, stop: CancellationToken) -> Query {
         Query {
             pattern: Regex::new("needle").unwrap(),
-            glob: glob.map(|glob| glob_to_regex(glob).unwrap()),
+            glob: glob.map(|glob| Glob::new(glob).unwrap()),
             max_results: 10,
             stop,
         }

@@ -60,6 +60,8 @@ pub enum BuiltinTool {
     MemorySearch,
     // Memory: keep a fact for the user's later sessions.
     Remember,
+    // Documents: search the operator's document collections (on by default where there are).
+    SearchDocuments,
 }
 
 impl BuiltinTool {
@@ -87,10 +89,11 @@ impl BuiltinTool {
         Self::COMMS.contains(&self) || Self::DELEGATION.contains(&self) || Self::MEMORY.contains(&self)
     }
 
-    /// Whether this tool works in the session's workspace. The linked tools and the skill
-    /// tools (which read the skills' folders) do not, so a session without one keeps them.
+    /// Whether this tool works in the session's workspace. The linked tools, the skill tools
+    /// (which read the skills' folders) and `search_documents` (the operator's collections) do
+    /// not, so a session without one keeps them.
     pub fn needs_workspace(self) -> bool {
-        !self.is_linked() && !Self::SKILLS.contains(&self)
+        !self.is_linked() && !Self::SKILLS.contains(&self) && self != Self::SearchDocuments
     }
 
     /// Every builtin: the default set of a session.
@@ -119,6 +122,7 @@ impl BuiltinTool {
             BuiltinTool::ReadSkillFile => builtin::ReadSkillFile::NAME,
             BuiltinTool::MemorySearch => super::memory::MemorySearch::NAME,
             BuiltinTool::Remember => super::memory::Remember::NAME,
+            BuiltinTool::SearchDocuments => builtin::SearchDocuments::NAME,
         }
     }
 
@@ -140,7 +144,8 @@ impl BuiltinTool {
             | BuiltinTool::LoadSkill
             | BuiltinTool::ReadSkillFile
             | BuiltinTool::MemorySearch
-            | BuiltinTool::Remember => return None,
+            | BuiltinTool::Remember
+            | BuiltinTool::SearchDocuments => return None,
         })
     }
 }

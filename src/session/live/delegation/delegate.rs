@@ -148,6 +148,7 @@ impl LiveSessionService {
                 provenance.spec.skills.as_deref(),
                 fields.and_then(|fields| fields.skills.as_deref()),
             ),
+            documents: provenance.spec.documents.clone(),
         };
         let mut agent = provenance.factory.build_child(build, &provenance.grants, &audit).await?;
         let history = match args.context {

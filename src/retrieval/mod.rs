@@ -1,0 +1,8 @@
+//! Finding text again: the full-text analyzer every index of deputy shares ([`analyzer`]), and
+//! the operator's document collections ([`documents`]) that sessions search with
+//! `search_documents`.
+//!
+//! Built on tantivy (BM25): an embedded engine, so search needs no service and no network.
+
+pub mod analyzer;
+pub mod documents;

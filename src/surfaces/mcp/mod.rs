@@ -218,6 +218,10 @@ impl<P: CallerServices> McpServer<P> {
             *task_events.lock().unwrap_or_else(PoisonError::into_inner) = Some(receiver);
             (options, forwarder)
         };
+        let mut arguments = arguments;
+        if runs_turn && context.meta.get_progress_token().is_some() {
+            progress::default_progress_wait(&mut arguments);
+        }
         let caller = self.caller_of(context);
         let service = self.services.for_caller(caller);
         let outcome = operation.run(name, &service, arguments, turn_options).await;

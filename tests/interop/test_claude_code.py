@@ -2,7 +2,8 @@
 user sets it up: `claude mcp add deputy -- deputy serve …`, then print mode (`claude -p …
 --output-format json --allowedTools mcp__deputy`). Claude Code's model is `claude_code_model`
 (scripted by the prompt: it makes Claude Code call deputy's tools); deputy's own model is
-`mock_llm`. Nothing here talks to the network.
+`mock_llm`. Nothing here talks to the network. Claude Code's requests (thinking on,
+`cache_control`, its tool loop) are held to the API's rules (`anthropic_rules`).
 
 Claude Code 2.1.332 negotiates 2026-07-28 with deputy, declares `elicitation` (form, url) and not
 the tasks extension, and sends a progress token with every `tools/call`. Tool search is turned
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import anthropic_rules
 import claude_code_model
 import mock_llm
 
@@ -45,6 +47,7 @@ class Claude:
     also deputy's workspace."""
 
     def __init__(self, model, llm, **env):
+        self.model = model
         self.home = Path(tempfile.mkdtemp())
         self.project = self.home / "project"
         self.project.mkdir()
@@ -84,6 +87,7 @@ class Claude:
         done = self.run("-p", "\n".join(calls), "--output-format", "json", "--allowedTools", "mcp__deputy",
                         timeout=timeout)
         assert done.returncode == 0, (done.stdout, done.stderr)
+        assert not self.model.violations, f"the API would have refused: {self.model.violations}"
         result = json.loads(done.stdout)
         assert not result["is_error"], result
         assert result["result"].startswith("RESULTS "), result["result"]
@@ -164,3 +168,24 @@ def test_an_approval_is_asked_through_claude_code(model, llm, answer):
     else:
         assert result["status"] == "pending_tool_calls" and result["pending"][0]["kind"] == "approval", result
         assert not written
+
+
+def test_the_model_refuses_what_the_api_refuses():
+    """The rules Claude Code's requests pass above do refuse (a sample of them)."""
+    thought = {"type": "thinking", "thinking": "t", "signature": anthropic_rules.thinking_signature("t")}
+    use = {"type": "tool_use", "id": "toolu_1", "name": "mcp__deputy__session_read", "input": {}}
+    answer = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}
+    tools = [{"name": "mcp__deputy__session_read", "input_schema": {"type": "object"}}]
+    ok = {"max_tokens": 1000, "thinking": {"type": "adaptive"}, "tools": tools, "messages": [
+        {"role": "user", "content": "go"}, {"role": "assistant", "content": [thought, use]},
+        {"role": "user", "content": [answer]}]}
+    assert anthropic_rules.violation(ok) is None
+    unanswered = {**ok, "messages": ok["messages"][:2] + [{"role": "user", "content": "next"}]}
+    assert "without `tool_result`" in anthropic_rules.violation(unanswered)
+    no_thinking = {**ok, "messages": [ok["messages"][0], {"role": "assistant", "content": [use]}, ok["messages"][2]]}
+    assert "Expected `thinking`" in anthropic_rules.violation(no_thinking)
+    edited = {**ok, "messages": [ok["messages"][0], {"role": "assistant", "content": [{**thought, "thinking": "u"}, use]},
+                                 ok["messages"][2]]}
+    assert "Invalid `signature`" in anthropic_rules.violation(edited)
+    five = {**ok, "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}] * 5}
+    assert "maximum of 4" in anthropic_rules.violation(five)

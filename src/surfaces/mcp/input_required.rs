@@ -57,6 +57,10 @@ impl HeldStep {
     pub fn wait(&self) -> Duration {
         Duration::from_millis(self.wait_ms)
     }
+
+    pub fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
 }
 
 /// What a retry with answers comes to.

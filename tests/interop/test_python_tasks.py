@@ -178,10 +178,10 @@ async def test_a_client_without_the_extension_gets_running_as_before(server):
 
 # ---- elicitation (2025-11-25) ---------------------------------------------------------------
 
-def elicitation(action: str, asked: list):
+def elicitation(action: str, asked: list, decision: str = "allow"):
     async def callback(context, params):
         asked.append(params.message)
-        content = {"decision": "allow"} if action == "accept" else None
+        content = {"decision": decision} if action == "accept" else None
         return ElicitResult(action=action, content=content)
     return callback
 
@@ -203,6 +203,35 @@ async def test_approvals_are_elicited_from_a_2025_client(server, workspace, acti
         else:
             assert result.structured_content["status"] == "pending_tool_calls"
             assert result.structured_content["pending"][0]["kind"] == "approval"
+            assert not (workspace / "approved.txt").exists()
+
+
+# ---- elicitation (2026-07-28, MRTR) ---------------------------------------------------------
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("answer", ["allow", "deny", "decline", "cancel"])
+async def test_approvals_are_asked_through_input_required_on_2026(server, workspace, answer):
+    """No tasks extension, elicitation declared: the call answers an `InputRequiredResult`,
+    and the client's own MRTR driver asks the callback and retries with the answer."""
+    asked = []
+    action = "accept" if answer in ("allow", "deny") else answer
+    async with Client(server, read_timeout_seconds=60,
+                      elicitation_callback=elicitation(action, asked, decision=answer)) as client:
+        assert client.protocol_version == "2026-07-28"
+        result = await client.call_tool("session_create",
+                                        {"prompt": "write approved.txt", "approval": "always",
+                                         "workspace": str(workspace)})
+        assert len(asked) == 1 and "write_file" in asked[0] and "approved.txt" in asked[0]
+        created = result.structured_content
+        if answer == "allow":
+            assert created["status"] == "completed" and created["text"].startswith("You said: done: ")
+            assert (workspace / "approved.txt").read_text() == "approved"
+        elif answer == "deny":
+            assert created["status"] == "completed" and created["text"] == "You said: done: denied by the caller"
+            assert not (workspace / "approved.txt").exists()
+        else:
+            assert created["status"] == "pending_tool_calls"
+            assert created["pending"][0]["kind"] == "approval"
             assert not (workspace / "approved.txt").exists()
 
 

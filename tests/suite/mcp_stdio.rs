@@ -274,6 +274,31 @@ async fn progress_notifications_report_a_long_turn() {
     assert!(progress.windows(2).all(|w| w[0].progress < w[1].progress), "progress increases");
 }
 
+/// A caller that sends a progress token (rmcp's client sends one with every request, Claude
+/// Code too) and names no `wait_ms` waits `PROGRESS_WAIT` (4 min), not 30 s: a turn of 31 s
+/// comes back inline. The same call with a `wait_ms` keeps it (`running`, with the session).
+#[tokio::test]
+async fn a_progress_caller_gets_a_turn_longer_than_30_s_inline() {
+    let deputy = TestDeputy::start().await;
+    let longer = Duration::from_secs(31);
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["worth", " the wait"])), 3);
+    let opener = tokio::spawn(async move {
+        tokio::time::sleep(longer).await;
+        gate.open();
+    });
+    let started = std::time::Instant::now();
+    let created = deputy.ok("session_create", json!({"prompt": "long"})).await;
+    assert!(started.elapsed() >= longer, "answered after {:?}", started.elapsed());
+    assert_eq!((created["status"].as_str(), created["text"].as_str()), (Some("completed"), Some("worth the wait")));
+    opener.await.unwrap();
+
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["later"])), 3);
+    let id = id_of(&created);
+    let running = deputy.ok("session_turn", json!({"session_id": id, "prompt": "again", "wait_ms": 200})).await;
+    assert_eq!((running["status"].as_str(), running["session_id"].as_str()), (Some("running"), Some(id.as_str())));
+    gate.open();
+}
+
 #[tokio::test]
 async fn a_cancelled_call_interrupts_its_turn() {
     let deputy = TestDeputy::start().await;

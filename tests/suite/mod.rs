@@ -16,6 +16,7 @@ mod http_surfaces;
 mod layering;
 mod limits;
 mod mcp_http;
+mod mcp_input_required;
 mod mcp_servers;
 mod mcp_stdio;
 mod mcp_tasks;

@@ -148,13 +148,7 @@ pub(super) async fn elicit_approvals<S: SessionService>(
         };
         run = service.start_turn(&run.session_id.clone(), request).await?;
     }
-    serde_json::to_value(&run).map_err(|error| {
-        crate::error::SessionError::agent(
-            Some(run.session_id.clone()),
-            crate::error::ErrorKind::Internal,
-            format!("could not encode the result: {error}"),
-        )
-    })
+    super::tasks::encode(&run)
 }
 
 #[cfg(test)]

@@ -20,9 +20,11 @@
 //! `wait_ms` / `status: "running"` result.
 //!
 //! A turn that stops on approvals alone is asked about: clients of the tasks extension get a
-//! task that turns `input_required`; 2025-11-25 clients that declared `elicitation` get one
-//! `elicitation/create` per approval while their call waits ([`approvals`]). Either way
-//! a missing answer leaves the approvals pending, as for any other client.
+//! task that turns `input_required`; other 2026-07-28 clients that declared `elicitation` get
+//! an MRTR `InputRequiredResult` and answer in their retry ([`input_required`]); 2025-11-25
+//! clients that declared it get one `elicitation/create` per approval while their call waits
+//! ([`approvals`]). Every way, a missing answer leaves the approvals pending, as for any
+//! other client.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,8 +33,8 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CancelledNotificationParam,
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, RequestId,
+    Implementation, InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, RequestId,
     ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
     UpdateTaskParams,
 };
@@ -50,10 +52,11 @@ use crate::model::RunResult;
 use crate::session::{CallerServices, MemoryQuery, SessionService, TurnOptions};
 use approvals::{asks_approvals, elicit_approvals};
 use errors::render_error;
+use input_required::{ApprovalRounds, Resumed};
 use logging::{CallLog, CallSummary};
 use progress::ProgressForwarder;
 use resources::{SessionResource, Subscriptions, parse_resource};
-use tasks::{TASK_GRACE, TaskRegistry};
+use tasks::{TASK_GRACE, TaskRegistry, offers_tasks};
 
 const INSTRUCTIONS: &str = "deputy runs LLM agent sessions for you. Start one with session_create (it runs the first \
 turn and returns the answer plus a session_id), continue it with session_turn, and inspect it with session_read. \
@@ -82,6 +85,8 @@ pub struct McpServer<P> {
     explicit_cancels: Option<ExplicitCancels>,
     /// Every connection's tasks: one registry shared by all.
     tasks: TaskRegistry,
+    /// The key of every connection's approval rounds (2026-07-28 `requestState`).
+    rounds: ApprovalRounds,
     /// This connection's `resources/subscribe` URIs (2025-11-25 clients), and the watcher
     /// that tells it about them (stopped when the connection's server is dropped).
     subscriptions: Arc<Mutex<Subscriptions>>,
@@ -99,6 +104,7 @@ impl<P> Clone for McpServer<P> {
             log: self.log.clone(),
             explicit_cancels: self.explicit_cancels.clone(),
             tasks: self.tasks.clone(),
+            rounds: self.rounds.clone(),
             subscriptions: self.subscriptions.clone(),
         }
     }
@@ -122,6 +128,7 @@ impl<P: CallerServices> McpServer<P> {
             log: CallLog::default(),
             explicit_cancels: None,
             tasks: TaskRegistry::default(),
+            rounds: ApprovalRounds::default(),
             subscriptions: Arc::default(),
         }
     }
@@ -135,6 +142,7 @@ impl<P: CallerServices> McpServer<P> {
             log: CallLog::default(),
             explicit_cancels: self.explicit_cancels.as_ref().map(|_| ExplicitCancels::default()),
             tasks: self.tasks.clone(),
+            rounds: self.rounds.clone(),
             subscriptions: Arc::default(),
         }
     }
@@ -210,6 +218,10 @@ impl<P: CallerServices> McpServer<P> {
             *task_events.lock().unwrap_or_else(PoisonError::into_inner) = Some(receiver);
             (options, forwarder)
         };
+        let mut arguments = arguments;
+        if runs_turn && context.meta.get_progress_token().is_some() {
+            progress::default_progress_wait(&mut arguments);
+        }
         let caller = self.caller_of(context);
         let service = self.services.for_caller(caller);
         let outcome = operation.run(name, &service, arguments, turn_options).await;
@@ -223,6 +235,16 @@ impl<P: CallerServices> McpServer<P> {
                     let events = task_events.lock().unwrap_or_else(PoisonError::into_inner).take();
                     let task = self.tasks.follow(Arc::new(service), run, caller.subject(), events);
                     return Some((CallToolResponse::Task(task), summary));
+                }
+                Ok(run) if !as_task && input_required::asks(&run, context) => {
+                    let wait = waited
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .unwrap_or(crate::session::DEFAULT_WAIT);
+                    match self.rounds.ask(&run, caller.subject(), name, wait, 0) {
+                        Some(ask) => return Some((CallToolResponse::InputRequired(ask), asking(&run.session_id))),
+                        None => Ok(value),
+                    }
                 }
                 Ok(run) if !as_task && asks_approvals(&run, context) => {
                     let wait = waited
@@ -238,33 +260,53 @@ impl<P: CallerServices> McpServer<P> {
             },
             other => other,
         };
-        Some(match outcome {
-            Ok(value) => {
-                let summary = CallSummary::success(&value);
-                (CallToolResponse::Complete(CallToolResult::structured(value)), summary)
-            }
-            Err(error) => {
-                let body = ErrorBody::from(&error);
-                let summary = CallSummary::failure(&body);
-                (CallToolResponse::Complete(render_error(&body)), summary)
-            }
+        Some(complete(outcome))
+    }
+
+    /// A retry that carries the `requestState` of an approval round: its answers go to the held
+    /// step the state names (never a new session or turn from the call's own arguments).
+    async fn resume(
+        &self,
+        name: &str,
+        arguments: &serde_json::Value,
+        sealed: &str,
+        responses: Option<InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(CallToolResponse, CallSummary), McpError> {
+        let caller = self.caller_of(context);
+        let step = self.rounds.open(sealed, caller.subject(), name, arguments)?;
+        let service = self.services.for_caller(caller);
+        let (options, _progress) = self.turn_options(step.wait(), context);
+        let session_id = step.session_id().clone();
+        let resumed = self.rounds.resume(&service, step, responses.as_ref(), options, caller.subject(), name).await;
+        if let Some(cancels) = &self.explicit_cancels {
+            cancels.lock().unwrap_or_else(PoisonError::into_inner).remove(&context.id);
+        }
+        Ok(match resumed {
+            Resumed::Ask(ask) => (CallToolResponse::InputRequired(ask), asking(&session_id)),
+            Resumed::Done(outcome) => complete(outcome.and_then(|run| tasks::encode(&run))),
         })
     }
 }
 
-/// Whether a turn of this call may be answered with a task: the client declared the tasks
-/// extension *and* the negotiated protocol defines it (SEP-2663 is a 2026-07-28 extension). A
-/// 2025-11-25 client that advertises the extension anyway (the MCP Inspector 2.12 does) cannot
-/// read a `CreateTaskResult` there; it takes the `wait_ms` path like any other.
-fn offers_tasks(context: &RequestContext<RoleServer>) -> bool {
-    let declared = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
-    declared && context.protocol_version().is_some_and(|version| defines_tasks(&version))
+/// The tool's answer to a service result, and its log line.
+fn complete(outcome: Result<serde_json::Value, crate::error::SessionError>) -> (CallToolResponse, CallSummary) {
+    match outcome {
+        Ok(value) => {
+            let summary = CallSummary::success(&value);
+            (CallToolResponse::Complete(CallToolResult::structured(value)), summary)
+        }
+        Err(error) => {
+            let body = ErrorBody::from(&error);
+            let summary = CallSummary::failure(&body);
+            (CallToolResponse::Complete(render_error(&body)), summary)
+        }
+    }
 }
 
-/// Whether `version` defines the tasks extension: 2026-07-28 and later (dated versions compare
-/// lexically as they do chronologically).
-fn defines_tasks(version: &ProtocolVersion) -> bool {
-    version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+/// The log line of a call answered with questions about a session's held step.
+fn asking(session_id: &crate::ids::SessionId) -> CallSummary {
+    CallSummary::success(&serde_json::json!({"status": "input_required", "session_id": session_id}))
 }
 
 /// The answer to a method of a capability deputy does not declare.
@@ -310,7 +352,14 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         let span =
             tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id, subject = %subject);
         let tasks = offers_tasks(&context);
-        match self.dispatch(&request.name, arguments, &context, tasks).instrument(span).await {
+        let answered = match request.request_state.as_deref() {
+            Some(sealed) => {
+                let resumed = self.resume(&request.name, &arguments, sealed, request.input_responses, &context);
+                Some(resumed.instrument(span).await?)
+            }
+            None => self.dispatch(&request.name, arguments, &context, tasks).instrument(span).await,
+        };
+        match answered {
             Some((response, summary)) => {
                 self.log.tool_finished(&context, &request.name, summary).await;
                 Ok(response)
@@ -528,22 +577,9 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
 mod agent_resources;
 pub mod approvals;
 mod errors;
+pub mod input_required;
 pub mod logging;
 mod memory_resources;
 pub mod progress;
 pub mod resources;
 pub mod tasks;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_2026_07_28_and_later_define_tasks() {
-        assert!(defines_tasks(&ProtocolVersion::V_2026_07_28));
-        assert!(defines_tasks(&ProtocolVersion::LATEST));
-        for older in [ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2024_11_05] {
-            assert!(!defines_tasks(&older), "{older}");
-        }
-    }
-}

@@ -2,7 +2,9 @@
 //! out, each with a short human message (the text so far, or the tool being run).
 //!
 //! Clients that reset their request timeout on progress (the TS SDK with
-//! `resetTimeoutOnProgress`) keep long turns alive this way.
+//! `resetTimeoutOnProgress`, Claude Code) keep long turns alive this way, so a turn-running
+//! call that sends a progress token and names no `wait_ms` waits [`PROGRESS_WAIT`] instead of
+//! the usual 30 s.
 
 use std::time::Duration;
 
@@ -16,6 +18,22 @@ use crate::agent::{AgentEvent, EventReceiver, EventSender, event_channel};
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// Characters of recent text shown in a progress message.
 const TEXT_TAIL_CHARS: usize = 120;
+
+/// The default wait of a `session_create` / `session_turn` that sends a progress token: 4 min.
+/// Claude Code (2.1.332), the client that always sends one, gives a tool call a wall-clock
+/// limit of `MCP_TOOL_TIMEOUT` (default 100,000,000 ms, about 28 h) and aborts it after 5 min
+/// without a response or progress over HTTP (30 min over stdio). 4 min stays under that idle
+/// limit even for a turn that reports nothing (a long silent tool), so such a client gets a
+/// turn of up to 4 min inline instead of polling after 30 s; longer turns answer `running`.
+pub const PROGRESS_WAIT: Duration = Duration::from_secs(240);
+
+/// Gives the arguments of a turn-running call with a progress token [`PROGRESS_WAIT`] as their
+/// `wait_ms`, unless they name one.
+pub fn default_progress_wait(arguments: &mut serde_json::Value) {
+    if let Some(arguments) = arguments.as_object_mut() {
+        arguments.entry("wait_ms").or_insert_with(|| serde_json::Value::from(PROGRESS_WAIT.as_millis() as u64));
+    }
+}
 
 /// What the caller should hear about: counts events and remembers the latest activity.
 #[derive(Debug, Default)]
@@ -130,6 +148,16 @@ async fn forward(peer: Peer<RoleServer>, token: ProgressToken, mut events: Event
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_named_wait_is_kept() {
+        let mut unnamed = serde_json::json!({"prompt": "p"});
+        default_progress_wait(&mut unnamed);
+        assert_eq!(unnamed["wait_ms"], 240_000);
+        let mut named = serde_json::json!({"prompt": "p", "wait_ms": 5});
+        default_progress_wait(&mut named);
+        assert_eq!(named["wait_ms"], 5);
+    }
 
     #[test]
     fn messages_follow_the_turn() {

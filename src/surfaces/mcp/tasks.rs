@@ -18,9 +18,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, CreateTaskResult, GetTaskResult, InputResponses, MetaObject};
+use rmcp::model::{CallToolResult, CreateTaskResult, GetTaskResult, InputResponses, MetaObject, ProtocolVersion};
+use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::Value;
 
 use super::approvals;
@@ -123,6 +124,21 @@ impl TaskRegistry {
     }
 }
 
+/// Whether a turn of this call may be answered with a task: the client declared the tasks
+/// extension *and* the negotiated protocol defines it (SEP-2663 is a 2026-07-28 extension). A
+/// 2025-11-25 client that advertises the extension anyway (the MCP Inspector 2.12 does) cannot
+/// read a `CreateTaskResult` there; it takes the `wait_ms` path like any other.
+pub(super) fn offers_tasks(context: &RequestContext<RoleServer>) -> bool {
+    let declared = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
+    declared && context.protocol_version().is_some_and(|version| defines_tasks(&version))
+}
+
+/// Whether `version` defines the tasks extension: 2026-07-28 and later (dated versions compare
+/// lexically as they do chronologically).
+fn defines_tasks(version: &ProtocolVersion) -> bool {
+    version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+}
+
 /// Whether a turn's answer becomes a task: it still runs, or it holds approvals (which the
 /// task asks about as input requests).
 pub fn needs_task(run: &RunResult) -> bool {
@@ -139,17 +155,20 @@ fn status_message(run: &RunResult) -> String {
     }
 }
 
+/// A turn's result as the tool's structured content.
+pub fn encode(run: &RunResult) -> Result<Value, crate::error::SessionError> {
+    serde_json::to_value(run).map_err(|error| {
+        crate::error::SessionError::agent(
+            Some(run.session_id.clone()),
+            crate::error::ErrorKind::Internal,
+            format!("could not encode the result: {error}"),
+        )
+    })
+}
+
 /// The tool's answer for a service result, as the synchronous path renders it.
 pub fn render(outcome: Result<RunResult, crate::error::SessionError>) -> CallToolResult {
-    match outcome.and_then(|run| {
-        serde_json::to_value(&run).map_err(|error| {
-            crate::error::SessionError::agent(
-                Some(run.session_id.clone()),
-                crate::error::ErrorKind::Internal,
-                format!("could not encode the result: {error}"),
-            )
-        })
-    }) {
+    match outcome.and_then(|run| encode(&run)) {
         Ok(value) => CallToolResult::structured(value),
         Err(error) => super::errors::render_error(&ErrorBody::from(&error)),
     }
@@ -263,6 +282,15 @@ async fn interrupt<S: SessionService>(service: &S, id: &SessionId) -> TaskExit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_2026_07_28_and_later_define_tasks() {
+        assert!(defines_tasks(&ProtocolVersion::V_2026_07_28));
+        assert!(defines_tasks(&ProtocolVersion::LATEST));
+        for older in [ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2024_11_05] {
+            assert!(!defines_tasks(&older), "{older}");
+        }
+    }
     use crate::model::PendingCall;
     use crate::model::PendingKind;
 

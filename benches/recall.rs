@@ -64,7 +64,11 @@ fn questions(root: &Path, wanted: usize) -> Vec<Question> {
             let Some(sentence) = sentence else { continue };
             let words: Vec<&str> = sentence.split_whitespace().filter(|word| word.len() > 2).collect();
             if words.len() >= 8 {
-                candidates.push((shown.clone(), index + 1, words.iter().map(|w| w.to_string()).collect::<Vec<_>>()));
+                candidates.push((
+                    shown.clone(),
+                    index + 1,
+                    words.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+                ));
             }
         }
     }
@@ -103,7 +107,8 @@ fn main() {
     // Quality and index throughput: the corpus once, a cold index on disk.
     let dir = tempfile::tempdir().unwrap();
     let documents =
-        Documents::new(vec![spec("corpus", corpus_paths(&root, Path::new("")))], Some(dir.path().to_owned())).unwrap();
+        Documents::new(vec![spec("corpus", corpus_paths(&root, Path::new("")))], Some(dir.path().to_owned()))
+            .unwrap();
     let started = Instant::now();
     let report = documents.index(None).unwrap();
     let took = started.elapsed();

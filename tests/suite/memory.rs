@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 
 use super::tenants::{ALICE, BOB, TENANTS};
 use crate::common::http_deputy::HttpDeputy;
-use crate::common::id_of;
 use crate::common::mock_llm::{MockLlm, MockResponse, anthropic};
 
 /// The model calls `tool` with `input`, then answers `answer`.
@@ -42,6 +41,7 @@ const MEMORY_TOOLS: [&str; 2] = ["memory_search", "remember"];
 #[tokio::test]
 async fn compacted_history_is_found_again_after_kill_9_and_after_its_session_is_archived() {
     use crate::common::deputy::TestDeputy;
+    use crate::common::id_of;
 
     let deputy = TestDeputy::start().await;
     deputy.mock.push(MockResponse::sse(anthropic::text(&["Noted."])));

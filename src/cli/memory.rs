@@ -50,6 +50,14 @@ pub async fn documents(owner: &Owner, command: DocumentsCommand) -> ExitCode {
                     collection.name, collection.files, collection.indexed, collection.chunks, collection.removed
                 );
             }
+            if let Some(spent) = &indexed.embeddings {
+                let cost = spent.cost_usd.map(|usd| format!(", ${usd:.4}")).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "embeddings ({}) since the server started: {} calls, {} tokens{cost}",
+                    spent.model, spent.calls, spent.tokens
+                );
+            }
             out
         });
     print_outcome(outcome)

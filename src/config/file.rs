@@ -150,6 +150,23 @@ pub struct ConfigFile {
     /// Document collections sessions search (`search_documents`), by name.
     #[serde(default)]
     pub documents: BTreeMap<String, DocumentsConfig>,
+    /// An embeddings model: document search becomes hybrid (BM25 and vectors).
+    #[serde(default)]
+    pub embeddings: Option<EmbeddingsConfig>,
+}
+
+/// The `[embeddings]` section.
+///
+/// ```toml
+/// [embeddings]
+/// model = "openai:text-embedding-3-small"   # provider:model, any OpenAI-compatible provider
+/// dimensions = 512                          # optional, for models that can shorten vectors
+/// ```
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingsConfig {
+    pub model: String,
+    pub dimensions: Option<u32>,
 }
 
 /// A `[documents.NAME]` section: the files of one collection.

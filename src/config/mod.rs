@@ -20,10 +20,12 @@ use anyhow::Context;
 
 use crate::agent::{AgentFactory, InboxLimits};
 use crate::hooks::Hooks;
+use crate::llm::embeddings::EmbeddingModel;
 use crate::memory::{Memory, SharedMemory};
 use crate::peers::RemotePeers;
 use crate::profiles::Profiles;
 use crate::retrieval::documents::Documents;
+use crate::retrieval::embeddings::Embedder;
 use crate::session::DelegationLimits;
 use crate::session::SessionLimits;
 use crate::skills::Skills;
@@ -271,8 +273,11 @@ pub fn agent_factory(
         .map(|(name, collection)| collection.spec(name, workspace.root()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|err| anyhow::anyhow!("config file: {err}"))?;
-    let documents =
+    let mut documents =
         Documents::new(collections, documents_dir).map_err(|err| anyhow::anyhow!("config file: {err}"))?;
+    if let Some(embeddings) = &config.embeddings {
+        documents = documents.with_embedder(Arc::new(embedder(config, env, embeddings)?));
+    }
     let mut factory = AgentFactory::new(providers, default_model, Some(workspace))
         .with_context_windows(windows)
         .with_prices(prices)
@@ -292,6 +297,24 @@ pub fn agent_factory(
         factory = factory.with_default_max_tokens(max_tokens);
     }
     Ok(factory)
+}
+
+/// The `[embeddings]` model, over its provider's endpoint.
+fn embedder(
+    config: &ConfigFile,
+    env: &Environment,
+    embeddings: &crate::config::file::EmbeddingsConfig,
+) -> anyhow::Result<Embedder> {
+    let (provider, model) = embeddings.model.split_once(':').ok_or_else(|| {
+        anyhow::anyhow!("config file: [embeddings] model: {:?} is not `provider:model`", embeddings.model)
+    })?;
+    let (base_url, key) = providers::endpoint(config, env, provider)
+        .map_err(|err| anyhow::anyhow!("config file: [embeddings]: {err}"))?;
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|_| anyhow::anyhow!("[embeddings] needs deputy's async runtime"))?;
+    let configured = config.providers.get(provider).and_then(|provider| provider.models.get(model)).copied();
+    let price = configured.or_else(|| crate::llm::catalog::known_price(model));
+    Ok(Embedder::new(EmbeddingModel::new(&base_url, key, model, embeddings.dimensions), price, runtime))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! environment variables) and the config file's `[providers.NAME]`, each behind the retry gate.
 
 use super::{ConfigFile, Environment};
-use crate::llm::catalog::{BUILT_IN, BuiltinProvider};
+use crate::llm::catalog::{BUILT_IN, BuiltinProvider, Wire};
 use crate::llm::options::WireOptions;
 use crate::llm::registry::ProviderRegistry;
 
@@ -42,6 +42,31 @@ pub fn provider_registry(config: &ConfigFile, env: &Environment) -> ProviderRegi
         registry.insert(name, provider.api.connect(provider.base_url.clone(), key, provider.wire_options()));
     }
     registry
+}
+
+/// Where provider `name` is and its key, for a call that is not a model call (embeddings):
+/// `(base URL, key)`. Only OpenAI-compatible providers have an embeddings API.
+pub fn endpoint(config: &ConfigFile, env: &Environment, name: &str) -> Result<(String, Option<String>), String> {
+    if let Some(provider) = config.providers.get(name) {
+        if provider.api != Wire::Openai {
+            return Err(format!("provider {name:?} is not OpenAI-compatible: it has no embeddings API"));
+        }
+        let key = match &provider.api_key_env {
+            Some(var) => {
+                Some(env.get(var).ok_or_else(|| format!("provider {name:?}: no API key: set {var}"))?.to_owned())
+            }
+            None => None,
+        };
+        return Ok((provider.base_url.clone(), key));
+    }
+    let builtin = BUILT_IN.iter().find(|provider| provider.name == name).ok_or_else(|| {
+        format!("no provider {name:?} (a built-in one, or [providers.{name}] in the config file)")
+    })?;
+    if builtin.wire != Wire::Openai {
+        return Err(format!("provider {name:?} is not OpenAI-compatible: it has no embeddings API"));
+    }
+    let base_url = env.get(builtin.base_url_variable).unwrap_or(builtin.default_base_url).to_owned();
+    Ok((base_url, env.get(builtin.key_variable).map(str::to_owned)))
 }
 
 /// One built-in provider: usable with its key, or without one at another base URL where it

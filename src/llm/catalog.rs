@@ -114,6 +114,9 @@ pub fn known_context_window(model: &str) -> Option<u64> {
 /// whose prices differ or are not known here. An unknown model has no price (`cost_usd: null`)
 /// until the config file gives it one.
 const MODEL_PRICES: &[(&str, Price)] = &[
+    // Embeddings (input only): what `[embeddings]` spends.
+    ("text-embedding-3-small", Price::openai(20, 20, 0)),
+    ("text-embedding-3-large", Price::openai(130, 130, 0)),
     ("claude-opus-4-6", Price::anthropic(5_000, 25_000)),
     ("claude-opus-4-5", Price::anthropic(5_000, 25_000)),
     ("claude-opus-4-1", Price::anthropic(15_000, 75_000)),

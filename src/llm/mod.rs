@@ -12,6 +12,7 @@ pub mod anthropic;
 pub mod body;
 pub mod catalog;
 pub mod conform;
+pub mod embeddings;
 mod http;
 pub mod message;
 pub mod openai;

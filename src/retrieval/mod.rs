@@ -3,6 +3,10 @@
 //! `search_documents`.
 //!
 //! Built on tantivy (BM25): an embedded engine, so search needs no service and no network.
+//! With an embeddings model (`[embeddings]`, [`embeddings`]), document search is hybrid: BM25
+//! and vector similarity fused by reciprocal rank ([`fusion`]).
 
 pub mod analyzer;
 pub mod documents;
+pub mod embeddings;
+pub mod fusion;

@@ -124,3 +124,108 @@ async fn a_named_agent_searches_only_its_collections() {
     assert_eq!(status, 400, "{answer}");
     assert!(answer["message"].as_str().unwrap().contains("no document collection \"nope\""), "{answer}");
 }
+
+/// A deterministic embeddings server: four concepts (vehicles, installing, sprockets, the
+/// rest), so "automobile" is near "car" although no word is shared.
+fn embed(request: &crate::common::mock_llm::RecordedRequest) -> MockResponse {
+    const CONCEPTS: [&[&str]; 3] = [
+        &["car", "automobile", "vehicle", "truck"],
+        &["install", "setup", "unpack", "tar"],
+        &["sprocket", "widget"],
+    ];
+    let inputs = request.body["input"].as_array().cloned().unwrap_or_default();
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, input)| {
+            let text = input.as_str().unwrap_or_default().to_lowercase();
+            let mut vector = vec![0.0f32, 0.0, 0.0, 0.05];
+            for word in text.split(|c: char| !c.is_alphanumeric()) {
+                for (dimension, concept) in CONCEPTS.iter().enumerate() {
+                    if concept.iter().any(|stem| word.starts_with(stem)) {
+                        vector[dimension] += 1.0;
+                    }
+                }
+            }
+            json!({"object": "embedding", "index": index, "embedding": vector})
+        })
+        .collect();
+    let tokens = inputs.len() * 10;
+    MockResponse::json(
+        200,
+        json!({"object": "list", "data": data, "model": "test-embed",
+               "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}),
+    )
+}
+
+#[tokio::test]
+async fn with_an_embeddings_model_search_is_hybrid_cached_and_survives_an_outage() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let embeddings = MockLlm::start().await;
+    let outage = Arc::new(AtomicBool::new(false));
+    let down = outage.clone();
+    embeddings.respond_with(move |request| {
+        if down.load(Ordering::SeqCst) {
+            MockResponse::json(503, json!({"error": {"message": "down", "type": "server_error"}}))
+                .header("x-should-retry", "false")
+        } else {
+            embed(request)
+        }
+    });
+    let workspace = workspace();
+    std::fs::write(workspace.path().join("docs").join("garage.md"), "# Garage\n\nPark the car inside overnight.\n")
+        .unwrap();
+    let config = format!(
+        "{CONFIG}\n[providers.emb]\napi = \"openai\"\nbase_url = \"{}/v1\"\n\n[embeddings]\nmodel = \"emb:test-embed\"\n",
+        embeddings.base_url()
+    );
+    let deputy = HttpDeputy::start_in(workspace, &config).await;
+    let loaded = |deputy: &HttpDeputy| {
+        deputy.log.lines().iter().filter(|line| line.contains("document collection loaded")).count()
+    };
+    for _ in 0..200 {
+        if loaded(&deputy) == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(loaded(&deputy), 2, "{:?}", deputy.log.lines());
+    let indexing = embeddings.requests();
+    assert!(!indexing.is_empty() && indexing.iter().all(|request| request.path == "/v1/embeddings"));
+    assert_eq!(indexing[0].body["model"], "test-embed");
+
+    // No document says "automobile": words alone find nothing, the vectors find the car.
+    let prompt = json!({"prompt": "where does the automobile go?"});
+    let found = search(&deputy, prompt.clone(), json!({"query": "automobile", "collection": "handbook"}))
+        .await
+        .expect("found");
+    assert_eq!(found[0]["path"], "docs/garage.md", "{found}");
+    // A lexical query still ranks its lexical match first.
+    let found = search(&deputy, prompt.clone(), json!({"query": "unpack tar linux"})).await.expect("found");
+    assert_eq!(found[0]["path"], "docs/install.md", "{found}");
+
+    // Cached: a restart re-reads nothing and embeds no chunk again (the vectors are kept in
+    // the index beside the store).
+    #[cfg(feature = "session-store")]
+    let deputy = {
+        let before = embeddings.requests().len();
+        let deputy = deputy.restart(&[]).await;
+        for _ in 0..200 {
+            if loaded(&deputy) == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(loaded(&deputy), 2);
+        assert_eq!(embeddings.requests().len(), before, "no chunk embedded twice");
+        deputy
+    };
+
+    // An outage of the embeddings server: words alone answer, with a warning; the turn goes on.
+    outage.store(true, Ordering::SeqCst);
+    let found = search(&deputy, prompt, json!({"query": "install setup script"})).await.expect("found by words");
+    assert_eq!(found[0]["path"], "docs/install.md", "{found}");
+    deputy.log.wait_for("embedding the query failed, searching by words only").await;
+}

@@ -19,12 +19,16 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use notify::Watcher;
 use serde::Serialize;
 
+use crate::retrieval::embeddings::Embedder;
+use crate::retrieval::fusion::fuse;
 use crate::text::glob::Glob;
 use files::Root;
 use index::{CollectionIndex, Refreshed, StoredChunk};
 
 /// Results one search answers at most.
 pub const MAX_RESULTS: usize = 20;
+/// Candidates each ranking gives the fusion.
+const CANDIDATES: usize = 50;
 
 /// One collection as the config file gives it, its paths resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +46,8 @@ pub struct DocumentHit {
     pub path: String,
     pub start_line: usize,
     pub end_line: usize,
-    /// BM25 relevance within its collection: higher is better.
+    /// Relevance: BM25 within its collection, or, where the collections have vectors, the
+    /// reciprocal-rank fusion of BM25 and vector similarity. Higher is better.
     pub score: f32,
     pub collection: String,
 }
@@ -73,6 +78,8 @@ pub struct Documents {
     /// Collections loaded (index opened and brought up to the files), ever: one per collection
     /// per process, whatever the number of sessions searching it.
     loads: AtomicU64,
+    /// With an embeddings model: hybrid search.
+    embedder: Option<Arc<Embedder>>,
 }
 
 impl std::fmt::Debug for Documents {
@@ -94,7 +101,17 @@ impl Documents {
             let collection = Collection { glob, dir, loaded: OnceLock::new(), refreshing: Mutex::new(()), spec };
             collections.insert(collection.spec.name.clone(), collection);
         }
-        Ok(Self { collections, loads: AtomicU64::new(0) })
+        Ok(Self { collections, loads: AtomicU64::new(0), embedder: None })
+    }
+
+    /// The same collections searched hybrid: BM25 and `embedder`'s vectors, fused.
+    pub fn with_embedder(mut self, embedder: Arc<Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    pub fn embedder(&self) -> Option<&Arc<Embedder>> {
+        self.embedder.as_ref()
     }
 
     pub fn names(&self) -> Vec<&str> {
@@ -165,13 +182,36 @@ impl Documents {
             if loaded.dirty.swap(false, Ordering::AcqRel) {
                 self.refresh(collection, false).map_err(|error| format!("{name}: {error}"))?;
             }
-            let found = loaded.index.search(query, limit).map_err(|error| format!("{name}: {error}"))?;
-            hits.extend(found.into_iter().map(|(score, chunk)| hit(name, score, chunk)));
+            let lexical = loaded.index.search(query, CANDIDATES).map_err(|error| format!("{name}: {error}"))?;
+            let dense = self.nearest(&loaded.index, query);
+            if dense.is_empty() {
+                hits.extend(lexical.into_iter().take(limit).map(|(score, chunk)| hit(name, score, chunk)));
+                continue;
+            }
+            let rankings = [
+                lexical.into_iter().map(|(_, chunk)| chunk).collect::<Vec<_>>(),
+                dense.into_iter().map(|(_, chunk)| chunk).collect(),
+            ];
+            let fused = fuse(&rankings, |chunk| (chunk.path.clone(), chunk.start_line));
+            hits.extend(fused.into_iter().take(limit).map(|(score, chunk)| hit(name, score, chunk)));
         }
         // Scores of different collections are not comparable; each one's best come first.
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         hits.truncate(limit);
         Ok(hits)
+    }
+
+    /// The chunks nearest `query` by vector, when there are vectors and the query can be
+    /// embedded; an embeddings failure leaves the search to BM25, with a warning.
+    fn nearest(&self, index: &CollectionIndex, query: &str) -> Vec<(f32, StoredChunk)> {
+        let Some(embedder) = self.embedder.as_ref().filter(|_| index.has_vectors()) else { return Vec::new() };
+        match embedder.embed_query(query) {
+            Ok(vector) => index.nearest(&vector, CANDIDATES),
+            Err(error) => {
+                tracing::warn!("embedding the query failed, searching by words only: {error}");
+                Vec::new()
+            }
+        }
     }
 
     /// The collection's index, loaded on first use.
@@ -196,15 +236,22 @@ impl Documents {
         // Opened again at each refresh: a path that appeared since is indexed, one that went is
         // emptied.
         let roots = open_roots(&collection.spec);
-        let report = loaded.index.refresh(&roots, collection.glob.as_ref()).map_err(|error| error.to_string())?;
+        let report = loaded
+            .index
+            .refresh(&roots, collection.glob.as_ref(), self.embedder.as_deref())
+            .map_err(|error| error.to_string())?;
         let name = &collection.spec.name;
         if first {
             tracing::info!(
                 collection = %name, files = report.files, indexed = report.indexed, chunks = loaded.index.chunks(),
+                embedded = report.embedded,
                 "document collection loaded"
             );
         } else if announce || report.indexed > 0 || report.removed > 0 {
-            tracing::info!(collection = %name, indexed = report.indexed, removed = report.removed, "document collection refreshed");
+            tracing::info!(
+                collection = %name, indexed = report.indexed, removed = report.removed, embedded = report.embedded,
+                "document collection refreshed"
+            );
         }
         Ok(report)
     }

@@ -10,7 +10,7 @@ use super::LiveSessionService;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::SessionStatus;
-use crate::model::documents::{CollectionIndexed, DocumentsIndexed};
+use crate::model::documents::{CollectionIndexed, DocumentsIndexed, EmbeddingsSpent};
 use crate::model::memory::{
     MAX_MEMORY_BYTES, MAX_TAG_CHARS, MAX_TAGS, MemoryDeleted, MemoryKind, MemoryList, MemoryRecord,
 };
@@ -99,8 +99,8 @@ pub async fn index_documents_of(
     documents: &std::sync::Arc<crate::retrieval::documents::Documents>,
     collection: Option<String>,
 ) -> Result<DocumentsIndexed, SessionError> {
-    let documents = documents.clone();
-    let reports = tokio::task::spawn_blocking(move || documents.index(collection.as_deref()))
+    let indexing = documents.clone();
+    let reports = tokio::task::spawn_blocking(move || indexing.index(collection.as_deref()))
         .await
         .map_err(|error| SessionError::invalid(format!("indexing failed: {error}")))?
         .map_err(SessionError::invalid)?;
@@ -112,9 +112,19 @@ pub async fn index_documents_of(
             indexed: report.indexed,
             removed: report.removed,
             chunks: report.chunks,
+            embedded: report.embedded,
         })
         .collect();
-    Ok(DocumentsIndexed { collections })
+    let embeddings = documents.embedder().map(|embedder| {
+        let spent = embedder.spent();
+        EmbeddingsSpent {
+            model: embedder.model().to_owned(),
+            calls: spent.calls,
+            tokens: spent.tokens,
+            cost_usd: spent.cost_usd,
+        }
+    });
+    Ok(DocumentsIndexed { collections, embeddings })
 }
 
 /// Memories one page lists when the caller does not say.

@@ -202,20 +202,11 @@ impl MemoryIndex {
         query: &str,
         limit: usize,
     ) -> Result<Vec<(f32, MemoryRecord)>, IndexError> {
-        let terms: Vec<(Occur, Box<dyn Query>)> = analyzer::terms(&self.index, self.fields.text, query)?
-            .into_iter()
-            .map(|token| -> (Occur, Box<dyn Query>) {
-                let term = Term::from_field_text(self.fields.text, &token);
-                (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)))
-            })
-            .collect();
-        if terms.is_empty() || limit == 0 {
+        let Some(words) = analyzer::any_word(&self.index, self.fields.text, query)?.filter(|_| limit > 0) else {
             return Ok(Vec::new());
-        }
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
-            (Occur::Must, Box::new(BooleanQuery::new(terms))),
-            (Occur::Must, self.filter(self.fields.owner, owner)),
-        ];
+        };
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Must, words), (Occur::Must, self.filter(self.fields.owner, owner))];
         if let Some(session) = session {
             clauses.push((Occur::Must, self.filter(self.fields.session, session.as_str())));
         }

@@ -2,11 +2,12 @@
 //! question's "what is the" must not match every passage), stemmed ("indexes" finds "index").
 //! Analyzers are not kept in a tantivy index, so every index registers it when it opens.
 
-use tantivy::Index;
-use tantivy::schema::{IndexRecordOption, TextFieldIndexing, TextOptions};
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
+use tantivy::{Index, Term};
 
 /// Its name in an index's tokenizers.
 pub const ANALYZER: &str = "deputy_en";
@@ -34,8 +35,22 @@ pub fn text_options() -> TextOptions {
     )
 }
 
+/// A query matching any word of `query` in `field`, scored by BM25; `None` when `query` has no
+/// word worth searching (only stop words, say). Free text, never query syntax: a model's `:`
+/// or `-` is a character, not an operator.
+pub fn any_word(index: &Index, field: Field, query: &str) -> tantivy::Result<Option<Box<dyn Query>>> {
+    let clauses: Vec<(Occur, Box<dyn Query>)> = terms(index, field, query)?
+        .into_iter()
+        .map(|word| -> (Occur, Box<dyn Query>) {
+            let term = Term::from_field_text(field, &word);
+            (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)))
+        })
+        .collect();
+    Ok((!clauses.is_empty()).then(|| Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>))
+}
+
 /// The words of `query` as `index` would index them, each once, in order.
-pub fn terms(index: &Index, field: tantivy::schema::Field, query: &str) -> tantivy::Result<Vec<String>> {
+fn terms(index: &Index, field: Field, query: &str) -> tantivy::Result<Vec<String>> {
     let mut analyzer = index.tokenizer_for_field(field)?;
     let mut stream = analyzer.token_stream(query);
     let mut terms: Vec<String> = Vec::new();

@@ -21,8 +21,7 @@ use sha2::{Digest, Sha256};
 use tantivy::collector::DocSetCollector;
 use tantivy::collector::TopDocs;
 use tantivy::query::AllQuery;
-use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption, STORED, STRING, Schema, Value};
+use tantivy::schema::{Field, STORED, STRING, Schema, Value};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use super::chunk::chunks;
@@ -340,18 +339,11 @@ impl CollectionIndex {
 
     /// The best `limit` chunks for `query`, best first.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<(f32, StoredChunk)>, IndexError> {
-        let terms: Vec<(Occur, Box<dyn Query>)> = analyzer::terms(&self.index, self.fields.text, query)?
-            .into_iter()
-            .map(|token| -> (Occur, Box<dyn Query>) {
-                let term = Term::from_field_text(self.fields.text, &token);
-                (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)))
-            })
-            .collect();
-        if terms.is_empty() || limit == 0 {
+        let Some(words) = analyzer::any_word(&self.index, self.fields.text, query)?.filter(|_| limit > 0) else {
             return Ok(Vec::new());
-        }
+        };
         let searcher = self.reader.searcher();
-        let top = searcher.search(&BooleanQuery::new(terms), &TopDocs::with_limit(limit).order_by_score())?;
+        let top = searcher.search(&words, &TopDocs::with_limit(limit).order_by_score())?;
         let mut found = Vec::with_capacity(top.len());
         for (score, address) in top {
             let document: TantivyDocument = searcher.doc(address)?;

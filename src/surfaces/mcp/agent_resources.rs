@@ -3,9 +3,9 @@
 //! [`SessionService`] (a background server's client sees its own config's agents).
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
+use rmcp::model::{ReadResourceResult, Resource, ResourceTemplate};
 
-use super::resources::to_mcp;
+use super::resources::json_contents;
 use crate::session::SessionService;
 
 /// The list of every named agent.
@@ -53,8 +53,8 @@ pub fn read<S: SessionService>(
     uri: &str,
     resource: &AgentResource,
 ) -> Result<ReadResourceResult, McpError> {
-    let text = match resource {
-        AgentResource::List => serde_json::to_string_pretty(&service.agents()),
+    match resource {
+        AgentResource::List => json_contents(uri, &service.agents()),
         AgentResource::One(name) => {
             let agent = service.agent(name).map_err(|error| {
                 McpError::resource_not_found(
@@ -62,13 +62,9 @@ pub fn read<S: SessionService>(
                     Some(serde_json::json!({"uri": uri, "code": error.code().as_str()})),
                 )
             })?;
-            serde_json::to_string_pretty(&agent)
+            json_contents(uri, &agent)
         }
     }
-    .map_err(|error| to_mcp(&crate::error::SessionError::invalid(error.to_string()), Some(uri)))?;
-    Ok(ReadResourceResult::new(vec![
-        ResourceContents::text(text, uri.to_owned()).with_mime_type("application/json"),
-    ]))
 }
 
 #[cfg(test)]

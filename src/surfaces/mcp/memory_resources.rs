@@ -3,9 +3,9 @@
 //! [`SessionService`], so a client only ever reads its own subject's memories.
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{ReadResourceResult, Resource, ResourceContents};
+use rmcp::model::{ReadResourceResult, Resource};
 
-use super::resources::to_mcp;
+use super::resources::{json_contents, to_mcp};
 use crate::session::{MemoryQuery, SessionService};
 
 pub const MEMORIES: &str = "deputy://memories";
@@ -48,11 +48,7 @@ pub async fn read<S: SessionService>(
     query: MemoryQuery,
 ) -> Result<ReadResourceResult, McpError> {
     let list = service.memories(query).await.map_err(|error| to_mcp(&error, Some(uri)))?;
-    let text = serde_json::to_string_pretty(&list)
-        .map_err(|error| to_mcp(&crate::error::SessionError::invalid(error.to_string()), Some(uri)))?;
-    Ok(ReadResourceResult::new(vec![
-        ResourceContents::text(text, uri.to_owned()).with_mime_type("application/json"),
-    ]))
+    json_contents(uri, &list)
 }
 
 #[cfg(test)]

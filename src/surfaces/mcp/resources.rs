@@ -203,6 +203,15 @@ fn find_tool_result(messages: &[Message], tool_use_id: &str) -> Option<String> {
 /// A session error as the resource methods answer it: an unknown (or foreign) session is
 /// `resource_not_found` (rmcp sends -32002, or -32602 to 2026-07-28 peers), a bad request
 /// `invalid_params`, the rest an internal error carrying deputy's code.
+/// `value` as a resource's JSON contents.
+pub fn json_contents(uri: &str, value: &impl serde::Serialize) -> Result<ReadResourceResult, McpError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|error| to_mcp(&SessionError::invalid(error.to_string()), Some(uri)))?;
+    Ok(ReadResourceResult::new(vec![
+        ResourceContents::text(text, uri.to_owned()).with_mime_type("application/json"),
+    ]))
+}
+
 pub fn to_mcp(error: &SessionError, uri: Option<&str>) -> McpError {
     let data = serde_json::json!({ "uri": uri, "code": error.code().as_str() });
     match error {

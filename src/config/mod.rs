@@ -180,7 +180,10 @@ impl AppState {
         let documents_dir = store_path.as_ref().map(|path| path.with_extension("documents"));
         let factory = agent_factory(settings, env, &config, mcp.clone(), documents_dir)?;
         let memory_dir = store_path.map(|path| path.with_extension("memory"));
-        let memory = Arc::new(Memory::new(store.clone(), memory_dir, config.memory.bounds()));
+        // Memories are searched with the documents' embeddings model, if there is one.
+        let embedder = factory.documents().embedder().cloned();
+        let memory =
+            Arc::new(Memory::new(store.clone(), memory_dir, config.memory.bounds()).with_embedder(embedder));
         let limits = settings.session_limits(&config.sessions);
         let tokens = config.auth.resolve(env)?;
         let remote = RemotePeers::new(&config.peers, mcp.clone(), |variable| env.get(variable).map(str::to_owned))

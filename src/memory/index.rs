@@ -21,10 +21,11 @@ use tantivy::{Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocum
 use crate::ids::SessionId;
 use crate::model::memory::{MemoryKind, MemoryRecord};
 use crate::retrieval::analyzer;
+use crate::retrieval::embeddings::{Embedder, similarity};
 use crate::store::MemoryMarks;
 
 /// Bumped when the schema or the payload changes: an index of another version is rebuilt.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 /// The writer's arena: tantivy's minimum. Memories arrive a few at a time.
 const WRITER_BYTES: usize = 15_000_000;
 
@@ -54,6 +55,8 @@ struct Fields {
     kind: Field,
     text: Field,
     record: Field,
+    /// Its vector (little-endian f32s), with an embeddings model.
+    vector: Field,
 }
 
 impl Fields {
@@ -67,6 +70,7 @@ impl Fields {
             kind: builder.add_text_field("kind", STRING),
             text: builder.add_text_field("text", text_options),
             record: builder.add_text_field("record", STORED),
+            vector: builder.add_bytes_field("vector", STORED),
         };
         (builder.build(), fields)
     }
@@ -131,11 +135,32 @@ impl MemoryIndex {
         *self.marks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Adds `records` (their ids given) and commits, recording `marks`.
-    pub fn add(&self, records: &[MemoryRecord], marks: MemoryMarks) -> Result<(), IndexError> {
+    /// Adds `records` (their ids given) and commits, recording `marks`. With `embedder`, each
+    /// gets its vector; an embeddings failure leaves them to BM25, with a warning.
+    pub fn add(
+        &self,
+        records: &[MemoryRecord],
+        marks: MemoryMarks,
+        embedder: Option<&Embedder>,
+    ) -> Result<(), IndexError> {
+        let texts: Vec<String> = records.iter().map(searched_text).collect();
+        let vectors = embedder.and_then(|embedder| match embedder.embed(&texts) {
+            Ok(vectors) => Some(vectors),
+            Err(error) => {
+                tracing::warn!("embedding memories failed, they are searched by words only: {error}");
+                None
+            }
+        });
         let writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        for record in records {
-            writer.add_document(self.document(record))?;
+        for (index, record) in records.iter().enumerate() {
+            let mut document = self.document(record, &texts[index]);
+            if let Some(vector) = vectors.as_ref().and_then(|vectors| vectors.get(index)) {
+                document.add_bytes(
+                    self.fields.vector,
+                    &vector.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+                );
+            }
+            writer.add_document(document)?;
         }
         self.commit(writer, marks)
     }
@@ -170,19 +195,13 @@ impl MemoryIndex {
         Ok(())
     }
 
-    fn document(&self, record: &MemoryRecord) -> TantivyDocument {
+    fn document(&self, record: &MemoryRecord, text: &str) -> TantivyDocument {
         let mut document = TantivyDocument::default();
         document.add_u64(self.fields.id, record.id);
         document.add_text(self.fields.owner, &record.owner);
         document.add_text(self.fields.session, record.session_id.as_str());
         document.add_text(self.fields.kind, record.kind.as_str());
-        // Tags are searched like the text.
-        let mut text = record.text.clone();
-        for tag in &record.tags {
-            text.push(' ');
-            text.push_str(tag);
-        }
-        document.add_text(self.fields.text, &text);
+        document.add_text(self.fields.text, text);
         document.add_text(self.fields.record, serde_json::to_string(record).unwrap_or_default());
         document
     }
@@ -205,15 +224,53 @@ impl MemoryIndex {
         let Some(words) = analyzer::any_word(&self.index, self.fields.text, query)?.filter(|_| limit > 0) else {
             return Ok(Vec::new());
         };
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Must, words), (Occur::Must, self.filter(self.fields.owner, owner))];
-        if let Some(session) = session {
-            clauses.push((Occur::Must, self.filter(self.fields.session, session.as_str())));
-        }
+        let mut clauses = self.scope(owner, session);
+        clauses.push((Occur::Must, words));
         let searcher = self.reader.searcher();
         let top = searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit).order_by_score())?;
         let mut found = Vec::with_capacity(top.len());
         for (score, address) in top {
+            if let Some(record) = self.record_at(&searcher, address)? {
+                found.push((score, record));
+            }
+        }
+        Ok(found)
+    }
+
+    /// The clauses that keep a query to `owner`'s memories (of `session` only, when given).
+    fn scope(&self, owner: &str, session: Option<&SessionId>) -> Vec<(Occur, Box<dyn Query>)> {
+        let mut clauses = vec![(Occur::Must, self.filter(self.fields.owner, owner))];
+        if let Some(session) = session {
+            clauses.push((Occur::Must, self.filter(self.fields.session, session.as_str())));
+        }
+        clauses
+    }
+
+    /// The `limit` memories of `owner` (of `session`) most similar to `query` (a unit vector),
+    /// best first: a scan of their stored vectors.
+    pub fn nearest(
+        &self,
+        owner: &str,
+        session: Option<&SessionId>,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(f32, MemoryRecord)>, IndexError> {
+        let searcher = self.reader.searcher();
+        let mut scored = Vec::new();
+        for address in searcher.search(&BooleanQuery::new(self.scope(owner, session)), &DocSetCollector)? {
+            let document: TantivyDocument = searcher.doc(address)?;
+            let Some(bytes) = document.get_first(self.fields.vector).and_then(|value| value.as_bytes()) else {
+                continue;
+            };
+            let vector: Vec<f32> = bytes
+                .chunks_exact(4)
+                .map(|four| f32::from_le_bytes([four[0], four[1], four[2], four[3]]))
+                .collect();
+            scored.push((similarity(query, &vector), address));
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut found = Vec::new();
+        for (score, address) in scored.into_iter().take(limit) {
             if let Some(record) = self.record_at(&searcher, address)? {
                 found.push((score, record));
             }
@@ -281,6 +338,16 @@ impl MemoryIndex {
         };
         serde_json::from_str(&json).map(Some).map_err(|err| IndexError(format!("a stored memory: {err}")))
     }
+}
+
+/// What is searched of a memory: its text, and its tags like words of it.
+fn searched_text(record: &MemoryRecord) -> String {
+    let mut text = record.text.clone();
+    for tag in &record.tags {
+        text.push(' ');
+        text.push_str(tag);
+    }
+    text
 }
 
 fn payload_of(index: &Index) -> Option<Payload> {

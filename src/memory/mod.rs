@@ -23,6 +23,8 @@ use crate::ids::SessionId;
 use crate::model::memory::{
     MAX_LIST_PAGE, MAX_SEARCH_RESULTS, MemoryBounds, MemoryEntry, MemoryHit, MemoryKind, MemoryList, MemoryRecord,
 };
+use crate::retrieval::embeddings::Embedder;
+use crate::retrieval::fusion::fuse;
 use crate::store::{MemoryMarks, SharedStore};
 use index::{IndexError, MemoryIndex};
 
@@ -45,6 +47,8 @@ pub struct Memory {
     next_id: AtomicU64,
     /// How many times an index was opened (tests check that sessions share one).
     opened: AtomicU64,
+    /// With an embeddings model (`[embeddings]`): vectors for memories, hybrid search.
+    embedder: Option<Arc<Embedder>>,
 }
 
 impl std::fmt::Debug for Memory {
@@ -73,7 +77,14 @@ impl Memory {
             remembered: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             opened: AtomicU64::new(0),
+            embedder: None,
         }
+    }
+
+    /// The same memory searched hybrid: BM25 and `embedder`'s vectors, fused by rank.
+    pub fn with_embedder(mut self, embedder: Option<Arc<Embedder>>) -> Self {
+        self.embedder = embedder;
+        self
     }
 
     pub fn bounds(&self) -> MemoryBounds {
@@ -126,8 +137,8 @@ impl Memory {
             let batch = store.memories(marks.last_id, CATCH_UP_BATCH).await?;
             let Some(last) = batch.last() else { break };
             marks = MemoryMarks { last_id: last.id, deletes: stored.deletes };
-            let index = index.clone();
-            tokio::task::spawn_blocking(move || index.add(&batch, marks))
+            let (index, embedder) = (index.clone(), self.embedder.clone());
+            tokio::task::spawn_blocking(move || index.add(&batch, marks, embedder.as_deref()))
                 .await
                 .map_err(blocking_failed)?
                 .map_err(index_failed)?;
@@ -174,8 +185,8 @@ impl Memory {
             record.id = self.next_id.fetch_add(1, Ordering::Relaxed);
         }
         let marks = MemoryMarks { last_id: records.last().map_or(0, |record| record.id), deletes: 0 };
-        let added = records.clone();
-        tokio::task::spawn_blocking(move || index.add(&added, marks))
+        let (added, embedder) = (records.clone(), self.embedder.clone());
+        tokio::task::spawn_blocking(move || index.add(&added, marks, embedder.as_deref()))
             .await
             .map_err(blocking_failed)?
             .map_err(index_failed)?;
@@ -244,10 +255,13 @@ impl Memory {
         let index = self.index().await?;
         let (owner, session, query) = (owner.to_owned(), session.cloned(), query.to_owned());
         let limit = limit.clamp(1, MAX_SEARCH_RESULTS);
-        let found = tokio::task::spawn_blocking(move || index.search(&owner, session.as_ref(), &query, limit))
-            .await
-            .map_err(blocking_failed)?
-            .map_err(index_failed)?;
+        let embedder = self.embedder.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            hybrid(&index, embedder.as_deref(), &owner, session.as_ref(), &query, limit)
+        })
+        .await
+        .map_err(blocking_failed)?
+        .map_err(index_failed)?;
         Ok(found.into_iter().map(|(score, record)| MemoryHit::new(record, score)).collect())
     }
 
@@ -324,6 +338,36 @@ impl Memory {
         }
         Ok(true)
     }
+}
+
+/// Candidates each ranking gives the fusion.
+const CANDIDATES: usize = 50;
+
+/// BM25 alone, or, with an embedder and a query it can embed, BM25 and vector similarity fused
+/// by reciprocal rank. Blocking.
+fn hybrid(
+    index: &MemoryIndex,
+    embedder: Option<&Embedder>,
+    owner: &str,
+    session: Option<&SessionId>,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<(f32, MemoryRecord)>, IndexError> {
+    let query_vector = embedder.and_then(|embedder| match embedder.embed_query(query) {
+        Ok(vector) => Some(vector),
+        Err(error) => {
+            tracing::warn!("embedding the query failed, searching memories by words only: {error}");
+            None
+        }
+    });
+    let Some(query_vector) = query_vector else { return index.search(owner, session, query, limit) };
+    let lexical = index.search(owner, session, query, CANDIDATES)?;
+    let dense = index.nearest(owner, session, &query_vector, CANDIDATES)?;
+    let rankings = [
+        lexical.into_iter().map(|(_, record)| record).collect::<Vec<_>>(),
+        dense.into_iter().map(|(_, record)| record).collect(),
+    ];
+    Ok(fuse(&rankings, |record| record.id).into_iter().take(limit).collect())
 }
 
 /// The memories of a session's compacted history, as its owner's.

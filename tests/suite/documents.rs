@@ -127,7 +127,7 @@ async fn a_named_agent_searches_only_its_collections() {
 
 /// A deterministic embeddings server: four concepts (vehicles, installing, sprockets, the
 /// rest), so "automobile" is near "car" although no word is shared.
-fn embed(request: &crate::common::mock_llm::RecordedRequest) -> MockResponse {
+pub(super) fn embed(request: &crate::common::mock_llm::RecordedRequest) -> MockResponse {
     const CONCEPTS: [&[&str]; 3] = [
         &["car", "automobile", "vehicle", "truck"],
         &["install", "setup", "unpack", "tar"],

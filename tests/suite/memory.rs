@@ -197,3 +197,25 @@ async fn deputy_memory_lists_searches_and_deletes_the_stored_memories() {
     assert_eq!(stdout(&run(cli(&["memory", "delete", &id.to_string()])).await), format!("no memory {id}\n"));
     assert_eq!(stdout(&run(cli(&["memory", "list"])).await), "no memories\n");
 }
+
+#[tokio::test]
+async fn with_an_embeddings_model_memory_search_finds_a_meaning_without_its_words() {
+    let embeddings = MockLlm::start().await;
+    embeddings.respond_with(super::documents::embed);
+    let config = format!(
+        "{TENANTS}\n[providers.emb]\napi = \"openai\"\nbase_url = \"{}/v1\"\n\n[embeddings]\nmodel = \"emb:test-embed\"\n",
+        embeddings.base_url()
+    );
+    let deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
+    let (_, is_error) =
+        session_calling(&deputy, ALICE, "remember", json!({"text": "I parked the car on level 4"})).await;
+    assert!(!is_error);
+    assert!(embeddings.requests().iter().any(|request| request.body["input"][0] == "I parked the car on level 4"));
+
+    // No word in common: the vectors find it.
+    let query = json!({"query": "automobile", "scope": "owner"});
+    let (found, _) = session_calling(&deputy, ALICE, "memory_search", query.clone()).await;
+    assert!(found.contains("I parked the car on level 4"), "{found}");
+    let (found, _) = session_calling(&deputy, BOB, "memory_search", query).await;
+    assert_eq!(found, "[]", "vectors never cross owners");
+}

@@ -45,7 +45,7 @@ impl RemoteOwner {
         stream.set_nonblocking(true)?;
         let (read, write) = tokio::net::UnixStream::from_std(stream)?.into_split();
         let shared = Arc::new(Shared::default());
-        tokio::spawn(read_answers(BufReader::new(read), shared.clone()));
+        tokio::spawn(read_answers(BufReader::new(read), shared.clone(), MAX_LINE_BYTES));
         Ok(Self { writer: tokio::sync::Mutex::new(write), shared, next_id: AtomicU64::new(1) })
     }
 
@@ -91,14 +91,27 @@ impl RemoteOwner {
 }
 
 /// Hands each line the server sends to its reader until the connection closes; then every
-/// caller still waiting learns it (its sender is dropped).
-async fn read_answers(mut reader: BufReader<tokio::net::unix::OwnedReadHalf>, shared: Arc<Shared>) {
+/// caller still waiting learns it (its sender is dropped). A line longer than `max_line` ends
+/// the connection too: the rest of it cannot be told from the next line, and the answer it
+/// held is lost, so its caller must hear of it rather than wait for ever.
+async fn read_answers(
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    shared: Arc<Shared>,
+    max_line: usize,
+) {
     let mut line = Vec::new();
+    let limit = u64::try_from(max_line).unwrap_or(u64::MAX);
     loop {
         line.clear();
-        let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
         match tokio::io::AsyncReadExt::take(&mut reader, limit).read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => break,
+            Ok(read) if read >= max_line && line.last() != Some(&b'\n') => {
+                tracing::warn!(
+                    max_line,
+                    "the background server sent a line longer than this command reads; closing"
+                );
+                break;
+            }
             Ok(_) => {}
         }
         let Ok(message) = serde_json::from_slice::<Value>(&line) else { continue };
@@ -121,4 +134,40 @@ async fn read_answers(mut reader: BufReader<tokio::net::unix::OwnedReadHalf>, sh
 
 fn lost(what: &str) -> SessionError {
     SessionError::store(format!("the background server that owns the store: {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_answer_longer_than_a_line_may_be_fails_its_call_instead_of_hanging_it() {
+        let (client, server) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
+        client.set_nonblocking(true).expect("nonblocking");
+        let (read, write) = tokio::net::UnixStream::from_std(client).expect("tokio").into_split();
+        let shared = Arc::new(Shared::default());
+        let reader = tokio::spawn(read_answers(BufReader::new(read), shared.clone(), 64));
+        let owner = RemoteOwner { writer: tokio::sync::Mutex::new(write), shared, next_id: AtomicU64::new(1) };
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let answering = std::thread::spawn(move || {
+            use std::io::{BufRead, Write};
+            let mut lines = std::io::BufReader::new(server.try_clone().expect("clone"));
+            let mut request = String::new();
+            lines.read_line(&mut request).expect("the request");
+            let long = json!({"jsonrpc": "2.0", "id": 1, "result": {"text": "x".repeat(200)}}).to_string();
+            let mut server = server;
+            let _ = writeln!(server, "{long}");
+            // The connection stays open until the test ends: only the reader's own limit can
+            // end the wait.
+            let _ = finished.recv_timeout(std::time::Duration::from_secs(30));
+        });
+        let answer =
+            tokio::time::timeout(std::time::Duration::from_secs(5), owner.call("session/read", json!({}), None))
+                .await
+                .expect("the call ends rather than waits");
+        assert!(answer.is_err(), "{answer:?}");
+        done.send(()).expect("the server side waits");
+        reader.await.expect("the reader ends");
+        answering.join().expect("the server side");
+    }
 }

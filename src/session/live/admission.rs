@@ -16,6 +16,7 @@ use crate::model::RunResult;
 use crate::model::{Lineage, SessionRecord};
 use crate::policy::AuditTag;
 use crate::policy::Grants;
+use crate::session::actor::SessionHandle;
 use crate::session::types::*;
 use crate::store::{SaveRequest, StoredInbox, StoredListQuery};
 
@@ -182,21 +183,31 @@ impl LiveSessionService {
         let handle = self.spawn(agent, record, StoredInbox::default(), factory, grants);
         // Nobody else knows the id yet, so the first turn always wins the lock.
         let ticket = handle.try_begin_turn()?;
-        {
-            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
-            // Checked again under the lock: concurrent creates cannot overshoot the bound.
-            if self.refuses_new(&registry) {
-                return Err(self.full());
-            }
-            registry.sessions.insert(id.clone(), Slot::Live(handle.clone()));
-        }
+        self.register_new(&handle)?;
         drop(delegating);
         drop(naming);
         tracing::info!(session_id = %id, subject = %owner.subject(), "session created");
         // Observe only, before the first turn (whose `turn_start` follows it).
-        factory.hooks().observe(HookEvent::new(HookEventKind::SessionStart, &id, None)).await;
-        self.enforce_cap(&id).await;
+        self.announce_new(factory, &id).await;
         self.drive_turn(&handle, ticket, prompt.into(), options).await
+    }
+
+    /// Puts a new session's handle in the live map, unless the live set is full: checked again
+    /// under the lock, so concurrent creates (and forks, imports) cannot overshoot the bound.
+    pub(super) fn register_new(&self, handle: &SessionHandle) -> Result<(), SessionError> {
+        let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
+        if self.refuses_new(&registry) {
+            return Err(self.full());
+        }
+        registry.sessions.insert(handle.id().clone(), Slot::Live(handle.clone()));
+        Ok(())
+    }
+
+    /// After a new session is registered: the operator's `session_start` hooks hear of it, and
+    /// the live set is brought back within its bound (hibernating the least recently used).
+    pub(super) async fn announce_new(&self, factory: &Arc<AgentFactory>, id: &SessionId) {
+        factory.hooks().observe(HookEvent::new(HookEventKind::SessionStart, id, None)).await;
+        self.enforce_cap(id).await;
     }
 }
 

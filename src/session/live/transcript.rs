@@ -9,17 +9,16 @@
 //! Neither takes the source's inbox, children or name. A rewind goes through the session's
 //! actor under its turn lock, so it never races a turn.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use chrono::Utc;
 
 use super::LiveSessionService;
 use super::admission::require_sessions_scope;
-use super::registry::{Lookup, Slot};
+use super::registry::Lookup;
 use crate::agent::AgentFactory;
 use crate::caller::Caller;
 use crate::error::SessionError;
-use crate::hooks::{HookEvent, HookEventKind};
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::export::SessionDocument;
@@ -155,15 +154,8 @@ impl LiveSessionService {
             store.save(save).await?;
         }
         let handle = self.spawn(agent, record, StoredInbox::default(), factory, grants);
-        {
-            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
-            if self.refuses_new(&registry) {
-                return Err(self.full());
-            }
-            registry.sessions.insert(id.clone(), Slot::Live(handle.clone()));
-        }
-        factory.hooks().observe(HookEvent::new(HookEventKind::SessionStart, &id, None)).await;
-        self.enforce_cap(&id).await;
+        self.register_new(&handle)?;
+        self.announce_new(factory, &id).await;
         self.with_tree(handle.view()).await
     }
 

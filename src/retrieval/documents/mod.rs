@@ -226,20 +226,28 @@ impl Documents {
     /// Loads the collection if it is not, and brings its index up to its files.
     fn refresh(&self, collection: &Collection, announce: bool) -> Result<Refreshed, String> {
         let _one = collection.refreshing.lock().unwrap_or_else(PoisonError::into_inner);
-        let first = collection.loaded.get().is_none();
-        if first {
-            let loaded = load(collection)?;
-            let _ = collection.loaded.set(loaded);
-            self.loads.fetch_add(1, Ordering::Relaxed);
-        }
-        let loaded = collection.loaded.get().ok_or_else(|| "the collection did not load".to_owned())?;
         // Opened again at each refresh: a path that appeared since is indexed, one that went is
         // emptied.
         let roots = open_roots(&collection.spec);
-        let report = loaded
-            .index
-            .refresh(&roots, collection.glob.as_ref(), self.embedder.as_deref())
-            .map_err(|error| error.to_string())?;
+        let refresh = |loaded: &Loaded| {
+            loaded
+                .index
+                .refresh(&roots, collection.glob.as_ref(), self.embedder.as_deref())
+                .map_err(|error| error.to_string())
+        };
+        // A collection is published only once its first refresh is committed: a search that
+        // finds it loaded never meets an index still being filled.
+        let (loaded, report, first) = match collection.loaded.get() {
+            Some(loaded) => (loaded, refresh(loaded)?, false),
+            None => {
+                let loaded = load(collection)?;
+                let report = refresh(&loaded)?;
+                let _ = collection.loaded.set(loaded);
+                self.loads.fetch_add(1, Ordering::Relaxed);
+                let loaded = collection.loaded.get().ok_or_else(|| "the collection did not load".to_owned())?;
+                (loaded, report, true)
+            }
+        };
         let name = &collection.spec.name;
         if first {
             tracing::info!(

@@ -16,35 +16,22 @@ use std::sync::{Mutex, PoisonError};
 use tantivy::collector::{DocSetCollector, TopDocs};
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, Value};
-use tantivy::{Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{Order, TantivyDocument, Term};
 
 use crate::ids::SessionId;
 use crate::model::memory::{MemoryKind, MemoryRecord};
 use crate::retrieval::analyzer;
 use crate::retrieval::embeddings::{Embedder, similarity};
+pub use crate::retrieval::engine::IndexError;
+use crate::retrieval::engine::{self, Engine};
 use crate::store::MemoryMarks;
 
 /// Bumped when the schema or the payload changes: an index of another version is rebuilt.
-const FORMAT: u32 = 2;
-/// The writer's arena: tantivy's minimum. Memories arrive a few at a time.
-const WRITER_BYTES: usize = 15_000_000;
-
-/// Why the index failed; the service logs it and answers without memories rather than fail a
-/// turn.
-#[derive(Debug, thiserror::Error)]
-#[error("memory index: {0}")]
-pub struct IndexError(String);
-
-impl From<tantivy::TantivyError> for IndexError {
-    fn from(error: tantivy::TantivyError) -> Self {
-        Self(error.to_string())
-    }
-}
+const FORMAT: u32 = 3;
 
 /// What an index's commit says of itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Payload {
-    format: u32,
     marks: MemoryMarks,
 }
 
@@ -78,9 +65,7 @@ impl Fields {
 
 /// One open index: a reader for searches, one writer for changes.
 pub struct MemoryIndex {
-    index: Index,
-    reader: IndexReader,
-    writer: Mutex<IndexWriter>,
+    engine: Engine,
     fields: Fields,
     /// How far the last commit followed the store.
     marks: Mutex<MemoryMarks>,
@@ -96,38 +81,19 @@ impl MemoryIndex {
     /// An index that lives only as long as the process (a server without a store).
     pub fn in_ram() -> Result<Self, IndexError> {
         let (schema, fields) = Fields::schema();
-        Self::with_index(Index::create_in_ram(schema), fields, MemoryMarks::default())
+        Ok(Self::with_engine(Engine::in_ram(schema, FORMAT)?, fields, MemoryMarks::default()))
     }
 
     /// Opens the index in `dir`, or makes a new one when there is none, it cannot be read or it
     /// is of another format (the caller then fills it from the store).
     pub fn open_in(dir: &Path) -> Result<Self, IndexError> {
         let (schema, fields) = Fields::schema();
-        if let Ok(index) = Index::open_in_dir(dir)
-            && let Some(payload) = payload_of(&index)
-            && payload.format == FORMAT
-            && index.schema() == schema
-        {
-            return Self::with_index(index, fields, payload.marks);
-        }
-        if dir.exists() {
-            tracing::info!(dir = %dir.display(), "the memory index is missing or of another version: rebuilding it");
-            std::fs::remove_dir_all(dir).map_err(|err| IndexError(format!("removing {}: {err}", dir.display())))?;
-        }
-        std::fs::create_dir_all(dir).map_err(|err| IndexError(format!("creating {}: {err}", dir.display())))?;
-        let index = Index::create_in_dir(dir, schema)?;
-        Self::with_index(index, fields, MemoryMarks::default())
+        let (engine, payload) = Engine::open_in::<Payload>(dir, schema, FORMAT)?;
+        Ok(Self::with_engine(engine, fields, payload.map(|payload| payload.marks).unwrap_or_default()))
     }
 
-    fn with_index(index: Index, fields: Fields, marks: MemoryMarks) -> Result<Self, IndexError> {
-        analyzer::register(&index);
-        let options = tantivy::indexer::IndexWriterOptions::builder()
-            .memory_budget_per_thread(WRITER_BYTES)
-            .num_merge_threads(1)
-            .build();
-        let writer = index.writer_with_options(options)?;
-        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        Ok(Self { index, reader, writer: Mutex::new(writer), fields, marks: Mutex::new(marks) })
+    fn with_engine(engine: Engine, fields: Fields, marks: MemoryMarks) -> Self {
+        Self { engine, fields, marks: Mutex::new(marks) }
     }
 
     /// How far the index has followed the store.
@@ -151,14 +117,11 @@ impl MemoryIndex {
                 None
             }
         });
-        let writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let writer = self.engine.writer();
         for (index, record) in records.iter().enumerate() {
             let mut document = self.document(record, &texts[index]);
             if let Some(vector) = vectors.as_ref().and_then(|vectors| vectors.get(index)) {
-                document.add_bytes(
-                    self.fields.vector,
-                    &vector.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
-                );
+                document.add_bytes(self.fields.vector, &engine::vector_bytes(vector));
             }
             writer.add_document(document)?;
         }
@@ -167,30 +130,24 @@ impl MemoryIndex {
 
     /// Deletes memory `id` and commits, recording `marks`.
     pub fn delete(&self, id: u64, marks: MemoryMarks) -> Result<(), IndexError> {
-        let writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let writer = self.engine.writer();
         writer.delete_term(Term::from_field_u64(self.fields.id, id));
         self.commit(writer, marks)
     }
 
     /// Empties the index (before a rebuild from the store).
     pub fn clear(&self) -> Result<(), IndexError> {
-        let writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let writer = self.engine.writer();
         writer.delete_all_documents()?;
         self.commit(writer, MemoryMarks::default())
     }
 
     fn commit(
         &self,
-        mut writer: std::sync::MutexGuard<'_, IndexWriter>,
+        writer: std::sync::MutexGuard<'_, tantivy::IndexWriter>,
         marks: MemoryMarks,
     ) -> Result<(), IndexError> {
-        let payload = serde_json::to_string(&Payload { format: FORMAT, marks })
-            .map_err(|err| IndexError(format!("encoding the commit payload: {err}")))?;
-        let mut prepared = writer.prepare_commit()?;
-        prepared.set_payload(&payload);
-        prepared.commit()?;
-        drop(writer);
-        self.reader.reload()?;
+        self.engine.commit(writer, &Payload { marks })?;
         *self.marks.lock().unwrap_or_else(PoisonError::into_inner) = marks;
         Ok(())
     }
@@ -221,12 +178,13 @@ impl MemoryIndex {
         query: &str,
         limit: usize,
     ) -> Result<Vec<(f32, MemoryRecord)>, IndexError> {
-        let Some(words) = analyzer::any_word(&self.index, self.fields.text, query)?.filter(|_| limit > 0) else {
+        let Some(words) = analyzer::any_word(self.engine.index(), self.fields.text, query)?.filter(|_| limit > 0)
+        else {
             return Ok(Vec::new());
         };
         let mut clauses = self.scope(owner, session);
         clauses.push((Occur::Must, words));
-        let searcher = self.reader.searcher();
+        let searcher = self.engine.searcher();
         let top = searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit).order_by_score())?;
         let mut found = Vec::with_capacity(top.len());
         for (score, address) in top {
@@ -255,17 +213,14 @@ impl MemoryIndex {
         query: &[f32],
         limit: usize,
     ) -> Result<Vec<(f32, MemoryRecord)>, IndexError> {
-        let searcher = self.reader.searcher();
+        let searcher = self.engine.searcher();
         let mut scored = Vec::new();
         for address in searcher.search(&BooleanQuery::new(self.scope(owner, session)), &DocSetCollector)? {
             let document: TantivyDocument = searcher.doc(address)?;
             let Some(bytes) = document.get_first(self.fields.vector).and_then(|value| value.as_bytes()) else {
                 continue;
             };
-            let vector: Vec<f32> = bytes
-                .chunks_exact(4)
-                .map(|four| f32::from_le_bytes([four[0], four[1], four[2], four[3]]))
-                .collect();
+            let vector: Vec<f32> = engine::vector_of(bytes);
             scored.push((similarity(query, &vector), address));
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -286,7 +241,7 @@ impl MemoryIndex {
                 RangeQuery::new(Bound::Unbounded, Bound::Excluded(Term::from_field_u64(self.fields.id, before)));
             clauses.push((Occur::Must, Box::new(range)));
         }
-        let searcher = self.reader.searcher();
+        let searcher = self.engine.searcher();
         let collector = TopDocs::with_limit(limit.max(1)).order_by_fast_field::<u64>("id", Order::Desc);
         let top = searcher.search(&BooleanQuery::new(clauses), &collector)?;
         let mut found = Vec::with_capacity(top.len());
@@ -300,7 +255,7 @@ impl MemoryIndex {
 
     /// Memory `id`, whoever owns it.
     pub fn get(&self, id: u64) -> Result<Option<MemoryRecord>, IndexError> {
-        let searcher = self.reader.searcher();
+        let searcher = self.engine.searcher();
         let query = TermQuery::new(Term::from_field_u64(self.fields.id, id), IndexRecordOption::Basic);
         let top = searcher.search(&query, &TopDocs::with_limit(1).order_by_score())?;
         match top.first() {
@@ -311,7 +266,7 @@ impl MemoryIndex {
 
     /// How many memories `owner` remembered, and their bytes (see [`MemoryRecord::weight`]).
     pub fn remembered_by(&self, owner: &str) -> Result<(u64, u64), IndexError> {
-        let searcher = self.reader.searcher();
+        let searcher = self.engine.searcher();
         let query = BooleanQuery::new(vec![
             (Occur::Must, self.filter(self.fields.owner, owner)),
             (Occur::Must, self.filter(self.fields.kind, MemoryKind::Remembered.as_str())),
@@ -331,12 +286,7 @@ impl MemoryIndex {
         searcher: &tantivy::Searcher,
         address: tantivy::DocAddress,
     ) -> Result<Option<MemoryRecord>, IndexError> {
-        let document: TantivyDocument = searcher.doc(address)?;
-        let Some(json) = document.get_first(self.fields.record).and_then(|value| value.as_str().map(str::to_owned))
-        else {
-            return Ok(None);
-        };
-        serde_json::from_str(&json).map(Some).map_err(|err| IndexError(format!("a stored memory: {err}")))
+        engine::stored_json(searcher, address, self.fields.record)
     }
 }
 
@@ -348,9 +298,4 @@ fn searched_text(record: &MemoryRecord) -> String {
         text.push_str(tag);
     }
     text
-}
-
-fn payload_of(index: &Index) -> Option<Payload> {
-    let metas = index.load_metas().ok()?;
-    serde_json::from_str(metas.payload.as_deref()?).ok()
 }

@@ -58,7 +58,7 @@ impl std::fmt::Debug for Memory {
 }
 
 fn index_failed(error: IndexError) -> SessionError {
-    SessionError::Store { message: error.to_string(), source: None }
+    SessionError::Store { message: format!("memory index: {error}"), source: None }
 }
 
 fn blocking_failed(error: tokio::task::JoinError) -> SessionError {
@@ -116,6 +116,21 @@ impl Memory {
             })
             .await
             .cloned()
+    }
+
+    /// The index when it can hold anything. While a process's store has never kept a memory
+    /// (and, without a store, before the first is added), searches and lists answer empty
+    /// without opening one: a server that never uses memory never makes its directory, and
+    /// `resources/list` stays cheap.
+    async fn index_if_any(&self) -> Result<Option<Arc<MemoryIndex>>, SessionError> {
+        if let Some(index) = self.index.get() {
+            return Ok(Some(index.clone()));
+        }
+        let any = match &self.store {
+            Some(store) => store.memory_marks().await?.last_id > 0,
+            None => false,
+        };
+        if any { self.index().await.map(Some) } else { Ok(None) }
     }
 
     /// Brings the index up to the store: the memories after the last it holds, or all of them
@@ -252,7 +267,7 @@ impl Memory {
         query: &str,
         limit: usize,
     ) -> Result<Vec<MemoryHit>, SessionError> {
-        let index = self.index().await?;
+        let Some(index) = self.index_if_any().await? else { return Ok(Vec::new()) };
         let (owner, session, query) = (owner.to_owned(), session.cloned(), query.to_owned());
         let limit = limit.clamp(1, MAX_SEARCH_RESULTS);
         let embedder = self.embedder.clone();
@@ -273,7 +288,7 @@ impl Memory {
         before: Option<u64>,
         limit: usize,
     ) -> Result<MemoryList, SessionError> {
-        let index = self.index().await?;
+        let Some(index) = self.index_if_any().await? else { return Ok(MemoryList::default()) };
         let (who, limit) = (owner.to_owned(), limit.clamp(1, MAX_LIST_PAGE));
         if let Some(query) = query.filter(|query| !query.trim().is_empty()) {
             let query = query.to_owned();
@@ -301,7 +316,7 @@ impl Memory {
     /// Deletes `owner`'s memory `id`; `false` when there is none (or it is another's: nobody
     /// learns another owner's ids exist).
     pub async fn forget(&self, owner: &str, id: u64) -> Result<bool, SessionError> {
-        let index = self.index().await?;
+        let Some(index) = self.index_if_any().await? else { return Ok(false) };
         let _writing = self.writing.lock().await;
         let found = {
             let index = index.clone();

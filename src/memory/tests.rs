@@ -86,6 +86,20 @@ mod stored {
     }
 
     #[tokio::test]
+    async fn a_store_without_memories_opens_no_index() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_store, memory) = open(dir.path());
+        assert!(memory.list("alice", None, None, 10).await.expect("listed").memories.is_empty());
+        assert!(memory.search("alice", None, "vault", 5).await.expect("searched").is_empty());
+        assert!(!memory.forget("alice", 1).await.expect("answered"));
+        assert_eq!(memory.opened(), 0);
+        assert!(!dir.path().join("sessions.memory").exists(), "no index directory made");
+        memory.remember(memory_of("alice", "s1", "the vault code is 4417")).await.expect("kept");
+        assert_eq!(memory.list("alice", None, None, 10).await.expect("listed").memories.len(), 1);
+        assert_eq!(memory.opened(), 1);
+    }
+
+    #[tokio::test]
     async fn the_index_follows_the_store_across_restarts_losses_and_deletions() {
         let dir = tempfile::tempdir().expect("tempdir");
         let kept = {

@@ -126,7 +126,7 @@ impl MemoryHit {
 }
 
 /// A page of a caller's memories: newest first (`query` absent), or the best matches.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoryList {
     pub memories: Vec<MemoryEntry>,
     /// Pass as `before` for the next (older) page; absent on the last page and on a search.

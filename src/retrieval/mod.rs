@@ -1,6 +1,6 @@
-//! Finding text again: the full-text analyzer every index of deputy shares ([`analyzer`]), and
-//! the operator's document collections ([`documents`]) that sessions search with
-//! `search_documents`.
+//! Finding text again: what every index of deputy shares (the engine around tantivy,
+//! [`engine`], and its full-text [`analyzer`]), and the operator's document collections
+//! ([`documents`]) that sessions search with `search_documents`.
 //!
 //! Built on tantivy (BM25): an embedded engine, so search needs no service and no network.
 //! With an embeddings model (`[embeddings]`, [`embeddings`]), document search is hybrid: BM25
@@ -9,4 +9,5 @@
 pub mod analyzer;
 pub mod documents;
 pub mod embeddings;
+pub mod engine;
 pub mod fusion;

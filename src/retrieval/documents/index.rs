@@ -22,19 +22,20 @@ use tantivy::collector::DocSetCollector;
 use tantivy::collector::TopDocs;
 use tantivy::query::AllQuery;
 use tantivy::schema::{Field, STORED, STRING, Schema, Value};
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{IndexWriter, TantivyDocument, Term};
 
 use super::chunk::chunks;
 use super::files::{self, Found, Root};
 use crate::retrieval::analyzer;
 use crate::retrieval::embeddings::{Embedder, similarity};
+pub use crate::retrieval::engine::IndexError;
+use crate::retrieval::engine::{self, Engine};
 
 /// Bumped when the schema, the chunker or the payload changes: an index of another version is
 /// rebuilt.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 /// The stamp hash of a file whose chunks have no vectors yet: never a content's.
 const UNEMBEDDED: &str = "unembedded";
-const WRITER_BYTES: usize = 15_000_000;
 
 /// A file as the index last saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,7 +48,6 @@ pub struct Stamp {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Payload {
-    format: u32,
     files: BTreeMap<String, Stamp>,
 }
 
@@ -93,23 +93,11 @@ struct Embedded {
 }
 
 pub struct CollectionIndex {
-    index: Index,
-    reader: IndexReader,
-    writer: Mutex<IndexWriter>,
+    engine: Engine,
     fields: Fields,
     files: Mutex<BTreeMap<String, Stamp>>,
     /// Every chunk's vector, by file (empty without an embedder).
     vectors: RwLock<BTreeMap<String, Vec<Embedded>>>,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct IndexError(pub String);
-
-impl From<tantivy::TantivyError> for IndexError {
-    fn from(error: tantivy::TantivyError) -> Self {
-        Self(error.to_string())
-    }
 }
 
 fn schema() -> (Schema, Fields) {
@@ -127,52 +115,25 @@ fn schema() -> (Schema, Fields) {
 impl CollectionIndex {
     pub fn in_ram() -> Result<Self, IndexError> {
         let (schema, fields) = schema();
-        Self::with_index(Index::create_in_ram(schema), fields, BTreeMap::new())
+        Self::with_engine(Engine::in_ram(schema, FORMAT)?, fields, BTreeMap::new())
     }
 
     /// Opens the index in `dir`, or a new one when there is none or it is of another format.
     pub fn open_in(dir: &Path) -> Result<Self, IndexError> {
         let (schema, fields) = schema();
-        if let Ok(index) = Index::open_in_dir(dir)
-            && let Some(payload) = index
-                .load_metas()
-                .ok()
-                .and_then(|metas| serde_json::from_str::<Payload>(metas.payload.as_deref()?).ok())
-            && payload.format == FORMAT
-            && index.schema() == schema
-        {
-            return Self::with_index(index, fields, payload.files);
-        }
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).map_err(|err| IndexError(format!("removing {}: {err}", dir.display())))?;
-        }
-        std::fs::create_dir_all(dir).map_err(|err| IndexError(format!("creating {}: {err}", dir.display())))?;
-        Self::with_index(Index::create_in_dir(dir, schema)?, fields, BTreeMap::new())
+        let (engine, payload) = Engine::open_in::<Payload>(dir, schema, FORMAT)?;
+        Self::with_engine(engine, fields, payload.unwrap_or_default().files)
     }
 
-    fn with_index(index: Index, fields: Fields, files: BTreeMap<String, Stamp>) -> Result<Self, IndexError> {
-        analyzer::register(&index);
-        let options = tantivy::indexer::IndexWriterOptions::builder()
-            .memory_budget_per_thread(WRITER_BYTES)
-            .num_merge_threads(1)
-            .build();
-        let writer = index.writer_with_options(options)?;
-        let reader: IndexReader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        let this = Self {
-            index,
-            reader,
-            writer: Mutex::new(writer),
-            fields,
-            files: Mutex::new(files),
-            vectors: RwLock::default(),
-        };
+    fn with_engine(engine: Engine, fields: Fields, files: BTreeMap<String, Stamp>) -> Result<Self, IndexError> {
+        let this = Self { engine, fields, files: Mutex::new(files), vectors: RwLock::default() };
         this.load_vectors()?;
         Ok(this)
     }
 
     /// The vectors the index holds, into memory (at open).
     fn load_vectors(&self) -> Result<(), IndexError> {
-        let searcher = self.reader.searcher();
+        let searcher = self.engine.searcher();
         let mut vectors: BTreeMap<String, Vec<Embedded>> = BTreeMap::new();
         for address in searcher.search(&AllQuery, &DocSetCollector)? {
             let document: TantivyDocument = searcher.doc(address)?;
@@ -184,11 +145,10 @@ impl CollectionIndex {
     }
 
     fn embedded_of(&self, document: &TantivyDocument) -> Option<Embedded> {
-        let bytes = document.get_first(self.fields.vector)?.as_bytes()?.to_vec();
+        let bytes = document.get_first(self.fields.vector)?.as_bytes()?;
         let hash = document.get_first(self.fields.hash)?.as_str()?.to_owned();
         let chunk: StoredChunk = serde_json::from_str(document.get_first(self.fields.chunk)?.as_str()?).ok()?;
-        let vector: Arc<[f32]> =
-            bytes.chunks_exact(4).map(|four| f32::from_le_bytes([four[0], four[1], four[2], four[3]])).collect();
+        let vector: Arc<[f32]> = engine::vector_of(bytes);
         Some(Embedded { hash, vector, chunk })
     }
 
@@ -204,7 +164,7 @@ impl CollectionIndex {
         if let Some(reason) = stopped {
             tracing::warn!("a document collection's walk stopped early ({reason}); the rest is not indexed");
         }
-        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let writer = self.engine.writer();
         let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
         let mut report = Refreshed { files: found.len(), ..Refreshed::default() };
         let mut next: BTreeMap<String, Stamp> = BTreeMap::new();
@@ -249,12 +209,7 @@ impl CollectionIndex {
             report.removed += 1;
         }
         if report.indexed > 0 || report.removed > 0 || *files != next {
-            let payload = serde_json::to_string(&Payload { format: FORMAT, files: next.clone() })
-                .map_err(|err| IndexError(format!("encoding the payload: {err}")))?;
-            let mut prepared = writer.prepare_commit()?;
-            prepared.set_payload(&payload);
-            prepared.commit()?;
-            self.reader.reload()?;
+            self.engine.commit(writer, &Payload { files: next.clone() })?;
             *files = next;
             let mut vectors = self.vectors.write().unwrap_or_else(PoisonError::into_inner);
             for (path, embedded) in new_vectors {
@@ -311,8 +266,7 @@ impl CollectionIndex {
             document.add_text(self.fields.chunk, serde_json::to_string(&stored).unwrap_or_default());
             document.add_text(self.fields.hash, &hashes[index]);
             if let Some(vector) = vectors.as_ref().map(|vectors| vectors[index].clone()) {
-                let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
-                document.add_bytes(self.fields.vector, &bytes);
+                document.add_bytes(self.fields.vector, &engine::vector_bytes(&vector));
                 embedded.push(Embedded { hash: hashes[index].clone(), vector, chunk: stored });
             }
             writer.add_document(document)?;
@@ -339,20 +293,15 @@ impl CollectionIndex {
 
     /// The best `limit` chunks for `query`, best first.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<(f32, StoredChunk)>, IndexError> {
-        let Some(words) = analyzer::any_word(&self.index, self.fields.text, query)?.filter(|_| limit > 0) else {
+        let Some(words) = analyzer::any_word(self.engine.index(), self.fields.text, query)?.filter(|_| limit > 0)
+        else {
             return Ok(Vec::new());
         };
-        let searcher = self.reader.searcher();
+        let searcher = self.engine.searcher();
         let top = searcher.search(&words, &TopDocs::with_limit(limit).order_by_score())?;
         let mut found = Vec::with_capacity(top.len());
         for (score, address) in top {
-            let document: TantivyDocument = searcher.doc(address)?;
-            let Some(json) =
-                document.get_first(self.fields.chunk).and_then(|value| value.as_str().map(str::to_owned))
-            else {
-                continue;
-            };
-            if let Ok(chunk) = serde_json::from_str(&json) {
+            if let Some(chunk) = engine::stored_json(&searcher, address, self.fields.chunk)? {
                 found.push((score, chunk));
             }
         }
@@ -361,7 +310,7 @@ impl CollectionIndex {
 
     /// Chunks in the index now.
     pub fn chunks(&self) -> u64 {
-        self.reader.searcher().num_docs()
+        self.engine.searcher().num_docs()
     }
 }
 

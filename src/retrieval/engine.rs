@@ -32,11 +32,12 @@ impl From<tantivy::TantivyError> for IndexError {
     }
 }
 
-/// A commit's payload: the owner's `body`, under the `format` it was written with.
+/// A commit's payload: the owner's `body`, under the `format` it was written with. (Nested,
+/// not flattened: serde's flattening buffers values in a form without 128-bit integers, which
+/// a file's modification time is.)
 #[derive(Serialize, serde::Deserialize)]
 struct Versioned<P> {
     format: u32,
-    #[serde(flatten)]
     body: P,
 }
 
@@ -164,7 +165,7 @@ mod tests {
     fn an_index_of_another_format_is_rebuilt() -> Result<(), IndexError> {
         #[derive(Serialize, serde::Deserialize, PartialEq, Debug)]
         struct Seen {
-            seen: u32,
+            seen: u128,
         }
         let dir = tempfile::tempdir().map_err(|err| IndexError(err.to_string()))?;
         let path = dir.path().join("index");

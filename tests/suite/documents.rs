@@ -229,3 +229,58 @@ async fn with_an_embeddings_model_search_is_hybrid_cached_and_survives_an_outage
     assert_eq!(found[0]["path"], "docs/install.md", "{found}");
     deputy.log.wait_for("embedding the query failed, searching by words only").await;
 }
+
+const ADMIN: &str = "admin-token-0123456789abcdef";
+/// An operator's token by digest, with the admin scope that re-indexing needs.
+const ADMIN_TOKEN: &str = r#"
+[[auth.tokens]]
+subject = "ops"
+token_sha256 = "b82c960b03eefe922830902342744b424aa2c080c8a8d4db775d181949549a6c"
+scopes = ["admin", "sessions"]
+"#;
+
+/// The operator brings collections up to their files: `POST /v1/documents/index` (admin scope)
+/// while the server runs, `deputy documents index [NAME]` while none does. Each re-reads only
+/// what changed and says so.
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn the_operator_reindexes_over_rest_and_with_the_cli() {
+    use super::persistence::{deputy_cli, run, stdout};
+
+    let mut deputy = HttpDeputy::start_in(workspace(), &format!("{CONFIG}\n{ADMIN_TOKEN}")).await;
+    for _ in 0..200 {
+        if deputy.log.lines().iter().filter(|line| line.contains("document collection loaded")).count() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let install = deputy.workspace.path().join("docs").join("install.md");
+    std::fs::write(&install, format!("{INSTALL}\n## On FreeBSD\n\nUse the ports collection.\n")).unwrap();
+    let (status, indexed) =
+        deputy.rest(Some(ADMIN), Method::POST, "/v1/documents/index?collection=handbook", None).await;
+    assert_eq!(status, 200, "{indexed}");
+    let collections = indexed["collections"].as_array().unwrap();
+    assert_eq!(collections.len(), 1, "only the one named: {indexed}");
+    let handbook = &collections[0];
+    assert_eq!(handbook["name"], "handbook");
+    assert_eq!((handbook["files"].as_u64(), handbook["indexed"].as_u64()), (Some(2), Some(1)), "{indexed}");
+    let (status, unknown) =
+        deputy.rest(Some(ADMIN), Method::POST, "/v1/documents/index?collection=nope", None).await;
+    assert_eq!((status, unknown["code"].as_str()), (400, Some("INVALID_REQUEST")), "{unknown}");
+
+    // With the server stopped, the command indexes in its own process, beside the same store.
+    assert!(deputy.terminate().await.success());
+    std::fs::remove_file(deputy.workspace.path().join("README.md")).unwrap();
+    let cli = |args: &[&str]| deputy_cli(&deputy.mock, deputy.workspace.path(), deputy.home.path(), args);
+    let output = run(cli(&["documents", "index", "handbook"])).await;
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(stdout(&output), "handbook: 1 files, 0 indexed again (0 chunks), 1 removed\n");
+    let output = run(cli(&["documents", "index"])).await;
+    assert_eq!(
+        stdout(&output),
+        "code: 1 files, 0 indexed again (0 chunks), 0 removed\nhandbook: 1 files, 0 indexed again (0 chunks), 0 removed\n"
+    );
+    let refused = run(cli(&["documents", "index", "nope"])).await;
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no document collection \"nope\""), "{refused:?}");
+}

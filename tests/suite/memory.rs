@@ -120,7 +120,7 @@ async fn resource_text(deputy: &HttpDeputy, token: &str, uri: &str) -> String {
 
 #[tokio::test]
 async fn remembered_in_one_session_found_in_another_of_the_owner_and_never_by_another_tenant() {
-    let config = format!("{TENANTS}\n[memory]\nmax_per_owner = 2\n");
+    let config = format!("{TENANTS}\n[memory]\nmax_per_owner = 2\nmax_bytes_per_owner = 100\n");
     let deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
 
     let (kept, is_error) = session_calling(
@@ -162,8 +162,22 @@ async fn remembered_in_one_session_found_in_another_of_the_owner_and_never_by_an
     // The bound: a second memory fits, a third is refused to the model as INVALID_REQUEST.
     let (_, is_error) = session_calling(&deputy, ALICE, "remember", json!({"text": "Alice uses vim"})).await;
     assert!(!is_error);
+    // Pages, newest first, over REST and JSON-RPC alike.
+    let (_, newest) = deputy.rest(Some(ALICE), Method::GET, "/v1/memories?limit=1", None).await;
+    assert_eq!(newest["memories"][0]["text"], "Alice uses vim", "{newest}");
+    let before = newest["next_before"].as_u64().expect("an older page");
+    let path = format!("/v1/memories?limit=1&before={before}");
+    let (_, older) = deputy.rest(Some(ALICE), Method::GET, &path, None).await;
+    assert_eq!(older["memories"][0]["text"], "Alice prefers tabs over spaces", "{older}");
+    assert_eq!(older.get("next_before"), None, "the last page: {older}");
+    let paged = rpc_as(&deputy, ALICE, "memory/list", json!({"limit": 1, "before": before})).await;
+    assert_eq!(paged["result"], older, "{paged}");
     let (refused, is_error) = session_calling(&deputy, ALICE, "remember", json!({"text": "Alice likes tea"})).await;
     assert!(is_error && refused.starts_with("INVALID_REQUEST: memory is full"), "{refused}");
+    // The bytes bound: bob has room for one memory, but not for 101 bytes of it.
+    let (refused, is_error) = session_calling(&deputy, BOB, "remember", json!({"text": "b".repeat(101)})).await;
+    assert!(is_error && refused.contains("max_bytes_per_owner"), "{refused}");
+    assert!(refused.starts_with("INVALID_REQUEST: memory is full"), "{refused}");
 
     // Deleting one makes room; the deleted one is gone from every answer.
     let path = format!("/v1/memories/{memory_id}");
@@ -203,14 +217,17 @@ async fn with_an_embeddings_model_memory_search_finds_a_meaning_without_its_word
     let embeddings = MockLlm::start().await;
     embeddings.respond_with(super::documents::embed);
     let config = format!(
-        "{TENANTS}\n[providers.emb]\napi = \"openai\"\nbase_url = \"{}/v1\"\n\n[embeddings]\nmodel = \"emb:test-embed\"\n",
+        "{TENANTS}\n[providers.emb]\napi = \"openai\"\nbase_url = \"{}/v1\"\n\n[embeddings]\nmodel = \"emb:test-embed\"\ndimensions = 4\n",
         embeddings.base_url()
     );
     let deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
     let (_, is_error) =
         session_calling(&deputy, ALICE, "remember", json!({"text": "I parked the car on level 4"})).await;
     assert!(!is_error);
-    assert!(embeddings.requests().iter().any(|request| request.body["input"][0] == "I parked the car on level 4"));
+    let sent = embeddings.requests();
+    let embedded = sent.iter().find(|request| request.body["input"][0] == "I parked the car on level 4");
+    let embedded = embedded.expect("the memory was embedded");
+    assert_eq!(embedded.body["dimensions"], 4, "[embeddings] dimensions reaches the wire");
 
     // No word in common: the vectors find it.
     let query = json!({"query": "automobile", "scope": "owner"});

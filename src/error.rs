@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use strum::EnumCount;
+use strum::{EnumCount, IntoStaticStr};
 
 use crate::ids::SessionId;
 
@@ -148,8 +148,9 @@ impl SessionError {
 /// not be set up), `internal` (deputy itself failed).
 //
 // One value per `llm::LlmErrorKind`, which converts into it (in `llm`, the layer above).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, EnumCount)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, EnumCount, IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorKind {
     /// The provider's rate limit (retried already; try later).
     RateLimited,

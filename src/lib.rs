@@ -59,5 +59,6 @@ pub mod session;
 pub mod skills;
 pub mod store;
 pub mod surfaces;
+pub mod telemetry;
 pub mod text;
 pub mod tools;

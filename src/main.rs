@@ -8,7 +8,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use deputy::cli::{Cli, run};
+use deputy::telemetry::layer::MetricsLayer;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::prelude::*;
 
 fn main() -> ExitCode {
     // The sandbox launcher (`deputy sandbox-exec`, hidden): confine this process and exec the
@@ -48,6 +51,9 @@ async fn run_cli() -> ExitCode {
     // stdout belongs to the MCP transport (serve) or the answer (run): logs go to stderr only.
     let default_filter = cli.command.default_log_filter();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_env_filter(filter).init();
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_filter(filter);
+    // The metrics read off deputy's telemetry spans, whatever the log's filter keeps.
+    let metrics = MetricsLayer.with_filter(filter_fn(MetricsLayer::filter));
+    tracing_subscriber::registry().with(log).with(metrics).init();
     run(cli).await
 }

@@ -207,6 +207,11 @@ impl Agent {
         self.price.map(|_| self.used.cost)
     }
 
+    /// The provider part of the model id (`anthropic` of `anthropic:claude-sonnet-4-5`).
+    pub fn provider_name(&self) -> &str {
+        self.model_id.split_once(':').map_or(self.model_id.as_str(), |(provider, _)| provider)
+    }
+
     /// What `usage` costs at the session's price; `None` where it has none.
     pub fn cost_of(&self, usage: &Usage) -> Option<Usd> {
         self.price.map(|price| price.cost(usage))

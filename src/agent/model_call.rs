@@ -41,6 +41,16 @@ pub(super) enum Interruption {
     Failed(LlmError),
 }
 
+impl Interruption {
+    /// What a model call's telemetry span says of its failure.
+    pub(super) fn telemetry_kind(&self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled",
+            Self::Failed(error) => crate::error::ErrorKind::from(error.kind).into(),
+        }
+    }
+}
+
 /// What one model response has produced so far.
 #[derive(Default)]
 pub(super) struct Response {

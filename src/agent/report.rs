@@ -25,6 +25,19 @@ pub enum TurnEnd {
     Panicked(String),
 }
 
+impl TurnEnd {
+    /// How the turn ended, as its telemetry span says it.
+    pub fn telemetry_status(&self) -> &'static str {
+        match self {
+            Self::Completed { .. } => "completed",
+            Self::BudgetExhausted(_) => "budget_exhausted",
+            Self::Cancelled => "cancelled",
+            Self::Failed(_) | Self::Panicked(_) => "failed",
+            Self::PendingToolCalls => "pending",
+        }
+    }
+}
+
 /// The outcome of one turn, whatever way it ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnReport {

@@ -13,6 +13,7 @@
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::model_call::{Interruption, Response, Trigger, compact_blocks};
 use super::report::{StepOutcome, TurnEnd, TurnInput, TurnReport, TurnTotals};
@@ -20,9 +21,12 @@ use super::step::step_calls;
 use super::structured::Verdict;
 use super::{Agent, AgentEvent, EventSink};
 use crate::hooks::{HookEvent, HookEventKind};
+use crate::llm;
+use crate::llm::pricing::Usd;
 use crate::llm::{ContentBlock, LlmErrorKind, Message, Role, Usage};
 use crate::model::Exhausted;
 use crate::model::inbox::{InboxMessage, MessageSender};
+use crate::telemetry::spans::{self, ChatOutcome};
 
 impl Agent {
     /// Runs one turn. Never panics on provider or tool failure: every ending is a [`TurnEnd`].
@@ -57,17 +61,21 @@ impl Agent {
         });
 
         let mut totals = TurnTotals::default();
+        let span = spans::turn(self.session_id.as_str(), turn, &self.model);
         let end = if let Some(exhausted) = self.refuses_prompts() {
             // Nothing could answer the prompt: it never enters the history (security review 2, G4).
             TurnEnd::BudgetExhausted(exhausted)
         } else {
-            let context = self.turn_start_context(&input, &steps_cancel).await;
-            match self.start_steps(input, context, &steps_cancel, events, &mut totals).await {
-                Ok(end) => end,
-                Err(Interruption::Cancelled) if cancel.is_cancelled() => TurnEnd::Cancelled,
-                Err(Interruption::Cancelled) => TurnEnd::BudgetExhausted(Exhausted::Duration),
-                Err(Interruption::Failed(error)) => TurnEnd::Failed(error),
-            }
+            let steps = async {
+                let context = self.turn_start_context(&input, &steps_cancel).await;
+                match self.start_steps(input, context, &steps_cancel, events, &mut totals).await {
+                    Ok(end) => end,
+                    Err(Interruption::Cancelled) if cancel.is_cancelled() => TurnEnd::Cancelled,
+                    Err(Interruption::Cancelled) => TurnEnd::BudgetExhausted(Exhausted::Duration),
+                    Err(Interruption::Failed(error)) => TurnEnd::Failed(error),
+                }
+            };
+            steps.instrument(span.clone()).await
         };
         if let Some(deadline) = deadline {
             deadline.abort();
@@ -91,6 +99,7 @@ impl Agent {
             structured_output: totals.structured_output,
             structured_output_errors: totals.structured_output_errors,
         };
+        spans::turn_ended(&span, report.end.telemetry_status(), report.cost.map(Usd::dollars));
         if self.hooks.listens(HookEventKind::TurnEnd) {
             let event = HookEvent {
                 stop_reason: Some(report.stop_reason().to_string()),
@@ -139,6 +148,8 @@ impl Agent {
             }
         }
         events.emit(AgentEvent::TurnFailed { turn, error: message.clone() });
+        // The turn's own span ended with its future; this one counts how the turn ended.
+        spans::turn_ended(&spans::turn(self.session_id.as_str(), turn, &self.model), "failed", None);
         TurnReport {
             turn,
             text: String::new(),
@@ -270,8 +281,24 @@ impl Agent {
                 request.max_tokens = request.max_tokens.min(cap);
             }
             let mut response = Response::default();
-            let outcome = self.stream_response(request, cancel, events, &mut response).await;
-            self.record_usage(&response.total_usage(), totals, events);
+            let call = spans::chat(self.provider_name(), &self.model);
+            let outcome =
+                self.stream_response(request, cancel, events, &mut response).instrument(call.clone()).await;
+            let usage = response.total_usage();
+            self.record_usage(&usage, totals, events);
+            spans::chat_ended(
+                &call,
+                &ChatOutcome {
+                    input_tokens: usage.prompt_tokens(),
+                    output_tokens: usage.output_tokens,
+                    cache_read_tokens: usage.cache_read_input_tokens,
+                    cache_creation_tokens: usage.cache_creation_input_tokens,
+                    cost_usd: self.cost_of(&usage).map(Usd::dollars),
+                    finish_reason: outcome.as_ref().ok().map(llm::StopReason::as_str),
+                    error: outcome.as_ref().err().map(Interruption::telemetry_kind),
+                },
+            );
+            drop(call);
             // A prompt too long for the model: compact once and send it again, never more.
             if let Err(Interruption::Failed(error)) = &outcome
                 && error.kind == LlmErrorKind::ContextOverflow

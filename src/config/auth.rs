@@ -56,6 +56,11 @@ impl AuthConfig {
             .map(|entry| {
                 let subject = entry.subject.trim();
                 anyhow::ensure!(!subject.is_empty(), "[[auth.tokens]]: a subject must not be empty");
+                // The callers of a server without tokens are this subject; a token never is.
+                anyhow::ensure!(
+                    subject != crate::caller::ANONYMOUS_SUBJECT,
+                    "[[auth.tokens]]: the subject {subject:?} is reserved for callers without a token"
+                );
                 let secret = match (&entry.token_env, &entry.token_sha256) {
                     (Some(var), None) => {
                         let token = env.get(var).map(str::trim).unwrap_or_default();

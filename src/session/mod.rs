@@ -165,6 +165,13 @@ pub trait SessionService: Send + Sync + 'static {
     /// usual), then interrupts the rest and waits briefly for them to end, saved as cancelled.
     fn drain(&self, timeout: Duration) -> impl Future<Output = ()> + Send;
 
+    /// What the service holds now, for `/metrics`: sessions live and hibernated, turns
+    /// running, mail waiting. For operators: the admin scope, or the anonymous caller of a
+    /// server without tokens (which listens on loopback only).
+    ///
+    /// Errors: `PolicyDenied`, `Store`.
+    fn gauges(&self) -> impl Future<Output = Result<crate::telemetry::metrics::Gauges, SessionError>> + Send;
+
     /// Whether the service can serve, in O(1) whatever the number of sessions (`/readyz`):
     /// the store answers a read transaction, when there is one.
     ///

@@ -27,7 +27,7 @@ use super::SessionService;
 use super::live::LiveSessionService;
 use super::types::{CreateSessionRequest, ListQuery, MemoryQuery, SendRequest, TurnRequest};
 use crate::agent::AgentFactory;
-use crate::caller::Caller;
+use crate::caller::{Caller, Scope};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::inbox::SendResult;
@@ -208,6 +208,13 @@ impl SessionService for ScopedService {
 
     /// Draining belongs to whoever owns the shared service, not to one caller: a no-op here.
     async fn drain(&self, _timeout: Duration) {}
+
+    async fn gauges(&self) -> Result<crate::telemetry::metrics::Gauges, SessionError> {
+        if !self.caller.has(Scope::Admin) && self.caller != Caller::anonymous() {
+            return Err(SessionError::policy_denied("the service's metrics need the admin scope"));
+        }
+        self.inner.gauges().await
+    }
 
     async fn ready(&self) -> Result<(), SessionError> {
         self.inner.ready().await

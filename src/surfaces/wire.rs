@@ -353,8 +353,11 @@ impl ErrorBody {
     }
 }
 
+/// Every surface answers an error through this conversion, once per answer: where errors are
+/// counted by code.
 impl From<&SessionError> for ErrorBody {
     fn from(error: &SessionError) -> Self {
+        crate::telemetry::spans::error_answered(error.code().as_str());
         Self {
             code: error.code().as_str().to_owned(),
             message: error.to_string(),

@@ -8,6 +8,7 @@ use tracing::Instrument;
 
 use super::{CallbackTool, Tool, ToolOutput};
 use crate::llm::ToolSpec;
+use crate::telemetry::spans;
 
 /// The resolved tool declarations of a session: the tools deputy runs, and the callbacks the
 /// caller runs, which are only declared here.
@@ -90,7 +91,12 @@ impl ToolScope {
                 () = cancel.cancelled() => ToolOutput::error("cancelled: the turn was interrupted"),
             }
         };
-        run.instrument(tracing::debug_span!("tool", name)).await
+        let span = spans::tool(name);
+        let output = run.instrument(span.clone()).await;
+        if output.is_error {
+            spans::tool_failed(&span);
+        }
+        output
     }
 }
 

@@ -21,6 +21,7 @@ mod mcp_servers;
 mod mcp_stdio;
 mod mcp_tasks;
 mod memory;
+mod metrics;
 mod overload;
 #[cfg(feature = "session-store")]
 mod persistence;

@@ -367,6 +367,10 @@ impl SessionService for LiveSessionService {
         }
     }
 
+    async fn gauges(&self) -> Result<crate::telemetry::metrics::Gauges, SessionError> {
+        self.gauges_now().await
+    }
+
     async fn ready(&self) -> Result<(), SessionError> {
         match &self.store {
             Some(store) => Ok(store.ping().await?),
@@ -418,6 +422,7 @@ mod comms;
 mod contexts;
 pub(super) mod delegation;
 mod feed;
+mod gauges;
 mod hibernation;
 mod listing;
 mod memory;

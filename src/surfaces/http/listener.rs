@@ -30,6 +30,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::telemetry::metrics::metrics;
+
 /// Connections served at once, by default; the rest wait to be accepted.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// How long a connection may take to send a request's header, or stay idle between requests.
@@ -114,6 +116,7 @@ pub async fn serve_connections(
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let _counted = Counted::open();
             // The first byte, before hyper's own header timer can run (peeked, not consumed:
             // `readable` may wake without data).
             let mut first = [0u8; 1];
@@ -133,6 +136,22 @@ pub async fn serve_connections(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// A connection as `deputy_http_connections` counts it: from its task's start to its end.
+struct Counted;
+
+impl Counted {
+    fn open() -> Self {
+        metrics().connection_opened();
+        Self
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        metrics().connection_closed();
+    }
 }
 
 /// What the accept loop holds for the next connection: a place among those served, or one

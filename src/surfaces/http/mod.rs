@@ -2,7 +2,8 @@
 //!
 //! - `/mcp`: MCP streamable HTTP (rmcp), the same tools as stdio ([`mcp`]);
 //! - `/v1`: REST ([`rest`]); `/rpc`: JSON-RPC 2.0 ([`jsonrpc`]);
-//! - `/healthz` (liveness, always open) and `/readyz` (the service answers, store included).
+//! - `/healthz` (liveness, always open) and `/readyz` (the service answers, store included);
+//! - `/metrics`: Prometheus metrics ([`metrics`]), for operators.
 //!
 //! Every route but `/healthz` passes the [`security`] guard: Host and Origin allowlists
 //! against DNS rebinding, and the bearer token when one is configured. Like every surface, the
@@ -14,6 +15,7 @@ pub mod jsonrpc;
 pub mod listener;
 pub mod mcp;
 pub mod mcp_sessions;
+pub mod metrics;
 pub mod openapi;
 pub mod rest;
 pub mod routes;
@@ -166,6 +168,7 @@ pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown
         .merge(rest::router())
         .merge(jsonrpc::router())
         .route("/readyz", get(readyz::<P>))
+        .route("/metrics", get(metrics::scrape::<P>))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(services)
@@ -259,7 +262,7 @@ pub async fn serve_bound<P: CallerServices>(
 ) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     let tokens = usize::from(config.token.is_some()) + config.tokens.len();
-    tracing::info!(%address, tokens, "serving HTTP: /mcp, /v1, /rpc, /healthz, /readyz");
+    tracing::info!(%address, tokens, "serving HTTP: /mcp, /v1, /rpc, /healthz, /readyz, /metrics");
     if tokens == 0 {
         tracing::warn!(
             %address,

@@ -129,6 +129,12 @@ fn policy_switches_and_auth_tokens_parse() {
     assert!(config.auth.resolve(&Environment::default()).is_err(), "an unset token_env");
     let short = Environment::from_pairs([("ALICE_TOKEN", "short")]);
     assert!(config.auth.resolve(&short).unwrap_err().to_string().contains("at least 16"));
+    let anonymous: ConfigFile = toml::from_str(
+        "[[auth.tokens]]\nsubject = \"anonymous\"\ntoken_env = \"ALICE_TOKEN\"\nscopes = [\"sessions\"]",
+    )
+    .unwrap();
+    let refused = anonymous.auth.resolve(&env).unwrap_err().to_string();
+    assert!(refused.contains("reserved for callers without a token"), "{refused}");
     for bad in [
         "[[auth.tokens]]\nsubject = \"a\"\nscopes = []",
         "[[auth.tokens]]\nsubject = \"a\"\ntoken_sha256 = \"abc\"\nscopes = []",

@@ -230,15 +230,6 @@ async fn with_an_embeddings_model_search_is_hybrid_cached_and_survives_an_outage
     deputy.log.wait_for("embedding the query failed, searching by words only").await;
 }
 
-const ADMIN: &str = "admin-token-0123456789abcdef";
-/// An operator's token by digest, with the admin scope that re-indexing needs.
-const ADMIN_TOKEN: &str = r#"
-[[auth.tokens]]
-subject = "ops"
-token_sha256 = "b82c960b03eefe922830902342744b424aa2c080c8a8d4db775d181949549a6c"
-scopes = ["admin", "sessions"]
-"#;
-
 /// The operator brings collections up to their files: `POST /v1/documents/index` (admin scope)
 /// while the server runs, `deputy documents index [NAME]` while none does. Each re-reads only
 /// what changed and says so.
@@ -246,6 +237,7 @@ scopes = ["admin", "sessions"]
 #[tokio::test]
 async fn the_operator_reindexes_over_rest_and_with_the_cli() {
     use super::persistence::{deputy_cli, run, stdout};
+    use super::tenants::{ADMIN, ADMIN_TOKEN};
 
     let mut deputy = HttpDeputy::start_in(workspace(), &format!("{CONFIG}\n{ADMIN_TOKEN}")).await;
     for _ in 0..200 {

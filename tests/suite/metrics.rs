@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use reqwest::Method;
 use serde_json::json;
 
-use super::tenants::{ALICE, TENANTS};
+use super::tenants::{ADMIN, ADMIN_TOKEN, ALICE, TENANTS};
 use crate::common::http_deputy::HttpDeputy;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
@@ -90,15 +90,9 @@ async fn metrics_parse_and_move_with_a_turn_a_tool_call_and_an_error() {
     assert!(value(&after, "deputy_http_connections{}") >= 1.0, "this scrape's own: {after:#?}");
 }
 
-const ADMIN: &str = "admin-token-0123456789abcdef";
-
 #[tokio::test]
 async fn with_tokens_only_the_admin_scope_reads_metrics() {
-    let config = format!(
-        "{TENANTS}\n[[auth.tokens]]\nsubject = \"root\"\ntoken_sha256 = \
-         \"b82c960b03eefe922830902342744b424aa2c080c8a8d4db775d181949549a6c\"\nscopes = [\"admin\"]\n"
-    );
-    let deputy = HttpDeputy::start_with_config(&config, &[], &[]).await;
+    let deputy = HttpDeputy::start_with_config(&format!("{TENANTS}\n{ADMIN_TOKEN}"), &[], &[]).await;
     let (status, _, _) = scrape(&deputy, None).await;
     assert_eq!(status, 401);
     let (status, _, refused) = scrape(&deputy, Some(ALICE)).await;

@@ -33,6 +33,16 @@ token_sha256 = "198def7fb65832faba77a1f062df8860ee0ed05b79c6f5be881860ee7c9da86e
 scopes = ["sessions:all"]
 "#;
 
+/// An operator's token, with the admin scope.
+pub const ADMIN: &str = "admin-token-0123456789abcdef";
+/// Its `[[auth.tokens]]` entry, by digest.
+pub const ADMIN_TOKEN: &str = r#"
+[[auth.tokens]]
+subject = "root"
+token_sha256 = "b82c960b03eefe922830902342744b424aa2c080c8a8d4db775d181949549a6c"
+scopes = ["admin"]
+"#;
+
 /// `token` creates a session over REST; its id.
 async fn create(deputy: &HttpDeputy, token: &str, prompt: &str) -> String {
     deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));

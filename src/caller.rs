@@ -24,6 +24,12 @@ pub enum Scope {
     /// another deputy's session's message (`sender`, `hops`): a peer server's token (G1).
     #[strum(serialize = "sessions:send")]
     SessionsSend,
+    /// See its own sessions (read, list, events, export), act on none: a viewer's token.
+    #[strum(serialize = "sessions:read")]
+    SessionsRead,
+    /// See every session, whoever owns it, act on none.
+    #[strum(serialize = "sessions:read_all")]
+    SessionsReadAll,
     /// Enable the shell where the surface's default denies it.
     #[strum(serialize = "shell")]
     Shell,
@@ -107,6 +113,21 @@ impl Caller {
     pub fn may_use(&self, owner: &str) -> bool {
         self.sees_all() || (self.uses_sessions() && *self.subject == *owner)
     }
+
+    /// Whether the caller may see sessions at all: whoever may use them, and viewers.
+    pub fn reads_sessions(&self) -> bool {
+        self.uses_sessions() || self.has(Scope::SessionsRead) || self.has(Scope::SessionsReadAll)
+    }
+
+    /// Whether the caller sees every session (to use, or only to read).
+    pub fn reads_all(&self) -> bool {
+        self.sees_all() || self.has(Scope::SessionsReadAll)
+    }
+
+    /// Whether the caller may see a session owned by `owner`.
+    pub fn may_read(&self, owner: &str) -> bool {
+        self.reads_all() || (self.reads_sessions() && *self.subject == *owner)
+    }
 }
 
 impl fmt::Debug for Caller {
@@ -123,7 +144,19 @@ mod tests {
     #[test]
     fn scopes_have_their_documented_names() {
         let names: Vec<String> = Caller::every_scope().map(|scope| scope.to_string()).collect();
-        assert_eq!(names, ["sessions", "sessions:all", "sessions:send", "shell", "mcp:inline", "admin"]);
+        assert_eq!(
+            names,
+            [
+                "sessions",
+                "sessions:all",
+                "sessions:send",
+                "sessions:read",
+                "sessions:read_all",
+                "shell",
+                "mcp:inline",
+                "admin"
+            ]
+        );
         for scope in Caller::every_scope() {
             assert_eq!(scope.to_string().parse::<Scope>().unwrap(), scope);
         }
@@ -131,6 +164,16 @@ mod tests {
         assert_eq!(parsed, [Scope::Sessions, Scope::McpInline]);
         let unknown = serde_json::from_str::<Vec<Scope>>(r#"["root"]"#).unwrap_err().to_string();
         assert!(unknown.contains("unknown scope \"root\""), "{unknown}");
+    }
+
+    #[test]
+    fn viewers_read_and_never_use() {
+        let viewer = Caller::new("alice", [Scope::SessionsRead]);
+        assert!(viewer.may_read("alice") && !viewer.may_read("bob"));
+        assert!(!viewer.uses_sessions() && !viewer.may_use("alice"));
+        let auditor = Caller::new("auditor", [Scope::SessionsReadAll]);
+        assert!(auditor.may_read("bob") && auditor.reads_all() && !auditor.may_use("bob"));
+        assert!(Caller::new("ops", [Scope::SessionsAll]).may_read("bob"), "who uses a session reads it");
     }
 
     #[test]

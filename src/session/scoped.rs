@@ -142,7 +142,7 @@ impl SessionService for ScopedService {
     }
 
     async fn read(&self, id: &SessionId, wait: Option<Duration>) -> Result<SessionView, SessionError> {
-        self.inner.check_access(&self.caller, id).await?;
+        self.inner.check_read(&self.caller, id).await?;
         self.inner.read(id, wait).await
     }
 
@@ -169,6 +169,11 @@ impl SessionService for ScopedService {
     }
 
     async fn forget_memory(&self, id: u64) -> Result<crate::model::memory::MemoryDeleted, SessionError> {
+        if !self.caller.uses_sessions() {
+            return Err(SessionError::policy_denied(
+                "memory/delete: deleting memories needs the scope \"sessions\" (a viewer's token reads only)",
+            ));
+        }
         self.inner.forget_memory_of(self.caller.subject(), id).await
     }
 
@@ -193,7 +198,7 @@ impl SessionService for ScopedService {
     }
 
     async fn export(&self, id: &SessionId) -> Result<crate::model::ExportResult, SessionError> {
-        self.inner.check_access(&self.caller, id).await?;
+        self.inner.check_read(&self.caller, id).await?;
         self.inner.export_of(id).await
     }
 
@@ -202,7 +207,7 @@ impl SessionService for ScopedService {
     }
 
     async fn tool_output(&self, id: &SessionId, tool_use_id: &str) -> Result<ToolOutputResult, SessionError> {
-        self.inner.check_access(&self.caller, id).await?;
+        self.inner.check_read(&self.caller, id).await?;
         self.inner.tool_output(id, tool_use_id).await
     }
 
@@ -221,7 +226,7 @@ impl SessionService for ScopedService {
     }
 
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
-        self.inner.check_access(&self.caller, id).await?;
+        self.inner.check_read(&self.caller, id).await?;
         self.inner.history(id).await
     }
 
@@ -231,7 +236,7 @@ impl SessionService for ScopedService {
         after: Option<u64>,
         limit: usize,
     ) -> Result<crate::model::EventPage, SessionError> {
-        self.inner.check_access(&self.caller, id).await?;
+        self.inner.check_read(&self.caller, id).await?;
         self.inner.events(id, after, limit).await
     }
 

@@ -373,3 +373,71 @@ async fn g12_sessions_not_archived_are_bounded_per_owner() {
     assert_eq!(status, 200);
     create(&deputy, ALICE, "three, after an archive").await;
 }
+
+/// Viewers: alice's read-only token and an auditor who reads every session; neither acts.
+const VIEWERS: &str = r#"
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "1d340de7cdec7e83f000da55c95aaa111f7c393c48ec578bc231fbbf306b2004"
+scopes = ["sessions:read"]
+[[auth.tokens]]
+subject = "auditor"
+token_sha256 = "f54bcd5121e1f2d396484aa3fa36a67cd009af3e3b66d42f0fc753005661b972"
+scopes = ["sessions:read_all"]
+"#;
+const ALICE_VIEWER: &str = "viewer-alice-0123456789";
+const AUDITOR: &str = "auditor-token-0123456789";
+
+#[tokio::test]
+async fn viewers_read_what_their_scope_shows_and_act_on_nothing() {
+    let deputy = HttpDeputy::start_with_config(&format!("{TENANTS}{VIEWERS}"), &[], &[]).await;
+    let a = create(&deputy, ALICE, "alice's task").await;
+    let b = create(&deputy, BOB, "bob's task").await;
+
+    // sessions:read: alice's own sessions, read, listed, their events and messages.
+    assert_eq!(listed(&deputy, ALICE_VIEWER).await, (vec![a.clone()], 1));
+    for path in
+        [format!("/v1/sessions/{a}"), format!("/v1/sessions/{a}/events"), format!("/v1/sessions/{a}/messages")]
+    {
+        let (status, answer) = deputy.rest(Some(ALICE_VIEWER), Method::GET, &path, None).await;
+        assert_eq!(status, 200, "{path}: {answer}");
+    }
+    // ... bob's are as absent as ever.
+    let (status, _) = deputy.rest(Some(ALICE_VIEWER), Method::GET, &format!("/v1/sessions/{b}"), None).await;
+    assert_eq!(status, 404);
+
+    // sessions:read_all: every session, listed and read.
+    let (mut all, total) = listed(&deputy, AUDITOR).await;
+    all.sort();
+    let mut both = vec![a.clone(), b.clone()];
+    both.sort();
+    assert_eq!((all, total), (both, 2));
+    let (status, read) = deputy.rest(Some(AUDITOR), Method::GET, &format!("/v1/sessions/{b}"), None).await;
+    assert_eq!((status, read["state"]["owner"].as_str()), (200, Some("bob")));
+
+    // Neither acts: every action is POLICY_DENIED, on any session (unknown ones too).
+    for (token, id) in [(ALICE_VIEWER, &a), (AUDITOR, &b), (AUDITOR, &"nope".to_owned())] {
+        let actions: [(Method, String, Option<Value>); 7] = [
+            (Method::POST, format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "act"}))),
+            (Method::POST, format!("/v1/sessions/{id}/interrupt"), None),
+            (Method::POST, format!("/v1/sessions/{id}/compact"), None),
+            (Method::POST, format!("/v1/sessions/{id}/fork"), Some(json!({}))),
+            (Method::POST, format!("/v1/sessions/{id}/rewind"), Some(json!({"to_turn": 0}))),
+            (Method::DELETE, format!("/v1/sessions/{id}"), None),
+            (Method::POST, "/v1/sessions".to_owned(), Some(json!({"prompt": "a new one"}))),
+        ];
+        for (method, path, body) in actions {
+            let (status, answer) = deputy.rest(Some(token), method.clone(), &path, body).await;
+            assert_eq!(
+                (status, answer["code"].as_str()),
+                (403, Some("POLICY_DENIED")),
+                "{method} {path}: {answer}"
+            );
+        }
+    }
+    let send = json!({"message": "hello"});
+    let (status, _) =
+        deputy.rest(Some(AUDITOR), Method::POST, &format!("/v1/sessions/{b}/inbox"), Some(send)).await;
+    assert_eq!(status, 403);
+    assert_eq!(deputy.mock.requests().len(), 2, "no viewer's action reached the model");
+}

@@ -51,29 +51,52 @@ pub(super) struct Launch {
 }
 
 impl LiveSessionService {
-    /// Whether `caller` may use session `id` (F8): its own sessions, or every one with
+    /// Whether `caller` may act on session `id` (F8): its own sessions, or every one with
     /// `sessions:all`. Another owner's session answers `SESSION_NOT_FOUND`, as an unknown id
-    /// does, so its existence is not revealed. An id that is nowhere passes: the operation
-    /// itself answers `SESSION_NOT_FOUND`.
+    /// does, so its existence is not revealed, unless the caller may read it (then
+    /// `POLICY_DENIED`). A viewer (`sessions:read` or `sessions:read_all` alone) acts on none,
+    /// refused alike whatever the id. An id that is nowhere passes: the operation itself
+    /// answers `SESSION_NOT_FOUND`.
     ///
-    /// Errors: `NotFound`, `InvalidRequest` (a caller without the `sessions` scope), `Store`.
+    /// Errors: `NotFound`, `PolicyDenied`, `Store`.
     pub async fn check_access(&self, caller: &Caller, id: &SessionId) -> Result<(), SessionError> {
+        if !caller.uses_sessions() && caller.reads_sessions() {
+            return Err(read_only(caller));
+        }
         require_sessions_scope(caller)?;
         if caller.sees_all() {
             return Ok(());
         }
-        let owner = match (self.live(id), &self.store) {
+        match self.owner_of(id).await? {
+            Some(owner) if caller.may_use(&owner) => Ok(()),
+            Some(owner) if caller.may_read(&owner) => Err(read_only(caller)),
+            Some(_) => Err(foreign(caller, id)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `caller` may see session `id`: as [`Self::check_access`], with the viewers'
+    /// scopes counted.
+    ///
+    /// Errors: `NotFound`, `PolicyDenied` (no scope to see sessions), `Store`.
+    pub async fn check_read(&self, caller: &Caller, id: &SessionId) -> Result<(), SessionError> {
+        require_read_scope(caller)?;
+        if caller.reads_all() {
+            return Ok(());
+        }
+        match self.owner_of(id).await? {
+            Some(owner) if !caller.may_read(&owner) => Err(foreign(caller, id)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The owner of session `id`, live or stored; `None` when it is nowhere.
+    async fn owner_of(&self, id: &SessionId) -> Result<Option<String>, SessionError> {
+        Ok(match (self.live(id), &self.store) {
             (Some(handle), _) => Some(handle.owner()),
             (None, Some(store)) => store.record(id).await?.map(|record| record.owner),
             (None, None) => None,
-        };
-        match owner {
-            Some(owner) if !caller.may_use(&owner) => {
-                tracing::info!(target: "deputy::audit", subject = %caller.subject(), session_id = %id, what = "policy_refusal", refused = "foreign_session", "refused: the session belongs to another subject");
-                Err(SessionError::not_found(id.clone()))
-            }
-            _ => Ok(()),
-        }
+        })
     }
 
     /// `create_session` on behalf of `caller` (the session's owner), with the agent built by
@@ -256,6 +279,29 @@ pub(super) fn require_sessions_scope(caller: &Caller) -> Result<(), SessionError
         "the caller {:?} may not use sessions: its token lacks the scope \"sessions\"",
         caller.subject()
     )))
+}
+
+/// Reading sessions needs `sessions`, `sessions:all`, `sessions:read` or `sessions:read_all`.
+pub(super) fn require_read_scope(caller: &Caller) -> Result<(), SessionError> {
+    if caller.reads_sessions() {
+        return Ok(());
+    }
+    require_sessions_scope(caller)
+}
+
+/// A caller that may see a session but not act on it.
+fn read_only(caller: &Caller) -> SessionError {
+    tracing::info!(target: "deputy::audit", subject = %caller.subject(), what = "policy_refusal", refused = "read_only", "refused: the caller may only read sessions");
+    SessionError::policy_denied(format!(
+        "the caller {:?} may only read this session: acting on it needs the scope \"sessions\" (its own) or          \"sessions:all\"",
+        caller.subject()
+    ))
+}
+
+/// Another owner's session, answered as if it did not exist.
+fn foreign(caller: &Caller, id: &SessionId) -> SessionError {
+    tracing::info!(target: "deputy::audit", subject = %caller.subject(), session_id = %id, what = "policy_refusal", refused = "foreign_session", "refused: the session belongs to another subject");
+    SessionError::not_found(id.clone())
 }
 
 pub(super) fn require_prompt(prompt: &str) -> Result<(), SessionError> {

@@ -2,7 +2,7 @@
 //! them.
 
 use super::LiveSessionService;
-use super::admission::require_sessions_scope;
+use super::admission::require_read_scope;
 use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::model::{ListPosition, SessionList, SessionSummary};
@@ -17,14 +17,14 @@ impl LiveSessionService {
     ///
     /// Errors: `PersistenceDisabled`, `InvalidRequest` (no `sessions` scope), `Store`.
     pub async fn list_for(&self, caller: &Caller, query: ListQuery) -> Result<SessionList, SessionError> {
-        require_sessions_scope(caller)?;
+        require_read_scope(caller)?;
         if query.include_archived && self.store.is_none() {
             return Err(persistence_disabled("listing archived sessions"));
         }
         if query.parent_id.is_some() || query.root_id.is_some() {
             return self.list_tree(caller, query).await;
         }
-        let owner = (!caller.sees_all()).then(|| caller.subject().to_owned());
+        let owner = (!caller.reads_all()).then(|| caller.subject().to_owned());
         let live: Vec<SessionSummary> = self
             .live_handles()
             .iter()

@@ -100,7 +100,7 @@ impl LiveSessionService {
         for id in ids {
             let Some(view) = self.view_of(&id).await? else { continue };
             let lineage = &view.state.lineage;
-            let fits = caller.may_use(&view.state.owner)
+            let fits = caller.may_read(&view.state.owner)
                 && (query.include_archived || view.state.status != SessionStatus::Archived)
                 && query.root_id.as_ref().is_none_or(|root| lineage.root_id.as_ref() == Some(root));
             if fits {

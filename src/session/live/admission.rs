@@ -293,7 +293,8 @@ pub(super) fn require_read_scope(caller: &Caller) -> Result<(), SessionError> {
 fn read_only(caller: &Caller) -> SessionError {
     tracing::info!(target: "deputy::audit", subject = %caller.subject(), what = "policy_refusal", refused = "read_only", "refused: the caller may only read sessions");
     SessionError::policy_denied(format!(
-        "the caller {:?} may only read this session: acting on it needs the scope \"sessions\" (its own) or          \"sessions:all\"",
+        "the caller {:?} may only read this session: acting on it needs the scope \"sessions\" (its own) or \
+         \"sessions:all\"",
         caller.subject()
     ))
 }

@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use deputy::cli::{Cli, run};
+use deputy::telemetry::is_telemetry;
 use deputy::telemetry::layer::MetricsLayer;
+use deputy::telemetry::otlp::{self, OtlpLayer};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::prelude::*;
@@ -53,7 +55,14 @@ async fn run_cli() -> ExitCode {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_filter(filter);
     // The metrics read off deputy's telemetry spans, whatever the log's filter keeps.
-    let metrics = MetricsLayer.with_filter(filter_fn(MetricsLayer::filter));
-    tracing_subscriber::registry().with(log).with(metrics).init();
-    run(cli).await
+    let metrics = MetricsLayer.with_filter(filter_fn(is_telemetry));
+    // The same spans to an OpenTelemetry collector, once the config asks (`telemetry::otlp`).
+    let traces = OtlpLayer.with_filter(filter_fn(is_telemetry));
+    tracing_subscriber::registry().with(traces).with(log).with(metrics).init();
+    let code = run(cli).await;
+    // The last spans leave before the process does (blocking: the batch thread sends them).
+    if otlp::enabled() {
+        let _ = tokio::task::spawn_blocking(otlp::flush).await;
+    }
+    code
 }

@@ -6,6 +6,7 @@ use super::pending::Resolution;
 use crate::llm::pricing::Usd;
 use crate::llm::{LlmError, Usage};
 use crate::model::{Exhausted, PendingCall, StopReason};
+use crate::telemetry::caller_trace::TraceParent;
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +85,8 @@ pub struct TurnInput {
     pub resolution: Resolution,
     /// This turn's output schema, instead of the session's (structured output).
     pub output: Option<OutputContract>,
+    /// The trace of the request that started the turn, which the turn's span continues.
+    pub trace: Option<TraceParent>,
 }
 
 impl From<String> for TurnInput {

@@ -26,6 +26,7 @@ use crate::llm::pricing::Usd;
 use crate::llm::{ContentBlock, LlmErrorKind, Message, Role, Usage};
 use crate::model::Exhausted;
 use crate::model::inbox::{InboxMessage, MessageSender};
+use crate::telemetry::otlp;
 use crate::telemetry::spans::{self, ChatOutcome};
 
 impl Agent {
@@ -62,6 +63,7 @@ impl Agent {
 
         let mut totals = TurnTotals::default();
         let span = spans::turn(self.session_id.as_str(), turn, &self.model);
+        otlp::continue_trace(&span, input.trace.as_ref());
         let end = if let Some(exhausted) = self.refuses_prompts() {
             // Nothing could answer the prompt: it never enters the history (security review 2, G4).
             TurnEnd::BudgetExhausted(exhausted)

@@ -153,6 +153,23 @@ pub struct ConfigFile {
     /// An embeddings model: document search becomes hybrid (BM25 and vectors).
     #[serde(default)]
     pub embeddings: Option<EmbeddingsConfig>,
+    /// Where traces go, if anywhere.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+}
+
+/// The `[telemetry]` section: traces of turns, model calls and tool calls over OTLP/HTTP.
+/// Without it, the standard `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) turns the
+/// export on; with neither, nothing is exported and nothing costs.
+///
+/// ```toml
+/// [telemetry]
+/// otlp_endpoint = "http://127.0.0.1:4318"   # a base URL: traces go to …/v1/traces
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The `[embeddings]` section.

@@ -40,6 +40,7 @@ mod providers;
 pub use auth::{AccessToken, AuthConfig, MIN_TOKEN_CHARS, TokenConfig, TokenSecret};
 pub use file::{
     ConfigFile, DelegationConfig, InboxConfig, PolicyConfig, ProjectionConfig, ProviderConfig, SessionsConfig,
+    TelemetryConfig,
 };
 pub use providers::{provider_registry, provider_variables};
 
@@ -171,6 +172,12 @@ fn open_store(settings: &Settings, _env: &Environment) -> anyhow::Result<(Shared
 impl AppState {
     pub fn load(settings: &Settings, env: &Environment) -> anyhow::Result<Self> {
         let config = load_config_file(settings, env)?;
+        let exporting = crate::telemetry::otlp::start(config.telemetry.otlp_endpoint.as_deref(), &|name| {
+            env.get(name).map(str::to_owned)
+        })?;
+        if exporting {
+            tracing::info!("exporting traces over OTLP/HTTP");
+        }
         let pool =
             mcp::McpPoolConfig { sandbox: config.sandbox.settings(settings.serves_http), ..config.mcp_pool.into() };
         let mcp = Arc::new(McpFactory::new(pool));

@@ -1,30 +1,22 @@
 //! The tracing layer that turns the spans of [`super::spans`] into [`super::metrics`]: it keeps
 //! each span's recorded fields and opening time, and when the span closes counts it.
 //!
-//! Installed by `main` with a filter of its own ([`MetricsLayer::filter`]), so the spans reach
+//! Installed by `main` with a filter of its own ([`super::is_telemetry`]), so the spans reach
 //! it whatever `RUST_LOG` says.
 
 use std::time::Instant;
 
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
+use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
-use super::TARGET;
 use super::metrics::{Metrics, ModelCall, metrics};
 
 /// Feeds [`metrics()`] from the spans it sees.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MetricsLayer;
-
-impl MetricsLayer {
-    /// Only this module's spans and events, at every level.
-    pub fn filter(metadata: &Metadata<'_>) -> bool {
-        metadata.target() == TARGET
-    }
-}
 
 /// What a span recorded so far.
 #[derive(Debug, Default)]

@@ -6,12 +6,21 @@
 //! a metric. Consumers subscribe to the spans' target ([`TARGET`]): the metrics layer, always
 //! (a few counters per span), and exporters such as OTLP where configured. The spans are at
 //! `DEBUG` level: a log at `info` is unchanged by them, one at `debug` shows them as the
-//! context of its lines. Names
-//! nothing else of deputy's.
+//! context of its lines. The same spans go to an OpenTelemetry collector when the operator
+//! names one ([`otlp`]), continuing the trace a caller sent ([`caller_trace`]). Names nothing
+//! else of deputy's.
 
+pub mod caller_trace;
 pub mod layer;
 pub mod metrics;
+pub mod otlp;
 pub mod spans;
 
 /// The target of every span and event this module defines.
 pub const TARGET: &str = "deputy::telemetry";
+
+/// Whether `metadata` is one of this module's spans or events: the per-layer filter of the
+/// metrics and trace layers, which see them at every level whatever the log's filter says.
+pub fn is_telemetry(metadata: &tracing::Metadata<'_>) -> bool {
+    metadata.target() == TARGET
+}

@@ -22,6 +22,7 @@ pub fn turn(session_id: &str, turn: u64, model: &str) -> Span {
         deputy.turn = turn,
         deputy.turn.status = Empty,
         deputy.cost_usd = Empty,
+        otel.status_code = Empty,
     )
 }
 
@@ -30,6 +31,9 @@ pub fn turn_ended(span: &Span, status: &str, cost_usd: Option<f64>) {
     span.record("deputy.turn.status", status);
     if let Some(cost) = cost_usd {
         span.record("deputy.cost_usd", cost);
+    }
+    if status == "failed" {
+        span.record("otel.status_code", "error");
     }
 }
 
@@ -50,6 +54,7 @@ pub fn chat(provider: &str, model: &str) -> Span {
         gen_ai.response.finish_reasons = Empty,
         deputy.cost_usd = Empty,
         error.type = Empty,
+        otel.status_code = Empty,
     )
 }
 
@@ -81,6 +86,7 @@ pub fn chat_ended(span: &Span, outcome: &ChatOutcome<'_>) {
     }
     if let Some(error) = outcome.error {
         span.record("error.type", error);
+        span.record("otel.status_code", "error");
     }
 }
 
@@ -93,12 +99,14 @@ pub fn tool(name: &str) -> Span {
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = name,
         error.type = Empty,
+        otel.status_code = Empty,
     )
 }
 
 /// A tool call that answered an error result.
 pub fn tool_failed(span: &Span) {
     span.record("error.type", "tool_error");
+    span.record("otel.status_code", "error");
 }
 
 /// An error answered to a caller, by its stable code.

@@ -215,7 +215,22 @@ impl HttpDeputy {
     /// An rmcp client on `/mcp`: `Initialize` is the 2025-11-25 session handshake, `Discover`
     /// the stateless 2026-07-28 one.
     pub async fn mcp(&self, lifecycle: ClientLifecycleMode) -> RunningService<RoleClient, RecordingClient> {
+        self.mcp_with_headers(lifecycle, &[]).await
+    }
+
+    /// [`HttpDeputy::mcp`] sending `headers` with every request.
+    pub async fn mcp_with_headers(
+        &self,
+        lifecycle: ClientLifecycleMode,
+        headers: &[(&'static str, &str)],
+    ) -> RunningService<RoleClient, RecordingClient> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(self.url("/mcp"));
+        for (name, value) in headers {
+            config.custom_headers.insert(
+                reqwest::header::HeaderName::from_static(name),
+                reqwest::header::HeaderValue::from_str(value).unwrap(),
+            );
+        }
         if let Some(token) = &self.token {
             config = config.auth_header(token.clone());
         }

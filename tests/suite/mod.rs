@@ -39,6 +39,7 @@ mod secrets;
 mod skills;
 mod stdio_frames;
 mod structured_output;
+mod telemetry;
 mod tenants;
 mod tools;
 mod transcript;

@@ -17,6 +17,7 @@ use crate::model::{CompactResult, RunResult, TurnStatus};
 use crate::policy::Grants;
 use crate::session::actor::{SessionHandle, TurnReply, TurnTicket};
 use crate::session::types::*;
+use crate::telemetry::caller_trace;
 
 impl LiveSessionService {
     /// `start_turn`; a session that is not live is resumed with `factory`'s providers and
@@ -47,7 +48,7 @@ impl LiveSessionService {
                 return Err(error);
             }
         };
-        let input = TurnInput { prompt: Some(request.prompt), resolution, output };
+        let input = TurnInput { prompt: Some(request.prompt), resolution, output, trace: None };
         self.drive_turn(&handle, ticket, input, request.options).await
     }
 
@@ -77,6 +78,8 @@ impl LiveSessionService {
         input: TurnInput,
         options: TurnOptions,
     ) -> Result<RunResult, SessionError> {
+        // The turn runs in its session's task: it takes the request's trace context along.
+        let input = TurnInput { trace: input.trace.or_else(caller_trace::current), ..input };
         let reply = handle.run_turn(&ticket, input, EventSink::new(options.events)).await?;
         let finished = wait_for_turn(handle, &ticket, reply, options.wait, options.cancel).await?;
         turn_outcome(finished)

@@ -38,6 +38,8 @@ use crate::caller::Caller;
 use crate::config::AccessToken;
 use crate::error::TransportCode;
 use crate::session::{CallerServices, SessionService};
+use crate::telemetry::caller_trace::{self, TraceParent};
+use crate::telemetry::otlp;
 
 /// How the HTTP surfaces are exposed.
 #[derive(Debug, Clone)]
@@ -188,8 +190,19 @@ pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown
 
 /// One span per request (request id, method, path, and the caller's subject once the guard
 /// knows it), so every log line of a request can be told apart and attributed; the outcome is
-/// logged at debug level.
-async fn request_span(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+/// logged at debug level. While traces are exported, a caller's `traceparent` is kept for the
+/// turn the request may start: in the request's extensions (MCP handlers run in tasks of
+/// their own) and around the rest of the request (REST and JSON-RPC).
+async fn request_span(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let trace = otlp::enabled()
+        .then(|| request.headers().get("traceparent")?.to_str().ok().and_then(TraceParent::parse))
+        .flatten();
+    if let Some(trace) = &trace {
+        request.extensions_mut().insert(trace.clone());
+    }
     let span = tracing::info_span!(
         "http",
         request_id = %uuid::Uuid::new_v4(),
@@ -198,7 +211,8 @@ async fn request_span(request: axum::extract::Request, next: axum::middleware::N
         subject = tracing::field::Empty
     );
     let started = std::time::Instant::now();
-    let response = tracing::Instrument::instrument(next.run(request), span.clone()).await;
+    let response =
+        tracing::Instrument::instrument(caller_trace::within(trace, next.run(request)), span.clone()).await;
     span.in_scope(|| {
         tracing::debug!(
             status = response.status().as_u16(),

@@ -50,6 +50,7 @@ use crate::agent::event_channel;
 use crate::caller::Caller;
 use crate::model::RunResult;
 use crate::session::{CallerServices, MemoryQuery, SessionService, TurnOptions};
+use crate::telemetry::caller_trace::{self, TraceParent};
 use approvals::{asks_approvals, elicit_approvals};
 use errors::render_error;
 use input_required::{ApprovalRounds, Resumed};
@@ -352,12 +353,16 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         let span =
             tracing::info_span!("tool_call", tool = %request.name, request_id = ?context.id, subject = %subject);
         let tasks = offers_tasks(&context);
+        let trace = trace_of(&context);
         let answered = match request.request_state.as_deref() {
             Some(sealed) => {
                 let resumed = self.resume(&request.name, &arguments, sealed, request.input_responses, &context);
-                Some(resumed.instrument(span).await?)
+                Some(caller_trace::within(trace, resumed).instrument(span).await?)
             }
-            None => self.dispatch(&request.name, arguments, &context, tasks).instrument(span).await,
+            None => {
+                let dispatched = self.dispatch(&request.name, arguments, &context, tasks);
+                caller_trace::within(trace, dispatched).instrument(span).await
+            }
         };
         match answered {
             Some((response, summary)) => {
@@ -572,6 +577,11 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
     ) -> Result<CompleteResult, McpError> {
         Err(not_declared("completion/complete"))
     }
+}
+
+/// The trace context the HTTP request carrying this call sent (none over stdio).
+fn trace_of(context: &RequestContext<RoleServer>) -> Option<TraceParent> {
+    context.extensions.get::<axum::http::request::Parts>()?.extensions.get::<TraceParent>().cloned()
 }
 
 mod agent_resources;

@@ -62,3 +62,4 @@ pub mod surfaces;
 pub mod telemetry;
 pub mod text;
 pub mod tools;
+pub mod webhooks;

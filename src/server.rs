@@ -49,7 +49,7 @@ pub async fn serve(settings: &Settings, surface: Surface, drain_timeout: Duratio
         Surface::Stdio => Surface::Stdio,
         Surface::Rpc => Surface::Rpc,
     };
-    let (service, mcp_servers) = long_running_service(state, Contexts::Server);
+    let (service, mcp_servers) = long_running_service(state, Contexts::Server).await?;
     let shutdown = CancellationToken::new();
     // Installed before serving: rmcp's `serve` only returns after the client's first message.
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -78,7 +78,11 @@ pub enum Contexts {
 /// The service of a process that serves until stopped (`serve`, the background server): its
 /// live set bounded by the state's session limits, with the idle reaper running. Also the MCP
 /// server pool, which [`drain_and_stop`] stops at the end.
-pub fn long_running_service(state: AppState, contexts: Contexts) -> (Arc<LiveSessionService>, Arc<McpFactory>) {
+pub async fn long_running_service(
+    state: AppState,
+    contexts: Contexts,
+) -> anyhow::Result<(Arc<LiveSessionService>, Arc<McpFactory>)> {
+    let store = state.store.clone();
     let service = LiveSessionService::new(state.factory, state.store);
     let service = match contexts {
         Contexts::Server => service,
@@ -91,8 +95,14 @@ pub fn long_running_service(state: AppState, contexts: Contexts) -> (Arc<LiveSes
         .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
         .with_owners(owners(&state.tokens))
+        .with_webhooks(state.webhooks.clone())
         .into_shared();
     service.start_idle_reaper();
+    if let (Some(webhooks), Some(store)) = (&state.webhooks, store) {
+        // Before the first request: a new webhook starts after everything already stored.
+        webhooks.start(store).await.context("starting the webhooks' deliveries")?;
+        tracing::info!(webhooks = webhooks.len(), "delivering webhooks");
+    }
     // Collections are brought up to their files now, not at the first search.
     let documents = service.factory().documents().clone();
     if !documents.is_empty() {
@@ -106,7 +116,7 @@ pub fn long_running_service(state: AppState, contexts: Contexts) -> (Arc<LiveSes
         tracing::info!(dir = %dir.display(), "projecting sessions' journals");
         crate::session::projection::spawn_live(service.clone(), crate::session::projection::Projector::new(dir));
     }
-    (service, state.mcp)
+    Ok((service, state.mcp))
 }
 
 /// The end of such a process: running turns get `drain_timeout` to finish (the rest are

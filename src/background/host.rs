@@ -102,7 +102,7 @@ pub async fn run(settings: &Settings, options: HostOptions) -> anyhow::Result<Ho
         "background server listening"
     );
 
-    let (service, mcp) = long_running_service(state, Contexts::PerClient);
+    let (service, mcp) = long_running_service(state, Contexts::PerClient).await?;
     let host = Arc::new(Host {
         service,
         mcp,

@@ -28,7 +28,7 @@ pub async fn serve(settings: &Settings, mut config: HttpConfig, drain_timeout: D
     let env = Environment::from_process();
     let state = AppState::load(settings, &env)?;
     config.tokens.extend(state.tokens.iter().cloned());
-    let (service, mcp) = long_running_service(state, Contexts::Server);
+    let (service, mcp) = long_running_service(state, Contexts::Server).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let host = match socket_location(settings, &env) {

@@ -156,6 +156,27 @@ pub struct ConfigFile {
     /// Where traces go, if anywhere.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// Endpoints told about sessions' turns and lifecycle (see [`crate::webhooks`]).
+    #[serde(default)]
+    pub webhooks: Vec<WebhookConfig>,
+}
+
+/// One `[[webhooks]]` entry.
+///
+/// ```toml
+/// [[webhooks]]
+/// url = "https://hooks.example.com/deputy"
+/// events = ["turn.completed", "turn.failed", "session.archived"]
+/// secret_env = "DEPUTY_WEBHOOK_SECRET"   # whsec_… (Standard Webhooks)
+/// name = "ops"                           # optional: the key of its cursor (default: the url)
+/// ```
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub url: String,
+    pub events: Vec<String>,
+    pub secret_env: String,
+    pub name: Option<String>,
 }
 
 /// The `[telemetry]` section: traces of turns, model calls and tool calls over OTLP/HTTP.
@@ -400,6 +421,7 @@ pub struct ProjectionConfig {
 /// inline_mcp_commands = "deny"      # inline MCP servers with a `command` (programs on this host)
 /// inline_mcp_urls = "deny"          # inline MCP servers with a `url` (requests from this host)
 /// inline_mcp_private_urls = "deny"  # may those reach loopback/private/link-local addresses?
+/// webhook_private_urls = "deny"     # may [[webhooks]] reach them?
 /// anonymous_writes = "deny"         # may token-less loopback HTTP callers write files?
 /// ```
 ///
@@ -416,6 +438,9 @@ pub struct PolicyConfig {
     pub inline_mcp_commands: Option<Switch>,
     pub inline_mcp_urls: Option<Switch>,
     pub inline_mcp_private_urls: Option<Switch>,
+    /// `[[webhooks]]` endpoints on loopback, private or link-local addresses: denied unless
+    /// `allow` (the operator's own choice, never a caller's).
+    pub webhook_private_urls: Option<Switch>,
     pub anonymous_writes: Option<Switch>,
 }
 

@@ -32,6 +32,9 @@ use crate::skills::Skills;
 use crate::store::SharedStore;
 use crate::tools::mcp::{self, McpFactory};
 use crate::tools::{ToolDefaults, Workspace};
+use crate::webhooks::events::EventType;
+use crate::webhooks::signature::Secret;
+use crate::webhooks::{WebhookSpec, Webhooks};
 
 mod auth;
 mod file;
@@ -130,6 +133,8 @@ pub struct AppState {
     pub remote: RemotePeers,
     /// `[projection] dir`: where the live projector writes, if anywhere.
     pub projection: Option<PathBuf>,
+    /// The config file's `[[webhooks]]`, secrets read (`None`: none configured).
+    pub webhooks: Option<Arc<Webhooks>>,
 }
 
 /// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
@@ -200,8 +205,39 @@ impl AppState {
             crate::session::projection::prepare_root(dir)?;
         }
         let (inbox, delegation) = (config.inbox.limits(), config.delegation.limits());
-        Ok(Self { factory, store, memory, mcp, limits, tokens, inbox, delegation, remote, projection })
+        let webhooks = webhooks(&config, env, store.is_some())?;
+        Ok(Self { factory, store, memory, mcp, limits, tokens, inbox, delegation, remote, projection, webhooks })
     }
+}
+
+/// The config file's `[[webhooks]]`, each secret read from the variable it names and checked.
+/// Deliveries resume from the store's journal, so webhooks need a store.
+fn webhooks(config: &ConfigFile, env: &Environment, stored: bool) -> anyhow::Result<Option<Arc<Webhooks>>> {
+    if config.webhooks.is_empty() {
+        return Ok(None);
+    }
+    if !stored {
+        anyhow::bail!(
+            "[[webhooks]] need the session store: deliveries resume from its journal (drop --ephemeral, or use a \
+             build with the session-store feature)"
+        );
+    }
+    let mut specs = Vec::with_capacity(config.webhooks.len());
+    for entry in &config.webhooks {
+        let name = entry.name.clone().unwrap_or_else(|| entry.url.clone());
+        let value = env
+            .get(&entry.secret_env)
+            .with_context(|| format!("webhook {name:?}: secret_env {} is not set", entry.secret_env))?;
+        let secret = Secret::parse(value).map_err(|error| anyhow::anyhow!("webhook {name:?}: {error}"))?;
+        let events = entry.events.iter().map(|event| EventType::parse(event)).collect::<Result<Vec<_>, _>>();
+        let events = events.map_err(|error| anyhow::anyhow!("webhook {name:?}: {error}"))?;
+        if events.is_empty() {
+            anyhow::bail!("webhook {name:?}: `events` names none");
+        }
+        specs.push(WebhookSpec { name, url: entry.url.clone(), events, secret });
+    }
+    let private_urls = config.policy.webhook_private_urls == Some(crate::policy::Switch::Allow);
+    Ok(Some(Arc::new(Webhooks::new(specs, private_urls).map_err(anyhow::Error::msg)?)))
 }
 
 /// The config file the settings name (`--config`), else the default one if it exists, else

@@ -21,6 +21,7 @@ pub mod spec;
 pub mod stop_reason;
 pub mod transcript;
 pub mod view;
+pub mod webhooks;
 
 pub use budget::{Budget, Consumption, Exhausted};
 pub use context::{ContextOverrides, ContextSettings, ContextState};

@@ -37,6 +37,7 @@ pub use crate::model::{
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::inbox::SendResult;
+use crate::model::webhooks::WebhooksStatus;
 
 pub trait SessionService: Send + Sync + 'static {
     /// Builds the agent from `request.build`, registers the session and runs its first turn.
@@ -171,6 +172,12 @@ pub trait SessionService: Send + Sync + 'static {
     ///
     /// Errors: `PolicyDenied`, `Store`.
     fn gauges(&self) -> impl Future<Output = Result<crate::telemetry::metrics::Gauges, SessionError>> + Send;
+
+    /// The `[[webhooks]]` and how their deliveries go (`webhooks/status`): the operator's, so
+    /// for the same callers as [`SessionService::gauges`].
+    ///
+    /// Errors: `PolicyDenied`.
+    fn webhooks(&self) -> impl Future<Output = Result<WebhooksStatus, SessionError>> + Send;
 
     /// Whether the service can serve, in O(1) whatever the number of sessions (`/readyz`):
     /// the store answers a read transaction, when there is one.

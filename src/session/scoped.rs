@@ -31,6 +31,7 @@ use crate::caller::{Caller, Scope};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::inbox::SendResult;
+use crate::model::webhooks::WebhooksStatus;
 use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, RewindResult, RunResult, SessionHistory, SessionList,
     SessionView, ToolOutputResult,
@@ -219,6 +220,15 @@ impl SessionService for ScopedService {
             return Err(SessionError::policy_denied("the service's metrics need the admin scope"));
         }
         self.inner.gauges().await
+    }
+
+    async fn webhooks(&self) -> Result<WebhooksStatus, SessionError> {
+        if !self.caller.has(Scope::Admin) && self.caller != Caller::anonymous() {
+            return Err(SessionError::policy_denied(
+                "webhooks/status: the webhooks are the operator's (it needs the admin scope)",
+            ));
+        }
+        self.inner.webhooks().await
     }
 
     async fn ready(&self) -> Result<(), SessionError> {

@@ -102,6 +102,15 @@ pub struct StoredChild {
     pub open: bool,
 }
 
+/// One save's journal events, at its place in the order saves committed
+/// ([`SessionStore::journal_commits`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalCommit {
+    pub position: u64,
+    pub session_id: SessionId,
+    pub events: Vec<StoredEvent>,
+}
+
 /// Delegated sessions not archived ([`SessionStore::open_delegated`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OpenDelegated {
@@ -227,6 +236,18 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
         after: Option<u64>,
         limit: usize,
     ) -> BoxFuture<'_, Result<Option<Vec<StoredEvent>>, StoreError>>;
+
+    /// Up to `limit` saves' journal events across every session, in the order the saves
+    /// committed, from position `from` (a reader's cursor: what it has not handled yet).
+    fn journal_commits(&self, from: u64, limit: usize) -> BoxFuture<'_, Result<Vec<JournalCommit>, StoreError>>;
+
+    /// The position the next save's journal events will take: where a new reader starts.
+    fn journal_end(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Reader `name`'s persisted position in the commit order (`None`: never set).
+    fn cursor(&self, name: &str) -> BoxFuture<'_, Result<Option<u64>, StoreError>>;
+
+    fn set_cursor(&self, name: &str, position: u64) -> BoxFuture<'_, Result<(), StoreError>>;
 
     /// Stores a memory (its `id` is ignored) and returns the id it was given.
     fn remember(&self, memory: MemoryRecord) -> BoxFuture<'_, Result<u64, StoreError>>;

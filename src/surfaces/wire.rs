@@ -473,6 +473,11 @@ impl SessionListParams {
     }
 }
 
+/// `webhooks_status`'s params: none.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhooksStatusParams {}
+
 /// `agent_list`'s params: none.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -140,11 +140,16 @@ impl HttpDeputy {
 
     /// Stops this deputy with SIGTERM (a clean exit) and starts a new one on the same store,
     /// mock and workspace, with the same extra arguments, on a new port.
-    pub async fn restart(mut self, extra: &[&str]) -> Self {
+    pub async fn restart(self, extra: &[&str]) -> Self {
+        self.restart_with_env(extra, &[]).await
+    }
+
+    /// [`HttpDeputy::restart`] with `env` set for the new process.
+    pub async fn restart_with_env(mut self, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let status = self.terminate().await;
         assert!(status.success(), "deputy exited with {status:?}");
         let Self { mock, workspace, home, token, .. } = self;
-        Self::spawn_on(free_port(), mock, workspace, home, token.as_deref(), extra, &[]).await
+        Self::spawn_on(free_port(), mock, workspace, home, token.as_deref(), extra, env).await
     }
 
     async fn spawn_on(

@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["hooks", "peers"],
     &["model"],
     &["store", "profiles"],
-    &["memory"],
+    &["memory", "webhooks"],
     &["agent"],
     &["session"],
     &["config"],

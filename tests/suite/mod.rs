@@ -43,6 +43,7 @@ mod telemetry;
 mod tenants;
 mod tools;
 mod transcript;
+mod webhooks;
 mod wire_properties;
 
 use std::sync::Arc;

@@ -35,6 +35,7 @@ use crate::memory::{Memory, SharedMemory};
 use crate::model::SessionRecord;
 use crate::model::inbox::SendResult;
 use crate::model::memory::MemoryBounds;
+use crate::model::webhooks::WebhooksStatus;
 use crate::model::{
     ArchiveResult, CompactResult, InterruptResult, RewindResult, RunResult, SessionHistory, SessionList,
     SessionView, ToolOutputResult,
@@ -42,6 +43,7 @@ use crate::model::{
 use crate::peers::RemotePeers;
 use crate::policy::{Grants, Owners, Surface};
 use crate::store::{SharedStore, StoredInbox};
+use crate::webhooks::Webhooks;
 use registry::Registry;
 
 /// How long `drain` waits for interrupted turns, then for the actors, to end.
@@ -91,6 +93,8 @@ pub struct LiveSessionService {
     /// Whether a session whose context is unknown runs with the service's own factory when no
     /// caller brings one (see [`contexts`]).
     server_context_for_unknown: bool,
+    /// The `[[webhooks]]` the process delivers to, for `webhooks/status`.
+    webhooks: Option<Arc<Webhooks>>,
 }
 
 /// Announcements a slow listener of [`SessionService::changes`] may fall behind by before it
@@ -122,7 +126,14 @@ impl LiveSessionService {
             mail_quotas: std::sync::Mutex::default(),
             contexts: contexts::Contexts::default(),
             server_context_for_unknown: true,
+            webhooks: None,
         }
+    }
+
+    /// The same service answering `webhooks/status` for `webhooks` (the server delivers them).
+    pub fn with_webhooks(mut self, webhooks: Option<Arc<Webhooks>>) -> Self {
+        self.webhooks = webhooks;
+        self
     }
 
     /// The same service resuming stored sessions with their owners' grants as of now
@@ -369,6 +380,10 @@ impl SessionService for LiveSessionService {
 
     async fn gauges(&self) -> Result<crate::telemetry::metrics::Gauges, SessionError> {
         self.gauges_now().await
+    }
+
+    async fn webhooks(&self) -> Result<WebhooksStatus, SessionError> {
+        Ok(self.webhooks.as_ref().map_or(WebhooksStatus { webhooks: Vec::new() }, |webhooks| webhooks.status()))
     }
 
     async fn ready(&self) -> Result<(), SessionError> {

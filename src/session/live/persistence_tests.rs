@@ -47,6 +47,22 @@ impl SessionStore for FaultyStore {
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.inner.ping()
     }
+    fn journal_commits(
+        &self,
+        from: u64,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<crate::store::JournalCommit>, StoreError>> {
+        self.inner.journal_commits(from, limit)
+    }
+    fn journal_end(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.inner.journal_end()
+    }
+    fn cursor(&self, name: &str) -> BoxFuture<'_, Result<Option<u64>, StoreError>> {
+        self.inner.cursor(name)
+    }
+    fn set_cursor(&self, name: &str, position: u64) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.inner.set_cursor(name, position)
+    }
     fn remember(&self, memory: crate::model::memory::MemoryRecord) -> BoxFuture<'_, Result<u64, StoreError>> {
         self.inner.remember(memory)
     }

@@ -22,8 +22,8 @@ use crate::model::memory::MemoryRecord;
 use crate::secrets::SecretSealer;
 use crate::store::codec::{decode_sealed, encode_sealed};
 use crate::store::{
-    MemoryMarks, OpenDelegated, SaveRequest, SessionStore, StoreError, StoredChild, StoredInbox, StoredListQuery,
-    StoredMail, StoredPage, StoredPeer,
+    JournalCommit, MemoryMarks, OpenDelegated, SaveRequest, SessionStore, StoreError, StoredChild, StoredInbox,
+    StoredListQuery, StoredMail, StoredPage, StoredPeer,
 };
 use read::{children, events, history, inbox, list, open_delegated, peers, record, tool_output};
 use schema::{create_tables_once, open_sealer};
@@ -181,6 +181,24 @@ impl SessionStore for RedbStore {
     ) -> BoxFuture<'_, Result<Option<Vec<StoredEvent>>, StoreError>> {
         let id = id.clone();
         self.blocking(move |store| events(store, id.as_str(), after, limit))
+    }
+
+    fn journal_commits(&self, from: u64, limit: usize) -> BoxFuture<'_, Result<Vec<JournalCommit>, StoreError>> {
+        self.blocking(move |store| read::journal_commits(store, from, limit))
+    }
+
+    fn journal_end(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.blocking(read::journal_end)
+    }
+
+    fn cursor(&self, name: &str) -> BoxFuture<'_, Result<Option<u64>, StoreError>> {
+        let name = name.to_owned();
+        self.blocking(move |store| read::cursor(store, &name))
+    }
+
+    fn set_cursor(&self, name: &str, position: u64) -> BoxFuture<'_, Result<(), StoreError>> {
+        let name = name.to_owned();
+        self.blocking(move |store| write::set_cursor(store, &name, position))
     }
 
     fn remember(&self, memory: MemoryRecord) -> BoxFuture<'_, Result<u64, StoreError>> {

@@ -9,15 +9,16 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use super::Inner;
 use super::backend;
 use super::tables::{
-    ACTIVE_INDEX, ARCHIVED_INDEX, CHILDREN, DELEGATED, EVENTS, INBOX, MESSAGES, OWNER_ACTIVE_INDEX,
-    OWNER_ARCHIVED_INDEX, PEERS, RECORDS, TOOL_OUTPUTS,
+    ACTIVE_INDEX, ARCHIVED_INDEX, CHILDREN, DELEGATED, EVENTS, INBOX, JOURNAL_ORDER, MESSAGES, META,
+    OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, PEERS, RECORDS, TOOL_OUTPUTS,
 };
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::{ListPosition, SessionSummary, StoredEvent};
 use crate::store::{
-    OpenDelegated, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail, StoredPage, StoredPeer,
+    JournalCommit, OpenDelegated, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail, StoredPage,
+    StoredPeer,
 };
 
 pub(super) fn record(store: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError> {
@@ -188,6 +189,46 @@ pub(super) fn events(
         out.push(store.decode(bytes.value())?);
     }
     Ok(Some(out))
+}
+
+/// Up to `limit` saves' journal events in commit order, from position `from`.
+pub(super) fn journal_commits(store: &Inner, from: u64, limit: usize) -> Result<Vec<JournalCommit>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    let order = read.open_table(JOURNAL_ORDER).map_err(backend)?;
+    let events = read.open_table(EVENTS).map_err(backend)?;
+    let mut commits = Vec::new();
+    for entry in order.range(from..).map_err(backend)?.take(limit) {
+        let (position, row) = entry.map_err(backend)?;
+        let (id, first, end) = row.value();
+        let mut taken = Vec::new();
+        for event in events.range((id, first)..(id, end)).map_err(backend)? {
+            taken.push(store.decode(event.map_err(backend)?.1.value())?);
+        }
+        commits.push(JournalCommit {
+            position: position.value(),
+            session_id: SessionId::from_string(id),
+            events: taken,
+        });
+    }
+    Ok(commits)
+}
+
+/// The position the next save's events will take in the commit order.
+pub(super) fn journal_end(store: &Inner) -> Result<u64, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    let order = read.open_table(JOURNAL_ORDER).map_err(backend)?;
+    Ok(order.last().map_err(backend)?.map_or(0, |(position, _)| position.value() + 1))
+}
+
+/// Reader `name`'s position in the commit order, if it ever set one.
+pub(super) fn cursor(store: &Inner, name: &str) -> Result<Option<u64>, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    let meta = read.open_table(META).map_err(backend)?;
+    let key = format!("{}{name}", super::write::CURSOR_PREFIX);
+    let Some(bytes) = meta.get(key.as_str()).map_err(backend)? else { return Ok(None) };
+    let bytes: [u8; 8] =
+        bytes.value().try_into().map_err(|_| StoreError::Corrupt(format!("cursor {name} is not a number")))?;
+    Ok(Some(u64::from_le_bytes(bytes)))
 }
 
 pub(super) fn tool_output(store: &Inner, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {

@@ -10,8 +10,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableError};
 use super::Inner;
 use super::backend;
 use super::tables::{
-    ACTIVE_INDEX, ARCHIVED_INDEX, CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, MEMORIES, MESSAGES, META,
-    OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, PEERS, RECORDS, TOOL_OUTPUTS, index_key,
+    ACTIVE_INDEX, ARCHIVED_INDEX, CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, JOURNAL_ORDER, MEMORIES, MESSAGES,
+    META, OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, PEERS, RECORDS, TOOL_OUTPUTS, index_key,
 };
 use crate::model::SessionRecord;
 use crate::model::SessionSummary;
@@ -41,7 +41,8 @@ pub(super) fn create_tables_once(db: &Database) -> Result<(), StoreError> {
         && exists(read.open_table(EVENTS).map(drop))?
         && exists(read.open_table(CHILDREN).map(drop))?
         && exists(read.open_table(DELEGATED).map(drop))?
-        && exists(read.open_table(MEMORIES).map(drop))?;
+        && exists(read.open_table(MEMORIES).map(drop))?
+        && exists(read.open_table(JOURNAL_ORDER).map(drop))?;
     let owner_indexes_exist = exists(read.open_table(OWNER_ACTIVE_INDEX).map(drop))?
         && exists(read.open_table(OWNER_ARCHIVED_INDEX).map(drop))?;
     drop(read);
@@ -62,6 +63,7 @@ pub(super) fn create_tables_once(db: &Database) -> Result<(), StoreError> {
     write.open_table(CHILDREN).map_err(backend)?;
     write.open_table(DELEGATED).map_err(backend)?;
     write.open_table(MEMORIES).map_err(backend)?;
+    write.open_table(JOURNAL_ORDER).map_err(backend)?;
     if !owner_indexes_exist {
         // A store from before tenants: every summary of the update-ordered indexes, by owner.
         backfill_owner_index(&write, ACTIVE_INDEX, OWNER_ACTIVE_INDEX)?;

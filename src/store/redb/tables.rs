@@ -39,6 +39,12 @@ pub const DISCARDED: TableDefinition<(&str, u64, u64), &[u8]> = TableDefinition:
 /// record of the turn the events belong to.
 pub const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
 
+/// `position → (session id, first seq, end seq)`: every save's journal events, in the order
+/// the saves committed (positions count from 0). One row per save, not per event, so a turn
+/// pays one more small insert; readers across sessions (webhooks) follow it with a cursor of
+/// their own kept in `META`.
+pub const JOURNAL_ORDER: TableDefinition<u64, (&str, u64, u64)> = TableDefinition::new("journal_order");
+
 /// Inbox messages not delivered yet (and parked ones), `(session, message id)` → [`super::StoredMail`].
 /// A message is written when it is sent and removed in the transaction of the save that follows
 /// its delivery, so a crash in between delivers it again rather than losing it.

@@ -360,6 +360,48 @@ async fn journal_events_are_saved_with_the_turn_paged_and_closed_by_the_archive(
     assert_eq!((last.len(), last[0].seq, last[0].kind()), (1, 3, ARCHIVED_EVENT));
 }
 
+#[tokio::test]
+async fn saves_are_read_back_across_sessions_in_commit_order_from_a_persisted_cursor() {
+    let (_dir, store) = open();
+    assert_eq!(store.journal_end().await.unwrap(), 0);
+    let (mut first, mut second) = (record(1, 1), record(2, 1));
+    first.event_seq = 2;
+    let mut save = SaveRequest::new(first.clone(), 0, vec![Message::user_text("a")]);
+    save.events = vec![stored_event(0, "session_created"), stored_event(1, "turn_completed")];
+    store.save(save).await.unwrap();
+    second.event_seq = 1;
+    let mut save = SaveRequest::new(second.clone(), 0, vec![Message::user_text("b")]);
+    save.events = vec![stored_event(0, "session_created")];
+    store.save(save).await.unwrap();
+    // A save without events takes no place in the order.
+    store.save(SaveRequest::new(second.clone(), 1, vec![])).await.unwrap();
+    store.archive(&first.session_id).await.unwrap();
+
+    let commits = store.journal_commits(0, 10).await.unwrap();
+    let seen: Vec<(u64, &str, Vec<&str>)> = commits
+        .iter()
+        .map(|commit| {
+            (commit.position, commit.session_id.as_str(), commit.events.iter().map(StoredEvent::kind).collect())
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (0, "session-00001", vec!["session_created", "turn_completed"]),
+            (1, "session-00002", vec!["session_created"]),
+            (2, "session-00001", vec![ARCHIVED_EVENT]),
+        ]
+    );
+    assert_eq!(store.journal_commits(2, 10).await.unwrap().len(), 1);
+    assert_eq!(store.journal_commits(0, 1).await.unwrap().len(), 1);
+    assert_eq!(store.journal_end().await.unwrap(), 3);
+
+    assert_eq!(store.cursor("webhook:a").await.unwrap(), None);
+    store.set_cursor("webhook:a", 2).await.unwrap();
+    assert_eq!(store.cursor("webhook:a").await.unwrap(), Some(2));
+    assert_eq!(store.cursor("webhook:b").await.unwrap(), None);
+}
+
 #[test]
 fn a_record_written_before_the_journal_loads_with_no_events() {
     let mut json = serde_json::to_value(record(1, 1)).unwrap();

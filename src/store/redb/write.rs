@@ -7,7 +7,9 @@ use redb::ReadableTable;
 
 use super::backend;
 use super::schema::Indexes;
-use super::tables::{CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, MESSAGES, PEERS, RECORDS, TOOL_OUTPUTS};
+use super::tables::{
+    CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, JOURNAL_ORDER, MESSAGES, META, PEERS, RECORDS, TOOL_OUTPUTS,
+};
 use super::{ARCHIVED_EVENT, Inner};
 use crate::ids::MessageId;
 use crate::model::SessionRecord;
@@ -101,6 +103,7 @@ pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &Save
                 }
                 journal.insert((id, event.seq), store.encode(event)?.as_slice()).map_err(backend)?;
             }
+            order_in(write, id, stored_seq, stored_seq + events.len() as u64)?;
         }
 
         super::memories::insert_in(store, write, memories)?;
@@ -114,6 +117,29 @@ pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &Save
     }
     Ok(())
 }
+
+/// Appends the journal events `first..end` of session `id` to the commit order.
+fn order_in(write: &redb::WriteTransaction, id: &str, first: u64, end: u64) -> Result<(), StoreError> {
+    let mut order = write.open_table(JOURNAL_ORDER).map_err(backend)?;
+    let next = order.last().map_err(backend)?.map_or(0, |(position, _)| position.value() + 1);
+    order.insert(next, (id, first, end)).map_err(backend)?;
+    Ok(())
+}
+
+/// Sets reader `name`'s position in the commit order.
+pub(super) fn set_cursor(store: &Inner, name: &str, position: u64) -> Result<(), StoreError> {
+    let write = store.db.begin_write().map_err(backend)?;
+    let key = format!("{CURSOR_PREFIX}{name}");
+    write
+        .open_table(META)
+        .map_err(backend)?
+        .insert(key.as_str(), position.to_le_bytes().as_slice())
+        .map_err(backend)?;
+    write.commit().map_err(backend)
+}
+
+/// The `META` keys of readers' cursors: `cursor:` and the reader's name.
+pub(super) const CURSOR_PREFIX: &str = "cursor:";
 
 pub(super) fn save(store: &Inner, save: SaveRequest) -> Result<(), StoreError> {
     let write = store.db.begin_write().map_err(backend)?;
@@ -153,6 +179,7 @@ pub(super) fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, 
             .insert((id, archived.seq), store.encode(&archived)?.as_slice())
             .map_err(backend)?;
         stored.event_seq += 1;
+        order_in(&write, id, archived.seq, stored.event_seq)?;
         indexes.insert(store, &stored)?;
         records.insert(id, store.encode(&stored)?.as_slice()).map_err(backend)?;
         if stored.name.is_some() {

@@ -14,6 +14,7 @@
 //! | `memory/list` | `MemoryListParams` | `MemoryList` |
 //! | `memory/delete` | `MemoryDeleteParams` | `MemoryDeleted` |
 //! | `documents/index` | `DocumentsIndexParams` | `DocumentsIndexed` |
+//! | `webhooks/status` | `WebhooksStatusParams` | `WebhooksStatus` |
 //!
 //! Errors: a session error has the numeric code of the error table, and `error.data` is the
 //! same `{code, message, session_id?}` body as on every surface. Protocol errors have the

@@ -47,6 +47,7 @@ pub enum Operation {
     MemoryList,
     MemoryDelete,
     DocumentsIndex,
+    WebhooksStatus,
 }
 
 /// One operation's row of the table: everything the surfaces say of it.
@@ -157,6 +158,7 @@ impl Operation {
         Self::MemoryList,
         Self::MemoryDelete,
         Self::DocumentsIndex,
+        Self::WebhooksStatus,
     ];
 
     /// The operation's row.
@@ -283,6 +285,10 @@ impl Operation {
             Self::DocumentsIndex => {
                 let params: wire::DocumentsIndexParams = wire::parse_params(name, arguments)?;
                 json(service.index_documents(params.collection).await)
+            }
+            Self::WebhooksStatus => {
+                let _: wire::WebhooksStatusParams = wire::parse_params(name, arguments)?;
+                json(service.webhooks().await)
             }
         }
     }

@@ -8,6 +8,7 @@ use crate::error::ErrorCode::{
 use crate::model::documents::DocumentsIndexed;
 use crate::model::inbox::SendResult;
 use crate::model::memory::{MemoryDeleted, MemoryList};
+use crate::model::webhooks::WebhooksStatus;
 use crate::model::{
     ArchiveResult, CompactResult, EventPage, ExportResult, InterruptResult, RewindResult, RunResult,
     SessionHistory, SessionList, SessionView, ToolOutputResult,
@@ -499,6 +500,32 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             result: Some("DocumentsIndexed"),
             answer: "Each collection's files, and what was indexed again.",
             errors: &[InvalidRequest, PolicyDenied],
+        },
+    },
+    // Operation::WebhooksStatus
+    Spec {
+        tool: "webhooks_status",
+        method: "webhooks/status",
+        read_only: true,
+        mcp_tool: false,
+        description: "The configured webhooks and how their deliveries go: the journal position each delivers \
+                 next, deliveries acknowledged, and a delivery that keeps failing with its last error. Needs the \
+                 admin scope.",
+        input_schema: input_schema::<wire::WebhooksStatusParams>,
+        output_schema: output_schema::<WebhooksStatus>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/webhooks",
+            query: None,
+            operation_id: "webhooksStatus",
+            summary: "The webhooks' delivery status",
+            description: Some(
+                "Each `[[webhooks]]` entry of the server's config file (its secret never shown). A failing \
+                 delivery is retried with backoff, never skipped: `failing` stays true until it succeeds.",
+            ),
+            result: Some("WebhooksStatus"),
+            answer: "Every webhook.",
+            errors: &[PolicyDenied],
         },
     },
 ];

@@ -1,0 +1,258 @@
+//! `[[webhooks]]` through the built binary (issue 30): deliveries signed per the Standard
+//! Webhooks specification, in journal order, only the subscribed types; a failing endpoint
+//! retried and shown in `GET /v1/webhooks`, and its deliveries resumed after a restart, none
+//! lost and none invented; private addresses refused unless the operator allows them.
+
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit, Mac};
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use super::tenants::{ADMIN, ADMIN_TOKEN, ALICE, TENANTS};
+use crate::common::http_deputy::HttpDeputy;
+use crate::common::mock_llm::{MockResponse, anthropic};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const SECRET_ENV: (&str, &str) = ("TEST_WEBHOOK_SECRET", SECRET);
+
+/// One POST the receiver got: its headers of interest, its body, and what it answered.
+#[derive(Debug, Clone)]
+struct Received {
+    id: String,
+    timestamp: String,
+    signature: String,
+    content_type: String,
+    body: Vec<u8>,
+    answered: u16,
+}
+
+impl Received {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+
+    fn kind(&self) -> String {
+        self.json()["type"].as_str().unwrap().to_owned()
+    }
+}
+
+/// A webhook endpoint on loopback answering `status` (settable) to every POST.
+struct Receiver {
+    url: String,
+    status: Arc<AtomicU16>,
+    received: Arc<Mutex<Vec<Received>>>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    async fn start(status: u16) -> Self {
+        let status = Arc::new(AtomicU16::new(status));
+        let received: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let (answer, recorded) = (status.clone(), received.clone());
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let (answer, recorded) = (answer.clone(), recorded.clone());
+                async move {
+                    let header = |name: &str| {
+                        headers.get(name).and_then(|value| value.to_str().ok()).unwrap_or_default().to_owned()
+                    };
+                    let answered = answer.load(Ordering::SeqCst);
+                    recorded.lock().unwrap().push(Received {
+                        id: header("webhook-id"),
+                        timestamp: header("webhook-timestamp"),
+                        signature: header("webhook-signature"),
+                        content_type: header("content-type"),
+                        body: body.to_vec(),
+                        answered,
+                    });
+                    axum::http::StatusCode::from_u16(answered).unwrap()
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self { url, status, received, _server: server }
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// The deliveries acknowledged (answered 2xx), in arrival order.
+    fn acknowledged(&self) -> Vec<Received> {
+        self.received().into_iter().filter(|delivery| delivery.answered < 300).collect()
+    }
+
+    async fn wait_for_acknowledged(&self, count: usize) -> Vec<Received> {
+        for _ in 0..300 {
+            let acknowledged = self.acknowledged();
+            if acknowledged.len() >= count {
+                return acknowledged;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("expected {count} acknowledged deliveries: {:#?}", self.received());
+    }
+}
+
+fn config(receiver: &Receiver, events: &str) -> String {
+    format!(
+        "[policy]\nwebhook_private_urls = \"allow\"\n\n[[webhooks]]\nurl = \"{}\"\nevents = {events}\nsecret_env = \"{}\"\n",
+        receiver.url, SECRET_ENV.0
+    )
+}
+
+/// Verifies a delivery as a Standard Webhooks receiver does: HMAC-SHA256 of
+/// `id.timestamp.body` under the base64 secret, a recent timestamp.
+fn assert_signed(delivery: &Received) {
+    let key = STANDARD.decode(SECRET.trim_start_matches("whsec_")).unwrap();
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{}.{}.", delivery.id, delivery.timestamp).as_bytes());
+    mac.update(&delivery.body);
+    let expected = format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()));
+    assert!(delivery.signature.split(' ').any(|signature| signature == expected), "{delivery:#?}");
+    let sent_at: i64 = delivery.timestamp.parse().unwrap();
+    assert!((chrono::Utc::now().timestamp() - sent_at).abs() < 300, "{delivery:#?}");
+    assert_eq!(delivery.content_type, "application/json");
+}
+
+#[tokio::test]
+async fn deliveries_are_signed_in_journal_order_and_only_of_the_subscribed_types() {
+    let receiver = Receiver::start(204).await;
+    let events = r#"["turn.completed", "session.idle", "session.archived"]"#;
+    let deputy = HttpDeputy::start_with_config(&config(&receiver, events), &[], &[SECRET_ENV]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let (status, created) = deputy.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "hi"}))).await;
+    assert_eq!(status, 201, "{created}");
+    let session_id = created["session_id"].as_str().unwrap().to_owned();
+    let (status, _) = deputy.rest(None, Method::DELETE, &format!("/v1/sessions/{session_id}"), None).await;
+    assert_eq!(status, 200);
+
+    let delivered = receiver.wait_for_acknowledged(3).await;
+    let kinds: Vec<String> = delivered.iter().map(Received::kind).collect();
+    assert_eq!(kinds, ["turn.completed", "session.idle", "session.archived"]);
+    for delivery in &delivered {
+        assert_signed(delivery);
+        let body = delivery.json();
+        assert_eq!(body["data"]["session_id"], session_id.as_str(), "{body}");
+        assert!(body["timestamp"].as_str().is_some(), "{body}");
+    }
+    assert_eq!(delivered[0].json()["data"]["event"]["stop_reason"], "end_turn");
+    assert_eq!(delivered[0].json()["data"]["turn"], 1);
+    let mut ids: Vec<&str> = delivered.iter().map(|delivery| delivery.id.as_str()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "one id per delivery: {ids:?}");
+
+    // Nothing more comes: the other types are not subscribed, and nothing is sent twice.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(receiver.received().len(), 3, "{:#?}", receiver.received());
+
+    let (status, shown) = deputy.rest(None, Method::GET, "/v1/webhooks", None).await;
+    assert_eq!(status, 200, "{shown}");
+    let webhook = &shown["webhooks"][0];
+    assert_eq!((webhook["delivered"].as_u64(), webhook["failing"].as_bool()), (Some(3), Some(false)), "{shown}");
+    assert_eq!(webhook["url"], receiver.url.as_str());
+    assert!(!shown.to_string().contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "the secret is never shown: {shown}");
+}
+
+#[tokio::test]
+async fn a_failing_endpoint_is_retried_shown_and_resumed_after_a_restart_losing_nothing() {
+    let receiver = Receiver::start(503).await;
+    let events = r#"["turn.completed", "turn.failed", "session.idle"]"#;
+    let deputy = HttpDeputy::start_with_config(&config(&receiver, events), &[], &[SECRET_ENV]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let (status, created) = deputy.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "hi"}))).await;
+    assert_eq!(status, 201, "{created}");
+
+    // The first attempt and a retry (after about a second) both fail, and the status says so.
+    let mut shown = Value::Null;
+    for _ in 0..100 {
+        shown = deputy.rest(None, Method::GET, "/v1/webhooks", None).await.1;
+        if shown["webhooks"][0]["failures"].as_u64() >= Some(2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let webhook = &shown["webhooks"][0];
+    assert_eq!(webhook["failing"], true, "{shown}");
+    assert!(webhook["failures"].as_u64() >= Some(2), "{shown}");
+    assert!(webhook["last_error"].as_str().unwrap().contains("503"), "{shown}");
+    assert_eq!(webhook["delivered"], 0, "{shown}");
+    let failed_ids: Vec<String> = receiver.received().iter().map(|delivery| delivery.id.clone()).collect();
+    assert!(failed_ids.iter().all(|id| *id == failed_ids[0]), "the same delivery retried: {failed_ids:?}");
+
+    // A restart with the endpoint healthy: the turn's deliveries arrive, each once, with the
+    // ids the failed attempts had.
+    receiver.status.store(200, Ordering::SeqCst);
+    let deputy = deputy.restart_with_env(&[], &[SECRET_ENV]).await;
+    let delivered = receiver.wait_for_acknowledged(2).await;
+    let kinds: Vec<String> = delivered.iter().map(Received::kind).collect();
+    assert_eq!(kinds, ["turn.completed", "session.idle"]);
+    assert_eq!(delivered[0].id, failed_ids[0]);
+    delivered.iter().for_each(assert_signed);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(receiver.acknowledged().len(), 2, "nothing invented: {:#?}", receiver.received());
+    let (_, shown) = deputy.rest(None, Method::GET, "/v1/webhooks", None).await;
+    assert_eq!(shown["webhooks"][0]["failing"], false, "{shown}");
+}
+
+#[tokio::test]
+async fn the_status_is_the_operators() {
+    let receiver = Receiver::start(200).await;
+    let config = format!("{TENANTS}\n{ADMIN_TOKEN}\n{}", config(&receiver, r#"["session.archived"]"#));
+    let deputy = HttpDeputy::start_with_config(&config, &[], &[SECRET_ENV]).await;
+    let (status, refused) = deputy.rest(Some(ALICE), Method::GET, "/v1/webhooks", None).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(refused.to_string().contains("admin scope"), "{refused}");
+    let (status, shown) = deputy.rest(Some(ADMIN), Method::GET, "/v1/webhooks", None).await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["webhooks"][0]["events"], json!(["session.archived"]));
+}
+
+/// `deputy serve --http` with `config`: the startup error it exits with.
+async fn startup_error(config: &str, env: &[(&str, &str)]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("deputy")).unwrap();
+    std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .arg("--store")
+        .arg(home.path().join("sessions.redb"))
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(30), output).await.unwrap().unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn private_addresses_bad_secrets_and_unknown_events_are_refused_at_startup() {
+    let webhook = |url: &str, events: &str| {
+        format!("[[webhooks]]\nurl = \"{url}\"\nevents = {events}\nsecret_env = \"{}\"\n", SECRET_ENV.0)
+    };
+    let private = startup_error(&webhook("http://127.0.0.1:9/hook", r#"["turn.completed"]"#), &[SECRET_ENV]).await;
+    assert!(private.contains("webhook_private_urls"), "{private}");
+    let unset = startup_error(&webhook("https://hooks.example.com/", r#"["turn.completed"]"#), &[]).await;
+    assert!(unset.contains("TEST_WEBHOOK_SECRET is not set"), "{unset}");
+    let short = startup_error(
+        &webhook("https://hooks.example.com/", r#"["turn.completed"]"#),
+        &[(SECRET_ENV.0, "whsec_c2hvcnQ=")],
+    )
+    .await;
+    assert!(short.contains("at least 16"), "{short}");
+    let unknown = startup_error(&webhook("https://hooks.example.com/", r#"["turn.done"]"#), &[SECRET_ENV]).await;
+    assert!(unknown.contains("unknown webhook event \"turn.done\""), "{unknown}");
+}

@@ -94,6 +94,11 @@ impl Caller {
         self.subject.clone()
     }
 
+    /// Its scopes, in their order.
+    pub fn scopes(&self) -> impl Iterator<Item = Scope> + '_ {
+        self.scopes.iter().copied()
+    }
+
     /// Whether the caller has `scope`; `admin` has them all.
     pub fn has(&self, scope: Scope) -> bool {
         self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)

@@ -7,6 +7,7 @@
 //! the same values current (`crate::agent` depends on this module, never the reverse).
 
 pub mod budget;
+pub mod caller_info;
 pub mod context;
 pub mod documents;
 pub mod export;

@@ -36,6 +36,7 @@ pub use crate::model::{
 
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::model::caller_info::CallerInfo;
 use crate::model::inbox::SendResult;
 use crate::model::webhooks::WebhooksStatus;
 
@@ -172,6 +173,10 @@ pub trait SessionService: Send + Sync + 'static {
     ///
     /// Errors: `PolicyDenied`, `Store`.
     fn gauges(&self) -> impl Future<Output = Result<crate::telemetry::metrics::Gauges, SessionError>> + Send;
+
+    /// Who the caller is and what it may do (`caller/get`): the local caller for the service
+    /// itself.
+    fn caller_info(&self) -> CallerInfo;
 
     /// The `[[webhooks]]` and how their deliveries go (`webhooks/status`): the operator's, so
     /// for the same callers as [`SessionService::gauges`].

@@ -30,6 +30,7 @@ use crate::agent::AgentFactory;
 use crate::caller::{Caller, Scope};
 use crate::error::SessionError;
 use crate::ids::SessionId;
+use crate::model::caller_info::CallerInfo;
 use crate::model::inbox::SendResult;
 use crate::model::webhooks::WebhooksStatus;
 use crate::model::{
@@ -220,6 +221,10 @@ impl SessionService for ScopedService {
             return Err(SessionError::policy_denied("the service's metrics need the admin scope"));
         }
         self.inner.gauges().await
+    }
+
+    fn caller_info(&self) -> CallerInfo {
+        CallerInfo::of(&self.caller)
     }
 
     async fn webhooks(&self) -> Result<WebhooksStatus, SessionError> {

@@ -473,6 +473,11 @@ impl SessionListParams {
     }
 }
 
+/// `caller_get`'s params: none.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallerGetParams {}
+
 /// `webhooks_status`'s params: none.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

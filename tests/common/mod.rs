@@ -2,6 +2,7 @@
 // Each suite uses a different subset of the helpers; unused ones are not dead code.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod deputy;
 pub mod http_deputy;
 pub mod mcp_servers;

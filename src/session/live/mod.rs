@@ -33,6 +33,7 @@ use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::memory::{Memory, SharedMemory};
 use crate::model::SessionRecord;
+use crate::model::caller_info::CallerInfo;
 use crate::model::inbox::SendResult;
 use crate::model::memory::MemoryBounds;
 use crate::model::webhooks::WebhooksStatus;
@@ -380,6 +381,10 @@ impl SessionService for LiveSessionService {
 
     async fn gauges(&self) -> Result<crate::telemetry::metrics::Gauges, SessionError> {
         self.gauges_now().await
+    }
+
+    fn caller_info(&self) -> CallerInfo {
+        CallerInfo::of(&Caller::local())
     }
 
     async fn webhooks(&self) -> Result<WebhooksStatus, SessionError> {

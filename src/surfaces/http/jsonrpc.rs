@@ -14,6 +14,7 @@
 //! | `memory/list` | `MemoryListParams` | `MemoryList` |
 //! | `memory/delete` | `MemoryDeleteParams` | `MemoryDeleted` |
 //! | `documents/index` | `DocumentsIndexParams` | `DocumentsIndexed` |
+//! | `caller/get` | `CallerGetParams` | `CallerInfo` |
 //! | `webhooks/status` | `WebhooksStatusParams` | `WebhooksStatus` |
 //!
 //! Errors: a session error has the numeric code of the error table, and `error.data` is the

@@ -3,14 +3,16 @@
 //! - `/mcp`: MCP streamable HTTP (rmcp), the same tools as stdio ([`mcp`]);
 //! - `/v1`: REST ([`rest`]); `/rpc`: JSON-RPC 2.0 ([`jsonrpc`]);
 //! - `/healthz` (liveness, always open) and `/readyz` (the service answers, store included);
-//! - `/metrics`: Prometheus metrics ([`metrics`]), for operators.
+//! - `/metrics`: Prometheus metrics ([`metrics`]), for operators;
+//! - `/ui`: the session inspector's page and files ([`inspector`]), which read through `/v1`.
 //!
-//! Every route but `/healthz` passes the [`security`] guard: Host and Origin allowlists
+//! Every route but `/healthz` and the inspector's files passes the [`security`] guard: Host and Origin allowlists
 //! against DNS rebinding, and the bearer token when one is configured. Like every surface, the
 //! routes only translate to [`SessionService`] calls.
 
 pub mod api_error;
 pub mod follow;
+pub mod inspector;
 pub mod jsonrpc;
 pub mod listener;
 pub mod mcp;
@@ -183,6 +185,10 @@ pub fn router<P: CallerServices>(services: Arc<P>, config: &HttpConfig, shutdown
         .layer(axum::middleware::from_fn_with_state(Arc::new(security::Guard::new(config)), security::guard));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        // The inspector's files hold no data: no token needed (what the page reads needs one).
+        .route("/ui", get(inspector::page))
+        .route("/ui/", get(inspector::page))
+        .route("/ui/{file}", get(inspector::file))
         .merge(guarded)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(axum::middleware::from_fn(request_span))

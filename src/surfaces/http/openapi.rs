@@ -68,6 +68,8 @@ pub fn document() -> Value {
         register::<crate::model::memory::MemoryDeleted>,
         register::<crate::surfaces::wire::DocumentsIndexParams>,
         register::<crate::model::documents::DocumentsIndexed>,
+        register::<crate::model::caller_info::CallerInfo>,
+        register::<crate::model::webhooks::WebhooksStatus>,
     ] {
         register(&mut generator);
     }

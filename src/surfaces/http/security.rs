@@ -3,7 +3,8 @@
 //! - **Host** must be an allowed name: a page on another site that rebinds its DNS name to
 //!   127.0.0.1 sends its own name as Host and is refused (DNS rebinding).
 //! - **Origin**, when present (browsers always send it on cross-origin requests), must match
-//!   an allowed origin; `null` never does.
+//!   an allowed origin, or be the server's own (the allowed Host: the inspector's page at
+//!   `/ui`); `null` never does.
 //! - **Bearer token**, when any is configured (`--token`, `[[auth.tokens]]`), on every request
 //!   (the scheme name in any case, as RFC 7235 says); compared in time that depends only on the
 //!   configured tokens. The token names the [`Caller`]: `--token` is the local user with every
@@ -193,7 +194,11 @@ impl Guard {
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("null");
-            if !self.origins.iter().any(|pattern| pattern.matches(origin)) {
+            // The server's own pages (the inspector) send their origin, the allowed Host.
+            let same_origin = origin.split_once("://").is_some_and(|(scheme, authority)| {
+                matches!(scheme, "http" | "https") && authority.eq_ignore_ascii_case(host)
+            });
+            if !same_origin && !self.origins.iter().any(|pattern| pattern.matches(origin)) {
                 return Err(Refusal::Forbidden("Origin is not allowed (add it with --allowed-origin)"));
             }
         }
@@ -272,6 +277,13 @@ mod tests {
         let foreign = [("host", "localhost:8787"), ("origin", "https://evil.example")];
         assert!(guard.check(&headers(&foreign), None).is_err());
         assert!(guard.check(&headers(&[("host", "localhost"), ("origin", "null")]), None).is_err());
+        let same = [("host", "deputy.internal:8787"), ("origin", "http://deputy.internal:8787")];
+        let other_port = [("host", "deputy.internal:8787"), ("origin", "http://deputy.internal:9999")];
+        let mut internal = HttpConfig::new("0.0.0.0:8787".parse().unwrap());
+        internal.allowed_hosts.push("deputy.internal".into());
+        let internal = Guard::new(&internal);
+        assert!(internal.check(&headers(&same), None).is_ok(), "the server's own page");
+        assert!(internal.check(&headers(&other_port), None).is_err());
     }
 
     #[test]

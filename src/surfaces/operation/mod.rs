@@ -47,6 +47,7 @@ pub enum Operation {
     MemoryList,
     MemoryDelete,
     DocumentsIndex,
+    CallerGet,
     WebhooksStatus,
 }
 
@@ -158,6 +159,7 @@ impl Operation {
         Self::MemoryList,
         Self::MemoryDelete,
         Self::DocumentsIndex,
+        Self::CallerGet,
         Self::WebhooksStatus,
     ];
 
@@ -285,6 +287,10 @@ impl Operation {
             Self::DocumentsIndex => {
                 let params: wire::DocumentsIndexParams = wire::parse_params(name, arguments)?;
                 json(service.index_documents(params.collection).await)
+            }
+            Self::CallerGet => {
+                let _: wire::CallerGetParams = wire::parse_params(name, arguments)?;
+                json(Ok(service.caller_info()))
             }
             Self::WebhooksStatus => {
                 let _: wire::WebhooksStatusParams = wire::parse_params(name, arguments)?;

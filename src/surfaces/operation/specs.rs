@@ -5,6 +5,7 @@ use crate::error::ErrorCode::{
     AgentError, InvalidRequest, PolicyDenied, SessionBusy, SessionCompactionDisabled, SessionInboxFull,
     SessionNotFound, SessionNotRunning, SessionPersistenceDisabled, SessionStoreError,
 };
+use crate::model::caller_info::CallerInfo;
 use crate::model::documents::DocumentsIndexed;
 use crate::model::inbox::SendResult;
 use crate::model::memory::{MemoryDeleted, MemoryList};
@@ -500,6 +501,29 @@ pub static SPECS: [Spec; <Operation as strum::EnumCount>::COUNT] = [
             result: Some("DocumentsIndexed"),
             answer: "Each collection's files, and what was indexed again.",
             errors: &[InvalidRequest, PolicyDenied],
+        },
+    },
+    // Operation::CallerGet
+    Spec {
+        tool: "caller_get",
+        method: "caller/get",
+        read_only: true,
+        mcp_tool: false,
+        description: "Who the caller is (its token's subject) and what its scopes let it do.",
+        input_schema: input_schema::<wire::CallerGetParams>,
+        output_schema: output_schema::<CallerInfo>,
+        rest: RestRoute {
+            method: Method::Get,
+            path: "/v1/caller",
+            query: None,
+            operation_id: "getCaller",
+            summary: "The caller and its scopes",
+            description: Some(
+                "What a client needs to offer only what the caller may do (the inspector at `/ui` reads it).",
+            ),
+            result: Some("CallerInfo"),
+            answer: "The caller.",
+            errors: &[],
         },
     },
     // Operation::WebhooksStatus

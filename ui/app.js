@@ -595,7 +595,7 @@ async function follow(id, after, signal, onEvent) {
   let last = after;
   while (!signal.aborted) {
     try {
-      const query = new URLSearchParams({ follow: 'true', limit: String(EVENT_PAGE) });
+      const query = new URLSearchParams({ follow: 'true', provisional: 'true', limit: String(EVENT_PAGE) });
       if (last !== null) query.set('after_seq', String(last));
       const response = await fetch(`/v1/sessions/${encodeURIComponent(id)}/events?${query}`, { headers: headers({ Accept: 'text/event-stream' }), signal });
       if (!response.ok) return;

@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
+use tokio::sync::watch;
 
 use super::events::AgentEvent;
 use super::report::TurnInput;
@@ -42,6 +43,9 @@ struct State {
     /// Without a store: the newest committed (published) events, at most `keep`.
     published: VecDeque<StoredEvent>,
     keep: usize,
+    /// Bumped whenever an event is recorded, grows or is committed: what a follower of the
+    /// running turn waits on ([`Journal::activity`]).
+    activity: watch::Sender<u64>,
 }
 
 impl Journal {
@@ -56,6 +60,7 @@ impl Journal {
             unsaved: Vec::new(),
             published: VecDeque::new(),
             keep: if in_memory { IN_MEMORY_EVENTS } else { 0 },
+            activity: watch::Sender::new(0),
         })));
         if record.event_seq == 0 {
             let created = AgentEvent::SessionCreated {
@@ -96,6 +101,7 @@ impl Journal {
             && let Some(serde_json::Value::String(merged)) = last.event.get_mut("text")
         {
             merged.push_str(text);
+            state.activity.send_modify(|count| *count += 1);
             return;
         }
         match &event {
@@ -111,6 +117,7 @@ impl Journal {
         let stored = StoredEvent { seq: state.next_seq, turn: state.turn, at, event };
         state.next_seq += 1;
         state.unsaved.push(stored);
+        state.activity.send_modify(|count| *count += 1);
     }
 
     /// What starts turn `turn`: the caller's answers to a held step, then its prompt.
@@ -147,11 +154,25 @@ impl Journal {
         let mut state = self.lock();
         let count = count.min(state.unsaved.len());
         let saved: Vec<StoredEvent> = state.unsaved.drain(..count).collect();
+        state.activity.send_modify(|count| *count += 1);
         if state.keep > 0 {
             state.published.extend(saved);
             let excess = state.published.len().saturating_sub(state.keep);
             state.published.drain(..excess);
         }
+    }
+
+    /// The events recorded and not committed yet with a seq after `after`: a running turn's
+    /// progress, provisional until its save (the last may still grow, and a save that fails
+    /// keeps them for the next one).
+    pub fn provisional(&self, after: Option<u64>) -> Vec<StoredEvent> {
+        let state = self.lock();
+        state.unsaved.iter().filter(|event| after.is_none_or(|after| event.seq > after)).cloned().collect()
+    }
+
+    /// Changes whenever an event is recorded, grows or is committed.
+    pub fn activity(&self) -> watch::Receiver<u64> {
+        self.lock().activity.subscribe()
     }
 
     /// Every event held here, in order: without a store, those published (the newest
@@ -205,6 +226,28 @@ mod tests {
 
     fn kinds(events: &[StoredEvent]) -> Vec<&str> {
         events.iter().map(StoredEvent::kind).collect()
+    }
+
+    #[test]
+    fn the_running_turns_events_are_provisional_until_saved_and_every_change_is_signalled() {
+        let journal = journal();
+        let mut activity = journal.activity();
+        journal.record(AgentEvent::TurnStarted { turn: 1 });
+        assert!(activity.has_changed().unwrap());
+        activity.mark_unchanged();
+        journal.record(AgentEvent::TextDelta { text: "Hel".into() });
+        let first = journal.provisional(None);
+        let text_seq = first.last().unwrap().seq;
+        activity.mark_unchanged();
+        // A delta that grows the last event changes it in place, and says so.
+        journal.record(AgentEvent::TextDelta { text: "lo".into() });
+        assert!(activity.has_changed().unwrap());
+        let grown = journal.provisional(Some(text_seq - 1));
+        assert_eq!((grown.len(), grown[0].seq, grown[0].event["text"].as_str()), (1, text_seq, Some("Hello")));
+        activity.mark_unchanged();
+        journal.mark_saved(journal.unsaved().len());
+        assert!(activity.has_changed().unwrap(), "a commit is a change too");
+        assert!(journal.provisional(None).is_empty());
     }
 
     #[test]

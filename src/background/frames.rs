@@ -105,6 +105,10 @@ pub struct ServerStatus {
     /// Connections open right now (attached clients, and this status request).
     pub connections: usize,
     pub running_turns: usize,
+    /// Where it serves HTTP (`http://ADDR`), if it does (`serve --http`); the inspector is at
+    /// `/ui` there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
 }
 
 /// One frame as a JSON line.

@@ -74,6 +74,8 @@ pub(super) struct Host {
     pub(super) connections: AtomicUsize,
     /// Cancelled to stop the server (signal, stop request, idle).
     pub(super) shutdown: CancellationToken,
+    /// `http://ADDR` when the process also serves HTTP (`serve --http`).
+    pub(super) http: Option<String>,
 }
 
 /// Runs the background server for the store of `settings` until it is stopped or idle.
@@ -110,6 +112,7 @@ pub async fn run(settings: &Settings, options: HostOptions) -> anyhow::Result<Ho
         uid,
         connections: AtomicUsize::new(0),
         shutdown: CancellationToken::new(),
+        http: None,
     });
     tokio::spawn(cancel_on_signal(host.shutdown.clone()));
     accept_until_stopped(&host, &listener, options.idle_exit).await;
@@ -252,6 +255,7 @@ impl Host {
             log: self.location.log_file.clone(),
             connections: self.connections.load(Ordering::Acquire),
             running_turns: self.service.running_turns(),
+            http: self.http.clone(),
         }
     }
 }

@@ -39,6 +39,7 @@ pub async fn serve(settings: &Settings, mut config: HttpConfig, drain_timeout: D
             uid: current_uid(),
             connections: AtomicUsize::new(0),
             shutdown: shutdown.clone(),
+            http: Some(local_url(config.bind)),
         })),
         Err(err) => {
             tracing::warn!("serving HTTP only: the store's socket is not available ({err:#})");
@@ -80,4 +81,15 @@ pub async fn serve(settings: &Settings, mut config: HttpConfig, drain_timeout: D
 
 fn socket_location(settings: &Settings, env: &Environment) -> anyhow::Result<Location> {
     Location::for_store(&canonical_store(settings, env)?, env)
+}
+
+/// The URL a client on this host reaches `bind` at: an unspecified address (all interfaces)
+/// is reached on loopback.
+fn local_url(bind: std::net::SocketAddr) -> String {
+    let ip = match bind.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}", std::net::SocketAddr::new(ip, bind.port()))
 }

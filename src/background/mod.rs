@@ -20,6 +20,7 @@ pub mod attach;
 pub mod frames;
 pub mod host;
 pub mod http_owner;
+pub mod inspector;
 pub mod location;
 pub(crate) mod os;
 pub(crate) mod remote;

@@ -125,6 +125,9 @@ pub enum Command {
         #[arg(long)]
         session: Option<String>,
     },
+    /// Print the URL of the store's session inspector, starting a loopback HTTP server for the
+    /// store (with a fresh token, printed too) when none serves it.
+    Ui,
     /// See or stop the store's background server (the process `deputy serve` attaches to).
     #[command(subcommand)]
     Background(BackgroundCommand),
@@ -422,7 +425,8 @@ impl Command {
             | Self::Call { .. }
             | Self::Schemas { .. }
             | Self::Project { .. }
-            | Self::Background(_) => "warn",
+            | Self::Background(_)
+            | Self::Ui => "warn",
             // The listing itself says which files are invalid and why.
             Self::Agents(_) => "error",
         }

@@ -124,6 +124,21 @@ fn with_session_limits(
     }
 }
 
+/// `deputy ui`: the inspector's URL (and, for a server it started, the token to enter).
+pub fn ui(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let inspector = background::inspector::open(settings)?;
+    let mut text = format!("{}\n", inspector.url);
+    if let Some(token) = &inspector.token {
+        text.push_str(&format!(
+            "token: {token}\n(a server now serves {} on loopback; enter the token once in the page; \
+             `deputy background stop` stops it)\n",
+            inspector.store.display()
+        ));
+    }
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `deputy background status|stop`.
 pub fn background(settings: &Settings, command: BackgroundCommand) -> anyhow::Result<ExitCode> {
     let mut stdout = std::io::stdout();

@@ -38,6 +38,10 @@ pub async fn run(cli: Cli) -> ExitCode {
                 Err(err) => Err(err),
             }
         }
+        Command::Ui => match commands::ui(&settings) {
+            Ok(code) => return code,
+            Err(err) => Err(err),
+        },
         Command::Background(command) => match commands::background(&settings, command) {
             Ok(code) => return code,
             Err(err) => Err(err),

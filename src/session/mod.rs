@@ -214,6 +214,17 @@ pub trait SessionService: Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<crate::model::EventPage, SessionError>> + Send;
 
+    /// The running turn's journal events not committed yet, after `after`, and a receiver that
+    /// changes as more are recorded: what a follower asking for provisional events streams
+    /// before the turn is saved. `None` while the session is not live (it runs no turn).
+    ///
+    /// Errors: `NotFound` (a session the caller may not read).
+    fn provisional(
+        &self,
+        id: &SessionId,
+        after: Option<u64>,
+    ) -> impl Future<Output = Result<Option<Provisional>, SessionError>> + Send;
+
     /// The named agents sessions can be created from (`session_create {agent}`): every profile
     /// file this caller's configuration reads, valid or not, as the files are now.
     fn agents(&self) -> crate::profiles::AgentList;

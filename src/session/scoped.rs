@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use super::SessionService;
 use super::live::LiveSessionService;
-use super::types::{CreateSessionRequest, ListQuery, MemoryQuery, SendRequest, TurnRequest};
+use super::types::{CreateSessionRequest, ListQuery, MemoryQuery, Provisional, SendRequest, TurnRequest};
 use crate::agent::AgentFactory;
 use crate::caller::{Caller, Scope};
 use crate::error::SessionError;
@@ -253,6 +253,11 @@ impl SessionService for ScopedService {
     ) -> Result<crate::model::EventPage, SessionError> {
         self.inner.check_read(&self.caller, id).await?;
         self.inner.events(id, after, limit).await
+    }
+
+    async fn provisional(&self, id: &SessionId, after: Option<u64>) -> Result<Option<Provisional>, SessionError> {
+        self.inner.check_read(&self.caller, id).await?;
+        self.inner.provisional(id, after).await
     }
 
     /// Every session's, not only this caller's: ids only, and a listener reads (so checks

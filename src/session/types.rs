@@ -160,3 +160,11 @@ impl Default for SessionLimits {
         }
     }
 }
+
+/// A running turn's progress ([`super::SessionService::provisional`]): its journal events not
+/// committed yet, and what changes when more are recorded, grow or are committed.
+#[derive(Debug)]
+pub struct Provisional {
+    pub events: Vec<crate::model::StoredEvent>,
+    pub activity: tokio::sync::watch::Receiver<u64>,
+}

@@ -69,6 +69,26 @@ async fn the_list_leads_to_a_transcript_with_its_usage_and_it_follows_new_turns(
     assert_eq!(status, 200);
     page.wait_for("document.querySelector('.transcript').innerText.includes('A second answer.')").await;
     page.wait_for("document.querySelectorAll('svg.chart rect.output').length === 2").await;
+    // A running turn shows its words as they stream, before it is saved, and can be
+    // interrupted from the page.
+    let _gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["Thinking out", " loud."])), 3);
+    let (status, running) = deputy
+        .rest(
+            None,
+            Method::POST,
+            &format!("/v1/sessions/{id}/turns"),
+            Some(json!({"prompt": "third", "wait_ms": 0})),
+        )
+        .await;
+    assert_eq!((status, running["status"].as_str()), (200, Some("running")), "{running}");
+    page.wait_for("[...document.querySelectorAll('.turn.provisional')].some((turn) => turn.innerText.includes('Thinking out'))")
+        .await;
+    page.wait_for("document.querySelector('h1 .status').innerText === 'running'").await;
+    click(&page, ".actions button", "Interrupt").await;
+    page.wait_for("document.querySelector('[data-turn=\"3\"] .label').innerText.includes('cancelled')").await;
+    page.wait_for("document.querySelector('h1 .status').innerText === 'idle'").await;
+    assert_eq!(page.eval("document.querySelectorAll('.turn.provisional').length").await, 0);
+
     // Back to the list, which the session's row still leads from.
     page.eval("location.hash = '#/'").await;
     page.wait_for("document.querySelector('tr.row') !== null").await;

@@ -735,3 +735,74 @@ async fn a_stdio_client_and_commands_on_a_store_an_http_server_owns_go_through_i
     assert!(status.success(), "{status:?}");
     drop(client);
 }
+
+/// `deputy ARGS` run to its end (30 s at most): status, stdout, stderr.
+async fn run_to_end(command: &mut tokio::process::Command) -> (std::process::ExitStatus, String, String) {
+    let output = command.stdin(Stdio::null()).output();
+    let output = tokio::time::timeout(LIMIT, output).await.expect("the command ends").unwrap();
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn deputy_ui_starts_an_inspector_for_an_unserved_store_and_finds_it_again() {
+    let bg = Background::new().await;
+    let who = bg.who();
+    // Nothing owns the store: a loopback HTTP server is started for it, with a fresh token.
+    let (status, out, err) = run_to_end(&mut bg.command(&who, &["ui"])).await;
+    assert!(status.success(), "{out}{err}");
+    let mut lines = out.lines();
+    let url = lines.next().unwrap().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/ui"), "{out}");
+    let token = lines.next().unwrap().strip_prefix("token: ").expect("the token to enter").to_owned();
+    assert_eq!(token.len(), 48, "{out}");
+
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let page = http.get(&url).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    let base = url.trim_end_matches("/ui");
+    let refused = http.get(format!("{base}/v1/caller")).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let caller: Value =
+        http.get(format!("{base}/v1/caller")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        (caller["subject"].as_str(), caller["acts_on_all"].as_bool()),
+        (Some("local"), Some(true)),
+        "{caller}"
+    );
+
+    // It owns the store now: a stdio client's sessions are the ones the inspector shows.
+    let client = bg.client(&who, &[]).await;
+    bg.mock.push(MockResponse::sse(anthropic::text(&["Hi."])));
+    let arguments = json!({"prompt": "from the terminal"}).as_object().unwrap().clone();
+    let created = client.service.call_tool(CallToolRequestParams::new("session_create").with_arguments(arguments));
+    let created = created.await.unwrap().structured_content.unwrap();
+    let listed: Value =
+        http.get(format!("{base}/v1/sessions")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["sessions"][0]["session_id"], created["session_id"], "{listed}");
+
+    // Asked again, the same inspector, and no new token (the running server has its own).
+    let (status, again, err) = run_to_end(&mut bg.command(&who, &["ui"])).await;
+    assert!(status.success(), "{again}{err}");
+    assert_eq!(again.trim(), url);
+
+    client.service.cancel().await.unwrap();
+    let (status, out, err) = run_to_end(&mut bg.command(&who, &["background", "stop"])).await;
+    assert!(status.success() && out.starts_with("stopped"), "{out}{err}");
+    assert!(http.get(&url).send().await.is_err(), "stopped");
+}
+
+#[tokio::test]
+async fn deputy_ui_leaves_a_stdio_background_server_alone_and_says_what_to_do() {
+    let bg = Background::new().await;
+    let who = bg.who();
+    let client = bg.client(&who, &[]).await;
+    let (status, out, err) = run_to_end(&mut bg.command(&who, &["ui"])).await;
+    assert!(!status.success(), "{out}");
+    assert!(err.contains("serves no HTTP") && err.contains("deputy background stop"), "{err}");
+    client.service.cancel().await.unwrap();
+}

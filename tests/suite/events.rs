@@ -160,6 +160,77 @@ async fn follow_streams_a_live_turns_events() {
     assert_eq!(events[2]["event"]["text"], "live answer");
 }
 
+/// Reads `body` into `text` until it contains `wanted` (20 s at most).
+async fn read_until(
+    body: &mut (impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    text: &mut String,
+    wanted: &str,
+) {
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
+        while !text.contains(wanted) {
+            let chunk = body.next().await.expect("the stream goes on").unwrap();
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    });
+    assert!(read.await.is_ok(), "{wanted:?} within 20 s: {text}");
+}
+
+/// The frames of an SSE body so far: each one's `id` (if any) and its `data` as JSON.
+fn sse_frames(body: &str) -> Vec<(Option<String>, Value)> {
+    body.split("\n\n")
+        .filter_map(|frame| {
+            let data = frame.lines().find_map(|line| line.strip_prefix("data: "))?;
+            let id = frame.lines().find_map(|line| line.strip_prefix("id: ")).map(str::to_owned);
+            Some((id, serde_json::from_str(data).unwrap()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn follow_with_provisional_streams_a_running_turn_before_it_is_saved() {
+    let deputy = HttpDeputy::start(&[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["first"])));
+    let id = deputy.create_session("hi").await;
+    let (_, page) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}/events"), None).await;
+    let last = page["next_seq"].as_u64().unwrap();
+    let url = deputy.url(&format!("/v1/sessions/{id}/events?follow=true&provisional=true&after_seq={last}"));
+    let response = deputy.http.get(url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+
+    // The answer stops after its first words until the gate opens.
+    let gate = deputy.mock.push_held(MockResponse::sse(anthropic::text(&["partial", " rest"])), 3);
+    let path = format!("/v1/sessions/{id}/turns");
+    let (status, running) =
+        deputy.rest(None, reqwest::Method::POST, &path, Some(json!({"prompt": "go", "wait_ms": 0}))).await;
+    assert_eq!((status, running["status"].as_str()), (200, Some("running")), "{running}");
+
+    let mut text = String::new();
+    read_until(&mut body, &mut text, "partial").await;
+    let frames = sse_frames(&text);
+    let (id_of_partial, partial) =
+        frames.iter().find(|(_, event)| event["event"]["type"] == "text_delta").cloned().unwrap();
+    assert_eq!(
+        (partial["provisional"].as_bool(), partial["event"]["text"].as_str()),
+        (Some(true), Some("partial"))
+    );
+    assert_eq!(id_of_partial, None, "a provisional event has no SSE id to resume from");
+    assert!(frames.iter().all(|(id, event)| id.is_none() && event["provisional"] == true), "{text}");
+    let kinds: Vec<&str> = frames.iter().map(|(_, event)| event["event"]["type"].as_str().unwrap()).collect();
+    assert!(kinds.starts_with(&["prompt_received", "turn_started"]), "{kinds:?}");
+
+    // Once saved, the committed events follow with their ids; the text is whole.
+    gate.open();
+    read_until(&mut body, &mut text, "event: turn_completed").await;
+    let committed: Vec<(Option<String>, Value)> =
+        sse_frames(&text).into_iter().filter(|(_, event)| event.get("provisional").is_none()).collect();
+    let kinds: Vec<&str> = committed.iter().map(|(_, event)| event["event"]["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["prompt_received", "turn_started", "text_delta", "usage", "turn_completed"], "{text}");
+    assert!(committed.iter().all(|(id, event)| id.as_deref() == Some(event["seq"].to_string().as_str())));
+    assert_eq!(committed[2].1["event"]["text"], "partial rest");
+    assert_eq!(committed[2].1["seq"], partial["seq"], "the committed event replaces the provisional one");
+}
+
 /// The JSON-RPC messages of an SSE body (each `data:` is one message).
 fn sse_messages(body: &str) -> Vec<Value> {
     body.split("\n\n")

@@ -22,7 +22,7 @@
 
 use std::sync::{Arc, PoisonError};
 
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -233,6 +233,13 @@ impl SessionHandle {
     /// [`Journal::page`]). Never waits for a running turn.
     pub fn events(&self, after: Option<u64>, limit: usize) -> Vec<crate::model::StoredEvent> {
         self.shared.journal.page(after, limit)
+    }
+
+    /// The running turn's events not committed yet, after `after` (see
+    /// [`Journal::provisional`]), and what changes when more are recorded.
+    pub fn provisional(&self, after: Option<u64>) -> (Vec<crate::model::StoredEvent>, watch::Receiver<u64>) {
+        let activity = self.shared.journal.activity();
+        (self.shared.journal.provisional(after), activity)
     }
 
     /// The whole history; waits for a running turn to end.

@@ -6,8 +6,9 @@
 //! one (Minimal builds, `--ephemeral`) it reads the live session's in-memory journal, which
 //! publishes a turn's events when the turn ends and keeps the newest
 //! [`IN_MEMORY_EVENTS`](crate::agent::journal::IN_MEMORY_EVENTS) of them; an archived or
-//! never-live session then has no feed. Either way a turn's events appear when it ends, never
-//! half a turn at a time.
+//! never-live session then has no feed. Either way a turn's events appear here when it ends,
+//! never half a turn at a time; a running turn's progress is the provisional events
+//! (`SessionService::provisional`), which only a follower asking for them gets.
 
 use super::LiveSessionService;
 use crate::error::SessionError;

@@ -419,6 +419,13 @@ impl SessionService for LiveSessionService {
         self.events_of(id, after, limit).await
     }
 
+    async fn provisional(&self, id: &SessionId, after: Option<u64>) -> Result<Option<Provisional>, SessionError> {
+        Ok(self.live(id).map(|handle| {
+            let (events, activity) = handle.provisional(after);
+            Provisional { events, activity }
+        }))
+    }
+
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
         if let Some(handle) = self.live(id) {
             match handle.history().await {

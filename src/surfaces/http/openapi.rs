@@ -108,6 +108,14 @@ pub fn document() -> Value {
         json!({"type": "boolean", "default": false,
                "description": "Answer with Server-Sent Events that continue as the session's turns end."}),
     );
+    add_property(
+        &mut events,
+        "provisional",
+        json!({"type": "boolean", "default": false,
+               "description": "With `follow`: the running turn's events too, as they are recorded, before the turn \
+                               is saved (no SSE id, `\"provisional\": true`, sent again as they grow; the committed \
+                               event with the same `seq` replaces each)."}),
+    );
     queries.insert("SessionEventsParams".to_owned(), events);
     queries.insert("MemoryListParams".to_owned(), schemas.remove("MemoryListParams").unwrap_or_default());
     queries.insert("DocumentsIndexParams".to_owned(), schemas.remove("DocumentsIndexParams").unwrap_or_default());

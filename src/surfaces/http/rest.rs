@@ -224,7 +224,7 @@ async fn call<S: SessionService>(
 }
 
 /// The query of `GET /v1/sessions/{id}/events`: `SessionEventsParams` without the id, plus
-/// the REST-only `follow`.
+/// the REST-only `follow` and `provisional`.
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct EventsQuery {
@@ -234,6 +234,9 @@ struct EventsQuery {
     limit: Option<usize>,
     #[serde(default, skip_serializing)]
     follow: bool,
+    /// With `follow`: the running turn's events too, before it is saved.
+    #[serde(default, skip_serializing)]
+    provisional: bool,
 }
 
 /// The journal feed: a page through [`Operation::Events`], or with `follow=true` a following
@@ -250,7 +253,8 @@ async fn events<S: SessionService>(
     let query = Query::<EventsQuery>::try_from_uri(&uri)?.0;
     if query.follow {
         let id = SessionId::from_string(id);
-        return Ok(super::follow::respond(service, id, query.after_seq, &follows, subject).await);
+        let (after, provisional) = (query.after_seq, query.provisional);
+        return Ok(super::follow::respond(service, id, after, provisional, &follows, subject).await);
     }
     let mut arguments = object(query);
     arguments.insert("session_id".to_owned(), Value::String(id));

@@ -21,6 +21,16 @@ fn assert_clean(page: &Page) {
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
+/// Every request the tab made went to deputy, on loopback: no CDN, no font, no beacon.
+fn assert_only_deputy(page: &Page, deputy: &HttpDeputy) {
+    let requested = page.requested();
+    assert!(!requested.is_empty());
+    let own = deputy.url("/");
+    let elsewhere: Vec<&String> =
+        requested.iter().filter(|url| !url.starts_with(&own) && *url != "about:blank").collect();
+    assert!(elsewhere.is_empty(), "requests that left deputy: {elsewhere:#?}");
+}
+
 /// Clicks the first element matching `selector` whose text contains `text`.
 async fn click(page: &Page, selector: &str, text: &str) {
     let script = format!(
@@ -39,6 +49,9 @@ async fn the_list_leads_to_a_transcript_with_its_usage_and_it_follows_new_turns(
         deputy.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "look around"}))).await;
     assert_eq!(status, 201, "{created}");
     let id = created["session_id"].as_str().unwrap().to_owned();
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let (status, _) = deputy.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "say hello"}))).await;
+    assert_eq!(status, 201);
 
     // The page itself: served with a strict policy, no token needed for its files.
     let response = deputy.http.get(deputy.url("/ui")).send().await.unwrap();
@@ -49,9 +62,16 @@ async fn the_list_leads_to_a_transcript_with_its_usage_and_it_follows_new_turns(
 
     let browser = Browser::launch().await;
     let page = browser.open(&deputy.url("/ui")).await;
-    page.wait_for("[...document.querySelectorAll('tr.row')].some((row) => row.innerText.includes('look around'))")
-        .await;
+    page.wait_for("document.querySelectorAll('tr.row').length === 2").await;
+    let titles =
+        page.eval("[...document.querySelectorAll('tr.row td:first-child')].map((cell) => cell.innerText)").await;
+    assert_eq!(titles, json!(["say hello", "look around"]), "newest first");
     assert_eq!(page.eval("document.querySelector('#who').innerText").await, "anonymous · sessions");
+    // The title search narrows the list.
+    let search = "(() => { const search = document.querySelector('input[name=search]'); search.value = 'LOOK'; \
+                  search.dispatchEvent(new Event('input')); return true; })()";
+    page.eval(search).await;
+    page.wait_for("document.querySelectorAll('tr.row').length === 1").await;
     click(&page, "tr.row a", "look around").await;
     page.wait_for("document.querySelector('.transcript') && document.querySelector('.transcript').innerText.includes('Done looking.')")
         .await;
@@ -88,11 +108,16 @@ async fn the_list_leads_to_a_transcript_with_its_usage_and_it_follows_new_turns(
     page.wait_for("document.querySelector('[data-turn=\"3\"] .label').innerText.includes('cancelled')").await;
     page.wait_for("document.querySelector('h1 .status').innerText === 'idle'").await;
     assert_eq!(page.eval("document.querySelectorAll('.turn.provisional').length").await, 0);
+    // Kept with the test's build (CI's artifact): what the session page looks like.
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("inspector.png");
+    std::fs::write(&shot, page.screenshot(1100, 900).await).unwrap();
+    eprintln!("inspector screenshot: {}", shot.display());
 
     // Back to the list, which the session's row still leads from.
     page.eval("location.hash = '#/'").await;
     page.wait_for("document.querySelector('tr.row') !== null").await;
     assert_clean(&page);
+    assert_only_deputy(&page, &deputy);
 }
 
 const ALICE: &str = "alice-inspector-token-0123";
@@ -173,6 +198,8 @@ async fn the_token_is_asked_once_per_tab_and_only_allowed_actions_are_offered() 
     assert_eq!(other.eval("document.querySelectorAll('.actions button').length").await, 0);
     assert!(other.eval("document.body.innerText").await.as_str().unwrap().contains("Read only."));
     assert_clean(&other);
+    assert_only_deputy(&page, &deputy);
+    assert_only_deputy(&other, &deputy);
 }
 
 #[tokio::test]

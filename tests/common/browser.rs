@@ -123,7 +123,7 @@ impl Browser {
             .call(None, "Target.attachToTarget", json!({"targetId": target["targetId"], "flatten": true}))
             .await;
         let page = Page { cdp: self.cdp.clone(), session: attached["sessionId"].as_str().unwrap().to_owned() };
-        for domain in ["Runtime.enable", "Log.enable", "Page.enable"] {
+        for domain in ["Runtime.enable", "Log.enable", "Page.enable", "Network.enable"] {
             page.cdp.call(Some(&page.session), domain, json!({})).await;
         }
         page.navigate(url).await;
@@ -170,6 +170,27 @@ impl Page {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// A PNG of the tab as it is now, `width` × `height` CSS pixels.
+    pub async fn screenshot(&self, width: u32, height: u32) -> Vec<u8> {
+        use base64::Engine;
+        let metrics = json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false});
+        self.cdp.call(Some(&self.session), "Emulation.setDeviceMetricsOverride", metrics).await;
+        let shot = self.cdp.call(Some(&self.session), "Page.captureScreenshot", json!({"format": "png"})).await;
+        base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().unwrap()).unwrap()
+    }
+
+    /// Every URL the tab has requested so far (the browser's own request log).
+    pub fn requested(&self) -> Vec<String> {
+        let events = self.cdp.events.lock().unwrap();
+        events
+            .iter()
+            .filter(|event| {
+                event["sessionId"] == self.session.as_str() && event["method"] == "Network.requestWillBeSent"
+            })
+            .map(|event| event["params"]["request"]["url"].as_str().unwrap_or_default().to_owned())
+            .collect()
     }
 
     /// What the tab logged as errors: failed loads, Content-Security-Policy violations,

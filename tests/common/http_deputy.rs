@@ -148,6 +148,17 @@ impl HttpDeputy {
     pub async fn restart_with_env(mut self, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let status = self.terminate().await;
         assert!(status.success(), "deputy exited with {status:?}");
+        self.respawn(extra, env).await
+    }
+
+    /// Kills this deputy with SIGKILL (no drain, no flush: a crash) and starts a new one on the
+    /// same store, mock and workspace, with `env`.
+    pub async fn kill_and_restart_with_env(mut self, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        self.child.kill().await.unwrap();
+        self.respawn(extra, env).await
+    }
+
+    async fn respawn(self, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let Self { mock, workspace, home, token, .. } = self;
         Self::spawn_on(free_port(), mock, workspace, home, token.as_deref(), extra, env).await
     }

@@ -5,7 +5,7 @@
 //! Without a store (Minimal profiles) only the refusal at startup is left to test.
 #![cfg_attr(not(feature = "session-store"), allow(dead_code, unused_imports))]
 
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +31,9 @@ struct Received {
     signature: String,
     content_type: String,
     body: Vec<u8>,
+    /// 0: not answered (held until the sender went away).
     answered: u16,
+    at: std::time::Instant,
 }
 
 impl Received {
@@ -44,10 +46,12 @@ impl Received {
     }
 }
 
-/// A webhook endpoint on loopback answering `status` (settable) to every POST.
+/// A webhook endpoint on loopback answering `status` (settable) to every POST, or, while
+/// `hold` is set, answering nothing for a minute (a delivery in flight).
 struct Receiver {
     url: String,
     status: Arc<AtomicU16>,
+    hold: Arc<AtomicBool>,
     received: Arc<Mutex<Vec<Received>>>,
     _server: tokio::task::JoinHandle<()>,
 }
@@ -55,17 +59,19 @@ struct Receiver {
 impl Receiver {
     async fn start(status: u16) -> Self {
         let status = Arc::new(AtomicU16::new(status));
+        let hold = Arc::new(AtomicBool::new(false));
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
-        let (answer, recorded) = (status.clone(), received.clone());
+        let (answer, recorded, held) = (status.clone(), received.clone(), hold.clone());
         let app = axum::Router::new().route(
             "/hook",
             axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-                let (answer, recorded) = (answer.clone(), recorded.clone());
+                let (answer, recorded, held) = (answer.clone(), recorded.clone(), held.clone());
                 async move {
                     let header = |name: &str| {
                         headers.get(name).and_then(|value| value.to_str().ok()).unwrap_or_default().to_owned()
                     };
-                    let answered = answer.load(Ordering::SeqCst);
+                    let holding = held.load(Ordering::SeqCst);
+                    let answered = if holding { 0 } else { answer.load(Ordering::SeqCst) };
                     recorded.lock().unwrap().push(Received {
                         id: header("webhook-id"),
                         timestamp: header("webhook-timestamp"),
@@ -73,8 +79,12 @@ impl Receiver {
                         content_type: header("content-type"),
                         body: body.to_vec(),
                         answered,
+                        at: std::time::Instant::now(),
                     });
-                    axum::http::StatusCode::from_u16(answered).unwrap()
+                    if holding {
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                    }
+                    axum::http::StatusCode::from_u16(answer.load(Ordering::SeqCst)).unwrap()
                 }
             }),
         );
@@ -83,7 +93,7 @@ impl Receiver {
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        Self { url, status, received, _server: server }
+        Self { url, status, hold, received, _server: server }
     }
 
     fn received(&self) -> Vec<Received> {
@@ -92,7 +102,7 @@ impl Receiver {
 
     /// The deliveries acknowledged (answered 2xx), in arrival order.
     fn acknowledged(&self) -> Vec<Received> {
-        self.received().into_iter().filter(|delivery| delivery.answered < 300).collect()
+        self.received().into_iter().filter(|delivery| (200..300).contains(&delivery.answered)).collect()
     }
 
     async fn wait_for_acknowledged(&self, count: usize) -> Vec<Received> {
@@ -190,24 +200,97 @@ async fn a_failing_endpoint_is_retried_shown_and_resumed_after_a_restart_losing_
     let webhook = &shown["webhooks"][0];
     assert_eq!(webhook["failing"], true, "{shown}");
     assert!(webhook["failures"].as_u64() >= Some(2), "{shown}");
+    // Failing deliveries never hold a turn up.
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Still here."])));
+    let session = created["session_id"].as_str().unwrap();
+    let started = std::time::Instant::now();
+    let (status, turn) = deputy
+        .rest(None, Method::POST, &format!("/v1/sessions/{session}/turns"), Some(json!({"prompt": "go on"})))
+        .await;
+    assert_eq!((status, turn["text"].as_str()), (200, Some("Still here.")), "{turn}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    // Retried with backoff: each wait longer than the one before (1 s, then 2 s, plus jitter).
+    let mut attempts = receiver.received();
+    for _ in 0..100 {
+        if attempts.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        attempts = receiver.received();
+    }
+    let gaps: Vec<Duration> = attempts.windows(2).take(2).map(|pair| pair[1].at - pair[0].at).collect();
+    assert!(gaps[0] >= Duration::from_millis(900) && gaps[1] > gaps[0] + Duration::from_millis(500), "{gaps:?}");
     assert!(webhook["last_error"].as_str().unwrap().contains("503"), "{shown}");
     assert_eq!(webhook["delivered"], 0, "{shown}");
-    let failed_ids: Vec<String> = receiver.received().iter().map(|delivery| delivery.id.clone()).collect();
+    let failed_ids: Vec<String> = receiver.received().iter().take(3).map(|delivery| delivery.id.clone()).collect();
     assert!(failed_ids.iter().all(|id| *id == failed_ids[0]), "the same delivery retried: {failed_ids:?}");
 
     // A restart with the endpoint healthy: the turn's deliveries arrive, each once, with the
     // ids the failed attempts had.
     receiver.status.store(200, Ordering::SeqCst);
     let deputy = deputy.restart_with_env(&[], &[SECRET_ENV]).await;
-    let delivered = receiver.wait_for_acknowledged(2).await;
+    let delivered = receiver.wait_for_acknowledged(4).await;
     let kinds: Vec<String> = delivered.iter().map(Received::kind).collect();
-    assert_eq!(kinds, ["turn.completed", "session.idle"]);
+    assert_eq!(kinds, ["turn.completed", "session.idle", "turn.completed", "session.idle"]);
     assert_eq!(delivered[0].id, failed_ids[0]);
+    assert_eq!(
+        (delivered[0].json()["data"]["turn"].as_u64(), delivered[2].json()["data"]["turn"].as_u64()),
+        (Some(1), Some(2))
+    );
     delivered.iter().for_each(assert_signed);
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(receiver.acknowledged().len(), 2, "nothing invented: {:#?}", receiver.received());
+    assert_eq!(receiver.acknowledged().len(), 4, "nothing invented: {:#?}", receiver.received());
     let (_, shown) = deputy.rest(None, Method::GET, "/v1/webhooks", None).await;
     assert_eq!(shown["webhooks"][0]["failing"], false, "{shown}");
+}
+
+#[cfg(feature = "session-store")]
+#[tokio::test]
+async fn a_delivery_cut_by_kill_9_is_sent_again_after_the_restart_and_nothing_is_invented() {
+    let receiver = Receiver::start(200).await;
+    receiver.hold.store(true, Ordering::SeqCst);
+    let events = r#"["turn.completed", "session.idle"]"#;
+    let deputy = HttpDeputy::start_with_config(&config(&receiver, events), &[], &[SECRET_ENV]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["One."])));
+    let (status, created) = deputy.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "one"}))).await;
+    assert_eq!(status, 201, "{created}");
+    let session = created["session_id"].as_str().unwrap().to_owned();
+    // The first delivery is in flight (the endpoint holds it) while a second turn runs.
+    for _ in 0..200 {
+        if !receiver.received().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(receiver.received().len(), 1, "{:#?}", receiver.received());
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Two."])));
+    let (status, _) = deputy
+        .rest(None, Method::POST, &format!("/v1/sessions/{session}/turns"), Some(json!({"prompt": "two"})))
+        .await;
+    assert_eq!(status, 200);
+
+    receiver.hold.store(false, Ordering::SeqCst);
+    let _deputy = deputy.kill_and_restart_with_env(&[], &[SECRET_ENV]).await;
+    let delivered = receiver.wait_for_acknowledged(4).await;
+    let expected: Vec<String> =
+        [(1, "turn.completed"), (1, "session.idle"), (2, "turn.completed"), (2, "session.idle")]
+            .iter()
+            .map(|(turn, kind)| format!("{turn}:{kind}"))
+            .collect();
+    let seen: Vec<String> = delivered
+        .iter()
+        .map(|delivery| format!("{}:{}", delivery.json()["data"]["turn"], delivery.kind()))
+        .collect();
+    assert_eq!(seen, expected, "every event, once acknowledged, in order");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    // The cut delivery came again with its id; nothing else was sent, nothing twice acknowledged.
+    let all = receiver.received();
+    assert_eq!(all[0].id, delivered[0].id);
+    assert_eq!(receiver.acknowledged().len(), 4, "{all:#?}");
+    assert!(
+        all.iter().all(|delivery| delivered.iter().any(|acknowledged| acknowledged.id == delivery.id)),
+        "{all:#?}"
+    );
 }
 
 #[cfg(feature = "session-store")]

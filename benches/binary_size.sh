@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The size of the release binary users run (issue 31), and of the same code built without the
+# release profile's size settings, for comparison. Prints figures; asserts nothing.
+#   bash benches/binary_size.sh            # the release profile only
+#   DEPUTY_BENCH_COMPARE=1 bash benches/binary_size.sh   # also the bench profile (no LTO, not stripped)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+size_of() { stat -c %s "$1"; }
+mb() { awk -v bytes="$1" 'BEGIN { printf "%.1f MB", bytes / 1000000 }'; }
+
+cargo build --release --locked --quiet
+release=$(size_of target/release/deputy)
+echo "binary_size: release (strip, fat LTO, 1 codegen unit): $(mb "$release") ($release bytes)"
+
+if [ "${DEPUTY_BENCH_COMPARE:-0}" = 1 ]; then
+  # The bench profile keeps cargo's default optimisation settings: what the binary was before.
+  # Its own target directory: the bench profile writes to `release/`, which it would replace.
+  cargo build --profile bench --locked --quiet --bin deputy --target-dir target/size-compare
+  before=$(size_of target/size-compare/release/deputy)
+  echo "binary_size: bench profile (thin local LTO, 16 codegen units, symbols kept): $(mb "$before") ($before bytes)"
+fi

@@ -228,14 +228,8 @@ fn is_absent(err: &std::io::Error) -> bool {
 
 /// Starts `deputy background-server` for the store, detached, logging to the file beside it.
 fn start_server(location: &Location, settings: &Settings, options: &StartOptions) -> anyhow::Result<Child> {
-    use std::os::unix::fs::OpenOptionsExt;
     let exe = std::env::current_exe().context("finding the deputy executable")?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&location.log_file)
-        .with_context(|| format!("opening the log {}", location.log_file.display()))?;
+    let log = open_log(location)?;
     let mut command = std::process::Command::new(exe);
     // Not this client's environment: the server serves every client of the store, each with
     // the provider variables it brings (G14). Only the machine's settings pass.
@@ -257,6 +251,28 @@ fn start_server(location: &Location, settings: &Settings, options: &StartOptions
         command.arg("--max-live-sessions").arg(max.to_string());
     }
     // The server's own defaults are the starting client's; each client brings its own anyway.
+    pass_defaults(&mut command, settings)?;
+    command.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    detach(&mut command);
+    let child = command.spawn().context("starting the background server")?;
+    tracing::debug!(pid = child.id(), log = %location.log_file.display(), "started a background server");
+    Ok(child)
+}
+
+/// The log file beside the store, opened for appending (created private).
+pub(super) fn open_log(location: &Location) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&location.log_file)
+        .with_context(|| format!("opening the log {}", location.log_file.display()))
+}
+
+/// Gives a server started for a client the client's defaults (`--model`, `--config`,
+/// `--workspace`, paths made absolute) and runs it from `/`, pinning no directory.
+pub(super) fn pass_defaults(command: &mut std::process::Command, settings: &Settings) -> anyhow::Result<()> {
     if let Some(model) = &settings.model {
         command.arg("--model").arg(model);
     }
@@ -267,18 +283,8 @@ fn start_server(location: &Location, settings: &Settings, options: &StartOptions
         Some(dir) => std::path::absolute(dir)?,
         None => std::env::current_dir()?,
     };
-    command
-        .arg("--workspace")
-        .arg(workspace)
-        // Not pinning the client's directory; every path above is absolute.
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    detach(&mut command);
-    let child = command.spawn().context("starting the background server")?;
-    tracing::debug!(pid = child.id(), log = %location.log_file.display(), "started a background server");
-    Ok(child)
+    command.arg("--workspace").arg(workspace).current_dir("/");
+    Ok(())
 }
 
 /// The variables a background server keeps from the client that starts it: where things are

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::attach::status;
+use super::attach::{open_log, pass_defaults, status};
 use super::location::Location;
 use super::os::detach;
 use crate::config::Settings;
@@ -53,7 +53,6 @@ pub fn open(settings: &Settings) -> anyhow::Result<Inspector> {
 /// Starts `deputy serve --http` on a free loopback port for the store, detached, logging to the
 /// background server's log file; returns once it answers on the store's socket.
 fn start(location: &Location, settings: &Settings) -> anyhow::Result<Inspector> {
-    use std::os::unix::fs::OpenOptionsExt;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .context("finding a free loopback port")?
@@ -61,12 +60,7 @@ fn start(location: &Location, settings: &Settings) -> anyhow::Result<Inspector> 
     let mut secret = [0u8; 24];
     getrandom::fill(&mut secret).map_err(|error| anyhow::anyhow!("no randomness for a token: {error}"))?;
     let token: String = secret.iter().map(|byte| format!("{byte:02x}")).collect();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&location.log_file)
-        .with_context(|| format!("opening the log {}", location.log_file.display()))?;
+    let log = open_log(location)?;
     let exe = std::env::current_exe().context("finding the deputy executable")?;
     let mut command = std::process::Command::new(exe);
     // The user's own server, as if they ran `deputy serve --http` here: their environment
@@ -78,23 +72,8 @@ fn start(location: &Location, settings: &Settings) -> anyhow::Result<Inspector> 
         .arg("--store")
         .arg(&location.store)
         .env("DEPUTY_TOKEN", &token);
-    if let Some(model) = &settings.model {
-        command.arg("--model").arg(model);
-    }
-    if let Some(config) = &settings.config {
-        command.arg("--config").arg(std::path::absolute(config)?);
-    }
-    let workspace = match &settings.workspace {
-        Some(dir) => std::path::absolute(dir)?,
-        None => std::env::current_dir()?,
-    };
-    command
-        .arg("--workspace")
-        .arg(workspace)
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
+    pass_defaults(&mut command, settings)?;
+    command.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     detach(&mut command);
     let mut child = command.spawn().context("starting deputy serve --http")?;
     let deadline = Instant::now() + START_WAIT;

@@ -147,22 +147,16 @@ impl<S: SessionService> Follow<S> {
                 return None;
             }
             // A full page may have more behind it; otherwise wait for this session to change.
-            match self.read().await {
+            let read = match self.read().await {
+                Ok(false) if self.provisional => self.read_provisional().await,
+                read => read,
+            };
+            match read {
                 Ok(true) => continue,
                 Ok(false) => {}
                 Err(error) => {
                     tracing::debug!(session_id = %self.id, "following the journal stopped: {error}");
                     return None;
-                }
-            }
-            if self.provisional {
-                match self.read_provisional().await {
-                    Ok(true) => continue,
-                    Ok(false) => {}
-                    Err(error) => {
-                        tracing::debug!(session_id = %self.id, "following the journal stopped: {error}");
-                        return None;
-                    }
                 }
             }
             if !self.wait().await {

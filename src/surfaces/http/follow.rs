@@ -5,10 +5,12 @@
 //! from `after_seq` on. With `provisional=true` the running turn's events come too, as they
 //! are recorded and before the turn is saved: without an `id`, with `"provisional": true`, and
 //! sent again (same `seq`) as they grow; the committed event with that `seq` follows once the
-//! turn is saved and replaces it (a turn lost to a crash never commits them). The first page is read before the response starts, so an unknown
-//! session or a bad `limit` gets the plain JSON error and its status. After that the stream
-//! waits on [`SessionService::changes`] (subscribed *before* the first read, so no commit is
-//! missed) and reads the pages committed since. It ends after the session's `archived` event,
+//! turn is saved and replaces it (a turn lost to a crash never commits them).
+//!
+//! The first page is read before the response starts, so an unknown session or a bad `limit`
+//! gets the plain JSON error and its status. After that the stream waits on
+//! [`SessionService::changes`] (subscribed *before* the first read, so no commit is missed),
+//! or on the running turn's journal when following provisional events, and reads what came. It ends after the session's `archived` event,
 //! or when the client leaves (axum drops the stream), or after [`FollowLimits::max_duration`]
 //! (600 s by default: the client resumes with `after_seq` = the last `id` it saw).
 //!

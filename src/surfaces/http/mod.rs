@@ -6,9 +6,9 @@
 //! - `/metrics`: Prometheus metrics ([`metrics`]), for operators;
 //! - `/ui`: the session inspector's page and files ([`inspector`]), which read through `/v1`.
 //!
-//! Every route but `/healthz` and the inspector's files passes the [`security`] guard: Host and Origin allowlists
-//! against DNS rebinding, and the bearer token when one is configured. Like every surface, the
-//! routes only translate to [`SessionService`] calls.
+//! Every route but `/healthz` and the inspector's files passes the [`security`] guard: Host
+//! and Origin allowlists against DNS rebinding, and the bearer token when one is configured.
+//! Like every surface, the routes only translate to [`SessionService`] calls.
 
 pub mod api_error;
 pub mod follow;

@@ -206,6 +206,33 @@ impl HttpDeputy {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
+    /// What of deputy's resident set is its executable's own pages, in KiB (the `Rss` of the
+    /// mappings of the binary in `/proc/PID/smaps`): code and read-only data, clean and
+    /// shared with the page cache. The debug build the tests run is several times the release
+    /// binary, so a bound on the memory sessions take leaves them out.
+    pub fn executable_rss_kib(&self) -> u64 {
+        let pid = self.child.id().expect("running");
+        let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_deputy")).unwrap();
+        let binary = binary.to_string_lossy();
+        let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+        let mut in_binary = false;
+        let mut total = 0;
+        for line in smaps.lines() {
+            let mut fields = line.split_whitespace();
+            match fields.next() {
+                // A mapping's header: `start-end perms offset dev inode [path]`.
+                Some(range) if range.contains('-') && !range.ends_with(':') => {
+                    in_binary = fields.nth(4).is_some_and(|path| path == binary);
+                }
+                Some("Rss:") if in_binary => {
+                    total += fields.next().and_then(|kib| kib.parse::<u64>().ok()).unwrap_or(0)
+                }
+                _ => {}
+            }
+        }
+        total
+    }
+
     async fn wait_ready(&self) {
         for _ in 0..200 {
             if self.http.get(self.url("/healthz")).send().await.is_ok_and(|r| r.status().is_success()) {

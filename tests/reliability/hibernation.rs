@@ -3,6 +3,13 @@
 //! from the store), then read back and listed. With the defaults (`max_live_sessions` 1,000,
 //! redb's page cache bounded by the store) deputy's resident memory stays under
 //! [`RSS_BOUND_MIB`] throughout, and every session is readable and continuable.
+//!
+//! The bound is on what users run: the release binary. The tests run the debug build, whose
+//! executable is about 4× the release one (147 MB against 35) and keeps some 40 MiB of its code
+//! resident by itself, which grows with every feature and says nothing about sessions. So the
+//! memory measured is VmRSS less the executable's own resident pages, bounded by
+//! [`RSS_BOUND_MIB`] less the whole release binary ([`RELEASE_BINARY_MIB`]): as if every page of
+//! the release executable were resident. Both figures are printed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +30,9 @@ const HALF_HISTORY: usize = 25_000;
 const CONCURRENCY: usize = 8;
 /// The bound this scenario proves: issue 12's target.
 const RSS_BOUND_MIB: u64 = 200;
+/// The release binary, whole (docs/BENCHMARKS.md, "Binary size"): what the bound leaves for
+/// deputy's code.
+const RELEASE_BINARY_MIB: u64 = 35;
 /// Larger than the suite's usual deadline: 60,000 requests carrying 50–100 KB each (about
 /// 12 minutes in a debug build on 2 busy cores).
 const DEADLINE: Duration = Duration::from_secs(1800);
@@ -39,11 +49,15 @@ async fn hibernation() {
     let deputy = Arc::new(HttpDeputy::start(&[]).await);
     let baseline_kib = deputy.rss_kib();
     let peak_kib = Arc::new(AtomicU64::new(baseline_kib));
+    // VmRSS less the executable's own pages (see the module docs).
+    let sessions_peak_kib = Arc::new(AtomicU64::new(0));
     let sampler = {
-        let (deputy, peak_kib) = (deputy.clone(), peak_kib.clone());
+        let (deputy, peak_kib, sessions_peak_kib) = (deputy.clone(), peak_kib.clone(), sessions_peak_kib.clone());
         tokio::spawn(async move {
             loop {
-                peak_kib.fetch_max(deputy.rss_kib(), Ordering::Relaxed);
+                let rss = deputy.rss_kib();
+                peak_kib.fetch_max(rss, Ordering::Relaxed);
+                sessions_peak_kib.fetch_max(rss.saturating_sub(deputy.executable_rss_kib()), Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         })
@@ -138,13 +152,18 @@ async fn hibernation() {
 
     sampler.abort();
     let peak_kib = peak_kib.load(Ordering::Relaxed).max(deputy.rss_kib());
+    let executable_kib = deputy.executable_rss_kib();
+    let sessions_peak_kib =
+        sessions_peak_kib.load(Ordering::Relaxed).max(deputy.rss_kib().saturating_sub(executable_kib));
     let store_mib = std::fs::metadata(deputy.home.path().join("sessions.redb"))
         .map(|m| m.len() / (1 << 20))
         .unwrap_or_default();
     eprintln!(
         "reliability: hibernation: {SESSIONS} sessions of ~50 KB (store {store_mib} MiB): created in {:.1} s, \
          each touched again (rehydrated) in {:.1} s, all read back in {:.1} s, all listed (cursor, 500 a page) in \
-         {:.2} s; VmRSS baseline {} MiB, after creating {} MiB, peak {} MiB, bound {RSS_BOUND_MIB} MiB; {:.1} s",
+         {:.2} s; VmRSS baseline {} MiB, after creating {} MiB, peak {} MiB (the debug executable's own pages {} \
+         MiB); without them peak {} MiB, bound {} MiB ({RSS_BOUND_MIB} MiB less the {RELEASE_BINARY_MIB} MB release \
+         binary); {:.1} s",
         created.as_secs_f64(),
         touched.as_secs_f64(),
         read.as_secs_f64(),
@@ -152,9 +171,17 @@ async fn hibernation() {
         baseline_kib / 1024,
         after_create_kib / 1024,
         peak_kib / 1024,
+        executable_kib / 1024,
+        sessions_peak_kib / 1024,
+        RSS_BOUND_MIB - RELEASE_BINARY_MIB,
         started.elapsed().as_secs_f64()
     );
-    assert!(peak_kib / 1024 < RSS_BOUND_MIB, "peak VmRSS {} MiB", peak_kib / 1024);
+    assert!(
+        sessions_peak_kib / 1024 < RSS_BOUND_MIB - RELEASE_BINARY_MIB,
+        "peak VmRSS without the executable's pages {} MiB (VmRSS {} MiB)",
+        sessions_peak_kib / 1024,
+        peak_kib / 1024
+    );
 }
 
 async fn post(deputy: &HttpDeputy, path: &str, body: Value) -> (u16, Value) {

@@ -3,6 +3,7 @@
 
 use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
 
+use super::meta::{meta_u64, set_meta_u64};
 use super::tables::{MEMORIES, META};
 use super::{Inner, backend};
 use crate::model::memory::MemoryRecord;
@@ -13,22 +14,7 @@ const DELETES: &str = "memory_deletes";
 
 fn counter(write: &WriteTransaction, name: &str) -> Result<u64, StoreError> {
     let meta = write.open_table(META).map_err(backend)?;
-    let value = meta.get(name).map_err(backend)?.map(|bytes| bytes.value().to_vec());
-    decode_counter(value.as_deref())
-}
-
-fn decode_counter(bytes: Option<&[u8]>) -> Result<u64, StoreError> {
-    match bytes {
-        None => Ok(0),
-        Some(bytes) => <[u8; 8]>::try_from(bytes)
-            .map(u64::from_le_bytes)
-            .map_err(|_| StoreError::Corrupt("a memory counter is not 8 bytes".into())),
-    }
-}
-
-fn set_counter(write: &WriteTransaction, name: &str, value: u64) -> Result<(), StoreError> {
-    write.open_table(META).map_err(backend)?.insert(name, value.to_le_bytes().as_slice()).map_err(backend)?;
-    Ok(())
+    Ok(meta_u64(&meta, name)?.unwrap_or(0))
 }
 
 /// Stores `records` with the next ids (their own `id` is ignored) inside an open write
@@ -51,7 +37,7 @@ pub(super) fn insert_in(
         ids.push(id);
     }
     drop(table);
-    set_counter(write, NEXT_ID, first + records.len() as u64)?;
+    set_meta_u64(write, NEXT_ID, first + records.len() as u64)?;
     Ok(ids)
 }
 
@@ -77,7 +63,7 @@ pub(super) fn forget(store: &Inner, id: u64, owner: &str) -> Result<bool, StoreE
         table.remove(id).map_err(backend)?;
     }
     let deletes = counter(&write, DELETES)?;
-    set_counter(&write, DELETES, deletes + 1)?;
+    set_meta_u64(&write, DELETES, deletes + 1)?;
     write.commit().map_err(backend)?;
     Ok(true)
 }
@@ -97,7 +83,7 @@ pub(super) fn memories(store: &Inner, after: u64, limit: usize) -> Result<Vec<Me
 pub(super) fn marks(store: &Inner) -> Result<MemoryMarks, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
     let meta = read.open_table(META).map_err(backend)?;
-    let next_id = decode_counter(meta.get(NEXT_ID).map_err(backend)?.as_ref().map(|bytes| bytes.value()))?;
-    let deletes = decode_counter(meta.get(DELETES).map_err(backend)?.as_ref().map(|bytes| bytes.value()))?;
+    let next_id = meta_u64(&meta, NEXT_ID)?.unwrap_or(0);
+    let deletes = meta_u64(&meta, DELETES)?.unwrap_or(0);
     Ok(MemoryMarks { last_id: next_id.saturating_sub(1), deletes })
 }

@@ -31,6 +31,7 @@ use write::{archive, post, save, save_in};
 
 mod files;
 mod memories;
+mod meta;
 mod read;
 mod schema;
 mod tables;

@@ -216,19 +216,13 @@ pub(super) fn journal_commits(store: &Inner, from: u64, limit: usize) -> Result<
 /// The position the next save's events will take in the commit order.
 pub(super) fn journal_end(store: &Inner) -> Result<u64, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
-    let order = read.open_table(JOURNAL_ORDER).map_err(backend)?;
-    Ok(order.last().map_err(backend)?.map_or(0, |(position, _)| position.value() + 1))
+    super::write::next_position(&read.open_table(JOURNAL_ORDER).map_err(backend)?)
 }
 
 /// Reader `name`'s position in the commit order, if it ever set one.
 pub(super) fn cursor(store: &Inner, name: &str) -> Result<Option<u64>, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
-    let meta = read.open_table(META).map_err(backend)?;
-    let key = format!("{}{name}", super::write::CURSOR_PREFIX);
-    let Some(bytes) = meta.get(key.as_str()).map_err(backend)? else { return Ok(None) };
-    let bytes: [u8; 8] =
-        bytes.value().try_into().map_err(|_| StoreError::Corrupt(format!("cursor {name} is not a number")))?;
-    Ok(Some(u64::from_le_bytes(bytes)))
+    super::meta::meta_u64(&read.open_table(META).map_err(backend)?, &super::write::cursor_key(name))
 }
 
 pub(super) fn tool_output(store: &Inner, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {

@@ -6,9 +6,10 @@ use chrono::Utc;
 use redb::ReadableTable;
 
 use super::backend;
+use super::meta::set_meta_u64;
 use super::schema::Indexes;
 use super::tables::{
-    CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, JOURNAL_ORDER, MESSAGES, META, PEERS, RECORDS, TOOL_OUTPUTS,
+    CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, JOURNAL_ORDER, MESSAGES, PEERS, RECORDS, TOOL_OUTPUTS,
 };
 use super::{ARCHIVED_EVENT, Inner};
 use crate::ids::MessageId;
@@ -121,25 +122,27 @@ pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &Save
 /// Appends the journal events `first..end` of session `id` to the commit order.
 fn order_in(write: &redb::WriteTransaction, id: &str, first: u64, end: u64) -> Result<(), StoreError> {
     let mut order = write.open_table(JOURNAL_ORDER).map_err(backend)?;
-    let next = order.last().map_err(backend)?.map_or(0, |(position, _)| position.value() + 1);
+    let next = next_position(&order)?;
     order.insert(next, (id, first, end)).map_err(backend)?;
     Ok(())
+}
+
+/// The position the next save's events take in the commit order.
+pub(super) fn next_position(order: &impl ReadableTable<u64, (&'static str, u64, u64)>) -> Result<u64, StoreError> {
+    Ok(order.last().map_err(backend)?.map_or(0, |(position, _)| position.value() + 1))
 }
 
 /// Sets reader `name`'s position in the commit order.
 pub(super) fn set_cursor(store: &Inner, name: &str, position: u64) -> Result<(), StoreError> {
     let write = store.db.begin_write().map_err(backend)?;
-    let key = format!("{CURSOR_PREFIX}{name}");
-    write
-        .open_table(META)
-        .map_err(backend)?
-        .insert(key.as_str(), position.to_le_bytes().as_slice())
-        .map_err(backend)?;
+    set_meta_u64(&write, &cursor_key(name), position)?;
     write.commit().map_err(backend)
 }
 
-/// The `META` keys of readers' cursors: `cursor:` and the reader's name.
-pub(super) const CURSOR_PREFIX: &str = "cursor:";
+/// The `META` key of reader `name`'s cursor.
+pub(super) fn cursor_key(name: &str) -> String {
+    format!("cursor:{name}")
+}
 
 pub(super) fn save(store: &Inner, save: SaveRequest) -> Result<(), StoreError> {
     let write = store.db.begin_write().map_err(backend)?;

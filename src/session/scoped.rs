@@ -57,6 +57,15 @@ pub struct ScopedService {
 }
 
 impl ScopedService {
+    /// What the whole service does (metrics, webhooks) is the operator's to see: the admin
+    /// scope, or the anonymous caller, who exists only on a loopback server without tokens.
+    fn require_operator_view(&self, refusal: &'static str) -> Result<(), SessionError> {
+        if self.caller.has(Scope::Admin) || self.caller == Caller::anonymous() {
+            return Ok(());
+        }
+        Err(SessionError::policy_denied(refusal))
+    }
+
     /// The view of `caller`, arriving on `surface`, building agents with `factory`.
     pub fn new(
         inner: Arc<LiveSessionService>,
@@ -217,9 +226,7 @@ impl SessionService for ScopedService {
     async fn drain(&self, _timeout: Duration) {}
 
     async fn gauges(&self) -> Result<crate::telemetry::metrics::Gauges, SessionError> {
-        if !self.caller.has(Scope::Admin) && self.caller != Caller::anonymous() {
-            return Err(SessionError::policy_denied("the service's metrics need the admin scope"));
-        }
+        self.require_operator_view("the service's metrics need the admin scope")?;
         self.inner.gauges().await
     }
 
@@ -228,11 +235,7 @@ impl SessionService for ScopedService {
     }
 
     async fn webhooks(&self) -> Result<WebhooksStatus, SessionError> {
-        if !self.caller.has(Scope::Admin) && self.caller != Caller::anonymous() {
-            return Err(SessionError::policy_denied(
-                "webhooks/status: the webhooks are the operator's (it needs the admin scope)",
-            ));
-        }
+        self.require_operator_view("webhooks/status: the webhooks are the operator's (it needs the admin scope)")?;
         self.inner.webhooks().await
     }
 

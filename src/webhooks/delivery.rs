@@ -111,13 +111,8 @@ async fn deliver(
 async fn attempt(hook: &Hook, client: &reqwest::Client, reach: Reach, id: &str, body: &[u8]) -> Result<(), String> {
     // A name that resolves off the public internet is refused here with a clear reason; the
     // client's resolver refuses it again at connection time.
-    if reach == Reach::Public
-        && let Err(unreachable) = reach::check(&hook.spec.url, reach).await
-    {
-        return Err(match unreachable {
-            reach::Unreachable::NotPublic { .. } => super::not_public(&hook.spec.url),
-            other => other.to_string(),
-        });
+    if let Err(why) = reach::check(&hook.spec.url, reach).await {
+        return Err(super::unreachable(&hook.spec.url, why));
     }
     let timestamp = Utc::now().timestamp();
     let response = client

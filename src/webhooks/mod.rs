@@ -15,7 +15,6 @@ pub mod delivery;
 pub mod events;
 pub mod signature;
 
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::Utc;
@@ -24,7 +23,7 @@ use self::events::EventType;
 use self::signature::Secret;
 use crate::model::webhooks::{WebhookStatus, WebhooksStatus};
 use crate::store::{SessionStore, StoreError};
-use crate::tools::mcp::reach::{Reach, is_public};
+use crate::tools::mcp::reach::{self, Reach, Unreachable};
 
 /// One endpoint, as the config file describes it (secret read).
 #[derive(Debug, Clone)]
@@ -137,27 +136,25 @@ impl Hook {
     }
 }
 
-/// An http(s) URL whose host, when an address literal, `reach` allows.
+/// An http(s) URL whose host, when an address literal, `reach` allows (a name is judged at
+/// every delivery).
 fn check_url(url: &str, reach: Reach) -> Result<(), String> {
     let parsed = reqwest::Url::parse(url).map_err(|_| format!("webhook url {url:?} is not a valid URL"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("webhook url {url:?} is not http:// or https://"));
     }
-    let host = parsed.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
-    if reach == Reach::Public
-        && let Ok(address) = host.parse::<IpAddr>()
-        && !is_public(address)
-    {
-        return Err(not_public(url));
-    }
-    Ok(())
+    reach::check_address(url, reach).map_err(|why| unreachable(url, why))
 }
 
-fn not_public(url: &str) -> String {
-    format!(
-        "webhook url {url:?} is not a public address; webhooks may reach only public addresses (the operator \
-         allows others with [policy] webhook_private_urls = \"allow\")"
-    )
+/// Why a webhook's `url` may not be reached, in the words of its own switch.
+fn unreachable(url: &str, why: Unreachable) -> String {
+    match why {
+        Unreachable::NotPublic { .. } => format!(
+            "webhook url {url:?} is not a public address; webhooks may reach only public addresses (the operator \
+             allows others with [policy] webhook_private_urls = \"allow\")"
+        ),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]

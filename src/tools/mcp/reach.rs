@@ -78,17 +78,35 @@ pub enum Unreachable {
     NotPublic { shown: String },
 }
 
+/// The host of `url` as written, the same without an IPv6 literal's brackets, and its port.
+fn target(url: &str) -> Result<(String, String, u16), Unreachable> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| Unreachable::BadUrl(url.to_owned()))?;
+    let host = parsed.host_str().ok_or_else(|| Unreachable::BadUrl(url.to_owned()))?;
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    // `host_str` keeps the brackets of an IPv6 literal.
+    let bare = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    Ok((host.to_owned(), bare, port))
+}
+
+/// Checks `url` under `reach` without resolving a name: a valid URL whose host, when it is an
+/// address, `reach` allows. What can be refused before any connection (a config file read
+/// at startup); [`check`] and [`client`] judge names too.
+pub fn check_address(url: &str, reach: Reach) -> Result<(), Unreachable> {
+    let (host, bare, _) = target(url)?;
+    match bare.parse::<IpAddr>() {
+        Ok(ip) if reach == Reach::Public && !is_public(ip) => Err(Unreachable::NotPublic { shown: host }),
+        _ => Ok(()),
+    }
+}
+
 /// Checks that `url` may be reached under `reach`, resolving its host (before connecting, so
 /// the caller gets a clear refusal; [`client`] checks again at every connection).
 pub async fn check(url: &str, reach: Reach) -> Result<(), Unreachable> {
     if reach == Reach::Any {
         return Ok(());
     }
-    let parsed = reqwest::Url::parse(url).map_err(|_| Unreachable::BadUrl(url.to_owned()))?;
-    let host = parsed.host_str().ok_or_else(|| Unreachable::BadUrl(url.to_owned()))?;
-    let port = parsed.port_or_known_default().unwrap_or(443);
-    // `host_str` keeps the brackets of an IPv6 literal.
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let (host, bare, port) = target(url)?;
+    let (host, bare) = (host.as_str(), bare.as_str());
     let addresses: Vec<IpAddr> = match bare.parse::<IpAddr>() {
         Ok(ip) => vec![ip],
         Err(_) => tokio::net::lookup_host((bare, port))

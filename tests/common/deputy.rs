@@ -286,3 +286,22 @@ pub fn error_of(result: &CallToolResult) -> (String, String) {
 pub fn error_body(result: &CallToolResult) -> &Value {
     result.meta.as_ref().and_then(|meta| meta.get("deputy/error")).expect("_meta[\"deputy/error\"]")
 }
+
+/// `deputy serve --http` on loopback with `config` as its config file and `env` set, which must
+/// refuse to start: the error it exits with (its stderr).
+pub async fn startup_error(config: &str, env: &[(&str, &str)]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("deputy")).unwrap();
+    std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
+    command
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null());
+    with_store(command.as_std_mut(), home.path());
+    let output = tokio::time::timeout(std::time::Duration::from_secs(30), command.output()).await.unwrap().unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}

@@ -160,14 +160,15 @@ async fn follow_streams_a_live_turns_events() {
     assert_eq!(events[2]["event"]["text"], "live answer");
 }
 
-/// Reads `body` into `text` until it contains `wanted` (20 s at most).
+/// Reads `body` into `text` until `done(text)` (20 s at most).
 async fn read_until(
     body: &mut (impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
     text: &mut String,
     wanted: &str,
+    done: impl Fn(&str) -> bool,
 ) {
     let read = tokio::time::timeout(Duration::from_secs(20), async {
-        while !text.contains(wanted) {
+        while !done(text) {
             let chunk = body.next().await.expect("the stream goes on").unwrap();
             text.push_str(&String::from_utf8_lossy(&chunk));
         }
@@ -206,7 +207,7 @@ async fn follow_with_provisional_streams_a_running_turn_before_it_is_saved() {
     assert_eq!((status, running["status"].as_str()), (200, Some("running")), "{running}");
 
     let mut text = String::new();
-    read_until(&mut body, &mut text, "partial").await;
+    read_until(&mut body, &mut text, "partial", |text| text.contains("partial")).await;
     let frames = sse_frames(&text);
     let (id_of_partial, partial) =
         frames.iter().find(|(_, event)| event["event"]["type"] == "text_delta").cloned().unwrap();
@@ -221,7 +222,13 @@ async fn follow_with_provisional_streams_a_running_turn_before_it_is_saved() {
 
     // Once saved, the committed events follow with their ids; the text is whole.
     gate.open();
-    read_until(&mut body, &mut text, "event: turn_completed").await;
+    // The provisional `turn_completed` may come first: read on to the committed one.
+    let committed_end = |text: &str| {
+        // Whole frames only: a read may end inside one.
+        let whole = &text[..text.rfind("\n\n").unwrap_or(0)];
+        sse_frames(whole).iter().any(|(id, event)| id.is_some() && event["event"]["type"] == "turn_completed")
+    };
+    read_until(&mut body, &mut text, "the committed turn_completed", committed_end).await;
     let committed: Vec<(Option<String>, Value)> =
         sse_frames(&text).into_iter().filter(|(_, event)| event.get("provisional").is_none()).collect();
     let kinds: Vec<&str> = committed.iter().map(|(_, event)| event["event"]["type"].as_str().unwrap()).collect();
@@ -233,10 +240,7 @@ async fn follow_with_provisional_streams_a_running_turn_before_it_is_saved() {
 
 /// The JSON-RPC messages of an SSE body (each `data:` is one message).
 fn sse_messages(body: &str) -> Vec<Value> {
-    body.split("\n\n")
-        .filter_map(|frame| frame.lines().find_map(|line| line.strip_prefix("data: ")))
-        .map(|data| serde_json::from_str(data).unwrap())
-        .collect()
+    sse_frames(body).into_iter().map(|(_, data)| data).collect()
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ use rmcp::ClientLifecycleMode;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
+use crate::common::deputy::startup_error;
 use crate::common::http_deputy::HttpDeputy;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
@@ -321,17 +322,8 @@ async fn a_failed_model_call_is_an_error_span() {
 
 #[tokio::test]
 async fn grpc_is_refused_at_startup_with_a_clear_error() {
-    let home = tempfile::tempdir().unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
-        .args(["serve", "--http", "127.0.0.1:0", "--ephemeral"])
-        .env("HOME", home.path())
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .stdin(std::process::Stdio::null())
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(30), output).await.unwrap().unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")];
+    let stderr = startup_error("", &env).await;
     assert!(stderr.contains("OTLP protocol \"grpc\" is not supported"), "{stderr}");
 }
 

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use super::tenants::{ADMIN, ADMIN_TOKEN, ALICE, TENANTS};
+use crate::common::deputy::startup_error;
 use crate::common::http_deputy::HttpDeputy;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
@@ -124,6 +125,16 @@ fn config(receiver: &Receiver, events: &str) -> String {
     )
 }
 
+/// deputy delivering `events` to `receiver`, and a session whose first turn answered `answer`.
+async fn delivering(receiver: &Receiver, events: &str, answer: &str) -> (HttpDeputy, String) {
+    let deputy = HttpDeputy::start_with_config(&config(receiver, events), &[], &[SECRET_ENV]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&[answer])));
+    let (status, created) = deputy.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "hi"}))).await;
+    assert_eq!(status, 201, "{created}");
+    let session = created["session_id"].as_str().unwrap().to_owned();
+    (deputy, session)
+}
+
 /// Verifies a delivery as a Standard Webhooks receiver does: HMAC-SHA256 of
 /// `id.timestamp.body` under the base64 secret, a recent timestamp.
 fn assert_signed(delivery: &Received) {
@@ -143,11 +154,7 @@ fn assert_signed(delivery: &Received) {
 async fn deliveries_are_signed_in_journal_order_and_only_of_the_subscribed_types() {
     let receiver = Receiver::start(204).await;
     let events = r#"["turn.completed", "session.idle", "session.archived"]"#;
-    let deputy = HttpDeputy::start_with_config(&config(&receiver, events), &[], &[SECRET_ENV]).await;
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
-    let (status, created) = deputy.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "hi"}))).await;
-    assert_eq!(status, 201, "{created}");
-    let session_id = created["session_id"].as_str().unwrap().to_owned();
+    let (deputy, session_id) = delivering(&receiver, events, "Hello.").await;
     let (status, _) = deputy.rest(None, Method::DELETE, &format!("/v1/sessions/{session_id}"), None).await;
     assert_eq!(status, 200);
 
@@ -175,6 +182,7 @@ async fn deliveries_are_signed_in_journal_order_and_only_of_the_subscribed_types
     let webhook = &shown["webhooks"][0];
     assert_eq!((webhook["delivered"].as_u64(), webhook["failing"].as_bool()), (Some(3), Some(false)), "{shown}");
     assert_eq!(webhook["url"], receiver.url.as_str());
+    assert_eq!(webhook["name"], receiver.url.as_str(), "unnamed: its url names it");
     assert!(!shown.to_string().contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "the secret is never shown: {shown}");
 }
 
@@ -183,10 +191,7 @@ async fn deliveries_are_signed_in_journal_order_and_only_of_the_subscribed_types
 async fn a_failing_endpoint_is_retried_shown_and_resumed_after_a_restart_losing_nothing() {
     let receiver = Receiver::start(503).await;
     let events = r#"["turn.completed", "turn.failed", "session.idle"]"#;
-    let deputy = HttpDeputy::start_with_config(&config(&receiver, events), &[], &[SECRET_ENV]).await;
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
-    let (status, created) = deputy.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "hi"}))).await;
-    assert_eq!(status, 201, "{created}");
+    let (deputy, session) = delivering(&receiver, events, "Hello.").await;
 
     // The first attempt and a retry (after about a second) both fail, and the status says so.
     let mut shown = Value::Null;
@@ -202,7 +207,6 @@ async fn a_failing_endpoint_is_retried_shown_and_resumed_after_a_restart_losing_
     assert!(webhook["failures"].as_u64() >= Some(2), "{shown}");
     // Failing deliveries never hold a turn up.
     deputy.mock.push(MockResponse::sse(anthropic::text(&["Still here."])));
-    let session = created["session_id"].as_str().unwrap();
     let started = std::time::Instant::now();
     let (status, turn) = deputy
         .rest(None, Method::POST, &format!("/v1/sessions/{session}/turns"), Some(json!({"prompt": "go on"})))
@@ -250,11 +254,7 @@ async fn a_delivery_cut_by_kill_9_is_sent_again_after_the_restart_and_nothing_is
     let receiver = Receiver::start(200).await;
     receiver.hold.store(true, Ordering::SeqCst);
     let events = r#"["turn.completed", "session.idle"]"#;
-    let deputy = HttpDeputy::start_with_config(&config(&receiver, events), &[], &[SECRET_ENV]).await;
-    deputy.mock.push(MockResponse::sse(anthropic::text(&["One."])));
-    let (status, created) = deputy.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "one"}))).await;
-    assert_eq!(status, 201, "{created}");
-    let session = created["session_id"].as_str().unwrap().to_owned();
+    let (deputy, session) = delivering(&receiver, events, "One.").await;
     // The first delivery is in flight (the endpoint holds it) while a second turn runs.
     for _ in 0..200 {
         if !receiver.received().is_empty() {
@@ -297,7 +297,9 @@ async fn a_delivery_cut_by_kill_9_is_sent_again_after_the_restart_and_nothing_is
 #[tokio::test]
 async fn the_status_is_the_operators() {
     let receiver = Receiver::start(200).await;
-    let config = format!("{TENANTS}\n{ADMIN_TOKEN}\n{}", config(&receiver, r#"["session.archived"]"#));
+    // Named: the status (and the cursor) go by the name instead of the url.
+    let config =
+        format!("{TENANTS}\n{ADMIN_TOKEN}\n{}name = \"ops\"\n", config(&receiver, r#"["session.archived"]"#));
     let deputy = HttpDeputy::start_with_config(&config, &[], &[SECRET_ENV]).await;
     let (status, refused) = deputy.rest(Some(ALICE), Method::GET, "/v1/webhooks", None).await;
     assert_eq!(status, 403, "{refused}");
@@ -305,28 +307,7 @@ async fn the_status_is_the_operators() {
     let (status, shown) = deputy.rest(Some(ADMIN), Method::GET, "/v1/webhooks", None).await;
     assert_eq!(status, 200, "{shown}");
     assert_eq!(shown["webhooks"][0]["events"], json!(["session.archived"]));
-}
-
-/// `deputy serve --http` with `config`: the startup error it exits with.
-async fn startup_error(config: &str, env: &[(&str, &str)]) -> String {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("deputy")).unwrap();
-    std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .args(if cfg!(feature = "session-store") {
-            vec!["--store".into(), home.path().join("sessions.redb")]
-        } else {
-            vec![]
-        })
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path())
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(30), output).await.unwrap().unwrap();
-    assert!(!output.status.success());
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    assert_eq!(shown["webhooks"][0]["name"], "ops", "{shown}");
 }
 
 #[cfg(feature = "session-store")]

@@ -33,8 +33,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use deputy::agent::ContextOverrides;
 use deputy::ids::SessionId;
 use deputy::llm::{ContentBlock, Message, Usage};
-use deputy::model::ListPosition;
 use deputy::model::{AgentSpec, Budget, ContextSettings, SessionRecord, StoredEvent};
+use deputy::model::{ListPosition, SessionFilter, SessionStatus};
 use deputy::session::{RunResult, TurnStatus};
 use deputy::store::{RedbStore, SaveRequest, SessionStore, StoredListQuery};
 
@@ -558,7 +558,7 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
     let first_open = opens[0];
 
     let store = RedbStore::open(&path).unwrap();
-    let list = |first: usize, after: Option<ListPosition>, reps: usize| {
+    let list = |first: usize, after: Option<ListPosition>, filter: SessionFilter, reps: usize| {
         let mut times = Vec::with_capacity(reps);
         let mut last = None;
         for i in 0..reps + 3 {
@@ -570,6 +570,7 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
                     include_archived: false,
                     exclude: Vec::new(),
                     owner: None,
+                    filter: filter.clone(),
                 };
                 let page = store.list(query).await.unwrap();
                 (started.elapsed(), page)
@@ -583,11 +584,15 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
         }
         (times, last)
     };
-    let (first_page, _) = list(50, None, 30);
-    let (deep_page, _) = list(50_050, None, 5);
+    let everything = SessionFilter::default;
+    let (first_page, _) = list(50, None, everything(), 30);
+    let (deep_page, _) = list(50_050, None, everything(), 5);
     // The same depth by cursor: the place of the 50,000th session, then one page after it.
-    let (_, place) = list(50_000, None, 0);
-    let (cursor_page, _) = list(50, place, 30);
+    let (_, place) = list(50_000, None, everything(), 0);
+    let (cursor_page, _) = list(50, place, everything(), 30);
+    // A filter every session passes: the whole walk of the summaries, a page kept.
+    let idle = || SessionFilter::new(Some(SessionStatus::Idle), None, None);
+    let (filtered_page, _) = list(50, None, idle(), 5);
     drop(store);
 
     println!("{:<58} {:>9} {:>9} {:>9}", "", "median", "p90", "first");
@@ -617,6 +622,13 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, sessions: usize) {
         "list at depth 50,000 by cursor (first: 50; 30 runs)",
         ms(median(&cursor_page)),
         ms(p90(&cursor_page)),
+        "-"
+    );
+    println!(
+        "{:<58} {:>9} {:>9} {:>9}",
+        "list filtered by status, all match (first: 50; 5 runs)",
+        ms(median(&filtered_page)),
+        ms(p90(&filtered_page)),
         "-"
     );
 }

@@ -154,6 +154,8 @@ async function showList() {
   const more = h('button', { class: 'quiet', hidden: true }, 'More');
   const summary = h('p', { class: 'muted' });
 
+  // Every filter is the server's (applied before paging); typing waits for a pause.
+  let typing = null;
   const input = (name, placeholder, type = 'text') =>
     h('input', {
       type,
@@ -163,12 +165,13 @@ async function showList() {
       'aria-label': placeholder,
       oninput: (event) => {
         filters[name] = event.target.value;
-        render();
+        clearTimeout(typing);
+        typing = setTimeout(reload, 250);
       },
     });
   const status = h(
     'select',
-    { name: 'status', 'aria-label': 'status', onchange: (event) => { filters.status = event.target.value; render(); } },
+    { name: 'status', 'aria-label': 'status', onchange: (event) => { filters.status = event.target.value; reload(); } },
     ...['', 'idle', 'running', 'archived'].map((value) =>
       h('option', { value, selected: filters.status === value }, value || 'any status'),
     ),
@@ -194,21 +197,9 @@ async function showList() {
     },
   });
 
-  function matches(session) {
-    if (filters.status && session.status !== filters.status) return false;
-    if (filters.owner && session.owner !== filters.owner.trim()) return false;
-    if (filters.search && !session.title.toLowerCase().includes(filters.search.trim().toLowerCase())) return false;
-    if (filters.label) {
-      const [key, value] = filters.label.split('=').map((part) => part.trim());
-      if (!(key in session.labels) || (value !== undefined && session.labels[key] !== value)) return false;
-    }
-    return true;
-  }
-
   function render() {
-    const shown = listed.sessions.filter(matches);
     body.replaceChildren(
-      ...shown.map((session) =>
+      ...listed.sessions.map((session) =>
         h(
           'tr',
           { class: 'row', dataset: { session: session.session_id }, onclick: () => { location.hash = `#/s/${encodeURIComponent(session.session_id)}`; } },
@@ -223,16 +214,24 @@ async function showList() {
         ),
       ),
     );
-    summary.textContent = `${shown.length} shown of ${listed.sessions.length} loaded (${listed.total} in all)`;
+    summary.textContent = `${listed.sessions.length} shown of ${listed.total}`;
     more.hidden = !listed.cursor;
   }
 
+  // A reload started while a page loads wins: the older answer is dropped.
+  let generation = 0;
   async function load() {
+    const mine = generation;
     const query = new URLSearchParams({ limit: String(PAGE) });
     if (filters.archived) query.set('include_archived', 'true');
     if (filters.parent) query.set('parent_id', filters.parent);
+    if (filters.status) query.set('status', filters.status);
+    if (filters.search.trim()) query.set('title', filters.search.trim());
+    if (filters.label.trim()) query.set('label', filters.label.trim());
+    if (me.reads_all && filters.owner.trim()) query.set('owner', filters.owner.trim());
     if (listed.cursor) query.set('cursor', listed.cursor);
     const page = await api(`/v1/sessions?${query}`);
+    if (mine !== generation) return;
     listed.sessions.push(...page.sessions);
     listed.cursor = page.next_cursor || null;
     listed.total = page.total;
@@ -240,6 +239,7 @@ async function showList() {
   }
 
   function reload() {
+    generation += 1;
     listed.sessions = [];
     listed.cursor = null;
     load().catch((error) => failed(error, showList));

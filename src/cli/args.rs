@@ -355,6 +355,8 @@ pub enum SessionsCommand {
         /// Only the sessions of this delegation tree, its root included.
         #[arg(long)]
         root: Option<String>,
+        #[command(flatten)]
+        filters: ListFilters,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -439,4 +441,39 @@ fn parse_usd(text: &str) -> Result<Usd, String> {
         .ok()
         .and_then(Usd::from_dollars)
         .ok_or_else(|| format!("{text:?} is not an amount of dollars (a number, 0 or more)"))
+}
+
+/// `deputy sessions list`'s filters, applied by the server before paging.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListFilters {
+    /// Only sessions with this status (`archived` lists the archived ones).
+    #[arg(long, value_enum)]
+    pub status: Option<StatusArg>,
+    /// Only this owner's sessions (another owner's needs `sessions:all` or `sessions:read_all`).
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// Only sessions with this label: `key` or `key=value`.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Only sessions whose title contains this text (case-insensitive).
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+/// A session status as `--status` takes it.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum StatusArg {
+    Idle,
+    Running,
+    Archived,
+}
+
+impl From<StatusArg> for crate::model::SessionStatus {
+    fn from(status: StatusArg) -> Self {
+        match status {
+            StatusArg::Idle => Self::Idle,
+            StatusArg::Running => Self::Running,
+            StatusArg::Archived => Self::Archived,
+        }
+    }
 }

@@ -376,7 +376,7 @@ const SEND_DRAIN: Duration = Duration::from_secs(60);
 
 pub async fn sessions(owner: &Owner, command: SessionsCommand) -> ExitCode {
     let outcome = match command {
-        SessionsCommand::List { all, cursor, offset, limit, parent, root, json } => {
+        SessionsCommand::List { all, cursor, offset, limit, parent, root, filters, json } => {
             let params = wire::SessionListParams {
                 cursor,
                 offset: Some(offset),
@@ -384,6 +384,10 @@ pub async fn sessions(owner: &Owner, command: SessionsCommand) -> ExitCode {
                 include_archived: Some(all),
                 parent_id: parent.map(SessionId::from_string),
                 root_id: root.map(SessionId::from_string),
+                status: filters.status.map(Into::into),
+                owner: filters.owner,
+                label: filters.label,
+                title: filters.title,
             };
             owner
                 .call_as::<SessionList>(Operation::List, to_value(&params), None)

@@ -14,6 +14,7 @@ pub mod export;
 pub mod inbox;
 pub mod journal;
 pub mod lineage;
+pub mod list_filter;
 pub mod memory;
 pub mod pending;
 pub mod record;
@@ -29,6 +30,7 @@ pub use context::{ContextOverrides, ContextSettings, ContextState};
 pub use export::ExportResult;
 pub use journal::{EventPage, MAX_EVENTS_PAGE, MAX_EVENTS_PAGE_BYTES, StoredEvent, fits_page, json_len};
 pub use lineage::{ChildView, DelegationBook, Escalation, Lineage, Origin};
+pub use list_filter::{LabelFilter, SessionFilter};
 pub use pending::{
     ApprovalAnswer, CallState, Decision, PendingCall, PendingKind, PendingStep, StepCall, ToolResultAnswer,
 };

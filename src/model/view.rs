@@ -258,7 +258,7 @@ impl From<&SessionView> for SessionSummary {
 pub struct SessionList {
     /// Newest first (by last update).
     pub sessions: Vec<SessionSummary>,
-    /// All sessions, not only this page.
+    /// All the sessions the list shows (its filters applied), not only this page.
     pub total: usize,
     /// Pass as `cursor` for the page after this one; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -112,6 +112,11 @@ pub struct ListQuery {
     pub parent_id: Option<crate::ids::SessionId>,
     /// Only the sessions of this tree (the root itself included).
     pub root_id: Option<crate::ids::SessionId>,
+    /// Only this owner's sessions: any owner for a caller who reads all sessions, its own
+    /// subject for any other.
+    pub owner: Option<String>,
+    /// Only the sessions with this status, label or words in the title.
+    pub filter: crate::model::SessionFilter,
 }
 
 /// Which of a caller's memories to list.

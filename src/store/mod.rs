@@ -34,7 +34,7 @@ use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::inbox::InboxMessage;
 use crate::model::memory::MemoryRecord;
-use crate::model::{ListPosition, SessionSummary, StoredEvent};
+use crate::model::{ListPosition, SessionFilter, SessionSummary, StoredEvent};
 
 /// One save: the session's record, and its history from index `replace_from` on. Stored
 /// messages at or after `replace_from` are replaced; earlier ones are left untouched. When the
@@ -150,6 +150,8 @@ pub struct StoredListQuery {
     /// Only the sessions of this owner (a subject); `None`: every session. Filtered before
     /// paging, so pages and `total` count only the owner's sessions.
     pub owner: Option<String>,
+    /// Only the sessions it lets through; also before paging.
+    pub filter: SessionFilter,
 }
 
 /// Why the store failed.

@@ -17,7 +17,9 @@ use crate::agent::{AgentBuildConfig, ContextOverrides};
 use crate::error::{ErrorKind, SessionError, TransportCode};
 use crate::ids::{MessageId, SessionId};
 use crate::llm::Reasoning;
-use crate::model::{ApprovalAnswer, Budget, ListPosition, ToolResultAnswer};
+use crate::model::{
+    ApprovalAnswer, Budget, LabelFilter, ListPosition, SessionFilter, SessionStatus, ToolResultAnswer,
+};
 use crate::session::{
     CreateSessionRequest, DEFAULT_WAIT, ListQuery, RemoteSender, SendRequest, TurnOptions, TurnRequest, clamp_wait,
 };
@@ -169,6 +171,25 @@ pub struct SessionListParams {
     /// Only this delegation tree, its root included.
     #[serde(default)]
     pub root_id: Option<SessionId>,
+    /// Only sessions with this status (`archived` lists the archived ones).
+    #[serde(default)]
+    pub status: Option<SessionStatus>,
+    /// Only this owner's sessions (another owner's needs `sessions:all` or `sessions:read_all`).
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// Only sessions with this label: `key` or `key=value`.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Only sessions whose title contains this text (case-insensitive).
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+impl SessionListParams {
+    /// The filters a model does not see in `session_list`'s input schema: every byte of the
+    /// tool list costs each call of a client's model, and an agent finds its own few sessions
+    /// without them. REST and JSON-RPC callers (the inspector) use them; MCP still accepts them.
+    pub const NOT_FOR_MODELS: &'static [&'static str] = &["status", "owner", "label", "title"];
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -469,6 +490,12 @@ impl SessionListParams {
             include_archived: self.include_archived.unwrap_or(false),
             parent_id: self.parent_id,
             root_id: self.root_id,
+            owner: self.owner.filter(|owner| !owner.is_empty()),
+            filter: SessionFilter::new(
+                self.status,
+                self.label.as_deref().filter(|label| !label.is_empty()).map(LabelFilter::parse),
+                self.title.as_deref(),
+            ),
         })
     }
 }

@@ -67,11 +67,13 @@ async fn the_list_leads_to_a_transcript_with_its_usage_and_it_follows_new_turns(
         page.eval("[...document.querySelectorAll('tr.row td:first-child')].map((cell) => cell.innerText)").await;
     assert_eq!(titles, json!(["say hello", "look around"]), "newest first");
     assert_eq!(page.eval("document.querySelector('#who').innerText").await, "anonymous · sessions");
-    // The title search narrows the list.
+    // The title search narrows the list, on the server: the page asks for the matches.
     let search = "(() => { const search = document.querySelector('input[name=search]'); search.value = 'LOOK'; \
                   search.dispatchEvent(new Event('input')); return true; })()";
     page.eval(search).await;
     page.wait_for("document.querySelectorAll('tr.row').length === 1").await;
+    assert!(page.requested().iter().any(|url| url.contains("/v1/sessions?") && url.contains("title=LOOK")));
+    assert_eq!(page.eval("document.querySelector('main p.muted').innerText").await, "1 shown of 1");
     click(&page, "tr.row a", "look around").await;
     page.wait_for("document.querySelector('.transcript') && document.querySelector('.transcript').innerText.includes('Done looking.')")
         .await;

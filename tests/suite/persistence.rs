@@ -194,6 +194,13 @@ async fn one_process_per_store_and_the_cli_sees_stored_sessions() {
     assert!(!stdout(&run(cli(&["sessions", "list"])).await).contains(&id));
     let all = stdout(&run(cli(&["sessions", "list", "--all"])).await);
     assert!(all.contains(&id) && all.contains("archived"), "{all}");
+    // The filters: by status, and by words of the title.
+    let archived = stdout(&run(cli(&["sessions", "list", "--status", "archived", "--json"])).await);
+    let archived: Value = serde_json::from_str(&archived).unwrap();
+    assert_eq!((archived["total"].as_u64(), &archived["sessions"][0]["session_id"]), (Some(1), &json!(id)));
+    let titled = stdout(&run(cli(&["sessions", "list", "--all", "--title", "ANOTHER", "--json"])).await);
+    let titled: Value = serde_json::from_str(&titled).unwrap();
+    assert_eq!((titled["total"].as_u64(), titled["sessions"][0]["title"].as_str()), (Some(1), Some("another one")));
 
     let refused = run(cli(&["turn", &id, "more"])).await;
     let stderr = String::from_utf8_lossy(&refused.stderr);

@@ -441,3 +441,91 @@ async fn viewers_read_what_their_scope_shows_and_act_on_nothing() {
     assert_eq!(status, 403);
     assert_eq!(deputy.mock.requests().len(), 2, "no viewer's action reached the model");
 }
+
+/// `token` creates a session over REST with `labels`; its id.
+async fn create_labelled(deputy: &HttpDeputy, token: &str, prompt: &str, labels: Value) -> String {
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Done."])));
+    let body = json!({"prompt": prompt, "labels": labels});
+    let (status, created) = deputy.rest(Some(token), Method::POST, "/v1/sessions", Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    id_of(&created)
+}
+
+/// The list's filters apply on the server, before paging, over REST and JSON-RPC: a label
+/// (key or key=value), words of the title, a status, and an owner for a caller who reads every
+/// session; another owner's list is refused to one who does not.
+#[tokio::test]
+async fn lists_filter_by_label_title_status_and_owner_before_paging() {
+    let deputy = HttpDeputy::start_with_config(TENANTS, &[], &[]).await;
+    let core_parser = create_labelled(&deputy, ALICE, "Fix the parser", json!({"team": "core"})).await;
+    let web_parser = create_labelled(&deputy, ALICE, "Parser docs for the site", json!({"team": "web"})).await;
+    let plain = create_labelled(&deputy, ALICE, "Tidy up", json!({})).await;
+    let bobs = create_labelled(&deputy, BOB, "Fix bob's parser", json!({"team": "core"})).await;
+
+    let list = |token: &'static str, query: &'static str| {
+        let deputy = &deputy;
+        async move {
+            let (status, list) =
+                deputy.rest(Some(token), Method::GET, &format!("/v1/sessions?{query}"), None).await;
+            assert_eq!(status, 200, "{query}: {list}");
+            let ids: Vec<String> = list["sessions"].as_array().unwrap().iter().map(id_of).collect();
+            (ids, list["total"].as_u64().unwrap(), list["next_cursor"].as_str().map(str::to_owned))
+        }
+    };
+    assert_eq!(list(ALICE, "label=team").await.0, vec![web_parser.clone(), core_parser.clone()]);
+    assert_eq!(list(ALICE, "label=team%3Dcore").await.0, vec![core_parser.clone()]);
+    assert_eq!(list(ALICE, "title=PARSER").await.0, vec![web_parser.clone(), core_parser.clone()]);
+    assert_eq!(list(ALICE, "title=parser&label=team%3Dweb").await.0, vec![web_parser.clone()]);
+    assert_eq!(list(ALICE, "status=idle").await.1, 3);
+    assert_eq!(list(ALICE, "status=running").await, (vec![], 0, None));
+
+    // Pages and totals count the matches only.
+    let (first, total, cursor) = list(ALICE, "title=parser&limit=1").await;
+    assert_eq!((first, total), (vec![web_parser.clone()], 2));
+    let cursor = cursor.expect("a second page");
+    let (status, second) = deputy
+        .rest(Some(ALICE), Method::GET, &format!("/v1/sessions?title=parser&limit=1&cursor={cursor}"), None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(second["sessions"][0]["session_id"], json!(core_parser));
+    assert!(second.get("next_cursor").is_none(), "{second}");
+
+    // An owner: any for sessions:all, only one's own otherwise.
+    assert_eq!(list(OPS, "label=team%3Dcore").await.1, 2);
+    assert_eq!(list(OPS, "label=team%3Dcore&owner=bob").await.0, vec![bobs.clone()]);
+    assert_eq!(list(ALICE, "owner=alice").await.1, 3);
+    let (status, refused) = deputy.rest(Some(ALICE), Method::GET, "/v1/sessions?owner=bob", None).await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("POLICY_DENIED")), "{refused}");
+    let (status, refused) = deputy.rest(Some(ALICE), Method::GET, "/v1/sessions?status=sleeping", None).await;
+    assert_eq!((status, refused["code"].as_str()), (400, Some("INVALID_REQUEST")), "{refused}");
+
+    // JSON-RPC takes the same filters.
+    let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {"title": "tidy"}});
+    let answer: Value = deputy
+        .http
+        .post(deputy.url("/rpc"))
+        .bearer_auth(ALICE)
+        .json(&rpc)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["result"]["sessions"][0]["session_id"], json!(plain), "{answer}");
+    assert_eq!(answer["result"]["total"], 1);
+
+    // Archived sessions are listed by their status (with a store).
+    #[cfg(feature = "session-store")]
+    {
+        let (status, _) = deputy.rest(Some(ALICE), Method::DELETE, &format!("/v1/sessions/{plain}"), None).await;
+        assert_eq!(status, 200);
+        assert_eq!(list(ALICE, "status=archived").await.0, vec![plain.clone()]);
+        assert_eq!(list(ALICE, "status=idle").await.1, 2);
+        // Stored (not live) sessions are filtered the same way after a restart.
+        let deputy = deputy.restart(&[]).await;
+        let (status, list) = deputy.rest(Some(ALICE), Method::GET, "/v1/sessions?label=team%3Dcore", None).await;
+        assert_eq!((status, list["total"].as_u64()), (200, Some(1)), "{list}");
+        assert_eq!(list["sessions"][0]["session_id"], json!(core_parser));
+    }
+}

@@ -5,7 +5,7 @@ use super::LiveSessionService;
 use super::admission::require_read_scope;
 use crate::caller::Caller;
 use crate::error::SessionError;
-use crate::model::{ListPosition, SessionList, SessionSummary};
+use crate::model::{ListPosition, SessionList, SessionStatus, SessionSummary};
 use crate::session::actor::SessionHandle;
 use crate::session::types::*;
 use crate::store::{StoredListQuery, persistence_disabled};
@@ -15,21 +15,28 @@ impl LiveSessionService {
     /// owner filter applies before paging (live sessions here, stored ones in the store), so
     /// pages, cursors and `total` count only what the caller may see.
     ///
-    /// Errors: `PersistenceDisabled`, `InvalidRequest` (no `sessions` scope), `Store`.
-    pub async fn list_for(&self, caller: &Caller, query: ListQuery) -> Result<SessionList, SessionError> {
+    /// The query's filters apply before paging too.
+    ///
+    /// Errors: `PersistenceDisabled`, `InvalidRequest` (no `sessions` scope), `PolicyDenied`
+    /// (another owner's sessions without `sessions:all` or `sessions:read_all`), `Store`.
+    pub async fn list_for(&self, caller: &Caller, mut query: ListQuery) -> Result<SessionList, SessionError> {
         require_read_scope(caller)?;
+        query.owner = visible_owner(caller, query.owner.take())?;
+        let archived_wanted = query.filter.status == Some(SessionStatus::Archived);
+        query.include_archived |= archived_wanted;
         if query.include_archived && self.store.is_none() {
             return Err(persistence_disabled("listing archived sessions"));
         }
         if query.parent_id.is_some() || query.root_id.is_some() {
             return self.list_tree(caller, query).await;
         }
-        let owner = (!caller.reads_all()).then(|| caller.subject().to_owned());
+        let owner = query.owner.clone();
         let live: Vec<SessionSummary> = self
             .live_handles()
             .iter()
             .map(SessionHandle::summary)
             .filter(|summary| owner.as_ref().is_none_or(|owner| summary.owner == *owner))
+            .filter(|summary| query.filter.matches(summary))
             .collect();
         let limit = query.limit.unwrap_or(DEFAULT_PAGE).min(MAX_PAGE);
         // One more than the page, to know whether a next page exists.
@@ -50,6 +57,7 @@ impl LiveSessionService {
                     include_archived: query.include_archived,
                     exclude,
                     owner,
+                    filter: query.filter.clone(),
                 })
                 .await?;
             total += stored.total;
@@ -62,5 +70,19 @@ impl LiveSessionService {
             candidates.into_iter().skip(query.offset).take(limit).collect();
         let next_cursor = if more { page.last().map(|(position, _)| position.cursor()) } else { None };
         Ok(SessionList { sessions: page.into_iter().map(|(_, summary)| summary).collect(), total, next_cursor })
+    }
+}
+
+/// Whose sessions a list shows: the owner asked for where the caller may read that owner's
+/// sessions, the caller's own where it may not read others' and asked for none (or itself).
+fn visible_owner(caller: &Caller, asked: Option<String>) -> Result<Option<String>, SessionError> {
+    if caller.reads_all() {
+        return Ok(asked);
+    }
+    match asked {
+        Some(owner) if owner != caller.subject() => Err(SessionError::policy_denied(
+            "listing another owner's sessions needs the sessions:all or sessions:read_all scope",
+        )),
+        _ => Ok(Some(caller.subject().to_owned())),
     }
 }

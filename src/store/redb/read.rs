@@ -122,6 +122,9 @@ pub(super) fn list_owned(store: &Inner, query: &StoredListQuery, owner: &str) ->
 }
 
 pub(super) fn list(store: &Inner, query: StoredListQuery) -> Result<StoredPage, StoreError> {
+    if !query.filter.is_empty() {
+        return list_filtered(store, &query);
+    }
     if let Some(owner) = &query.owner {
         return list_owned(store, &query, owner);
     }
@@ -160,6 +163,94 @@ pub(super) fn list(store: &Inner, query: StoredListQuery) -> Result<StoredPage, 
         .collect::<Result<Vec<_>, _>>()?;
     let total = usize::try_from(total).unwrap_or(usize::MAX).saturating_sub(excluded_here);
     Ok(StoredPage { summaries, total })
+}
+
+/// `list` with a [`SessionFilter`](crate::model::SessionFilter): the filter is a predicate
+/// over summaries, which no index orders by, so this walks every summary of the indexes the
+/// query reaches (one owner's, where it names one) once, keeping the first `first` matches
+/// after the cursor and counting them all. The cost is a read of the caller's sessions, and
+/// no more than that.
+fn list_filtered(store: &Inner, query: &StoredListQuery) -> Result<StoredPage, StoreError> {
+    let read = store.db.begin_read().map_err(backend)?;
+    let mut walk = Matching::new(store, query);
+    let archived_only = query.filter.status == Some(crate::model::SessionStatus::Archived);
+    let indexes = [(!archived_only, false), (query.include_archived || archived_only, true)];
+    for (wanted, archived) in indexes {
+        if !wanted {
+            continue;
+        }
+        match &query.owner {
+            Some(owner) => {
+                let index = read
+                    .open_table(if archived { OWNER_ARCHIVED_INDEX } else { OWNER_ACTIVE_INDEX })
+                    .map_err(backend)?;
+                for entry in index
+                    .range((owner.as_str(), 0u64, "")..=(owner.as_str(), u64::MAX, "\u{10FFFF}"))
+                    .map_err(backend)?
+                {
+                    let (key, value) = entry.map_err(backend)?;
+                    let (_, updated, id) = key.value();
+                    walk.offer(updated, id, value.value())?;
+                }
+            }
+            None => {
+                let index =
+                    read.open_table(if archived { ARCHIVED_INDEX } else { ACTIVE_INDEX }).map_err(backend)?;
+                for entry in index.iter().map_err(backend)? {
+                    let (key, value) = entry.map_err(backend)?;
+                    let (updated, id) = key.value();
+                    walk.offer(updated, id, value.value())?;
+                }
+            }
+        }
+    }
+    Ok(walk.page())
+}
+
+/// The matches of a filtered walk: every one counted, the newest `first` after the cursor kept.
+struct Matching<'a> {
+    store: &'a Inner,
+    query: &'a StoredListQuery,
+    excluded: HashSet<&'a str>,
+    kept: Vec<(ListPosition, SessionSummary)>,
+    total: usize,
+}
+
+impl<'a> Matching<'a> {
+    fn new(store: &'a Inner, query: &'a StoredListQuery) -> Self {
+        let excluded = query.exclude.iter().map(SessionId::as_str).collect();
+        Self { store, query, excluded, kept: Vec::new(), total: 0 }
+    }
+
+    fn offer(&mut self, updated_ms: u64, id: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        if self.excluded.contains(id) {
+            return Ok(());
+        }
+        let summary: SessionSummary = self.store.decode(bytes)?;
+        if !self.query.filter.matches(&summary) {
+            return Ok(());
+        }
+        self.total += 1;
+        let position = ListPosition { updated_ms, session_id: SessionId::from_string(id) };
+        if self.query.after.as_ref().is_none_or(|after| after.is_before(&position)) {
+            self.kept.push((position, summary));
+            // Keep the newest `first` only: a long walk holds a page, not the whole list.
+            if self.kept.len() > self.query.first.saturating_mul(2).max(64) {
+                self.trim();
+            }
+        }
+        Ok(())
+    }
+
+    fn trim(&mut self) {
+        self.kept.sort_by(|a, b| b.0.cmp(&a.0));
+        self.kept.truncate(self.query.first);
+    }
+
+    fn page(mut self) -> StoredPage {
+        self.trim();
+        StoredPage { summaries: self.kept.into_iter().map(|(_, summary)| summary).collect(), total: self.total }
+    }
 }
 
 pub(super) fn events(

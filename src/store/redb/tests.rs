@@ -5,7 +5,7 @@ use chrono::{Duration, TimeZone, Utc};
 use super::tables::{OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS};
 use super::*;
 use crate::llm::Message;
-use crate::model::{ListPosition, SessionStatus};
+use crate::model::{LabelFilter, ListPosition, SessionFilter, SessionStatus};
 
 fn record(n: u64, message_count: u64) -> SessionRecord {
     let at =
@@ -184,6 +184,75 @@ async fn f8_an_owners_list_pages_over_its_own_sessions_only() {
     assert_eq!((with_archived.summaries[0].session_id.as_str(), with_archived.total), ("session-00000", 5));
     let everyone = store.list(StoredListQuery { first: 10, ..StoredListQuery::default() }).await.unwrap();
     assert_eq!(everyone.total, 9);
+}
+
+/// A filtered list walks the summaries once: pages, the cursor and `total` see only what the
+/// filter lets through, for one owner or all, archived ones on request or by status.
+#[tokio::test]
+async fn a_filtered_list_pages_over_the_matches_only() {
+    let (_dir, store) = open();
+    let saves: Vec<SaveRequest> = (0..200)
+        .map(|n| {
+            let mut record = record(n, 1);
+            record.owner = if n % 2 == 0 { "alice" } else { "bob" }.to_owned();
+            if n % 10 == 0 {
+                record.labels.insert("team".into(), if n % 20 == 0 { "core" } else { "web" }.into());
+            }
+            record.title = if n % 3 == 0 { format!("Fix the Parser {n}") } else { format!("chore {n}") };
+            SaveRequest::new(record, 0, vec![Message::user_text("hi")])
+        })
+        .collect();
+    store.save_batch(&saves).unwrap();
+    let ids =
+        |page: &StoredPage| page.summaries.iter().map(|s| s.session_id.as_str().to_owned()).collect::<Vec<_>>();
+    let filtered = |filter: SessionFilter, first, after: Option<ListPosition>| StoredListQuery {
+        first,
+        after,
+        filter,
+        ..StoredListQuery::default()
+    };
+    let team = |text: &str| SessionFilter::new(None, Some(LabelFilter::parse(text)), None);
+
+    // 20 sessions labelled, 10 of them core: paged three by three, newest first, no repeats.
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.list(filtered(team("team=core"), 3, after.clone())).await.unwrap();
+        assert_eq!(page.total, 10);
+        seen.extend(ids(&page));
+        match page.summaries.last() {
+            Some(last) if page.summaries.len() == 3 => after = Some(last.list_position()),
+            _ => break,
+        }
+    }
+    let core: Vec<String> = (0..200).rev().filter(|n| n % 20 == 0).map(|n| format!("session-{n:05}")).collect();
+    assert_eq!(seen, core);
+    assert_eq!(store.list(filtered(team("team"), 100, None)).await.unwrap().total, 20);
+
+    // Words of the title, case-insensitive, within one owner's sessions.
+    let parser = SessionFilter::new(None, None, Some("PARSER"));
+    let alice = StoredListQuery { owner: Some("alice".into()), ..filtered(parser.clone(), 2, None) };
+    let page = store.list(alice).await.unwrap();
+    // alice has the even ones; multiples of 6 below 200: 0, 6, …, 198.
+    assert_eq!((ids(&page), page.total), (vec!["session-00198".to_owned(), "session-00192".to_owned()], 34));
+    assert_eq!(store.list(filtered(parser, 1, None)).await.unwrap().total, 67);
+
+    // Status: archived ones only by asking, or by their status.
+    store.archive(&SessionId::from_string("session-00180")).await.unwrap();
+    assert_eq!(store.list(filtered(team("team=core"), 100, None)).await.unwrap().total, 9);
+    let with_archived = StoredListQuery { include_archived: true, ..filtered(team("team=core"), 100, None) };
+    assert_eq!(store.list(with_archived).await.unwrap().total, 10);
+    let archived = SessionFilter::new(Some(SessionStatus::Archived), None, None);
+    let page = store.list(filtered(archived, 10, None)).await.unwrap();
+    assert_eq!((ids(&page), page.total), (vec!["session-00180".to_owned()], 1));
+    let idle = SessionFilter::new(Some(SessionStatus::Idle), None, None);
+    let page = store.list(StoredListQuery { include_archived: true, ..filtered(idle, 1, None) }).await.unwrap();
+    assert_eq!(page.total, 199);
+
+    // Live sessions are excluded and not counted.
+    let exclude = vec![SessionId::from_string("session-00160")];
+    let page = store.list(StoredListQuery { exclude, ..filtered(team("team=core"), 100, None) }).await.unwrap();
+    assert_eq!((page.summaries.len(), page.total), (8, 8));
 }
 
 /// A store written before the owner indexes existed gets them built from its summaries when it

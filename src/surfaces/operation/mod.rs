@@ -64,6 +64,9 @@ pub struct Spec {
     /// (`deputy://agents`), and `session_create`'s description lists them: the tool list a
     /// client's model reads stays as short as it was.
     pub mcp_tool: bool,
+    /// Input fields MCP's tool list leaves out of the schema (still accepted): options for
+    /// programs, which would cost every call of a client's model the bytes of their schema.
+    pub not_for_models: &'static [&'static str],
     /// What the operation does, for an LLM caller.
     pub description: &'static str,
     /// The params type's schema, as the tool's input schema.
@@ -127,7 +130,8 @@ impl Method {
 pub enum QueryParams {
     /// `SessionReadParams`: `wait_ms`.
     Read,
-    /// `SessionListParams`: `offset`, `limit`, `include_archived`.
+    /// `SessionListParams`: `cursor`, `offset`, `limit`, `include_archived`, the tree and the
+    /// filters.
     List,
     /// `SessionEventsParams`: `after_seq`, `limit` (plus the REST-only `follow`).
     Events,
@@ -319,9 +323,32 @@ pub fn tool_catalog() -> Vec<ToolDescriptor> {
     Operation::ALL.into_iter().map(Operation::descriptor).collect()
 }
 
-/// The tools an MCP client lists.
+/// The tools an MCP client lists, without the fields that are not for models.
 pub fn mcp_tool_catalog() -> Vec<ToolDescriptor> {
-    Operation::ALL.into_iter().filter(|operation| operation.spec().mcp_tool).map(Operation::descriptor).collect()
+    Operation::ALL
+        .into_iter()
+        .filter(|operation| operation.spec().mcp_tool)
+        .map(|operation| {
+            let mut descriptor = operation.descriptor();
+            let hidden = operation.spec().not_for_models;
+            if !hidden.is_empty() {
+                descriptor.input_schema = Arc::new(without_fields(&descriptor.input_schema, hidden));
+            }
+            descriptor
+        })
+        .collect()
+}
+
+/// An object schema less some of its properties, in `properties` and `required` alike.
+fn without_fields(schema: &Map<String, Value>, fields: &[&str]) -> Map<String, Value> {
+    let mut schema = schema.clone();
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.retain(|name, _| !fields.contains(&name.as_str()));
+    }
+    if let Some(Value::Array(required)) = schema.get_mut("required") {
+        required.retain(|name| name.as_str().is_none_or(|name| !fields.contains(&name)));
+    }
+    schema
 }
 
 /// One tool of the catalog. Its schemas are rmcp's (JSON Schema 2020-12, the input's for
@@ -376,5 +403,29 @@ mod tests {
             assert_eq!(Operation::from_tool(operation.tool()), Some(operation));
             assert_eq!(Operation::from_method(operation.method()), Some(operation));
         }
+    }
+
+    /// The list's filters are in `schemas/` and the OpenAPI queries, and not in the tool list
+    /// a client's model reads; every field a model does see is still in the schema.
+    #[test]
+    fn mcp_leaves_out_the_fields_not_for_models_and_nothing_else() {
+        let properties = |tools: Vec<ToolDescriptor>| {
+            let list = tools.into_iter().find(|tool| tool.name == "session_list").unwrap();
+            let names: Vec<String> = list.input_schema["properties"].as_object().unwrap().keys().cloned().collect();
+            let required: Vec<String> = list
+                .input_schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|names| names.iter().filter_map(|name| name.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default();
+            (names, required)
+        };
+        let (all, _) = properties(tool_catalog());
+        let (for_models, required) = properties(mcp_tool_catalog());
+        for field in wire::SessionListParams::NOT_FOR_MODELS {
+            assert!(all.iter().any(|name| name == field), "{field}");
+            assert!(!for_models.iter().any(|name| name == field) && !required.iter().any(|name| name == field));
+        }
+        assert_eq!(all.len(), for_models.len() + wire::SessionListParams::NOT_FOR_MODELS.len());
     }
 }

@@ -101,10 +101,12 @@ impl LiveSessionService {
             let Some(view) = self.view_of(&id).await? else { continue };
             let lineage = &view.state.lineage;
             let fits = caller.may_read(&view.state.owner)
+                && query.owner.as_ref().is_none_or(|owner| view.state.owner == *owner)
                 && (query.include_archived || view.state.status != SessionStatus::Archived)
                 && query.root_id.as_ref().is_none_or(|root| lineage.root_id.as_ref() == Some(root));
-            if fits {
-                summaries.push(SessionSummary::from(&view));
+            let summary = SessionSummary::from(&view);
+            if fits && query.filter.matches(&summary) {
+                summaries.push(summary);
             }
         }
         summaries.sort_by_key(|summary| std::cmp::Reverse(summary.list_position()));

@@ -15,8 +15,13 @@
 
 #[cfg(feature = "session-store")]
 mod codec;
+#[cfg(test)]
+#[cfg(feature = "session-store")]
+mod contract;
 #[cfg(feature = "session-store")]
 mod redb;
+#[cfg(feature = "session-store")]
+pub mod rules;
 #[cfg(feature = "session-store")]
 pub mod sealer;
 
@@ -26,7 +31,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 #[cfg(feature = "session-store")]
-pub use redb::{ARCHIVED_EVENT, RedbStore};
+pub use redb::RedbStore;
+#[cfg(feature = "session-store")]
+pub use rules::ARCHIVED_EVENT;
 
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId};

@@ -139,10 +139,6 @@ impl RedbStore {
     }
 }
 
-/// The `type` of the journal event an archive appends (`AgentEvent::Archived`, named by
-/// `AgentEvent::ARCHIVED_TYPE` in the layer above; a test there keeps the two equal).
-pub const ARCHIVED_EVENT: &str = "archived";
-
 impl SessionStore for RedbStore {
     fn post(
         &self,

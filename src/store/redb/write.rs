@@ -2,25 +2,23 @@
 //! compaction's discarded ones, tool outputs, journal events and the delivered mail), an
 //! archive, and mail posted to an inbox.
 
-use chrono::Utc;
 use redb::ReadableTable;
 
+use super::Inner;
 use super::backend;
 use super::meta::set_meta_u64;
 use super::schema::Indexes;
 use super::tables::{
     CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, JOURNAL_ORDER, MESSAGES, PEERS, RECORDS, TOOL_OUTPUTS,
 };
-use super::{ARCHIVED_EVENT, Inner};
 use crate::ids::MessageId;
 use crate::model::SessionRecord;
-use crate::model::StoredEvent;
+use crate::store::rules::{DiscardedEpoch, SavePlan, close_archive};
 use crate::store::{SaveRequest, StoreError, StoredMail};
 
-/// Writes one save inside an open write transaction.
+/// Writes one save inside an open write transaction, as [`SavePlan::check`] allows.
 pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
     let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events, memories } = save;
-    let replace_from = *replace_from;
     let id = record.session_id.as_str();
     {
         let mut records = write.open_table(RECORDS).map_err(backend)?;
@@ -28,39 +26,21 @@ pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &Save
             Some(bytes) => Some(store.decode(bytes.value())?),
             None => None,
         };
+        let plan = SavePlan::check(previous.as_ref(), save)?;
 
-        // Archiving is final: a save that raced an archive must not bring the session back.
-        if previous.as_ref().is_some_and(|previous| previous.archived) && !record.archived {
-            return Err(StoreError::Archived(id.to_owned()));
-        }
-
-        let mut stored_len = previous.as_ref().map_or(0, |previous| previous.message_count);
         let mut history = write.open_table(MESSAGES).map_err(backend)?;
-        // A compacted history: the old epoch moves to `discarded`, the new one is written whole.
-        if let Some(previous) = previous.as_ref().filter(|previous| previous.history_epoch != record.history_epoch)
-        {
-            if replace_from != 0 {
-                return Err(StoreError::Corrupt(format!(
-                    "session {id}: a new history epoch must be saved whole, not from message {replace_from}"
-                )));
-            }
+        if let Some(DiscardedEpoch { epoch, len }) = plan.discard {
             let mut discarded = write.open_table(DISCARDED).map_err(backend)?;
-            for seq in 0..previous.message_count {
+            for seq in 0..len {
                 if let Some(bytes) = history.remove((id, seq)).map_err(backend)? {
-                    discarded.insert((id, previous.history_epoch, seq), bytes.value()).map_err(backend)?;
+                    discarded.insert((id, epoch, seq), bytes.value()).map_err(backend)?;
                 }
             }
-            stored_len = 0;
         }
-        if replace_from > stored_len {
-            return Err(StoreError::Corrupt(format!(
-                "session {id}: a save from message {replace_from} would leave a gap after message {stored_len}"
-            )));
-        }
-        for seq in replace_from..stored_len {
+        for seq in plan.replaced.clone() {
             history.remove((id, seq)).map_err(backend)?;
         }
-        for (seq, message) in (replace_from..).zip(messages) {
+        for (seq, message) in (*replace_from..).zip(messages) {
             history.insert((id, seq), store.encode(message)?.as_slice()).map_err(backend)?;
         }
         if !tool_outputs.is_empty() {
@@ -76,35 +56,23 @@ pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &Save
                 inbox.remove((id, message_id.as_str())).map_err(backend)?;
             }
         }
-        if previous.is_none()
-            && let Some(name) = &record.name
-        {
-            let group = record.peer_key();
+        if let Some((group, name)) = &plan.joins_peers {
             write
                 .open_table(PEERS)
                 .map_err(backend)?
                 .insert((group.as_str(), id), name.as_str())
                 .map_err(backend)?;
         }
-        if previous.is_none()
-            && let Some(parent) = &record.lineage.parent_id
-        {
+        if let Some(parent) = &plan.child_of {
             write.open_table(CHILDREN).map_err(backend)?.insert((parent.as_str(), id), ()).map_err(backend)?;
             write.open_table(DELEGATED).map_err(backend)?.insert(id, parent.as_str()).map_err(backend)?;
         }
         if !events.is_empty() {
-            let stored_seq = previous.as_ref().map_or(0, |previous| previous.event_seq);
             let mut journal = write.open_table(EVENTS).map_err(backend)?;
-            for (expected, event) in (stored_seq..).zip(events) {
-                if event.seq != expected {
-                    return Err(StoreError::Corrupt(format!(
-                        "session {id}: journal event {} saved where event {expected} comes next",
-                        event.seq
-                    )));
-                }
+            for event in events {
                 journal.insert((id, event.seq), store.encode(event)?.as_slice()).map_err(backend)?;
             }
-            order_in(write, id, stored_seq, stored_seq + events.len() as u64)?;
+            order_in(write, id, plan.events_from, plan.events_from + events.len() as u64)?;
         }
 
         super::memories::insert_in(store, write, memories)?;
@@ -167,22 +135,13 @@ pub(super) fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, 
         }
         let mut indexes = Indexes::open(&write)?;
         indexes.remove(&stored)?;
-        stored.archived = true;
-        stored.updated_at = Utc::now();
-        // The journal's last word, in the archive's own transaction.
-        let archived = StoredEvent {
-            seq: stored.event_seq,
-            turn: stored.turns,
-            at: stored.updated_at,
-            event: serde_json::json!({ "type": ARCHIVED_EVENT }),
-        };
+        let closing = close_archive(&mut stored);
         write
             .open_table(EVENTS)
             .map_err(backend)?
-            .insert((id, archived.seq), store.encode(&archived)?.as_slice())
+            .insert((id, closing.seq), store.encode(&closing)?.as_slice())
             .map_err(backend)?;
-        stored.event_seq += 1;
-        order_in(&write, id, archived.seq, stored.event_seq)?;
+        order_in(&write, id, closing.seq, stored.event_seq)?;
         indexes.insert(store, &stored)?;
         records.insert(id, store.encode(&stored)?.as_slice()).map_err(backend)?;
         if stored.name.is_some() {

@@ -1,0 +1,110 @@
+//! The rules of the [`SessionStore`](super::SessionStore) contract that do not depend on how a
+//! backend stores bytes: what a save may do given what is stored, and what an archive writes.
+//! A backend reads the stored record, asks these functions, and only stores and fetches; so
+//! every backend refuses the same saves with the same errors, and the contract suite
+//! ([`super::contract`]) holds each to them.
+
+use std::ops::Range;
+
+use chrono::Utc;
+
+use super::{SaveRequest, StoreError};
+use crate::ids::SessionId;
+use crate::model::{SessionRecord, StoredEvent};
+
+/// The `type` of the journal event an archive appends, the session's last word
+/// (`AgentEvent::Archived`, named by `AgentEvent::ARCHIVED_TYPE` in the layer above; a test
+/// there keeps the two equal).
+pub const ARCHIVED_EVENT: &str = "archived";
+
+/// What one save changes beyond writing its record, messages and events, once checked against
+/// the stored record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavePlan {
+    /// A compaction's new history epoch: the stored history (`len` messages of `epoch`) moves
+    /// to the discarded history, and the new one is written whole.
+    pub discard: Option<DiscardedEpoch>,
+    /// Stored messages the save replaces, removed before its messages are written from
+    /// `replaced.start` on.
+    pub replaced: Range<u64>,
+    /// The journal sequence number of the save's first event: the stored record's watermark.
+    pub events_from: u64,
+    /// A named session saved for the first time joins its peer group: `(peer key, name)`.
+    pub joins_peers: Option<(String, String)>,
+    /// A delegated session saved for the first time is its parent's child, open.
+    pub child_of: Option<SessionId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiscardedEpoch {
+    pub epoch: u64,
+    pub len: u64,
+}
+
+impl SavePlan {
+    /// Checks `save` against `stored` (the record as stored now, if any).
+    ///
+    /// Errors: `Archived` (archiving is final: a save that raced an archive must not bring the
+    /// session back), `Corrupt` (a new epoch not saved whole, a gap in the history, journal
+    /// events that do not follow the stored watermark).
+    pub fn check(stored: Option<&SessionRecord>, save: &SaveRequest) -> Result<Self, StoreError> {
+        let record = &save.record;
+        let id = record.session_id.as_str();
+        if stored.is_some_and(|stored| stored.archived) && !record.archived {
+            return Err(StoreError::Archived(id.to_owned()));
+        }
+        let mut stored_len = stored.map_or(0, |stored| stored.message_count);
+        let discard = match stored.filter(|stored| stored.history_epoch != record.history_epoch) {
+            Some(stored) => {
+                if save.replace_from != 0 {
+                    return Err(StoreError::Corrupt(format!(
+                        "session {id}: a new history epoch must be saved whole, not from message {}",
+                        save.replace_from
+                    )));
+                }
+                stored_len = 0;
+                Some(DiscardedEpoch { epoch: stored.history_epoch, len: stored.message_count })
+            }
+            None => None,
+        };
+        if save.replace_from > stored_len {
+            return Err(StoreError::Corrupt(format!(
+                "session {id}: a save from message {} would leave a gap after message {stored_len}",
+                save.replace_from
+            )));
+        }
+        let events_from = stored.map_or(0, |stored| stored.event_seq);
+        for (expected, event) in (events_from..).zip(&save.events) {
+            if event.seq != expected {
+                return Err(StoreError::Corrupt(format!(
+                    "session {id}: journal event {} saved where event {expected} comes next",
+                    event.seq
+                )));
+            }
+        }
+        let first_save = stored.is_none();
+        Ok(Self {
+            discard,
+            replaced: save.replace_from..stored_len,
+            events_from,
+            joins_peers: record.name.as_ref().filter(|_| first_save).map(|name| (record.peer_key(), name.clone())),
+            child_of: record.lineage.parent_id.clone().filter(|_| first_save),
+        })
+    }
+}
+
+/// Archives `stored` in place (archived, updated now, one more journal event) and returns the
+/// journal's closing event, which the backend writes in the archive's own transaction. A
+/// backend also drops the session from its peer group and from the open delegated sessions.
+pub fn close_archive(stored: &mut SessionRecord) -> StoredEvent {
+    stored.archived = true;
+    stored.updated_at = Utc::now();
+    let closing = StoredEvent {
+        seq: stored.event_seq,
+        turn: stored.turns,
+        at: stored.updated_at,
+        event: serde_json::json!({ "type": ARCHIVED_EVENT }),
+    };
+    stored.event_seq += 1;
+    closing
+}

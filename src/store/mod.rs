@@ -19,6 +19,8 @@ mod codec;
 #[cfg(feature = "session-store")]
 mod contract;
 #[cfg(feature = "session-store")]
+mod postgres;
+#[cfg(feature = "session-store")]
 mod redb;
 #[cfg(feature = "session-store")]
 pub mod rules;
@@ -30,6 +32,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+#[cfg(feature = "session-store")]
+pub use postgres::PostgresStore;
 #[cfg(feature = "session-store")]
 pub use redb::RedbStore;
 #[cfg(feature = "session-store")]
@@ -92,6 +96,19 @@ pub struct StoredMail {
 pub struct StoredInbox {
     pub waiting: Vec<InboxMessage>,
     pub parked: Vec<InboxMessage>,
+}
+
+impl StoredInbox {
+    /// A session's stored mail, in any order, as its inbox: waiting and parked apart, each in
+    /// arrival order (by time, then by id).
+    pub fn arrived(mut mail: Vec<StoredMail>) -> Self {
+        mail.sort_by(|a, b| (a.message.at, &a.message.id).cmp(&(b.message.at, &b.message.id)));
+        let (parked, waiting): (Vec<StoredMail>, Vec<StoredMail>) = mail.into_iter().partition(|mail| mail.parked);
+        Self {
+            waiting: waiting.into_iter().map(|mail| mail.message).collect(),
+            parked: parked.into_iter().map(|mail| mail.message).collect(),
+        }
+    }
 }
 
 /// A named session of a peer group.

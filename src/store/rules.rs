@@ -4,13 +4,14 @@
 //! every backend refuses the same saves with the same errors, and the contract suite
 //! ([`super::contract`]) holds each to them.
 
+use std::collections::HashSet;
 use std::ops::Range;
 
 use chrono::Utc;
 
-use super::{SaveRequest, StoreError};
+use super::{SaveRequest, StoreError, StoredListQuery, StoredPage};
 use crate::ids::SessionId;
-use crate::model::{SessionRecord, StoredEvent};
+use crate::model::{ListPosition, SessionRecord, SessionSummary, StoredEvent};
 
 /// The `type` of the journal event an archive appends, the session's last word
 /// (`AgentEvent::Archived`, named by `AgentEvent::ARCHIVED_TYPE` in the layer above; a test
@@ -107,4 +108,48 @@ pub fn close_archive(stored: &mut SessionRecord) -> StoredEvent {
     };
     stored.event_seq += 1;
     closing
+}
+
+/// A filtered list's walk over stored summaries, in any order: every match is counted, the
+/// newest `first` after the cursor kept. A filter is a predicate over summaries that no index
+/// orders by, so a backend offers each summary the query reaches (not excluded, of the owner
+/// asked for) and this keeps the page.
+pub struct ListWalk<'a> {
+    query: &'a StoredListQuery,
+    excluded: HashSet<&'a str>,
+    kept: Vec<(ListPosition, SessionSummary)>,
+    total: usize,
+}
+
+impl<'a> ListWalk<'a> {
+    pub fn new(query: &'a StoredListQuery) -> Self {
+        let excluded = query.exclude.iter().map(SessionId::as_str).collect();
+        Self { query, excluded, kept: Vec::new(), total: 0 }
+    }
+
+    /// One stored summary, indexed at `updated_ms`.
+    pub fn offer(&mut self, updated_ms: u64, id: &str, summary: SessionSummary) {
+        if self.excluded.contains(id) || !self.query.filter.matches(&summary) {
+            return;
+        }
+        self.total += 1;
+        let position = ListPosition { updated_ms, session_id: SessionId::from_string(id) };
+        if self.query.after.as_ref().is_none_or(|after| after.is_before(&position)) {
+            self.kept.push((position, summary));
+            // Keep the newest `first` only: a long walk holds a page, not the whole list.
+            if self.kept.len() > self.query.first.saturating_mul(2).max(64) {
+                self.trim();
+            }
+        }
+    }
+
+    fn trim(&mut self) {
+        self.kept.sort_by(|a, b| b.0.cmp(&a.0));
+        self.kept.truncate(self.query.first);
+    }
+
+    pub fn page(mut self) -> StoredPage {
+        self.trim();
+        StoredPage { summaries: self.kept.into_iter().map(|(_, summary)| summary).collect(), total: self.total }
+    }
 }

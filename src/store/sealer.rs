@@ -151,6 +151,42 @@ fn unhex(hex: &str) -> Option<Vec<u8>> {
     (0..hex.len()).step_by(2).map(|at| u8::from_str_radix(hex.get(at..at + 2)?, 16).ok()).collect()
 }
 
+/// The sealer of a store from its key file, bound to the store by its sealed check value
+/// (`check`, as the store holds it, if it holds one): the key file is created for a store that
+/// has no check yet, and the check value it must then keep is returned with it. A store whose
+/// key file is missing or is another store's key is refused, naming the key file.
+pub fn bind(key_file: &Path, check: Option<&str>) -> Result<(KeySealer, Option<String>), StoreError> {
+    let sealer = match (KeySealer::load(key_file)?, check) {
+        (Some(sealer), _) => sealer,
+        (None, None) => KeySealer::create(key_file)?,
+        (None, Some(_)) => {
+            return Err(StoreError::Key {
+                path: key_file.to_path_buf(),
+                message:
+                    "it is missing, and this store holds values sealed with it; restore the key file (or move \
+                          the store aside to start afresh)"
+                        .into(),
+            });
+        }
+    };
+    match check {
+        Some(check) => {
+            if sealer.open(check).ok().as_deref() != Some(CHECK_PLAINTEXT) {
+                return Err(StoreError::Key {
+                    path: key_file.to_path_buf(),
+                    message: "it is not the key this store was sealed with; restore the store's own key file"
+                        .into(),
+                });
+            }
+            Ok((sealer, None))
+        }
+        None => {
+            let check = sealer.seal(CHECK_PLAINTEXT).map_err(StoreError::Backend)?;
+            Ok((sealer, Some(check)))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;

@@ -16,6 +16,7 @@ use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::SessionRecord;
 use crate::model::{ListPosition, SessionSummary, StoredEvent};
+use crate::store::rules::ListWalk;
 use crate::store::{
     JournalCommit, OpenDelegated, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail, StoredPage,
     StoredPeer,
@@ -172,7 +173,7 @@ pub(super) fn list(store: &Inner, query: StoredListQuery) -> Result<StoredPage, 
 /// no more than that.
 fn list_filtered(store: &Inner, query: &StoredListQuery) -> Result<StoredPage, StoreError> {
     let read = store.db.begin_read().map_err(backend)?;
-    let mut walk = Matching::new(store, query);
+    let mut walk = ListWalk::new(query);
     let archived_only = query.filter.status == Some(crate::model::SessionStatus::Archived);
     let indexes = [(!archived_only, false), (query.include_archived || archived_only, true)];
     for (wanted, archived) in indexes {
@@ -190,7 +191,7 @@ fn list_filtered(store: &Inner, query: &StoredListQuery) -> Result<StoredPage, S
                 {
                     let (key, value) = entry.map_err(backend)?;
                     let (_, updated, id) = key.value();
-                    walk.offer(updated, id, value.value())?;
+                    walk.offer(updated, id, store.decode(value.value())?);
                 }
             }
             None => {
@@ -199,58 +200,12 @@ fn list_filtered(store: &Inner, query: &StoredListQuery) -> Result<StoredPage, S
                 for entry in index.iter().map_err(backend)? {
                     let (key, value) = entry.map_err(backend)?;
                     let (updated, id) = key.value();
-                    walk.offer(updated, id, value.value())?;
+                    walk.offer(updated, id, store.decode(value.value())?);
                 }
             }
         }
     }
     Ok(walk.page())
-}
-
-/// The matches of a filtered walk: every one counted, the newest `first` after the cursor kept.
-struct Matching<'a> {
-    store: &'a Inner,
-    query: &'a StoredListQuery,
-    excluded: HashSet<&'a str>,
-    kept: Vec<(ListPosition, SessionSummary)>,
-    total: usize,
-}
-
-impl<'a> Matching<'a> {
-    fn new(store: &'a Inner, query: &'a StoredListQuery) -> Self {
-        let excluded = query.exclude.iter().map(SessionId::as_str).collect();
-        Self { store, query, excluded, kept: Vec::new(), total: 0 }
-    }
-
-    fn offer(&mut self, updated_ms: u64, id: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        if self.excluded.contains(id) {
-            return Ok(());
-        }
-        let summary: SessionSummary = self.store.decode(bytes)?;
-        if !self.query.filter.matches(&summary) {
-            return Ok(());
-        }
-        self.total += 1;
-        let position = ListPosition { updated_ms, session_id: SessionId::from_string(id) };
-        if self.query.after.as_ref().is_none_or(|after| after.is_before(&position)) {
-            self.kept.push((position, summary));
-            // Keep the newest `first` only: a long walk holds a page, not the whole list.
-            if self.kept.len() > self.query.first.saturating_mul(2).max(64) {
-                self.trim();
-            }
-        }
-        Ok(())
-    }
-
-    fn trim(&mut self) {
-        self.kept.sort_by(|a, b| b.0.cmp(&a.0));
-        self.kept.truncate(self.query.first);
-    }
-
-    fn page(mut self) -> StoredPage {
-        self.trim();
-        StoredPage { summaries: self.kept.into_iter().map(|(_, summary)| summary).collect(), total: self.total }
-    }
 }
 
 pub(super) fn events(
@@ -336,13 +291,7 @@ pub(super) fn inbox(store: &Inner, id: &str) -> Result<StoredInbox, StoreError> 
         }
         mail.push(store.decode(value.value())?);
     }
-    // Keys order by id; the inbox is in arrival order.
-    mail.sort_by(|a, b| (a.message.at, &a.message.id).cmp(&(b.message.at, &b.message.id)));
-    let (parked, waiting): (Vec<StoredMail>, Vec<StoredMail>) = mail.into_iter().partition(|mail| mail.parked);
-    Ok(StoredInbox {
-        waiting: waiting.into_iter().map(|mail| mail.message).collect(),
-        parked: parked.into_iter().map(|mail| mail.message).collect(),
-    })
+    Ok(StoredInbox::arrived(mail))
 }
 
 pub(super) fn peers(store: &Inner, group: &str) -> Result<Vec<StoredPeer>, StoreError> {

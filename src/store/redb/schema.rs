@@ -18,7 +18,7 @@ use crate::model::SessionSummary;
 use crate::secrets::SecretSealer;
 use crate::store::StoreError;
 use crate::store::codec::decode;
-use crate::store::sealer::{CHECK_PLAINTEXT, KeySealer, key_path};
+use crate::store::sealer::{bind, key_path};
 
 /// Creates missing tables (a new file, or one written by an older deputy), so readers never
 /// meet a missing table.
@@ -148,42 +148,17 @@ impl<'txn> Indexes<'txn> {
 /// after the database is open, so this process holds the store's lock: two deputies cannot
 /// both create a key for it.
 pub(super) fn open_sealer(db: &Database, path: &Path) -> Result<Arc<dyn SecretSealer>, StoreError> {
-    let key_file = key_path(path);
     let check: Option<String> = {
         let read = db.begin_read().map_err(backend)?;
         let meta = read.open_table(META).map_err(backend)?;
         let value = meta.get("key_check").map_err(backend)?;
         value.map(|bytes| String::from_utf8_lossy(bytes.value()).into_owned())
     };
-    let sealer = match (KeySealer::load(&key_file)?, &check) {
-        (Some(sealer), _) => sealer,
-        (None, None) => KeySealer::create(&key_file)?,
-        (None, Some(_)) => {
-            return Err(StoreError::Key {
-                path: key_file,
-                message:
-                    "it is missing, and this store holds values sealed with it; restore the key file (or move \
-                          the store aside to start afresh)"
-                        .into(),
-            });
-        }
-    };
-    match check {
-        Some(check) => {
-            if sealer.open(&check).ok().as_deref() != Some(CHECK_PLAINTEXT) {
-                return Err(StoreError::Key {
-                    path: key_file,
-                    message: "it is not the key this store was sealed with; restore the store's own key file"
-                        .into(),
-                });
-            }
-        }
-        None => {
-            let check = sealer.seal(CHECK_PLAINTEXT).map_err(StoreError::Backend)?;
-            let write = db.begin_write().map_err(backend)?;
-            write.open_table(META).map_err(backend)?.insert("key_check", check.as_bytes()).map_err(backend)?;
-            write.commit().map_err(backend)?;
-        }
+    let (sealer, new_check) = bind(&key_path(path), check.as_deref())?;
+    if let Some(check) = new_check {
+        let write = db.begin_write().map_err(backend)?;
+        write.open_table(META).map_err(backend)?.insert("key_check", check.as_bytes()).map_err(backend)?;
+        write.commit().map_err(backend)?;
     }
     Ok(Arc::new(sealer))
 }

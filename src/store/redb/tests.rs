@@ -7,7 +7,7 @@ use crate::llm::Message;
 use crate::model::SessionStatus;
 use crate::store::contract::{record, record_with_secrets};
 
-crate::store::contract::store_contract!(open());
+crate::store::contract::store_contract!(Some(open()));
 
 fn open() -> (tempfile::TempDir, RedbStore) {
     let dir = tempfile::tempdir().unwrap();

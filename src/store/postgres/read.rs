@@ -1,0 +1,286 @@
+//! Reads, each one statement (or one read-only snapshot where it takes several): a record, its
+//! history, a page of the list, journal events, tool outputs, an inbox, peers and children,
+//! memories and the store's numbers.
+
+use tokio_postgres::types::ToSql;
+
+use super::{Inner, backend, int, uint};
+use crate::ids::SessionId;
+use crate::llm::Message;
+use crate::model::memory::MemoryRecord;
+use crate::model::{SessionRecord, SessionStatus, SessionSummary, StoredEvent};
+use crate::store::rules::ListWalk;
+use crate::store::{
+    JournalCommit, MemoryMarks, OpenDelegated, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail,
+    StoredPage, StoredPeer,
+};
+
+pub(super) async fn record(inner: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    let row = inner
+        .client()
+        .await?
+        .query_opt("SELECT record FROM sessions WHERE id = $1", &[&id])
+        .await
+        .map_err(backend)?;
+    row.map(|row| inner.decode(row.get::<_, &[u8]>(0))).transpose()
+}
+
+pub(super) async fn history(inner: &Inner, id: &str) -> Result<Vec<Message>, StoreError> {
+    let rows = inner
+        .client()
+        .await?
+        .query("SELECT body FROM messages WHERE session_id = $1 ORDER BY seq", &[&id])
+        .await
+        .map_err(backend)?;
+    rows.iter().map(|row| inner.decode(row.get::<_, &[u8]>(0))).collect()
+}
+
+/// A page of the list: one indexed range read, newest first, with its total counted apart;
+/// with a filter, every summary the query reaches goes through [`ListWalk`], as in redb.
+pub(super) async fn list(inner: &Inner, query: &StoredListQuery) -> Result<StoredPage, StoreError> {
+    let archived_only = query.filter.status == Some(SessionStatus::Archived);
+    let mut states = Vec::new();
+    if !archived_only {
+        states.push(false);
+    }
+    if query.include_archived || archived_only {
+        states.push(true);
+    }
+    let exclude: Vec<String> = query.exclude.iter().map(|id| id.as_str().to_owned()).collect();
+    let mut clauses = vec!["archived = ANY($1)".to_owned(), "NOT (id = ANY($2))".to_owned()];
+    let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(states), Box::new(exclude)];
+    if let Some(owner) = &query.owner {
+        params.push(Box::new(owner.clone()));
+        clauses.push(format!("owner = ${}", params.len()));
+    }
+    let client = inner.client().await?;
+    let counted = clauses.join(" AND ");
+    if !query.filter.is_empty() {
+        let sql = format!("SELECT updated_ms, id, summary FROM sessions WHERE {counted}");
+        let rows = client.query(&sql, &borrowed(&params)).await.map_err(backend)?;
+        let mut walk = ListWalk::new(query);
+        for row in &rows {
+            walk.offer(uint(row.get(0)), row.get(1), inner.decode(row.get::<_, &[u8]>(2))?);
+        }
+        return Ok(walk.page());
+    }
+    let total_sql = format!("SELECT count(*) FROM sessions WHERE {counted}");
+    let total: i64 = client.query_one(&total_sql, &borrowed(&params)).await.map_err(backend)?.get(0);
+    let mut paged = clauses;
+    if let Some(after) = &query.after {
+        params.push(Box::new(int(after.updated_ms)));
+        params.push(Box::new(after.session_id.as_str().to_owned()));
+        paged.push(format!("(updated_ms, id) < (${}, ${})", params.len() - 1, params.len()));
+    }
+    params.push(Box::new(int(query.first as u64)));
+    let sql = format!(
+        "SELECT summary FROM sessions WHERE {} ORDER BY updated_ms DESC, id DESC LIMIT ${}",
+        paged.join(" AND "),
+        params.len()
+    );
+    let rows = client.query(&sql, &borrowed(&params)).await.map_err(backend)?;
+    let summaries =
+        rows.iter().map(|row| inner.decode::<SessionSummary>(row.get::<_, &[u8]>(0))).collect::<Result<_, _>>()?;
+    Ok(StoredPage { summaries, total: usize::try_from(total).unwrap_or(0) })
+}
+
+fn borrowed(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|param| param.as_ref() as &(dyn ToSql + Sync)).collect()
+}
+
+pub(super) async fn tool_output(inner: &Inner, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {
+    let row = inner
+        .client()
+        .await?
+        .query_opt(
+            "SELECT content FROM tool_outputs WHERE session_id = $1 AND tool_use_id = $2",
+            &[&id, &tool_use_id],
+        )
+        .await
+        .map_err(backend)?;
+    Ok(row.map(|row| row.get(0)))
+}
+
+pub(super) async fn inbox(inner: &Inner, id: &str) -> Result<StoredInbox, StoreError> {
+    let rows = inner
+        .client()
+        .await?
+        .query("SELECT body FROM inbox WHERE session_id = $1", &[&id])
+        .await
+        .map_err(backend)?;
+    let mail =
+        rows.iter().map(|row| inner.decode::<StoredMail>(row.get::<_, &[u8]>(0))).collect::<Result<_, _>>()?;
+    Ok(StoredInbox::arrived(mail))
+}
+
+pub(super) async fn peers(inner: &Inner, group: &str) -> Result<Vec<StoredPeer>, StoreError> {
+    let rows = inner
+        .client()
+        .await?
+        .query("SELECT session_id, name FROM peers WHERE group_key = $1 ORDER BY session_id", &[&group.as_bytes()])
+        .await
+        .map_err(backend)?;
+    Ok(rows
+        .iter()
+        .map(|row| StoredPeer { session_id: SessionId::from_string(row.get::<_, &str>(0)), name: row.get(1) })
+        .collect())
+}
+
+/// Every child of `parent`, and whether it is still open (not archived).
+pub(super) async fn children(inner: &Inner, parent: &str) -> Result<Vec<StoredChild>, StoreError> {
+    let rows = inner
+        .client()
+        .await?
+        .query(
+            "SELECT c.child_id, d.child_id IS NOT NULL FROM children c
+             LEFT JOIN delegated d ON d.child_id = c.child_id WHERE c.parent_id = $1 ORDER BY c.child_id",
+            &[&parent],
+        )
+        .await
+        .map_err(backend)?;
+    Ok(rows
+        .iter()
+        .map(|row| StoredChild { session_id: SessionId::from_string(row.get::<_, &str>(0)), open: row.get(1) })
+        .collect())
+}
+
+/// The open delegated sessions, and `owner`'s among them.
+pub(super) async fn open_delegated(inner: &Inner, owner: &str) -> Result<OpenDelegated, StoreError> {
+    let row = inner
+        .client()
+        .await?
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE s.owner = $1) FROM delegated d
+             LEFT JOIN sessions s ON s.id = d.child_id",
+            &[&owner],
+        )
+        .await
+        .map_err(backend)?;
+    let count = |index: usize| usize::try_from(row.get::<_, i64>(index)).unwrap_or(0);
+    Ok(OpenDelegated { on_server: count(0), of_owner: count(1) })
+}
+
+/// Up to `limit` of session `id`'s journal events after `after`, bounded in bytes too;
+/// `None` when the session is not stored.
+pub(super) async fn events(
+    inner: &Inner,
+    id: &str,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Option<Vec<StoredEvent>>, StoreError> {
+    inner.in_transaction(true, async |snapshot| events_in(inner, snapshot, id, after, limit).await).await
+}
+
+async fn events_in(
+    inner: &Inner,
+    snapshot: &tokio_postgres::Transaction<'_>,
+    id: &str,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Option<Vec<StoredEvent>>, StoreError> {
+    if snapshot.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&id]).await.map_err(backend)?.is_none() {
+        return Ok(None);
+    }
+    let from = match after {
+        None => 0,
+        Some(u64::MAX) => return Ok(Some(Vec::new())),
+        Some(after) => after + 1,
+    };
+    let rows = snapshot
+        .query(
+            "SELECT body FROM events WHERE session_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
+            &[&id, &int(from), &int(limit as u64)],
+        )
+        .await
+        .map_err(backend)?;
+    let mut out = Vec::with_capacity(rows.len());
+    let mut taken = 0;
+    for row in &rows {
+        let bytes: &[u8] = row.get(0);
+        if !crate::model::fits_page(&mut taken, bytes.len()) {
+            break;
+        }
+        out.push(inner.decode(bytes)?);
+    }
+    Ok(Some(out))
+}
+
+/// Up to `limit` saves' journal events in commit order, from position `from`.
+pub(super) async fn journal_commits(
+    inner: &Inner,
+    from: u64,
+    limit: usize,
+) -> Result<Vec<JournalCommit>, StoreError> {
+    inner.in_transaction(true, async |snapshot| commits_in(inner, snapshot, from, limit).await).await
+}
+
+async fn commits_in(
+    inner: &Inner,
+    snapshot: &tokio_postgres::Transaction<'_>,
+    from: u64,
+    limit: usize,
+) -> Result<Vec<JournalCommit>, StoreError> {
+    let order = snapshot
+        .query(
+            "SELECT position, session_id, first_seq, end_seq FROM journal_order WHERE position >= $1
+             ORDER BY position LIMIT $2",
+            &[&int(from), &int(limit as u64)],
+        )
+        .await
+        .map_err(backend)?;
+    let mut commits = Vec::with_capacity(order.len());
+    for row in &order {
+        let id: &str = row.get(1);
+        let events = snapshot
+            .query(
+                "SELECT body FROM events WHERE session_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq",
+                &[&id, &row.get::<_, i64>(2), &row.get::<_, i64>(3)],
+            )
+            .await
+            .map_err(backend)?;
+        commits.push(JournalCommit {
+            position: uint(row.get(0)),
+            session_id: SessionId::from_string(id),
+            events: events.iter().map(|event| inner.decode(event.get::<_, &[u8]>(0))).collect::<Result<_, _>>()?,
+        });
+    }
+    Ok(commits)
+}
+
+/// The position the next save's events will take in the commit order.
+pub(super) async fn journal_end(inner: &Inner) -> Result<u64, StoreError> {
+    let row = inner
+        .client()
+        .await?
+        .query_one("SELECT coalesce(max(position) + 1, 0) FROM journal_order", &[])
+        .await
+        .map_err(backend)?;
+    Ok(uint(row.get(0)))
+}
+
+pub(super) async fn meta_num(inner: &Inner, key: &str) -> Result<Option<u64>, StoreError> {
+    let row = inner
+        .client()
+        .await?
+        .query_opt("SELECT num FROM deputy_meta WHERE key = $1", &[&key])
+        .await
+        .map_err(backend)?;
+    Ok(row.and_then(|row| row.get::<_, Option<i64>>(0)).map(uint))
+}
+
+/// Up to `limit` memories with an id after `after`, in id order.
+pub(super) async fn memories(inner: &Inner, after: u64, limit: usize) -> Result<Vec<MemoryRecord>, StoreError> {
+    let rows = inner
+        .client()
+        .await?
+        .query("SELECT body FROM memories WHERE id > $1 ORDER BY id LIMIT $2", &[&int(after), &int(limit as u64)])
+        .await
+        .map_err(backend)?;
+    rows.iter().map(|row| inner.decode(row.get::<_, &[u8]>(0))).collect()
+}
+
+pub(super) async fn memory_marks(inner: &Inner) -> Result<MemoryMarks, StoreError> {
+    let next = meta_num(inner, "memory_next").await?.unwrap_or(0);
+    let deletes = meta_num(inner, "memory_deletes").await?.unwrap_or(0);
+    Ok(MemoryMarks { last_id: next.saturating_sub(1), deletes })
+}

@@ -1,0 +1,351 @@
+//! Writes, each one transaction: a turn's save, an archive, mail, memories, the store's
+//! numbers, and the sealing key's check value.
+
+use std::path::Path;
+
+use tokio_postgres::{Client, Transaction};
+
+use super::schema::JOURNAL_LOCK;
+use super::{Inner, backend, int, uint};
+use crate::ids::MessageId;
+use crate::model::SessionRecord;
+use crate::model::memory::MemoryRecord;
+use crate::store::rules::{DiscardedEpoch, SavePlan, close_archive};
+use crate::store::sealer::{KeySealer, bind};
+use crate::store::{SaveRequest, StoreError, StoredMail};
+
+const NEXT_MEMORY: &str = "memory_next";
+const MEMORY_DELETES: &str = "memory_deletes";
+
+/// The session's stored record, its row locked until the transaction ends.
+async fn locked_record(
+    inner: &Inner,
+    transaction: &Transaction<'_>,
+    id: &str,
+) -> Result<Option<SessionRecord>, StoreError> {
+    let row = transaction
+        .query_opt("SELECT record FROM sessions WHERE id = $1 FOR UPDATE", &[&id])
+        .await
+        .map_err(backend)?;
+    row.map(|row| inner.decode(row.get::<_, &[u8]>(0))).transpose()
+}
+
+/// Writes the record and its list summary.
+async fn put_record(
+    inner: &Inner,
+    transaction: &Transaction<'_>,
+    record: &SessionRecord,
+) -> Result<(), StoreError> {
+    let summary = inner.encode(&record.summary(record.resting_status()))?;
+    let updated_ms = int(crate::model::view::updated_ms(record.updated_at));
+    transaction
+        .execute(
+            "INSERT INTO sessions (id, owner, archived, updated_ms, record, summary) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, archived = EXCLUDED.archived,
+                 updated_ms = EXCLUDED.updated_ms, record = EXCLUDED.record, summary = EXCLUDED.summary",
+            &[
+                &record.session_id.as_str(),
+                &record.owner,
+                &record.archived,
+                &updated_ms,
+                &inner.encode(record)?,
+                &summary,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Appends journal events `first..end` of session `id` to the commit order. The advisory lock,
+/// held to the commit, makes positions follow the order transactions commit in.
+async fn order(transaction: &Transaction<'_>, id: &str, first: u64, end: u64) -> Result<(), StoreError> {
+    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&JOURNAL_LOCK]).await.map_err(backend)?;
+    transaction
+        .execute(
+            "INSERT INTO journal_order (position, session_id, first_seq, end_seq)
+             SELECT coalesce(max(position) + 1, 0), $1, $2, $3 FROM journal_order",
+            &[&id, &int(first), &int(end)],
+        )
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+pub(super) async fn save(inner: &Inner, save: SaveRequest) -> Result<(), StoreError> {
+    inner.in_transaction(false, async |transaction| save_in(inner, transaction, &save).await).await
+}
+
+async fn save_in(inner: &Inner, transaction: &Transaction<'_>, save: &SaveRequest) -> Result<(), StoreError> {
+    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events, memories } = save;
+    let id = record.session_id.as_str();
+    let stored = locked_record(inner, transaction, id).await?;
+    let plan = SavePlan::check(stored.as_ref(), save)?;
+
+    if let Some(DiscardedEpoch { epoch, len }) = plan.discard {
+        transaction
+            .execute(
+                "INSERT INTO discarded (session_id, epoch, seq, body)
+                 SELECT session_id, $2, seq, body FROM messages WHERE session_id = $1 AND seq < $3",
+                &[&id, &int(epoch), &int(len)],
+            )
+            .await
+            .map_err(backend)?;
+        transaction.execute("DELETE FROM messages WHERE session_id = $1", &[&id]).await.map_err(backend)?;
+    }
+    if !plan.replaced.is_empty() {
+        transaction
+            .execute(
+                "DELETE FROM messages WHERE session_id = $1 AND seq >= $2 AND seq < $3",
+                &[&id, &int(plan.replaced.start), &int(plan.replaced.end)],
+            )
+            .await
+            .map_err(backend)?;
+    }
+    if !messages.is_empty() {
+        let seqs: Vec<i64> = (*replace_from..).take(messages.len()).map(int).collect();
+        let bodies = messages.iter().map(|message| inner.encode(message)).collect::<Result<Vec<_>, _>>()?;
+        transaction
+            .execute(
+                "INSERT INTO messages (session_id, seq, body) SELECT $1, * FROM unnest($2::bigint[], $3::bytea[])",
+                &[&id, &seqs, &bodies],
+            )
+            .await
+            .map_err(backend)?;
+    }
+    for (tool_use_id, content) in tool_outputs {
+        transaction
+            .execute(
+                "INSERT INTO tool_outputs (session_id, tool_use_id, content) VALUES ($1, $2, $3)
+                 ON CONFLICT (session_id, tool_use_id) DO UPDATE SET content = EXCLUDED.content",
+                &[&id, tool_use_id, content],
+            )
+            .await
+            .map_err(backend)?;
+    }
+    if !delivered.is_empty() {
+        let delivered: Vec<&str> = delivered.iter().map(MessageId::as_str).collect();
+        transaction
+            .execute("DELETE FROM inbox WHERE session_id = $1 AND message_id = ANY($2)", &[&id, &delivered])
+            .await
+            .map_err(backend)?;
+    }
+    if let Some((group, name)) = &plan.joins_peers {
+        transaction
+            .execute(
+                "INSERT INTO peers (group_key, session_id, name) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                &[&group.as_bytes(), &id, name],
+            )
+            .await
+            .map_err(backend)?;
+    }
+    if let Some(parent) = &plan.child_of {
+        transaction
+            .execute(
+                "INSERT INTO children (parent_id, child_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&parent.as_str(), &id],
+            )
+            .await
+            .map_err(backend)?;
+        transaction
+            .execute(
+                "INSERT INTO delegated (child_id, parent_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&id, &parent.as_str()],
+            )
+            .await
+            .map_err(backend)?;
+    }
+    if !events.is_empty() {
+        let seqs: Vec<i64> = events.iter().map(|event| int(event.seq)).collect();
+        let bodies = events.iter().map(|event| inner.encode(event)).collect::<Result<Vec<_>, _>>()?;
+        transaction
+            .execute(
+                "INSERT INTO events (session_id, seq, body) SELECT $1, * FROM unnest($2::bigint[], $3::bytea[])",
+                &[&id, &seqs, &bodies],
+            )
+            .await
+            .map_err(backend)?;
+        order(transaction, id, plan.events_from, plan.events_from + events.len() as u64).await?;
+    }
+    insert_memories(inner, transaction, memories).await?;
+    put_record(inner, transaction, record).await
+}
+
+/// The row lock makes archive and save of one session serialize: a save committing first is
+/// archived with it, one committing after finds the record archived and is refused.
+pub(super) async fn archive(inner: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    inner.in_transaction(false, async |transaction| archive_in(inner, transaction, id).await).await
+}
+
+async fn archive_in(
+    inner: &Inner,
+    transaction: &Transaction<'_>,
+    id: &str,
+) -> Result<Option<SessionRecord>, StoreError> {
+    let Some(mut stored) = locked_record(inner, transaction, id).await? else { return Ok(None) };
+    if stored.archived {
+        return Ok(Some(stored));
+    }
+    let closing = close_archive(&mut stored);
+    transaction
+        .execute(
+            "INSERT INTO events (session_id, seq, body) VALUES ($1, $2, $3)",
+            &[&id, &int(closing.seq), &inner.encode(&closing)?],
+        )
+        .await
+        .map_err(backend)?;
+    order(transaction, id, closing.seq, stored.event_seq).await?;
+    put_record(inner, transaction, &stored).await?;
+    if stored.name.is_some() {
+        transaction
+            .execute(
+                "DELETE FROM peers WHERE group_key = $1 AND session_id = $2",
+                &[&stored.peer_key().as_bytes(), &id],
+            )
+            .await
+            .map_err(backend)?;
+    }
+    if stored.lineage.parent_id.is_some() {
+        transaction.execute("DELETE FROM delegated WHERE child_id = $1", &[&id]).await.map_err(backend)?;
+    }
+    Ok(Some(stored))
+}
+
+pub(super) async fn post(
+    inner: &Inner,
+    id: &str,
+    mail: &StoredMail,
+    evict: Option<&MessageId>,
+) -> Result<(), StoreError> {
+    inner
+        .in_transaction(false, async |transaction| {
+            transaction
+                .execute(
+                    "INSERT INTO inbox (session_id, message_id, body) VALUES ($1, $2, $3)
+             ON CONFLICT (session_id, message_id) DO UPDATE SET body = EXCLUDED.body",
+                    &[&id, &mail.message.id.as_str(), &inner.encode(mail)?],
+                )
+                .await
+                .map_err(backend)?;
+            if let Some(evict) = evict {
+                transaction
+                    .execute("DELETE FROM inbox WHERE session_id = $1 AND message_id = $2", &[&id, &evict.as_str()])
+                    .await
+                    .map_err(backend)?;
+            }
+            Ok(())
+        })
+        .await
+}
+
+/// Adds `by` to the number `key` (absent: `start`), and answers the new value.
+async fn add_to_meta(transaction: &Transaction<'_>, key: &str, start: i64, by: i64) -> Result<i64, StoreError> {
+    let row = transaction
+        .query_one(
+            "INSERT INTO deputy_meta (key, num) VALUES ($1, $2::bigint + $3::bigint) ON CONFLICT (key)
+             DO UPDATE SET num = coalesce(deputy_meta.num, $2::bigint) + $3::bigint RETURNING num",
+            &[&key, &start, &by],
+        )
+        .await
+        .map_err(backend)?;
+    Ok(row.get(0))
+}
+
+/// Stores `memories` with the next ids (their own `id` is ignored); returns the ids given.
+/// Ids start at 1, so `after: 0` reads from the first.
+async fn insert_memories(
+    inner: &Inner,
+    transaction: &Transaction<'_>,
+    memories: &[MemoryRecord],
+) -> Result<Vec<u64>, StoreError> {
+    if memories.is_empty() {
+        return Ok(Vec::new());
+    }
+    let count = int(memories.len() as u64);
+    let end = add_to_meta(transaction, NEXT_MEMORY, 1, count).await?;
+    let mut ids = Vec::with_capacity(memories.len());
+    for (id, memory) in ((end - count)..end).zip(memories) {
+        let stored = MemoryRecord { id: uint(id), ..memory.clone() };
+        transaction
+            .execute(
+                "INSERT INTO memories (id, owner, body) VALUES ($1, $2, $3)",
+                &[&id, &stored.owner, &inner.encode(&stored)?],
+            )
+            .await
+            .map_err(backend)?;
+        ids.push(uint(id));
+    }
+    Ok(ids)
+}
+
+pub(super) async fn remember(inner: &Inner, memory: MemoryRecord) -> Result<u64, StoreError> {
+    let ids = inner
+        .in_transaction(false, async |transaction| {
+            insert_memories(inner, transaction, std::slice::from_ref(&memory)).await
+        })
+        .await?;
+    ids.first().copied().ok_or_else(|| StoreError::Corrupt("a remembered memory got no id".into()))
+}
+
+/// Deletes memory `id` if `owner` owns it.
+pub(super) async fn forget(inner: &Inner, id: u64, owner: &str) -> Result<bool, StoreError> {
+    inner
+        .in_transaction(false, async |transaction| {
+            let deleted = transaction
+                .execute("DELETE FROM memories WHERE id = $1 AND owner = $2", &[&int(id), &owner])
+                .await
+                .map_err(backend)?;
+            if deleted == 0 {
+                return Ok(false);
+            }
+            add_to_meta(transaction, MEMORY_DELETES, 0, 1).await?;
+            Ok(true)
+        })
+        .await
+}
+
+/// The `deputy_meta` key of reader `name`'s cursor.
+pub(super) fn cursor_key(name: &str) -> String {
+    format!("cursor:{name}")
+}
+
+pub(super) async fn set_meta_num(inner: &Inner, key: &str, value: u64) -> Result<(), StoreError> {
+    inner
+        .client()
+        .await?
+        .execute(
+            "INSERT INTO deputy_meta (key, num) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET num = EXCLUDED.num",
+            &[&key, &int(value)],
+        )
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// The sealer of the database's secrets from `key_file`, bound by the check value the
+/// database keeps (written here the first time; the first of several replicas to write it
+/// wins, and the others are checked against it).
+pub(super) async fn bind_key(client: &Client, key_file: &Path) -> Result<KeySealer, StoreError> {
+    let check_of = async || -> Result<Option<String>, StoreError> {
+        let row =
+            client.query_opt("SELECT text FROM deputy_meta WHERE key = 'key_check'", &[]).await.map_err(backend)?;
+        Ok(row.and_then(|row| row.get::<_, Option<String>>(0)))
+    };
+    let check = check_of().await?;
+    let (sealer, new_check) = bind(key_file, check.as_deref())?;
+    if let Some(new_check) = new_check {
+        client
+            .execute(
+                "INSERT INTO deputy_meta (key, text) VALUES ('key_check', $1) ON CONFLICT (key) DO NOTHING",
+                &[&new_check],
+            )
+            .await
+            .map_err(backend)?;
+        if check_of().await?.as_deref() != Some(new_check.as_str()) {
+            // Another process bound the database first, to its own key: check against it.
+            let stored = check_of().await?;
+            return Ok(bind(key_file, stored.as_deref())?.0);
+        }
+    }
+    Ok(sealer)
+}

@@ -36,7 +36,7 @@ use deputy::llm::{ContentBlock, Message, Usage};
 use deputy::model::{AgentSpec, Budget, ContextSettings, SessionRecord, StoredEvent};
 use deputy::model::{ListPosition, SessionFilter, SessionStatus};
 use deputy::session::{RunResult, TurnStatus};
-use deputy::store::{RedbStore, SaveRequest, SessionStore, StoredListQuery};
+use deputy::store::{PostgresStore, RedbStore, SaveRequest, SessionStore, StoredListQuery};
 
 const KB: u64 = 1000;
 const MB: u64 = 1000 * KB;
@@ -133,6 +133,9 @@ fn main() {
     println!();
 
     projection(&runtime, env_usize("DEPUTY_BENCH_PROJECTION_TURNS", 10_000));
+    println!();
+
+    postgres_against_redb(&runtime, turns);
     println!();
 
     many_sessions(&runtime, sessions);
@@ -251,6 +254,67 @@ struct TurnRow {
     payload_per_turn: u64,
     disk_median: u64,
     growth_total: u64,
+}
+
+/// The same turns saved, with their journal events, into redb and into PostgreSQL (the
+/// database `DEPUTY_TEST_POSTGRES` names, in a schema of its own dropped after): the time of
+/// each save through `SessionStore::save`, to its durable commit.
+fn postgres_against_redb(runtime: &tokio::runtime::Runtime, turns: usize) {
+    let Ok(url) = std::env::var("DEPUTY_TEST_POSTGRES") else {
+        println!("PostgreSQL against redb: not run (set DEPUTY_TEST_POSTGRES to a database URL)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let redb = RedbStore::open(dir.path().join("store.redb")).unwrap();
+    let config: tokio_postgres::Config = url.parse().expect("DEPUTY_TEST_POSTGRES: a PostgreSQL URL");
+    let schema = format!("deputy_bench_{}", std::process::id());
+    let admin = |sql: String| {
+        let config = config.clone();
+        runtime.block_on(async move {
+            let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(connection);
+            client.batch_execute(&sql).await.unwrap();
+        });
+    };
+    admin(format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"));
+    let mut scoped = config.clone();
+    scoped.options(format!("-c search_path={schema}"));
+    let postgres = runtime
+        .block_on(PostgresStore::open_with(scoped, &dir.path().join("postgres.key")))
+        .expect("open the PostgreSQL store");
+
+    println!("PostgreSQL against redb ({turns} turns after {WARMUP_TURNS} warm-up, each a save with its events):");
+    println!("{:<12} {:>9} {:>9}", "store", "median", "p90");
+    let stores: [(&str, &dyn SessionStore); 2] = [("redb", &redb), ("PostgreSQL", &postgres)];
+    for (name, store) in stores {
+        let mut synth = Synth::new(10 * KB);
+        let mut record = record(SessionId::new(), Utc::now());
+        let mut seq = 0;
+        let mut times = Vec::with_capacity(turns);
+        for i in 0..WARMUP_TURNS + turns {
+            let turn = synth.turn();
+            let replace_from = record.message_count;
+            record.turns += 1;
+            record.message_count += turn.len() as u64;
+            record.updated_at = Utc::now();
+            record.last_turn = Some(std::sync::Arc::new(run_result(&record, &turn)));
+            let events = turn_events(&turn, record.turns, &mut seq);
+            record.event_seq = seq;
+            let mut request = SaveRequest::new(record.clone(), replace_from, turn);
+            request.events = events;
+            let elapsed = runtime.block_on(async {
+                let started = Instant::now();
+                store.save(request).await.unwrap();
+                started.elapsed()
+            });
+            if i >= WARMUP_TURNS {
+                times.push(elapsed);
+            }
+        }
+        println!("{name:<12} {:>9} {:>9}", ms(median(&times)), ms(p90(&times)));
+    }
+    drop(postgres);
+    admin(format!("DROP SCHEMA {schema} CASCADE"));
 }
 
 fn per_turn(runtime: &tokio::runtime::Runtime, target: u64, turns: usize) -> TurnRow {

@@ -124,6 +124,12 @@ impl HttpDeputy {
         (status, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
     }
 
+    /// `POST /rpc` of one JSON-RPC request as the caller `token` names: the answer.
+    pub async fn rpc_as(&self, token: &str, frame: &serde_json::Value) -> serde_json::Value {
+        let response = self.http.post(self.url("/rpc")).bearer_auth(token).json(frame).send().await.unwrap();
+        response.json().await.unwrap()
+    }
+
     /// An rmcp client on `/mcp` presenting `token` (whatever [`HttpDeputy::token`] is).
     pub async fn mcp_as(&self, token: &str) -> RunningService<RoleClient, RecordingClient> {
         let config = StreamableHttpClientTransportConfig::with_uri(self.url("/mcp")).auth_header(token.to_owned());

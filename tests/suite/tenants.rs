@@ -99,17 +99,7 @@ async fn f8_tenants_see_only_their_own_sessions_over_rest_and_json_rpc() {
 
     // JSON-RPC goes through the same per-caller service.
     let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "session/read", "params": {"session_id": b}});
-    let answer: Value = deputy
-        .http
-        .post(deputy.url("/rpc"))
-        .bearer_auth(ALICE)
-        .json(&rpc)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = deputy.rpc_as(ALICE, &rpc).await;
     assert_eq!(answer["error"]["data"]["code"], "SESSION_NOT_FOUND", "{answer}");
 
     // sessions:all sees both, and their owners; each session is intact.
@@ -501,17 +491,7 @@ async fn lists_filter_by_label_title_status_and_owner_before_paging() {
 
     // JSON-RPC takes the same filters.
     let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {"title": "tidy"}});
-    let answer: Value = deputy
-        .http
-        .post(deputy.url("/rpc"))
-        .bearer_auth(ALICE)
-        .json(&rpc)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = deputy.rpc_as(ALICE, &rpc).await;
     assert_eq!(answer["result"]["sessions"][0]["session_id"], json!(plain), "{answer}");
     assert_eq!(answer["result"]["total"], 1);
 

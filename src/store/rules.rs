@@ -2,7 +2,7 @@
 //! backend stores bytes: what a save may do given what is stored, and what an archive writes.
 //! A backend reads the stored record, asks these functions, and only stores and fetches; so
 //! every backend refuses the same saves with the same errors, and the contract suite
-//! ([`super::contract`]) holds each to them.
+//! (`store::contract`, built for tests) holds each to them.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -127,10 +127,20 @@ impl<'a> ListWalk<'a> {
         Self { query, excluded, kept: Vec::new(), total: 0 }
     }
 
-    /// One stored summary, indexed at `updated_ms`.
-    pub fn offer(&mut self, updated_ms: u64, id: &str, summary: SessionSummary) {
-        if self.excluded.contains(id) || !self.query.filter.matches(&summary) {
-            return;
+    /// One stored session indexed at `updated_ms`, its summary decoded by `summary` only when
+    /// the query does not exclude it (a live session is listed from memory).
+    pub fn offer(
+        &mut self,
+        updated_ms: u64,
+        id: &str,
+        summary: impl FnOnce() -> Result<SessionSummary, StoreError>,
+    ) -> Result<(), StoreError> {
+        if self.excluded.contains(id) {
+            return Ok(());
+        }
+        let summary = summary()?;
+        if !self.query.filter.matches(&summary) {
+            return Ok(());
         }
         self.total += 1;
         let position = ListPosition { updated_ms, session_id: SessionId::from_string(id) };
@@ -141,6 +151,7 @@ impl<'a> ListWalk<'a> {
                 self.trim();
             }
         }
+        Ok(())
     }
 
     fn trim(&mut self) {

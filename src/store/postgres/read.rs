@@ -60,7 +60,7 @@ pub(super) async fn list(inner: &Inner, query: &StoredListQuery) -> Result<Store
         let rows = client.query(&sql, &borrowed(&params)).await.map_err(backend)?;
         let mut walk = ListWalk::new(query);
         for row in &rows {
-            walk.offer(uint(row.get(0)), row.get(1), inner.decode(row.get::<_, &[u8]>(2))?);
+            walk.offer(uint(row.get(0)), row.get(1), || inner.decode(row.get::<_, &[u8]>(2)))?;
         }
         return Ok(walk.page());
     }

@@ -191,7 +191,7 @@ fn list_filtered(store: &Inner, query: &StoredListQuery) -> Result<StoredPage, S
                 {
                     let (key, value) = entry.map_err(backend)?;
                     let (_, updated, id) = key.value();
-                    walk.offer(updated, id, store.decode(value.value())?);
+                    walk.offer(updated, id, || store.decode(value.value()))?;
                 }
             }
             None => {
@@ -200,7 +200,7 @@ fn list_filtered(store: &Inner, query: &StoredListQuery) -> Result<StoredPage, S
                 for entry in index.iter().map_err(backend)? {
                     let (key, value) = entry.map_err(backend)?;
                     let (updated, id) = key.value();
-                    walk.offer(updated, id, store.decode(value.value())?);
+                    walk.offer(updated, id, || store.decode(value.value()))?;
                 }
             }
         }

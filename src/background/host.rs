@@ -88,7 +88,7 @@ pub async fn run(settings: &Settings, options: HostOptions) -> anyhow::Result<Ho
         }
         Err(err) => return Err(err),
     };
-    let store = settings.store.clone().context("a background server needs --store")?;
+    let store = settings.store_file().context("a background server needs --store naming a file")?;
     let location = Location::from_socket(&store, &options.socket);
     let uid = current_uid();
     let listener = bind(&location, uid)?;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::os::current_uid;
-use crate::config::{Environment, Settings, default_store_path};
+use crate::config::{Environment, Settings, StoreLocation, default_store_path};
 
 /// Everything about one store's background server that lives on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +73,10 @@ fn log_file(store: &Path) -> PathBuf {
 /// the store's directory, as opening the store would.
 pub fn canonical_store(settings: &Settings, env: &Environment) -> anyhow::Result<PathBuf> {
     let path = match &settings.store {
-        Some(path) => path.clone(),
+        Some(StoreLocation::File(path)) => path.clone(),
+        Some(StoreLocation::Database(_)) => {
+            anyhow::bail!("a database store has no background server: every deputy process opens it directly")
+        }
         None => default_store_path(env)
             .context("no place for the session store: set --store / DEPUTY_STORE (or HOME), or use --ephemeral")?,
     };
@@ -167,9 +170,10 @@ mod tests {
         let runtime = tempfile::tempdir().unwrap();
         let env = Environment::from_pairs([("XDG_RUNTIME_DIR", runtime.path().to_str().unwrap())]);
         let store = runtime.path().join("data").join("sessions.redb");
-        let settings = Settings { store: Some(store.clone()), ..Settings::default() };
+        let settings = Settings { store: Some(store.clone().into()), ..Settings::default() };
         let canonical = canonical_store(&settings, &env).unwrap();
-        let by_other_path = Settings { store: Some(runtime.path().join("data/../data/sessions.redb")), ..settings };
+        let by_other_path =
+            Settings { store: Some(runtime.path().join("data/../data/sessions.redb").into()), ..settings };
         assert_eq!(canonical_store(&by_other_path, &env).unwrap(), canonical);
 
         let location = Location::for_store(&canonical, &env).unwrap();

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::Settings;
+use crate::config::{Settings, StoreLocation};
 use crate::llm::pricing::Usd;
 use crate::surfaces::http;
 
@@ -40,11 +40,12 @@ pub struct Cli {
     #[arg(long, global = true, env = "DEPUTY_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 
-    /// Session store file (default: $XDG_DATA_HOME/deputy/sessions.redb). One process owns a
-    /// store at a time; `deputy serve` shares it with every client through the store's
-    /// background server.
-    #[arg(long, global = true, env = "DEPUTY_STORE")]
-    pub store: Option<PathBuf>,
+    /// Session store: a file (default: $XDG_DATA_HOME/deputy/sessions.redb), which one process
+    /// owns at a time and `deputy serve` shares with every client through the store's
+    /// background server; or a PostgreSQL URL (postgres://user@host/db), which every deputy
+    /// process opens directly, so replicas can share it.
+    #[arg(long, global = true, env = "DEPUTY_STORE", value_parser = StoreLocation::parse)]
+    pub store: Option<StoreLocation>,
 
     /// Keep sessions in memory only: nothing is saved, nothing survives the process.
     #[arg(long, global = true, conflicts_with = "store")]

@@ -34,7 +34,8 @@ use crate::surfaces::{schemas, wire};
 
 /// `deputy serve`: the flags choose the surface and the drain timeout; [`server::serve`] does
 /// the rest. Over stdio with a store (and without `--no-daemon`), this process only relays to
-/// the store's background server ([`background::serve_attached`]).
+/// the store's background server ([`background::serve_attached`]); a database store
+/// has none: every process opens it directly.
 pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
     let settings = &Settings {
         serves_http: args.http.is_some(),
@@ -44,6 +45,7 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
         && !args.rpc
         && !args.no_daemon
         && !settings.ephemeral
+        && !settings.opens_database()
         && cfg!(feature = "session-store");
     if attach {
         let options = StartOptions {
@@ -71,7 +73,8 @@ pub async fn serve(settings: &Settings, args: ServeArgs) -> anyhow::Result<()> {
                 max_follows_per_subject: args.max_follows_per_subject,
                 max_follow_secs: args.max_follow_secs,
             };
-            if !args.no_daemon && !settings.ephemeral && cfg!(feature = "session-store") {
+            let background = !args.no_daemon && !settings.ephemeral && !settings.opens_database();
+            if background && cfg!(feature = "session-store") {
                 // A store a background server owns: that server listens in this one's place.
                 let through = tokio::task::block_in_place(|| background::attach::listen_through(settings, &flags))?;
                 if let Some(listening) = through {

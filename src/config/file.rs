@@ -68,6 +68,10 @@ use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
 /// max_open_per_owner = 10000          # sessions not archived per owner (subject), with a store;
 ///                                     # default: no limit (set it on a server tenants share)
 ///
+/// [store]                             # with --store postgres://… (redb keeps its key beside it)
+/// key_file = "/etc/deputy/store.key"  # the key sealing secrets; every replica needs the same
+///                                     # file (default: $XDG_DATA_HOME/deputy/postgres.key)
+///
 /// [policy]                            # what callers may do, whatever they ask (PolicyConfig)
 /// shell = "deny"                      # "allow" | "deny"; unset: stdio allows, HTTP denies
 /// inline_mcp_commands = "deny"
@@ -117,6 +121,9 @@ pub struct ConfigFile {
     /// How many sessions stay live, and for how long.
     #[serde(default)]
     pub sessions: SessionsConfig,
+    /// `[store]`: settings of a database store.
+    #[serde(default)]
+    pub store: StoreConfig,
     /// Who may call over HTTP, as whom.
     #[serde(default)]
     pub auth: AuthConfig,
@@ -454,6 +461,15 @@ impl PolicyConfig {
             anonymous_writes: self.anonymous_writes,
         }
     }
+}
+
+/// The `[store]` section: what a database store needs beyond its URL.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// The key file sealing the store's secrets. A redb store keeps its key beside its file; a
+    /// database's replicas must all read the same key, so the operator places it.
+    pub key_file: Option<PathBuf>,
 }
 
 /// The `[sessions]` section: bounds of the live set (see [`SessionLimits`]).

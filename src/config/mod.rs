@@ -39,13 +39,15 @@ use crate::webhooks::{WebhookSpec, Webhooks};
 mod auth;
 mod file;
 mod providers;
+mod store_location;
 
 pub use auth::{AccessToken, AuthConfig, MIN_TOKEN_CHARS, TokenConfig, TokenSecret};
 pub use file::{
     ConfigFile, DelegationConfig, InboxConfig, PolicyConfig, ProjectionConfig, ProviderConfig, SessionsConfig,
-    TelemetryConfig,
+    StoreConfig, TelemetryConfig,
 };
 pub use providers::{provider_registry, provider_variables};
+pub use store_location::StoreLocation;
 
 /// The process environment, captured once so configuration is a pure function of it.
 #[derive(Debug, Clone, Default)]
@@ -82,8 +84,8 @@ pub struct Settings {
     pub model: Option<String>,
     pub config: Option<PathBuf>,
     pub workspace: Option<PathBuf>,
-    /// The session store file; `None` means the default location.
-    pub store: Option<PathBuf>,
+    /// The session store: a file or a database; `None` means the default file.
+    pub store: Option<StoreLocation>,
     /// Run without a store: sessions live as long as the process.
     pub ephemeral: bool,
     /// `serve --idle-unload-secs`, over the config file's `[sessions]`.
@@ -95,6 +97,20 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The store's file, when the store is a redb file (its default included).
+    pub fn store_file(&self) -> Option<PathBuf> {
+        match &self.store {
+            Some(location) => location.file().map(std::path::Path::to_path_buf),
+            None => None,
+        }
+    }
+
+    /// Whether the store is a database every process opens directly: no background server
+    /// stands between a client and it.
+    pub fn opens_database(&self) -> bool {
+        !self.ephemeral && matches!(self.store, Some(StoreLocation::Database(_)))
+    }
+
     /// The live set's bounds: the flags, else the config file, else the defaults.
     pub fn session_limits(&self, config: &SessionsConfig) -> SessionLimits {
         let idle_unload_secs =
@@ -146,14 +162,35 @@ pub fn default_store_path(env: &Environment) -> Option<PathBuf> {
     Some(base.join("deputy").join("sessions.redb"))
 }
 
-/// Opens the session store the settings ask for, once; with its path.
+/// `$XDG_DATA_HOME/deputy/postgres.key`, else under `~/.local/share`: the default key of a
+/// database store, for a single host's replicas (replicas on several hosts name one in
+/// `[store] key_file`).
 #[cfg(feature = "session-store")]
-fn open_store(settings: &Settings, env: &Environment) -> anyhow::Result<(SharedStore, Option<PathBuf>)> {
+fn default_database_key(env: &Environment) -> Option<PathBuf> {
+    default_store_path(env).map(|path| path.with_file_name("postgres.key"))
+}
+
+/// Opens the session store the settings ask for, once; with the file its indexes live beside
+/// (`None` for a database: every replica keeps its indexes in memory, caught up from the store).
+#[cfg(feature = "session-store")]
+fn open_store(
+    settings: &Settings,
+    env: &Environment,
+    config: &StoreConfig,
+) -> anyhow::Result<(SharedStore, Option<PathBuf>)> {
     if settings.ephemeral {
         return Ok((None, None));
     }
     let path = match &settings.store {
-        Some(path) => path.clone(),
+        Some(StoreLocation::File(path)) => path.clone(),
+        Some(location @ StoreLocation::Database(url)) => {
+            let key_file = config.key_file.clone().or_else(|| default_database_key(env)).context(
+                "no place for the database store's key file: set [store] key_file in the config file (or HOME)",
+            )?;
+            let store = open_database(url, &key_file).with_context(|| format!("opening the store {location}"))?;
+            tracing::info!(store = %location, key_file = %key_file.display(), "session store open");
+            return Ok((Some(Arc::new(store)), None));
+        }
         None => default_store_path(env)
             .context("no place for the session store: set --store / DEPUTY_STORE (or HOME), or use --ephemeral")?,
     };
@@ -162,13 +199,29 @@ fn open_store(settings: &Settings, env: &Environment) -> anyhow::Result<(SharedS
     Ok((Some(Arc::new(store)), Some(path)))
 }
 
-/// This build has no store: every run is ephemeral, and asking for a file is an error.
+/// Connects to a database store. Start-up is synchronous and runs on the multi-threaded
+/// runtime, whose worker this blocks for the connection and the migrations: nothing else runs
+/// yet.
+#[cfg(feature = "session-store")]
+fn open_database(url: &str, key_file: &std::path::Path) -> anyhow::Result<crate::store::PostgresStore> {
+    let runtime = tokio::runtime::Handle::try_current().context("a database store needs the async runtime")?;
+    if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        anyhow::bail!("a database store is opened on the multi-threaded runtime");
+    }
+    let opening = crate::store::PostgresStore::open(url, key_file);
+    Ok(tokio::task::block_in_place(|| runtime.block_on(opening))?)
+}
+
+/// This build has no store: every run is ephemeral, and asking for one is an error.
 #[cfg(not(feature = "session-store"))]
-fn open_store(settings: &Settings, _env: &Environment) -> anyhow::Result<(SharedStore, Option<PathBuf>)> {
-    if let Some(path) = &settings.store {
+fn open_store(
+    settings: &Settings,
+    _env: &Environment,
+    _config: &StoreConfig,
+) -> anyhow::Result<(SharedStore, Option<PathBuf>)> {
+    if let Some(location) = &settings.store {
         anyhow::bail!(
-            "--store {} needs persistence, which this build of deputy does not include (feature session-store)",
-            path.display()
+            "--store {location} needs persistence, which this build of deputy does not include (feature session-store)"
         );
     }
     Ok((None, None))
@@ -186,7 +239,7 @@ impl AppState {
         let pool =
             mcp::McpPoolConfig { sandbox: config.sandbox.settings(settings.serves_http), ..config.mcp_pool.into() };
         let mcp = Arc::new(McpFactory::new(pool));
-        let (store, store_path) = open_store(settings, env)?;
+        let (store, store_path) = open_store(settings, env, &config.store)?;
         // The indexes live beside the store's file: `sessions.redb` → `sessions.memory/` and
         // `sessions.documents/`.
         let documents_dir = store_path.as_ref().map(|path| path.with_extension("documents"));

@@ -66,6 +66,12 @@ impl KeySealer {
     /// Reads the key file at `path`; `Ok(None)` if there is none.
     pub fn load(path: &Path) -> Result<Option<Self>, StoreError> {
         let refuse = |why: String| StoreError::Key { path: path.to_path_buf(), message: why };
+        if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            // Private, as the store's own directory (security review F9).
+            std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+                .create(parent)
+                .map_err(|err| refuse(format!("cannot create its directory: {err}")))?;
+        }
         let mut file = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
             Ok(file) => file,
             Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod browser;
+#[cfg(feature = "session-store")]
+pub mod database;
 pub mod deputy;
 pub mod http_deputy;
 pub mod mcp_servers;

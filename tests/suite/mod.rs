@@ -32,6 +32,8 @@ mod provider_contract;
 mod provider_openai;
 mod provider_rules;
 mod provider_wire;
+#[cfg(feature = "session-store")]
+mod replicas;
 #[cfg(target_os = "linux")]
 mod sandbox;
 mod schemas;

@@ -64,7 +64,7 @@ impl Inner {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(|error| StoreError::Backend(format!("PostgreSQL: {error}")))
+        self.pool.get().await.map_err(unreachable)
     }
 
     /// Runs `work` in one transaction (a read-only snapshot with `read_only`): committed when
@@ -92,6 +92,21 @@ impl Inner {
 
 /// Folds a driver error into the store's one backend variant, with the server's own message
 /// where it gave one.
+/// A connection the pool could not make, with its causes: "error connecting to server" alone
+/// does not say that the port refused or the password was wrong.
+fn unreachable(error: deadpool_postgres::PoolError) -> StoreError {
+    let mut message = format!("PostgreSQL: {error}");
+    let mut cause = std::error::Error::source(&error);
+    while let Some(error) = cause {
+        let text = error.to_string();
+        if !message.ends_with(&text) {
+            message.push_str(&format!(": {text}"));
+        }
+        cause = error.source();
+    }
+    StoreError::Backend(message)
+}
+
 fn backend(error: tokio_postgres::Error) -> StoreError {
     let detail = error.as_db_error().map_or_else(|| error.to_string(), |db| db.to_string());
     StoreError::Backend(format!("PostgreSQL: {detail}"))
@@ -131,7 +146,7 @@ impl PostgresStore {
             .max_size(POOL_SIZE)
             .build()
             .map_err(|error| StoreError::Backend(format!("PostgreSQL pool: {error}")))?;
-        let mut client = pool.get().await.map_err(|error| StoreError::Backend(format!("PostgreSQL: {error}")))?;
+        let mut client = pool.get().await.map_err(unreachable)?;
         schema::migrate(&mut client).await?;
         let sealer = write::bind_key(&client, key_file).await?;
         drop(client);

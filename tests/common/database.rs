@@ -1,0 +1,69 @@
+//! The machine's PostgreSQL for tests of a database store: a schema of its own per test on the
+//! database `DEPUTY_TEST_POSTGRES` names, dropped with it. `.ci/run` sets the variable (and
+//! fails when it cannot connect); without it these tests return at once, and one line on stderr
+//! says so.
+
+use std::io::Write;
+use std::sync::Once;
+
+/// The environment variable naming the test database.
+const DATABASE: &str = "DEPUTY_TEST_POSTGRES";
+
+/// A schema of the test database, and the URL that makes it a deputy store.
+pub struct TestDatabase {
+    config: tokio_postgres::Config,
+    pub schema: String,
+    /// `--store` for deputy: the test database with this schema as its search path.
+    pub url: String,
+}
+
+impl TestDatabase {
+    /// A fresh schema, or `None` when no test database is given.
+    pub async fn create() -> Option<Self> {
+        let Ok(base) = std::env::var(DATABASE) else {
+            static SAID: Once = Once::new();
+            SAID.call_once(|| {
+                // Straight to stderr, past the harness's capture: one line, whatever passes.
+                let _ =
+                    writeln!(std::io::stderr(), "the PostgreSQL replica tests were not run: {DATABASE} is not set");
+            });
+            return None;
+        };
+        let config: tokio_postgres::Config = base.parse().expect("DEPUTY_TEST_POSTGRES is a PostgreSQL URL");
+        let schema = format!("deputy_e2e_{}", uuid::Uuid::new_v4().simple());
+        connect(&config).await.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
+        let separator = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+        Some(Self { config, schema, url })
+    }
+
+    /// A client on this schema, to look at what deputy wrote.
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let mut scoped = self.config.clone();
+        scoped.options(format!("-c search_path={}", self.schema));
+        connect(&scoped).await
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let (config, schema) = (self.config.clone(), self.schema.clone());
+        // Drop runs outside async code; a thread of its own runs the statement.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let client = connect(&config).await;
+                // Bounded: a replica still holding a lock fails the drop rather than hang it.
+                let drop = format!("SET lock_timeout = '10s'; DROP SCHEMA {schema} CASCADE");
+                client.batch_execute(&drop).await.unwrap();
+            });
+        });
+        let _ = dropped.join();
+    }
+}
+
+async fn connect(config: &tokio_postgres::Config) -> tokio_postgres::Client {
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await.expect("connect to the test database");
+    tokio::spawn(connection);
+    client
+}

@@ -95,6 +95,7 @@ pub async fn long_running_service(
         .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
         .with_owners(owners(&state.tokens))
+        .with_lease_ttl(state.lease_ttl)
         .with_webhooks(state.webhooks.clone())
         .into_shared();
     service.start_idle_reaper();
@@ -138,6 +139,7 @@ pub fn live_service(settings: &Settings) -> anyhow::Result<Arc<LiveSessionServic
         .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
         .with_owners(owners(&state.tokens))
+        .with_lease_ttl(state.lease_ttl)
         .into_shared())
 }
 
@@ -155,6 +157,7 @@ pub fn stored_service(settings: &Settings, operation: &str) -> anyhow::Result<Ar
         .with_delegation(state.delegation)
         .with_remote_peers(state.remote)
         .with_owners(owners(&state.tokens))
+        .with_lease_ttl(state.lease_ttl)
         .into_shared())
 }
 

@@ -71,6 +71,8 @@ use crate::tools::mcp::{McpPoolSettings, McpServerConfig};
 /// [store]                             # with --store postgres://… (redb keeps its key beside it)
 /// key_file = "/etc/deputy/store.key"  # the key sealing secrets; every replica needs the same
 ///                                     # file (default: $XDG_DATA_HOME/deputy/postgres.key)
+/// lease_secs = 15                     # a turn's lease unrenewed: how long a dead replica's
+///                                     # sessions stay busy
 ///
 /// [policy]                            # what callers may do, whatever they ask (PolicyConfig)
 /// shell = "deny"                      # "allow" | "deny"; unset: stdio allows, HTTP denies
@@ -470,6 +472,20 @@ pub struct StoreConfig {
     /// The key file sealing the store's secrets. A redb store keeps its key beside its file; a
     /// database's replicas must all read the same key, so the operator places it.
     pub key_file: Option<PathBuf>,
+    /// How long a turn's lease lasts unrenewed: a replica that dies mid-turn holds its
+    /// sessions at most this long. Default 15.
+    pub lease_secs: Option<u64>,
+}
+
+impl StoreConfig {
+    /// `lease_secs`, at least one second.
+    pub fn lease_ttl(&self) -> anyhow::Result<std::time::Duration> {
+        match self.lease_secs {
+            None => Ok(std::time::Duration::from_secs(15)),
+            Some(0) => anyhow::bail!("[store] lease_secs must be at least 1"),
+            Some(secs) => Ok(std::time::Duration::from_secs(secs)),
+        }
+    }
 }
 
 /// The `[sessions]` section: bounds of the live set (see [`SessionLimits`]).

@@ -151,6 +151,8 @@ pub struct AppState {
     pub projection: Option<PathBuf>,
     /// The config file's `[[webhooks]]`, secrets read (`None`: none configured).
     pub webhooks: Option<Arc<Webhooks>>,
+    /// `[store] lease_secs`: how long a turn's lease lasts unrenewed, on a database.
+    pub lease_ttl: std::time::Duration,
 }
 
 /// `$XDG_DATA_HOME/deputy/sessions.redb`, else `~/.local/share/deputy/sessions.redb`.
@@ -259,7 +261,21 @@ impl AppState {
         }
         let (inbox, delegation) = (config.inbox.limits(), config.delegation.limits());
         let webhooks = webhooks(&config, env, store.is_some())?;
-        Ok(Self { factory, store, memory, mcp, limits, tokens, inbox, delegation, remote, projection, webhooks })
+        let lease_ttl = config.store.lease_ttl()?;
+        Ok(Self {
+            factory,
+            store,
+            memory,
+            mcp,
+            limits,
+            tokens,
+            inbox,
+            delegation,
+            remote,
+            projection,
+            webhooks,
+            lease_ttl,
+        })
     }
 }
 

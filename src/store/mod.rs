@@ -18,6 +18,7 @@ mod codec;
 #[cfg(test)]
 #[cfg(feature = "session-store")]
 mod contract;
+pub mod lease;
 #[cfg(feature = "session-store")]
 mod postgres;
 #[cfg(feature = "session-store")]
@@ -38,6 +39,8 @@ pub use postgres::PostgresStore;
 pub use redb::RedbStore;
 #[cfg(feature = "session-store")]
 pub use rules::ARCHIVED_EVENT;
+
+pub use lease::{LeaseGrant, Standing, TurnLeases};
 
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId};
@@ -65,6 +68,10 @@ pub struct SaveRequest {
     pub events: Vec<StoredEvent>,
     /// Memories to keep with this save (a compaction's passages); ids are given by the store.
     pub memories: Vec<MemoryRecord>,
+    /// The lease epoch the saving actor holds (or loaded the session at), on a store with
+    /// [`TurnLeases`]: the save is refused ([`StoreError::Fenced`]) unless it is the lease's
+    /// current one. `None`: unfenced (a store one process owns, a session's first save).
+    pub fence: Option<u64>,
 }
 
 impl SaveRequest {
@@ -78,6 +85,7 @@ impl SaveRequest {
             delivered: Vec::new(),
             events: Vec::new(),
             memories: Vec::new(),
+            fence: None,
         }
     }
 }
@@ -194,6 +202,13 @@ pub enum StoreError {
     /// A save of a session that was archived meanwhile; archiving is final, so it is refused.
     #[error("session {0} is archived: its history can be read, but it takes no more turns")]
     Archived(String),
+    /// A save fenced by a lease epoch that is no longer the lease's: another process took the
+    /// session's lease since, so this copy of the session is behind and must not commit.
+    #[error(
+        "session {id} moved on elsewhere: its turn lease is at epoch {current}, this save holds {fence}; it was \
+         not saved, and the session continues from the store"
+    )]
+    Fenced { id: String, fence: u64, current: u64 },
     #[error("{0}")]
     Backend(String),
 }
@@ -290,6 +305,12 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
     /// Whether the store answers: one read transaction, opened and dropped, whatever it holds
     /// (`/readyz` must not cost more with more sessions).
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The store's turn leases, when several processes may share it (a database). A store
+    /// one process owns has none: the actor's turn lock is enough.
+    fn leases(&self) -> Option<&dyn TurnLeases> {
+        None
+    }
 }
 
 /// The store a service uses, if any. `None` means ephemeral: a build without the

@@ -95,3 +95,102 @@ async fn an_unreachable_database_is_a_clear_error_without_its_password() {
     assert!(stderr.contains("postgres://deputy:***@127.0.0.1:1/none") && stderr.contains("refused"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+/// `count` replicas of one deputy on `database`: each its own process, port and mock
+/// provider; one key file and one workspace (`shared`), as replicas of one service have.
+async fn replicas(database: &TestDatabase, shared: &std::path::Path, count: usize) -> Vec<HttpDeputy> {
+    let config = key_config(shared);
+    let extra = ["--store", database.url.as_str(), "--max-requests-per-subject", "2000"];
+    let workspace = [("DEPUTY_WORKSPACE", shared.to_str().unwrap())];
+    let mut replicas = Vec::with_capacity(count);
+    for _ in 0..count {
+        replicas.push(HttpDeputy::start_with_config(&config, &extra, &workspace).await);
+    }
+    replicas
+}
+
+/// `GET /v1/sessions/ID` on `deputy`, waiting up to `wait_ms` for a running turn.
+async fn read(deputy: &HttpDeputy, id: &str, wait_ms: u64) -> serde_json::Value {
+    let (status, view) =
+        deputy.rest(None, Method::GET, &format!("/v1/sessions/{id}?wait_ms={wait_ms}"), None).await;
+    assert_eq!(status, 200, "{view}");
+    view
+}
+
+#[tokio::test]
+async fn a_thousand_concurrent_turns_on_one_session_across_three_replicas_make_one_winner() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let replicas = replicas(&database, shared.path(), 3).await;
+    replicas[0].mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let id = replicas[0].create_session("hi").await;
+
+    // Whichever replica wins holds its turn until the gates open.
+    let gates: Vec<_> = replicas
+        .iter()
+        .map(|replica| replica.mock.push_held(MockResponse::sse(anthropic::text(&["won"])), 0))
+        .collect();
+    let turns = (0..1000).map(|n| {
+        let replica = &replicas[n % replicas.len()];
+        let path = format!("/v1/sessions/{id}/turns");
+        async move {
+            replica
+                .rest(None, Method::POST, &path, Some(json!({"prompt": format!("turn {n}"), "wait_ms": 0})))
+                .await
+        }
+    });
+    let answers = futures::future::join_all(turns).await;
+    let busy = answers.iter().filter(|(status, body)| *status == 409 && body["code"] == "SESSION_BUSY").count();
+    let won: Vec<_> = answers.iter().filter(|(status, _)| (200..300).contains(status)).collect();
+    assert_eq!((won.len(), busy), (1, 999), "one winner, the rest busy: {:?}", &answers[..answers.len().min(5)]);
+
+    // Every replica sees the turn running where it runs.
+    for replica in &replicas {
+        let view = read(replica, &id, 0).await;
+        assert_eq!(
+            (view["state"]["status"].as_str(), view["state"]["running_turn"].as_u64()),
+            (Some("running"), Some(2)),
+            "{view}"
+        );
+    }
+    for gate in &gates {
+        gate.open();
+    }
+    // Done everywhere: two turns, the second the winner's.
+    for replica in &replicas {
+        let mut view = read(replica, &id, 5_000).await;
+        for _ in 0..200 {
+            if view["state"]["status"] == "idle" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            view = read(replica, &id, 1_000).await;
+        }
+        assert_eq!(view["state"]["turns"], 2, "{view}");
+        assert_eq!(view["state"]["last_turn"]["text"], "won", "{view}");
+    }
+
+    // The next turn runs on any replica, from where the store stands (the losers' held
+    // answers never went out).
+    for replica in &replicas {
+        replica.mock.clear_queue();
+    }
+    for (n, replica) in replicas.iter().enumerate() {
+        replica.mock.push(MockResponse::sse(anthropic::text(&[&format!("next {n}")])));
+        let (status, turn) = replica
+            .rest(
+                None,
+                Method::POST,
+                &format!("/v1/sessions/{id}/turns"),
+                Some(json!({"prompt": format!("next {n}")})),
+            )
+            .await;
+        assert_eq!((status, turn["text"].as_str()), (200, Some(format!("next {n}").as_str())), "{turn}");
+        let sent = replica.mock.requests().last().unwrap().body.to_string();
+        assert!(sent.contains("won"), "replica {n} continued from the store: {sent}");
+        if n > 0 {
+            assert!(sent.contains(&format!("next {}", n - 1)), "replica {n} saw the turn before it: {sent}");
+        }
+    }
+    assert_eq!(read(&replicas[1], &id, 0).await["state"]["turns"], 5);
+}

@@ -41,9 +41,11 @@ use crate::model::{AgentSpec, RewindResult, RunResult, SessionRecord, SessionSta
 use crate::policy::Grants;
 use crate::store::{SharedStore, StoreError, StoredInbox, StoredMail};
 
+mod lease;
 mod shared;
 mod task;
 
+pub use lease::{HeldLease, Leasing};
 use shared::Shared;
 use task::{run, supervised};
 
@@ -111,6 +113,9 @@ pub struct Snapshot {
 pub struct Keep {
     pub store: SharedStore,
     pub memory: SharedMemory,
+    /// The lease epoch the session was loaded at (0: never leased), on a store several
+    /// processes share: its saves are fenced by it until a turn takes the lease.
+    pub fence: u64,
 }
 
 /// A won turn lock: the turn's cancel token and its number.
@@ -145,6 +150,7 @@ impl SessionHandle {
             mailbox,
             Journal::open(&record, keep.store.is_none()),
             agent.ledger(),
+            (keep.fence, record.event_seq),
         ));
         let (commands, receiver) = mpsc::channel(4);
         let actor = run(agent, record, keep, receiver, shared.clone());
@@ -211,6 +217,24 @@ impl SessionHandle {
     /// the lock was taken, e.g. answers that do not match the pending calls).
     pub fn abandon_turn(&self) {
         self.shared.abandon_turn();
+    }
+
+    /// Keeps a won turn's lease (on a store several processes share) until its lock is
+    /// released; the turn's saves carry its epoch.
+    pub fn hold_lease(&self, lease: HeldLease) {
+        self.shared.hold_lease(lease);
+    }
+
+    /// Whether this copy holds what the store holds, as a lease's grant gives the stored
+    /// journal watermark.
+    pub fn is_current(&self, stored_event_seq: Option<u64>) -> bool {
+        self.shared.is_current(stored_event_seq)
+    }
+
+    /// Gives up this copy from under the turn lock the caller won: the store moved on
+    /// elsewhere. The service then drops it from the live map and loads the session again.
+    pub fn discard(&self) -> bool {
+        self.shared.discard()
     }
 
     /// Hands a won turn to the actor; the result arrives on the returned channel.

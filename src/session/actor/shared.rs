@@ -1,6 +1,7 @@
 //! What the handle and the actor share, readable without waiting: above all the turn lock,
 //! whose states are one type behind one mutex ([`TurnLock`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::Utc;
@@ -8,6 +9,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::lease::HeldLease;
 use super::{TurnTicket, archived_error};
 use crate::agent::{FullOutputs, Journal, Ledger, Mailbox};
 use crate::error::SessionError;
@@ -36,6 +38,12 @@ pub(super) struct Shared {
     pub(super) journal: Journal,
     /// The agent's delegation ledger: the service carves children's budgets from it.
     pub(super) ledger: Arc<Ledger>,
+    /// The lease epoch this copy of the session saves under, on a store several processes
+    /// share (`store::lease`): the epoch it was loaded at, then each turn's.
+    fence: AtomicU64,
+    /// The journal watermark of the last save this copy made (or loaded): a lease's grant
+    /// with another one means the store moved on without it.
+    saved_seq: AtomicU64,
 }
 
 /// The turn lock and the two facts that decide whether it may be taken, under one mutex so
@@ -49,6 +57,8 @@ struct TurnLock {
     /// The last save failed: the store is behind the actor, so the session must stay live
     /// (unloading it would lose what only the actor holds) until a save succeeds.
     unsaved: bool,
+    /// The running turn's lease, on a store several processes share: released with the lock.
+    lease: Option<HeldLease>,
 }
 
 #[derive(Debug, Default)]
@@ -71,8 +81,11 @@ impl Shared {
         mailbox: Arc<Mailbox>,
         journal: Journal,
         ledger: Arc<Ledger>,
+        (fence, saved_seq): (u64, u64),
     ) -> Self {
         Self {
+            fence: AtomicU64::new(fence),
+            saved_seq: AtomicU64::new(saved_seq),
             lock: Mutex::default(),
             view: watch::Sender::new(view),
             stopped: CancellationToken::new(),
@@ -195,11 +208,53 @@ impl Shared {
         *self.last_used.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Releases the lock a turn or compaction held (an unloaded session keeps it for good).
+    /// Releases the lock a turn or compaction held (an unloaded session keeps it for good),
+    /// and with it the turn's lease.
     pub(super) fn end_turn(&self) {
         let mut lock = self.lock();
         if matches!(lock.turn, Turn::Running(_)) {
             lock.turn = Turn::Idle;
         }
+        let lease = lock.lease.take();
+        drop(lock);
+        drop(lease);
+    }
+
+    /// Keeps the running turn's lease until the turn lock is released; its epoch fences the
+    /// saves from now on. A lease for a turn that already ended is released at once.
+    pub(super) fn hold_lease(&self, lease: HeldLease) {
+        let mut lock = self.lock();
+        if matches!(lock.turn, Turn::Running(_)) {
+            self.fence.store(lease.epoch(), Ordering::Release);
+            lock.lease = Some(lease);
+        }
+    }
+
+    /// The lease epoch saves carry (see [`Shared::fence`]).
+    pub(super) fn fence(&self) -> u64 {
+        self.fence.load(Ordering::Acquire)
+    }
+
+    /// Whether this copy holds what the store holds: its last save's watermark is the
+    /// stored one (a session not stored yet is current by definition).
+    pub(super) fn is_current(&self, stored_seq: Option<u64>) -> bool {
+        stored_seq.is_none_or(|stored| stored == self.saved_seq.load(Ordering::Acquire))
+    }
+
+    /// Notes a save's watermark (see [`Shared::is_current`]).
+    pub(super) fn saved(&self, event_seq: u64) {
+        self.saved_seq.store(event_seq, Ordering::Release);
+    }
+
+    /// Gives up this copy from under a turn lock its caller holds: the store moved on
+    /// elsewhere, so the copy is unloaded for good and the session is loaded again. Whatever
+    /// this copy did not save is lost, as it would be if its process had died.
+    pub(super) fn discard(&self) -> bool {
+        let mut lock = self.lock();
+        if lock.closing || !matches!(lock.turn, Turn::Running(_)) {
+            return false;
+        }
+        lock.turn = Turn::Unloaded;
+        true
     }
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::Keep;
 use super::shared::Shared;
 use super::{Command, TurnReply, may_auto_turn};
-use crate::agent::{Agent, AgentEvent, EventSink, Journal, Mailbox, TurnInput};
+use crate::agent::{Agent, AgentEvent, EventSink, TurnInput};
 #[cfg(feature = "session-compaction")]
 use crate::error::ErrorKind;
 use crate::error::SessionError;
@@ -248,7 +248,7 @@ async fn finish(
     }
     record.updated_at = Utc::now();
     record.event_seq = shared.journal.next_seq();
-    let saved = save(keep, agent, record, &shared.journal, &shared.mailbox).await;
+    let saved = save(keep, agent, record, shared).await;
     shared.set_unsaved(saved.is_err());
     shared.view.send_replace(record.view(SessionStatus::Idle, None));
     shared.touch();
@@ -260,13 +260,8 @@ async fn finish(
 
 /// Writes what changed since the last save. On failure nothing is marked saved, so the next
 /// save writes it again: a failed save loses nothing while the session stays live.
-async fn save(
-    keep: &Keep,
-    agent: &mut Agent,
-    record: &SessionRecord,
-    journal: &Journal,
-    mailbox: &Mailbox,
-) -> Result<(), StoreError> {
+async fn save(keep: &Keep, agent: &mut Agent, record: &SessionRecord, shared: &Shared) -> Result<(), StoreError> {
+    let (journal, mailbox) = (&shared.journal, &shared.mailbox);
     let events = journal.unsaved();
     let delivered = mailbox.delivered_unsaved();
     let Some(store) = &keep.store else {
@@ -286,10 +281,12 @@ async fn save(
         delivered,
         events,
         memories: recollections_of(record, agent.unsaved_recollections()),
+        fence: store.leases().map(|_| shared.fence()),
     };
     let saved_events = request.events.len();
     let kept_memories = !request.memories.is_empty();
     store.save(request).await?;
+    shared.saved(record.event_seq);
     agent.mark_saved();
     mailbox.mark_delivered_saved(delivered_count);
     journal.mark_saved(saved_events);

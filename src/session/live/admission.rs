@@ -203,9 +203,15 @@ impl LiveSessionService {
             let save = SaveRequest::new(record.clone(), 0, history);
             store.save(save).await?;
         }
-        let handle = self.spawn(agent, record, StoredInbox::default(), factory, grants);
-        // Nobody else knows the id yet, so the first turn always wins the lock.
+        let handle = self.spawn(agent, record, StoredInbox::default(), factory, grants, 0);
+        // Nobody else knows the id yet, so the first turn always wins the lock, and its lease.
         let ticket = handle.try_begin_turn()?;
+        if let super::lease::Leased::Stale(grant) = self.lease_turn(&handle, &ticket, None).await? {
+            self.release_lease(&id, grant).await;
+            return Err(SessionError::store(format!(
+                "session {id} was changed by another process as it was created"
+            )));
+        }
         self.register_new(&handle)?;
         drop(delegating);
         drop(naming);

@@ -131,6 +131,11 @@ impl LiveSessionService {
             Lookup::Absent(archives_committed) => archives_committed,
         };
         let Some(store) = &self.store else { return Err(SessionError::not_found(id.clone())) };
+        // Before the record: a turn that commits in between is then fenced out or seen.
+        let fence = match store.leases() {
+            Some(leases) => leases.epoch(id).await?,
+            None => 0,
+        };
         let record = store.record(id).await?.ok_or_else(|| SessionError::not_found(id.clone()))?;
         if record.archived {
             return Err(archived(id));
@@ -157,7 +162,7 @@ impl LiveSessionService {
         let inbox = store.inbox(id).await?;
         let agent =
             factory.restore_agent(record.agent.clone(), record.restored_state(history), grants, &audit).await?;
-        let handle = self.spawn(agent, record, inbox, factory, grants);
+        let handle = self.spawn(agent, record, inbox, factory, grants, fence);
         loop {
             {
                 let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);

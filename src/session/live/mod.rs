@@ -10,7 +10,8 @@
 //!   racing an archive;
 //! - [`hibernation`]: the bounded live set (idle reaper, `max_live`), unload and resume;
 //! - [`admission`]: who may use a session, what a new one must be, and creating it;
-//! - [`turn`]: a caller's turn or compaction, and waiting for it;
+//! - [`turn`]: a caller's turn or compaction, and waiting for it; [`lease`]: the turn lease
+//!   that makes a turn exclusive across the processes sharing a database;
 //! - [`archive`] and [`listing`];
 //! - [`contexts`]: the context a session runs with when no caller brings one;
 //! - [`comms`]: inboxes, names, peers and `send`; [`delegation`]: children, their budgets, caps,
@@ -25,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::SessionService;
-use super::actor::{Keep, Provenance, SessionHandle};
+use super::actor::{Keep, Leasing, Provenance, SessionHandle};
 use super::types::*;
 use crate::agent::{Agent, AgentFactory, InboxLimits, MailQuota};
 use crate::caller::Caller;
@@ -96,6 +97,8 @@ pub struct LiveSessionService {
     server_context_for_unknown: bool,
     /// The `[[webhooks]]` the process delivers to, for `webhooks/status`.
     webhooks: Option<Arc<Webhooks>>,
+    /// This process's name and lease length on a store several processes share.
+    leasing: Leasing,
 }
 
 /// Announcements a slow listener of [`SessionService::changes`] may fall behind by before it
@@ -128,7 +131,15 @@ impl LiveSessionService {
             contexts: contexts::Contexts::default(),
             server_context_for_unknown: true,
             webhooks: None,
+            leasing: Leasing::for_this_process(Leasing::DEFAULT_TTL),
         }
+    }
+
+    /// The same service holding turn leases for `ttl` (`[store] lease_secs`), on a store
+    /// several processes share.
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.leasing.ttl = ttl;
+        self
     }
 
     /// The same service answering `webhooks/status` for `webhooks` (the server delivers them).
@@ -203,6 +214,7 @@ impl LiveSessionService {
         inbox: StoredInbox,
         factory: &Arc<AgentFactory>,
         grants: &Grants,
+        fence: u64,
     ) -> SessionHandle {
         self.connect_tools(&agent);
         let inbox = (self.inbox_limits, inbox, self.mail_quota(&record.owner));
@@ -211,7 +223,7 @@ impl LiveSessionService {
         SessionHandle::spawn(
             agent,
             record,
-            Keep { store: self.store.clone(), memory: self.memory.clone() },
+            Keep { store: self.store.clone(), memory: self.memory.clone(), fence },
             &self.actors,
             self.changes.clone(),
             inbox,
@@ -276,10 +288,17 @@ impl SessionService for LiveSessionService {
     }
 
     async fn read(&self, id: &SessionId, wait: Option<Duration>) -> Result<SessionView, SessionError> {
-        let Some(handle) = self.live(id) else {
+        let (live, elsewhere) = self.current_copy(id).await?;
+        let Some(handle) = live else {
             let Some(store) = &self.store else { return Err(SessionError::not_found(id.clone())) };
             let record = store.record(id).await?.ok_or_else(|| SessionError::not_found(id.clone()))?;
-            let mut view = record.view(record.resting_status(), None);
+            let mut view = match elsewhere {
+                // A turn runs in another process sharing the store.
+                Some(standing) if self.leased_elsewhere(&standing) && !record.archived => {
+                    record.view(crate::model::SessionStatus::Running, Some(record.turns + 1))
+                }
+                _ => record.view(record.resting_status(), None),
+            };
             let inbox = store.inbox(id).await?;
             view.state.inbox.waiting = inbox.waiting.len();
             view.state.inbox.oldest_at = inbox.waiting.first().map(|message| message.at);
@@ -451,6 +470,7 @@ pub(super) mod delegation;
 mod feed;
 mod gauges;
 mod hibernation;
+mod lease;
 mod listing;
 mod memory;
 mod registry;

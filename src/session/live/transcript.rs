@@ -153,7 +153,7 @@ impl LiveSessionService {
             let save = SaveRequest { events, ..SaveRequest::new(record.clone(), 0, history) };
             store.save(save).await?;
         }
-        let handle = self.spawn(agent, record, StoredInbox::default(), factory, grants);
+        let handle = self.spawn(agent, record, StoredInbox::default(), factory, grants, 0);
         self.register_new(&handle)?;
         self.announce_new(factory, &id).await;
         self.with_tree(handle.view()).await

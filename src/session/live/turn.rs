@@ -8,6 +8,7 @@ use tokio::sync::oneshot;
 
 use super::LiveSessionService;
 use super::admission::require_prompt;
+use super::lease::Leased;
 use crate::agent::factory::output_contract;
 use crate::agent::pending::resolve;
 use crate::agent::{AgentFactory, EventSink, TurnInput};
@@ -35,9 +36,7 @@ impl LiveSessionService {
         }
         // Compiled once, before the turn is even locked: a bad schema changes nothing.
         let output = output_contract(request.output_schema, request.structured_output_retries)?;
-        let (handle, ticket) = self
-            .with_handle(factory, grants, id, async |handle| Ok((handle.clone(), handle.try_begin_turn()?)))
-            .await?;
+        let (handle, ticket) = self.begin_turn(factory, grants, id).await?;
         // Checked under the turn lock, against the view the last turn published: nobody can
         // answer the same calls in between. A refusal changes nothing.
         let waiting = handle.view().state.pending;
@@ -50,6 +49,35 @@ impl LiveSessionService {
         };
         let input = TurnInput { prompt: Some(request.prompt), resolution, output, trace: None };
         self.drive_turn(&handle, ticket, input, request.options).await
+    }
+
+    /// Wins the session's turn: this process's turn lock, then, on a store several processes
+    /// share, the session's lease (see [`super::lease`]). A copy found behind the store is
+    /// loaded again under the lease already taken.
+    async fn begin_turn(
+        &self,
+        factory: &Arc<AgentFactory>,
+        grants: &Grants,
+        id: &SessionId,
+    ) -> Result<(SessionHandle, TurnTicket), SessionError> {
+        let mut granted = None;
+        loop {
+            let won = self
+                .with_handle(factory, grants, id, async |handle| Ok((handle.clone(), handle.try_begin_turn()?)));
+            let (handle, ticket) = match won.await {
+                Ok(won) => won,
+                Err(error) => {
+                    if let Some(grant) = granted {
+                        self.release_lease(id, grant).await;
+                    }
+                    return Err(error);
+                }
+            };
+            match self.lease_turn(&handle, &ticket, granted.take()).await? {
+                Leased::Held => return Ok((handle, ticket)),
+                Leased::Stale(grant) => granted = Some(grant),
+            }
+        }
     }
 
     /// `compact`; a session that is not live is resumed with `factory`.

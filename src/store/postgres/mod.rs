@@ -29,6 +29,7 @@ use crate::store::{
     StoredListQuery, StoredMail, StoredPage, StoredPeer,
 };
 
+mod lease;
 mod read;
 mod schema;
 mod write;
@@ -263,6 +264,11 @@ impl SessionStore for PostgresStore {
             self.inner.client().await?.execute("SELECT 1", &[]).await.map_err(backend)?;
             Ok(())
         })
+    }
+
+    /// Any number of replicas may open one database.
+    fn leases(&self) -> Option<&dyn crate::store::TurnLeases> {
+        Some(self)
     }
 }
 

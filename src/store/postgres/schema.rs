@@ -61,6 +61,17 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE delegated (child_id text COLLATE "C" PRIMARY KEY, parent_id text COLLATE "C" NOT NULL);
     CREATE TABLE memories (id bigint PRIMARY KEY, owner text COLLATE "C" NOT NULL, body bytea NOT NULL);
     "#,
+    // 2: turn leases across replicas (`store::lease`), and each session's journal watermark in
+    // the clear, so a lease's grant says whether a replica's copy is behind.
+    r#"
+    ALTER TABLE sessions ADD COLUMN event_seq bigint NOT NULL DEFAULT 0;
+    CREATE TABLE turn_leases (
+        session_id text COLLATE "C" PRIMARY KEY,
+        holder text NOT NULL,
+        epoch bigint NOT NULL,
+        expires_at timestamptz NOT NULL
+    );
+    "#,
 ];
 
 /// Advisory lock keys: one for migrations, one that orders the journal's commits.

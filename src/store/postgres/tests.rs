@@ -85,3 +85,44 @@ async fn a_newer_schema_or_another_key_is_refused_at_open() {
     let refused = PostgresStore::open_with(scoped, &key_file).await.unwrap_err();
     assert!(refused.to_string().contains("newer than this deputy"), "{refused}");
 }
+
+/// The turn lease: one holder at a time, a new epoch per take, renewals only by the holder of
+/// the current epoch, and saves fenced by it: a holder that lost its lease cannot commit.
+#[tokio::test]
+async fn a_lease_has_one_holder_and_fences_the_saves_of_a_lost_one() {
+    use std::time::Duration;
+
+    use crate::store::{SaveRequest, SessionStore, StoreError, TurnLeases};
+
+    let Some((_schema, store)) = open().await else { return };
+    let record = crate::store::contract::record(1, 0);
+    let id = record.session_id.clone();
+    store.save(SaveRequest::new(record.clone(), 0, Vec::new())).await.unwrap();
+    assert_eq!(store.epoch(&id).await.unwrap(), 0);
+
+    let ttl = Duration::from_millis(300);
+    let first = store.take(&id, "a", ttl).await.unwrap().expect("a free lease is taken");
+    assert_eq!((first.epoch, first.stored_event_seq), (1, Some(record.event_seq)));
+    assert_eq!(store.take(&id, "b", ttl).await.unwrap(), None, "held: busy at once");
+    assert!(store.renew(&id, "a", 1, ttl).await.unwrap());
+    assert!(!store.renew(&id, "b", 1, ttl).await.unwrap(), "only the holder renews");
+    let standing = store.standing(&id).await.unwrap().unwrap();
+    assert_eq!(standing.holder.as_deref(), Some("a"));
+    let fenced = |epoch| SaveRequest { fence: Some(epoch), ..SaveRequest::new(record.clone(), 0, Vec::new()) };
+    store.save(fenced(1)).await.expect("the holder commits");
+
+    // The holder pauses past its lease; another takes it.
+    tokio::time::sleep(ttl + Duration::from_millis(100)).await;
+    let second = store.take(&id, "b", ttl).await.unwrap().expect("an expired lease is taken");
+    assert_eq!(second.epoch, 2);
+    assert!(!store.renew(&id, "a", 1, ttl).await.unwrap(), "a lost lease is not renewed");
+    let refused = store.save(fenced(1)).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Fenced { fence: 1, current: 2, .. }), "{refused}");
+    store.save(fenced(2)).await.expect("the new holder commits");
+
+    // Released: taken again at once, by anyone, with the next epoch.
+    store.release(&id, "b", 2).await.unwrap();
+    assert_eq!(store.standing(&id).await.unwrap().unwrap().holder, None);
+    assert_eq!(store.take(&id, "a", ttl).await.unwrap().map(|grant| grant.epoch), Some(3));
+    assert_eq!(store.epoch(&id).await.unwrap(), 3);
+}

@@ -40,9 +40,11 @@ async fn put_record(
     let updated_ms = int(crate::model::view::updated_ms(record.updated_at));
     transaction
         .execute(
-            "INSERT INTO sessions (id, owner, archived, updated_ms, record, summary) VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO sessions (id, owner, archived, updated_ms, record, summary, event_seq)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, archived = EXCLUDED.archived,
-                 updated_ms = EXCLUDED.updated_ms, record = EXCLUDED.record, summary = EXCLUDED.summary",
+                 updated_ms = EXCLUDED.updated_ms, record = EXCLUDED.record, summary = EXCLUDED.summary,
+                 event_seq = EXCLUDED.event_seq",
             &[
                 &record.session_id.as_str(),
                 &record.owner,
@@ -50,6 +52,7 @@ async fn put_record(
                 &updated_ms,
                 &inner.encode(record)?,
                 &summary,
+                &int(record.event_seq),
             ],
         )
         .await
@@ -77,8 +80,11 @@ pub(super) async fn save(inner: &Inner, save: SaveRequest) -> Result<(), StoreEr
 }
 
 async fn save_in(inner: &Inner, transaction: &Transaction<'_>, save: &SaveRequest) -> Result<(), StoreError> {
-    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events, memories } = save;
+    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events, memories, fence } = save;
     let id = record.session_id.as_str();
+    if let Some(fence) = fence {
+        super::lease::check_fence(transaction, id, *fence).await?;
+    }
     let stored = locked_record(inner, transaction, id).await?;
     let plan = SavePlan::check(stored.as_ref(), save)?;
 

@@ -18,7 +18,8 @@ use crate::store::{SaveRequest, StoreError, StoredMail};
 
 /// Writes one save inside an open write transaction, as [`SavePlan::check`] allows.
 pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
-    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events, memories } = save;
+    // One process owns a redb file: its actors' turn locks are the only lease, so no fence.
+    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events, memories, fence: _ } = save;
     let id = record.session_id.as_str();
     {
         let mut records = write.open_table(RECORDS).map_err(backend)?;

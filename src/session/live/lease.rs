@@ -1,0 +1,121 @@
+//! The turn lease (`store::lease`) on a store several processes share: a turn that won this
+//! process's turn lock also takes the session's lease in the database, or answers
+//! `SESSION_BUSY` at once. A replica whose copy of the session is behind the store (another
+//! replica ran turns since) drops it and loads the session again before the turn.
+
+use std::sync::PoisonError;
+
+use super::LiveSessionService;
+use super::registry::Slot;
+use crate::error::SessionError;
+use crate::ids::SessionId;
+use crate::session::actor::{HeldLease, SessionHandle, TurnTicket};
+use crate::store::{LeaseGrant, Standing};
+
+/// What taking the lease for a won turn lock came to.
+pub(super) enum Leased {
+    /// The turn may run: the lease is held (or the store needs none).
+    Held,
+    /// The lease is taken, but this copy is behind the store: it was discarded, and the
+    /// caller loads the session again and runs the turn with `grant`.
+    Stale(LeaseGrant),
+}
+
+impl LiveSessionService {
+    /// Takes the session's lease for the turn whose lock `ticket` is, when the store is
+    /// shared. With `granted` (taken before this copy was loaded, so the copy is current),
+    /// holds that one. Busy: the turn lock is given back and the caller gets `SESSION_BUSY`.
+    pub(super) async fn lease_turn(
+        &self,
+        handle: &SessionHandle,
+        ticket: &TurnTicket,
+        granted: Option<LeaseGrant>,
+    ) -> Result<Leased, SessionError> {
+        let Some(store) = &self.store else { return Ok(Leased::Held) };
+        let Some(leases) = store.leases() else { return Ok(Leased::Held) };
+        let id = handle.id();
+        let grant = match granted {
+            Some(grant) => grant,
+            None => {
+                let taken = leases.take(id, &self.leasing.holder, self.leasing.ttl).await;
+                match taken {
+                    Ok(Some(grant)) if handle.is_current(grant.stored_event_seq) => grant,
+                    Ok(Some(grant)) => {
+                        tracing::info!(session_id = %id, epoch = grant.epoch, "the session moved on in another process; loading it again");
+                        self.drop_copy(id, handle).await;
+                        return Ok(Leased::Stale(grant));
+                    }
+                    Ok(None) => {
+                        handle.abandon_turn();
+                        return Err(SessionError::Busy(id.clone()));
+                    }
+                    Err(error) => {
+                        handle.abandon_turn();
+                        return Err(error.into());
+                    }
+                }
+            }
+        };
+        let lease = HeldLease::start(store.clone(), id.clone(), &self.leasing, grant.epoch, ticket.cancel.clone());
+        handle.hold_lease(lease);
+        Ok(Leased::Held)
+    }
+
+    /// The live copy a read may answer from: on a store several processes share, only one
+    /// running a turn here or holding what the store holds with no turn elsewhere. A copy
+    /// behind the store is unloaded (when idle), and the read answers from the store, with
+    /// where the session stands there.
+    pub(super) async fn current_copy(
+        &self,
+        id: &SessionId,
+    ) -> Result<(Option<SessionHandle>, Option<Standing>), SessionError> {
+        let live = self.live(id);
+        let Some(leases) = self.store.as_ref().and_then(|store| store.leases()) else { return Ok((live, None)) };
+        if live.as_ref().is_some_and(SessionHandle::is_busy) {
+            return Ok((live, None));
+        }
+        let standing = leases.standing(id).await?;
+        match (live, standing) {
+            (Some(handle), Some(standing))
+                if self.leased_elsewhere(&standing) || !handle.is_current(Some(standing.event_seq)) =>
+            {
+                self.unload(id, &handle, "behind the store").await;
+                Ok((None, Some(standing)))
+            }
+            (live, standing) => Ok((live, standing)),
+        }
+    }
+
+    /// Whether another process holds the session's lease: a turn runs there.
+    pub(super) fn leased_elsewhere(&self, standing: &Standing) -> bool {
+        standing.holder.as_deref().is_some_and(|holder| holder != &*self.leasing.holder)
+    }
+
+    /// Gives back a lease taken for a turn that will not run.
+    pub(super) async fn release_lease(&self, id: &SessionId, grant: LeaseGrant) {
+        if let Some(leases) = self.store.as_ref().and_then(|store| store.leases())
+            && let Err(error) = leases.release(id, &self.leasing.holder, grant.epoch).await
+        {
+            tracing::warn!(session_id = %id, "releasing an unused turn lease: {error}; it expires on its own");
+        }
+    }
+
+    /// Drops a copy that is behind the store, from under the turn lock the caller holds: out
+    /// of the live map, its actor stopped. The next lookup loads the session from the store.
+    async fn drop_copy(&self, id: &SessionId, handle: &SessionHandle) {
+        if !handle.discard() {
+            // An archive began meanwhile: the copy stays for it, and the turn is refused there.
+            handle.abandon_turn();
+            return;
+        }
+        {
+            let mut registry = self.registry.write().unwrap_or_else(PoisonError::into_inner);
+            if let Some(Slot::Live(current)) = registry.sessions.get(id)
+                && current.same_actor(handle)
+            {
+                registry.sessions.remove(id);
+            }
+        }
+        handle.stop().await;
+    }
+}

@@ -1,0 +1,147 @@
+//! Turn leases in PostgreSQL (`store::lease`): one row per session, `turn_leases`, each
+//! statement a short transaction of its own. Times are the database's clock
+//! (`clock_timestamp()`), so replicas' clocks never need to agree.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio_postgres::Transaction;
+
+use super::{PostgresStore, backend, int, uint};
+use crate::ids::SessionId;
+use crate::store::{LeaseGrant, Standing, StoreError, TurnLeases};
+
+/// A lease's length in whole milliseconds, as the statements take it.
+fn millis(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl TurnLeases for PostgresStore {
+    fn take<'a>(
+        &'a self,
+        id: &'a SessionId,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Option<LeaseGrant>, StoreError>> {
+        Box::pin(async move {
+            self.inner
+                .in_transaction(false, async |transaction| {
+                    // Taken when free or expired: one statement, so of two takers exactly one
+                    // wins (the other waits on the row, then finds it unexpired).
+                    let taken = transaction
+                        .query_opt(
+                            "INSERT INTO turn_leases (session_id, holder, epoch, expires_at)
+                             VALUES ($1, $2, 1, clock_timestamp() + $3::float8 * interval '1 millisecond')
+                             ON CONFLICT (session_id) DO UPDATE SET holder = EXCLUDED.holder,
+                                 epoch = turn_leases.epoch + 1, expires_at = EXCLUDED.expires_at
+                             WHERE turn_leases.expires_at <= clock_timestamp()
+                             RETURNING epoch",
+                            &[&id.as_str(), &holder, &(millis(ttl) as f64)],
+                        )
+                        .await
+                        .map_err(backend)?;
+                    let Some(taken) = taken else { return Ok(None) };
+                    // A statement of its own, so its snapshot follows the take: a save the
+                    // take waited for (an expired holder's, committing) is seen.
+                    let stored = transaction
+                        .query_opt("SELECT event_seq FROM sessions WHERE id = $1", &[&id.as_str()])
+                        .await
+                        .map_err(backend)?;
+                    Ok(Some(LeaseGrant {
+                        epoch: uint(taken.get(0)),
+                        stored_event_seq: stored.map(|row| uint(row.get(0))),
+                    }))
+                })
+                .await
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        id: &'a SessionId,
+        holder: &'a str,
+        epoch: u64,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let renewed = self
+                .inner
+                .client()
+                .await?
+                .execute(
+                    "UPDATE turn_leases SET expires_at = clock_timestamp() + $4::float8 * interval '1 millisecond'
+                     WHERE session_id = $1 AND holder = $2 AND epoch = $3 AND expires_at > clock_timestamp()",
+                    &[&id.as_str(), &holder, &int(epoch), &(millis(ttl) as f64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(renewed == 1)
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        id: &'a SessionId,
+        holder: &'a str,
+        epoch: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.inner
+                .client()
+                .await?
+                .execute(
+                    "UPDATE turn_leases SET expires_at = '-infinity'
+                     WHERE session_id = $1 AND holder = $2 AND epoch = $3",
+                    &[&id.as_str(), &holder, &int(epoch)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn epoch<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let row = self
+                .inner
+                .client()
+                .await?
+                .query_opt("SELECT epoch FROM turn_leases WHERE session_id = $1", &[&id.as_str()])
+                .await
+                .map_err(backend)?;
+            Ok(row.map_or(0, |row| uint(row.get(0))))
+        })
+    }
+
+    fn standing<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<Standing>, StoreError>> {
+        Box::pin(async move {
+            let row = self
+                .inner
+                .client()
+                .await?
+                .query_opt(
+                    "SELECT s.event_seq, CASE WHEN l.expires_at > clock_timestamp() THEN l.holder END
+                     FROM sessions s LEFT JOIN turn_leases l ON l.session_id = s.id WHERE s.id = $1",
+                    &[&id.as_str()],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(row.map(|row| Standing { event_seq: uint(row.get(0)), holder: row.get(1) }))
+        })
+    }
+}
+
+/// Refuses a save whose epoch is not the lease's current one (0 when never taken). The row is
+/// locked in share mode to the commit, so a take waits for the save, and a save after a take
+/// sees its epoch.
+pub(super) async fn check_fence(transaction: &Transaction<'_>, id: &str, fence: u64) -> Result<(), StoreError> {
+    let row = transaction
+        .query_opt("SELECT epoch FROM turn_leases WHERE session_id = $1 FOR SHARE", &[&id])
+        .await
+        .map_err(backend)?;
+    let current = row.map_or(0, |row| uint(row.get(0)));
+    if current != fence {
+        return Err(StoreError::Fenced { id: id.to_owned(), fence, current });
+    }
+    Ok(())
+}

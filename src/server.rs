@@ -99,6 +99,7 @@ pub async fn long_running_service(
         .with_webhooks(state.webhooks.clone())
         .into_shared();
     service.start_idle_reaper();
+    service.start_replica_signals();
     if let (Some(webhooks), Some(store)) = (&state.webhooks, store) {
         // Before the first request: a new webhook starts after everything already stored.
         webhooks.start(store).await.context("starting the webhooks' deliveries")?;

@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tokio::sync::broadcast;
 
 use super::StoreError;
 use crate::ids::SessionId;
@@ -33,6 +34,20 @@ pub struct LeaseGrant {
 pub struct Standing {
     pub event_seq: u64,
     pub holder: Option<String>,
+}
+
+/// What a process tells the others sharing the store, through the store (PostgreSQL's
+/// `NOTIFY`): no process polls for these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// Interrupt the turn running on the session wherever it runs (and, with `cascade`, the
+    /// turns of its delegation tree there).
+    Interrupt { id: SessionId, cascade: bool },
+    /// A save or an archive of the session committed: followers read what came. Sent by the
+    /// store itself, with the commit.
+    Changed(SessionId),
+    /// Mail waits in the session's stored inbox: a process holding the session live takes it.
+    Mail(SessionId),
 }
 
 /// Leases of a store shared by several processes.
@@ -71,4 +86,11 @@ pub trait TurnLeases: Send + Sync + std::fmt::Debug {
     /// Where the stored session stands (`None`: not stored): a read checks a live copy
     /// against it, and shows a turn running in another process.
     fn standing<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<Standing>, StoreError>>;
+
+    /// Tells the other processes sharing the store.
+    fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// What the other processes signal, from now on (this process's own signals are not
+    /// echoed back). Lagging receivers miss some and are told so.
+    fn signals(&self) -> broadcast::Receiver<Signal>;
 }

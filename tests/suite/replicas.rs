@@ -194,3 +194,48 @@ async fn a_thousand_concurrent_turns_on_one_session_across_three_replicas_make_o
     }
     assert_eq!(read(&replicas[1], &id, 0).await["state"]["turns"], 5);
 }
+
+#[tokio::test]
+async fn an_interrupt_through_another_replica_cancels_the_turn_and_followers_there_see_it_end() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let replicas = replicas(&database, shared.path(), 2).await;
+    let (a, b) = (&replicas[0], &replicas[1]);
+    a.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let id = a.create_session("hi").await;
+    let (_, page) = b.rest(None, Method::GET, &format!("/v1/sessions/{id}/events"), None).await;
+    let last = page["next_seq"].as_u64().unwrap();
+
+    // B follows; A runs a turn that waits on its provider.
+    let url = b.url(&format!("/v1/sessions/{id}/events?follow=true&after_seq={last}"));
+    let response = b.http.get(url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut follow = response.bytes_stream();
+    let _held = a.mock.push_held(MockResponse::sse(anthropic::text(&["never"])), 0);
+    let path = format!("/v1/sessions/{id}/turns");
+    let (status, started) = a.rest(None, Method::POST, &path, Some(json!({"prompt": "wait", "wait_ms": 0}))).await;
+    assert_eq!((status, started["status"].as_str()), (200, Some("running")), "{started}");
+    a.mock.wait_for_requests(2).await;
+
+    // B holds no turn of it, and sends the interrupt where the turn runs.
+    let (status, interrupted) = b.rest(None, Method::POST, &format!("/v1/sessions/{id}/interrupt"), None).await;
+    assert_eq!((status, interrupted["interrupted"].as_bool()), (200, Some(true)), "{interrupted}");
+    let view = read(a, &id, 10_000).await;
+    assert_eq!(view["state"]["last_turn"]["status"], "cancelled", "{view}");
+
+    // B's follower sees the turn's events when A commits them: nothing polls.
+    let mut text = String::new();
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while !text.contains("event: turn_cancelled") {
+            let chunk = futures::StreamExt::next(&mut follow).await.expect("the stream goes on").unwrap();
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("B's follower saw A's turn end: {text}"));
+    assert!(text.contains("event: turn_started"), "{text}");
+
+    // Nothing runs now: an interrupt anywhere says so.
+    let (status, refused) = b.rest(None, Method::POST, &format!("/v1/sessions/{id}/interrupt"), None).await;
+    assert_eq!((status, refused["code"].as_str()), (409, Some("SESSION_NOT_RUNNING")), "{refused}");
+}

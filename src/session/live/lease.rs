@@ -3,14 +3,16 @@
 //! `SESSION_BUSY` at once. A replica whose copy of the session is behind the store (another
 //! replica ran turns since) drops it and loads the session again before the turn.
 
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError, Weak};
+
+use tokio::sync::broadcast::error::RecvError;
 
 use super::LiveSessionService;
 use super::registry::Slot;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::actor::{HeldLease, SessionHandle, TurnTicket};
-use crate::store::{LeaseGrant, Standing};
+use crate::store::{LeaseGrant, Signal, Standing};
 
 /// What taking the lease for a won turn lock came to.
 pub(super) enum Leased {
@@ -89,6 +91,59 @@ impl LiveSessionService {
     /// Whether another process holds the session's lease: a turn runs there.
     pub(super) fn leased_elsewhere(&self, standing: &Standing) -> bool {
         standing.holder.as_deref().is_some_and(|holder| holder != &*self.leasing.holder)
+    }
+
+    /// Sends an interrupt to the process whose turn holds the session's lease, if another
+    /// does; whether one was sent. It arrives within the database's notification latency;
+    /// the turn ends `cancelled` there, as it would here.
+    pub(super) async fn interrupt_elsewhere(&self, id: &SessionId, cascade: bool) -> Result<bool, SessionError> {
+        let Some(leases) = self.store.as_ref().and_then(|store| store.leases()) else { return Ok(false) };
+        let Some(standing) = leases.standing(id).await? else { return Ok(false) };
+        if !self.leased_elsewhere(&standing) {
+            return Ok(false);
+        }
+        leases.signal(Signal::Interrupt { id: id.clone(), cascade }).await?;
+        tracing::info!(session_id = %id, holder = standing.holder.as_deref().unwrap_or_default(), "interrupt sent to the replica running the turn");
+        Ok(true)
+    }
+
+    /// Acts on what the other processes sharing the store signal, until `drain`: interrupts
+    /// of turns running here, and commits there, which wake this process's followers
+    /// ([`SessionService::changes`](crate::session::SessionService::changes)). One task, no
+    /// polling: it sleeps until the database notifies.
+    pub fn start_replica_signals(self: &Arc<Self>) {
+        let Some(leases) = self.store.as_ref().and_then(|store| store.leases()) else { return };
+        let mut signals = leases.signals();
+        let service = Arc::downgrade(self);
+        let stopping = self.stopping.clone();
+        self.actors.spawn(async move {
+            loop {
+                let signal = tokio::select! {
+                    () = stopping.cancelled() => return,
+                    signal = signals.recv() => signal,
+                };
+                let Some(service) = Weak::upgrade(&service) else { return };
+                match signal {
+                    Ok(Signal::Interrupt { id, cascade }) => {
+                        if let Err(error) = service.interrupt_tree(&id, cascade).await {
+                            tracing::warn!(session_id = %id, "an interrupt from another replica: {error}");
+                        }
+                    }
+                    Ok(Signal::Changed(id)) => {
+                        // Nobody following is the usual case.
+                        let _ = service.changes.send(id);
+                    }
+                    Ok(Signal::Mail(_)) => {}
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(
+                            missed,
+                            "fell behind other replicas' signals; followers catch up at their next wake-up"
+                        );
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
     }
 
     /// Gives back a lease taken for a turn that will not run.

@@ -277,6 +277,9 @@ impl SessionService for LiveSessionService {
             }
             return Ok(InterruptResult { session_id: id.clone(), interrupted: own, cascaded: interrupted });
         }
+        if self.interrupt_elsewhere(id, cascade).await? {
+            return Ok(InterruptResult { session_id: id.clone(), interrupted: true, cascaded: Vec::new() });
+        }
         if self.live(id).is_some() {
             return Err(SessionError::NotRunning(id.clone()));
         }

@@ -5,11 +5,12 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tokio::sync::broadcast;
 use tokio_postgres::Transaction;
 
 use super::{PostgresStore, backend, int, uint};
 use crate::ids::SessionId;
-use crate::store::{LeaseGrant, Standing, StoreError, TurnLeases};
+use crate::store::{LeaseGrant, Signal, Standing, StoreError, TurnLeases};
 
 /// A lease's length in whole milliseconds, as the statements take it.
 fn millis(ttl: Duration) -> i64 {
@@ -128,6 +129,21 @@ impl TurnLeases for PostgresStore {
                 .map_err(backend)?;
             Ok(row.map(|row| Standing { event_seq: uint(row.get(0)), holder: row.get(1) }))
         })
+    }
+
+    fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let client = self.inner.client().await?;
+            self.inner.notify(&**client, &signal).await
+        })
+    }
+
+    fn signals(&self) -> broadcast::Receiver<Signal> {
+        let inner = &self.inner;
+        inner
+            .listener
+            .get_or_init(|| super::notify::Listener::start(inner.config.clone(), inner.origin.clone()))
+            .subscribe()
     }
 }
 

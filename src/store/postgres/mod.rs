@@ -30,6 +30,7 @@ use crate::store::{
 };
 
 mod lease;
+mod notify;
 mod read;
 mod schema;
 mod write;
@@ -48,10 +49,17 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// The pool and the sealer of the store's secrets: what every operation works with.
+/// The pool and the sealer of the store's secrets: what every operation works with; and what
+/// the signals between replicas need.
 struct Inner {
     pool: Pool,
     sealer: Arc<dyn SecretSealer>,
+    /// Where the listening connection connects.
+    config: tokio_postgres::Config,
+    /// This store's name in the signals it sends, unique per open.
+    origin: Arc<str>,
+    /// Other replicas' signals, listened for from the first subscriber on.
+    listener: std::sync::OnceLock<notify::Listener>,
 }
 
 impl Inner {
@@ -62,6 +70,17 @@ impl Inner {
 
     fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, StoreError> {
         decode_sealed(&self.sealer, bytes)
+    }
+
+    /// Sends `signal` to the other replicas: at once, or, inside a transaction, at its commit.
+    async fn notify(
+        &self,
+        client: &impl tokio_postgres::GenericClient,
+        signal: &crate::store::Signal,
+    ) -> Result<(), StoreError> {
+        let payload = notify::payload(&self.origin, signal);
+        client.execute("SELECT pg_notify($1, $2)", &[&notify::CHANNEL, &payload]).await.map_err(backend)?;
+        Ok(())
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
@@ -139,7 +158,7 @@ impl PostgresStore {
     /// [`PostgresStore::open`] with a connection configuration already made.
     pub async fn open_with(config: tokio_postgres::Config, key_file: &Path) -> Result<Self, StoreError> {
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             tokio_postgres::NoTls,
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
@@ -151,7 +170,9 @@ impl PostgresStore {
         schema::migrate(&mut client).await?;
         let sealer = write::bind_key(&client, key_file).await?;
         drop(client);
-        Ok(Self { inner: Arc::new(Inner { pool, sealer: Arc::new(sealer) }) })
+        let origin = uuid::Uuid::new_v4().simple().to_string().into();
+        let listener = std::sync::OnceLock::new();
+        Ok(Self { inner: Arc::new(Inner { pool, sealer: Arc::new(sealer), config, origin, listener }) })
     }
 }
 

@@ -12,7 +12,7 @@ use crate::model::SessionRecord;
 use crate::model::memory::MemoryRecord;
 use crate::store::rules::{DiscardedEpoch, SavePlan, close_archive};
 use crate::store::sealer::{KeySealer, bind};
-use crate::store::{SaveRequest, StoreError, StoredMail};
+use crate::store::{SaveRequest, Signal, StoreError, StoredMail};
 
 const NEXT_MEMORY: &str = "memory_next";
 const MEMORY_DELETES: &str = "memory_deletes";
@@ -174,7 +174,8 @@ async fn save_in(inner: &Inner, transaction: &Transaction<'_>, save: &SaveReques
         order(transaction, id, plan.events_from, plan.events_from + events.len() as u64).await?;
     }
     insert_memories(inner, transaction, memories).await?;
-    put_record(inner, transaction, record).await
+    put_record(inner, transaction, record).await?;
+    inner.notify(transaction, &Signal::Changed(record.session_id.clone())).await
 }
 
 /// The row lock makes archive and save of one session serialize: a save committing first is
@@ -202,6 +203,7 @@ async fn archive_in(
         .map_err(backend)?;
     order(transaction, id, closing.seq, stored.event_seq).await?;
     put_record(inner, transaction, &stored).await?;
+    inner.notify(transaction, &Signal::Changed(stored.session_id.clone())).await?;
     if stored.name.is_some() {
         transaction
             .execute(

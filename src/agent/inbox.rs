@@ -186,7 +186,10 @@ impl Mailbox {
     /// [`Self::room_for`] under [`Self::sending`].
     pub fn admit(&self, message: InboxMessage) -> Admitted {
         let mut state = self.state();
-        if state.waiting.iter().chain(state.parked.iter()).any(|held| held.id == message.id) {
+        // Held already, or delivered and not saved yet (the store still has it): once only.
+        if state.waiting.iter().chain(state.parked.iter()).any(|held| held.id == message.id)
+            || state.delivered_unsaved.contains(&message.id)
+        {
             return Admitted::Queued;
         }
         if self.parks(&message) {

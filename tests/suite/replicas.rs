@@ -18,6 +18,9 @@ fn key_config(dir: &std::path::Path) -> String {
     format!("[store]\nkey_file = {:?}\n", dir.join("keys").join("store.key"))
 }
 
+/// The lease the failure tests run with: short, so a lost replica's sessions come back soon.
+const LEASE_SECS: u64 = 2;
+
 #[tokio::test]
 async fn a_database_store_is_shared_by_every_process_and_outlives_them() {
     let Some(database) = TestDatabase::create().await else { return };
@@ -99,7 +102,17 @@ async fn an_unreachable_database_is_a_clear_error_without_its_password() {
 /// `count` replicas of one deputy on `database`: each its own process, port and mock
 /// provider; one key file and one workspace (`shared`), as replicas of one service have.
 async fn replicas(database: &TestDatabase, shared: &std::path::Path, count: usize) -> Vec<HttpDeputy> {
-    let config = key_config(shared);
+    replicas_with(database, shared, count, "").await
+}
+
+/// [`replicas`] with more `[store]` settings.
+async fn replicas_with(
+    database: &TestDatabase,
+    shared: &std::path::Path,
+    count: usize,
+    store_settings: &str,
+) -> Vec<HttpDeputy> {
+    let config = format!("{}{store_settings}", key_config(shared));
     let extra = ["--store", database.url.as_str(), "--max-requests-per-subject", "2000"];
     let workspace = [("DEPUTY_WORKSPACE", shared.to_str().unwrap())];
     let mut replicas = Vec::with_capacity(count);
@@ -238,4 +251,144 @@ async fn an_interrupt_through_another_replica_cancels_the_turn_and_followers_the
     // Nothing runs now: an interrupt anywhere says so.
     let (status, refused) = b.rest(None, Method::POST, &format!("/v1/sessions/{id}/interrupt"), None).await;
     assert_eq!((status, refused["code"].as_str()), (409, Some("SESSION_NOT_RUNNING")), "{refused}");
+}
+
+/// Sends `signal` to `deputy`'s process.
+fn signal(deputy: &HttpDeputy, signal: libc::c_int) {
+    let pid = deputy.child.id().expect("running");
+    // SAFETY: a plain kill(2) of a child this test spawned and still holds.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0);
+}
+
+/// Asks `deputy` for a turn of `id` until it is not busy (`within` at most): its answer, and
+/// how long it was busy.
+async fn turn_when_free(
+    deputy: &HttpDeputy,
+    id: &str,
+    prompt: &str,
+    within: std::time::Duration,
+) -> ((u16, serde_json::Value), std::time::Duration) {
+    let started = std::time::Instant::now();
+    loop {
+        let path = format!("/v1/sessions/{id}/turns");
+        let answer = deputy.rest(None, Method::POST, &path, Some(json!({"prompt": prompt}))).await;
+        if answer.1["code"] != "SESSION_BUSY" || started.elapsed() > within {
+            return (answer, started.elapsed());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn when_the_owner_is_killed_mid_turn_another_replica_runs_the_next_turn_within_the_lease() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let mut replicas = replicas_with(&database, shared.path(), 2, &format!("lease_secs = {LEASE_SECS}\n")).await;
+    replicas[0].mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let id = replicas[0].create_session("hi").await;
+    let _held = replicas[0].mock.push_held(MockResponse::sse(anthropic::text(&["lost"])), 0);
+    let path = format!("/v1/sessions/{id}/turns");
+    let (status, _) =
+        replicas[0].rest(None, Method::POST, &path, Some(json!({"prompt": "doomed", "wait_ms": 0}))).await;
+    assert_eq!(status, 200);
+    replicas[0].mock.wait_for_requests(2).await;
+
+    let b = replicas.pop().unwrap();
+    let (status, busy) = b.rest(None, Method::POST, &path, Some(json!({"prompt": "too soon"}))).await;
+    assert_eq!((status, busy["code"].as_str()), (409, Some("SESSION_BUSY")), "{busy}");
+    signal(&replicas[0], libc::SIGKILL);
+    let killed_at = std::time::Instant::now();
+    let _ = replicas[0].child.wait().await;
+
+    b.mock.push(MockResponse::sse(anthropic::text(&["after"])));
+    let bound = std::time::Duration::from_secs(LEASE_SECS + 3);
+    let ((status, turn), _) = turn_when_free(&b, &id, "after the crash", bound).await;
+    assert_eq!((status, turn["text"].as_str()), (200, Some("after")), "{turn}");
+    let waited = killed_at.elapsed();
+    assert!(waited <= bound, "usable again within the lease: {waited:?}");
+
+    // Every completed turn is there; the lost one left nothing half-saved.
+    let view = read(&b, &id, 0).await;
+    assert_eq!(view["state"]["turns"], 2, "{view}");
+    let sent = b.mock.requests().last().unwrap().body.to_string();
+    assert!(sent.contains("Hello.") && !sent.contains("doomed") && !sent.contains("lost"), "{sent}");
+}
+
+#[tokio::test]
+async fn a_paused_owner_cannot_commit_over_the_turn_that_ran_after_its_lease() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let replicas = replicas_with(&database, shared.path(), 2, &format!("lease_secs = {LEASE_SECS}\n")).await;
+    let (a, b) = (&replicas[0], &replicas[1]);
+    a.mock.push(MockResponse::sse(anthropic::text(&["Hello."])));
+    let id = a.create_session("hi").await;
+    let held = a.mock.push_held(MockResponse::sse(anthropic::text(&["stale answer"])), 0);
+    let path = format!("/v1/sessions/{id}/turns");
+    let (status, _) = a.rest(None, Method::POST, &path, Some(json!({"prompt": "paused", "wait_ms": 0}))).await;
+    assert_eq!(status, 200);
+    a.mock.wait_for_requests(2).await;
+
+    // A stops past its lease; B takes the session and completes a turn.
+    signal(a, libc::SIGSTOP);
+    b.mock.push(MockResponse::sse(anthropic::text(&["fresh answer"])));
+    let bound = std::time::Duration::from_secs(LEASE_SECS + 3);
+    let ((status, turn), _) = turn_when_free(b, &id, "meanwhile", bound).await;
+    assert_eq!((status, turn["text"].as_str()), (200, Some("fresh answer")), "{turn}");
+
+    // A wakes up and its turn finishes, too late: it is fenced out.
+    held.open();
+    signal(a, libc::SIGCONT);
+    let view = read(a, &id, 10_000).await;
+    assert_ne!(view["state"]["status"], "running", "{view}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    for replica in [a, b] {
+        let view = read(replica, &id, 0).await;
+        assert_eq!(view["state"]["turns"], 2, "{view}");
+        assert_eq!(view["state"]["last_turn"]["text"], "fresh answer", "{view}");
+    }
+    // The next turn, wherever it runs, continues from B's.
+    a.mock.push(MockResponse::sse(anthropic::text(&["next"])));
+    let ((status, turn), _) = turn_when_free(a, &id, "next", bound).await;
+    assert_eq!((status, turn["text"].as_str()), (200, Some("next")), "{turn}");
+    let sent = a.mock.requests().last().unwrap().body.to_string();
+    assert!(sent.contains("fresh answer") && !sent.contains("stale answer"), "{sent}");
+}
+
+#[tokio::test]
+async fn mail_sent_through_one_replica_starts_a_host_turn_where_the_session_runs() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let replicas = replicas(&database, shared.path(), 2).await;
+    let (a, b) = (&replicas[0], &replicas[1]);
+    a.mock.push(MockResponse::sse(anthropic::text(&["Listening."])));
+    let (status, created) =
+        a.rest(None, Method::POST, "/v1/sessions", Some(json!({"prompt": "hi", "host_mode": true}))).await;
+    assert_eq!(status, 201, "{created}");
+    let id = id_of(&created);
+    let gate = a.mock.push_held(MockResponse::sse(anthropic::text(&["Busy here."])), 0);
+    let path = format!("/v1/sessions/{id}/turns");
+    let (status, _) = a.rest(None, Method::POST, &path, Some(json!({"prompt": "work", "wait_ms": 0}))).await;
+    assert_eq!(status, 200);
+    a.mock.wait_for_requests(2).await;
+
+    // Mail through B, while A runs a turn: A takes it after that turn, in a turn of its own.
+    a.mock.push(MockResponse::sse(anthropic::text(&["Got your mail."])));
+    let (status, sent) =
+        b.rest(None, Method::POST, &format!("/v1/sessions/{id}/inbox"), Some(json!({"message": "ping"}))).await;
+    assert_eq!(status, 202, "{sent}");
+    gate.open();
+    let mut view = read(a, &id, 10_000).await;
+    for _ in 0..200 {
+        if view["state"]["turns"] == 3 && view["state"]["status"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        view = read(a, &id, 1_000).await;
+    }
+    assert_eq!(view["state"]["turns"], 3, "{view}");
+    assert_eq!(view["state"]["last_turn"]["text"], "Got your mail.", "{view}");
+    let asked = a.mock.requests().last().unwrap().body.to_string();
+    assert!(asked.contains("ping"), "the auto-turn read the mail: {asked}");
+    assert!(b.mock.requests().is_empty(), "B ran no turn");
+    assert_eq!(read(b, &id, 0).await["state"]["inbox"]["waiting"], 0, "delivered once, everywhere");
 }

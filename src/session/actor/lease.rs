@@ -40,6 +40,8 @@ pub struct HeldLease {
     holder: Arc<str>,
     epoch: u64,
     renewing: tokio::task::JoinHandle<()>,
+    /// Released already ([`HeldLease::release`]): nothing left for `drop`.
+    released: bool,
 }
 
 impl std::fmt::Debug for HeldLease {
@@ -82,7 +84,19 @@ impl HeldLease {
                 }
             }
         });
-        Self { store, id, holder: leasing.holder.clone(), epoch, renewing }
+        Self { store, id, holder: leasing.holder.clone(), epoch, renewing, released: false }
+    }
+
+    /// Releases the lease now, before the turn lock is: the next turn, here or elsewhere,
+    /// may take it at once.
+    pub async fn release(mut self) {
+        self.renewing.abort();
+        self.released = true;
+        if let Some(leases) = self.store.leases()
+            && let Err(error) = leases.release(&self.id, &self.holder, self.epoch).await
+        {
+            tracing::warn!(session_id = %self.id, epoch = self.epoch, "releasing the turn lease: {error}; it expires on its own");
+        }
     }
 
     pub fn epoch(&self) -> u64 {
@@ -93,6 +107,9 @@ impl HeldLease {
 impl Drop for HeldLease {
     fn drop(&mut self) {
         self.renewing.abort();
+        if self.released {
+            return;
+        }
         let (store, id, holder, epoch) = (self.store.clone(), self.id.clone(), self.holder.clone(), self.epoch);
         // Released in the background: the turn lock is free already, and a release that
         // fails only leaves the lease to expire.

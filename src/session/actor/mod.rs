@@ -116,6 +116,8 @@ pub struct Keep {
     /// The lease epoch the session was loaded at (0: never leased), on a store several
     /// processes share: its saves are fenced by it until a turn takes the lease.
     pub fence: u64,
+    /// This process's name and lease length: an auto-turn takes the lease in the actor.
+    pub leasing: Leasing,
 }
 
 /// A won turn lock: the turn's cancel token and its number.

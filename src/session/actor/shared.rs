@@ -230,6 +230,11 @@ impl Shared {
         }
     }
 
+    /// The running turn's lease, to release it before the turn lock.
+    pub(super) fn take_lease(&self) -> Option<HeldLease> {
+        self.lock().lease.take()
+    }
+
     /// The lease epoch saves carry (see [`Shared::fence`]).
     pub(super) fn fence(&self) -> u64 {
         self.fence.load(Ordering::Acquire)

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Keep;
+use super::lease::HeldLease;
 use super::shared::Shared;
 use super::{Command, TurnReply, may_auto_turn};
 use crate::agent::{Agent, AgentEvent, EventSink, TurnInput};
@@ -23,7 +24,7 @@ use crate::memory::recollections_of;
 #[cfg(feature = "session-compaction")]
 use crate::model::CompactResult;
 use crate::model::{RewindResult, RunResult, SessionRecord, SessionStatus};
-use crate::store::{SaveRequest, StoreError};
+use crate::store::{SaveRequest, Signal, StoreError};
 
 /// Runs the actor and, however it ends (shut down, every handle gone, a panic outside a turn,
 /// the runtime dropping it), leaves the session unlocked, idle and marked stopped.
@@ -65,14 +66,22 @@ pub(super) async fn run(
     shared: Arc<Shared>,
 ) {
     let span = tracing::info_span!("session", session_id = %record.session_id, owner = %record.owner);
+    // An auto-turn refused its lease (a turn runs in another process, which was told about
+    // the mail): not tried again until something new happens here.
+    let mut auto_refused = false;
     loop {
         // Mail that arrived during the last turn (after its last step boundary), or that a
         // rehydrated host session kept, starts the next turn here: the loop goes round only
         // while mail waits, so an idle host costs nothing.
-        if shared.mailbox.has_mail()
+        if !auto_refused
+            && shared.mailbox.has_mail()
             && may_auto_turn(&shared.view(), shared.mailbox.limits())
             && let Ok(ticket) = shared.try_begin_turn(&record.session_id)
         {
+            if !lease_auto_turn(&keep, &shared, &record.session_id, &ticket.cancel).await {
+                auto_refused = true;
+                continue;
+            }
             let events = EventSink::new(None);
             let input = TurnInput::default();
             run_one_turn(&mut agent, &mut record, &keep, &shared, &span, (input, ticket.cancel, &events), true)
@@ -80,11 +89,16 @@ pub(super) async fn run(
             continue;
         }
         let Some(command) = commands.recv().await else { break };
+        auto_refused = false;
         match command {
             Command::RunTurn { input, cancel, events, reply, auto } => {
                 // The mail an auto-turn was started for may have gone with a caller's turn.
                 if auto && !shared.mailbox.has_mail() {
                     shared.abandon_turn();
+                    continue;
+                }
+                if auto && !lease_auto_turn(&keep, &shared, &record.session_id, &cancel).await {
+                    auto_refused = true;
                     continue;
                 }
                 let reply_value =
@@ -249,13 +263,57 @@ async fn finish(
     record.updated_at = Utc::now();
     record.event_seq = shared.journal.next_seq();
     let saved = save(keep, agent, record, shared).await;
-    shared.set_unsaved(saved.is_err());
+    // A fenced save has nothing to keep: the store moved on elsewhere, and this copy is
+    // dropped at its next turn.
+    shared.set_unsaved(matches!(&saved, Err(error) if !matches!(error, StoreError::Fenced { .. })));
     shared.view.send_replace(record.view(SessionStatus::Idle, None));
     shared.touch();
+    // Released before the lock: the next turn, here or in another process, takes it at once.
+    if let Some(lease) = shared.take_lease() {
+        lease.release().await;
+    }
     shared.end_turn();
     // Nobody listening is the usual case, not an error.
     let _ = shared.changes.send(record.session_id.clone());
     saved
+}
+
+/// Takes the session's lease for an auto-turn whose turn lock is held, on a store several
+/// processes share (a caller's turn took it before it was sent here). Refused — busy in
+/// another process, or this copy behind the store — the turn lock is given back and the other
+/// processes are told mail waits, so one holding a current copy takes it after its turn.
+async fn lease_auto_turn(keep: &Keep, shared: &Shared, id: &SessionId, cancel: &CancellationToken) -> bool {
+    let Some(store) = &keep.store else { return true };
+    let Some(leases) = store.leases() else { return true };
+    let refused = match leases.take(id, &keep.leasing.holder, keep.leasing.ttl).await {
+        Ok(Some(grant)) if shared.is_current(grant.stored_event_seq) => {
+            shared.hold_lease(HeldLease::start(
+                store.clone(),
+                id.clone(),
+                &keep.leasing,
+                grant.epoch,
+                cancel.clone(),
+            ));
+            return true;
+        }
+        Ok(Some(grant)) => {
+            if let Err(error) = leases.release(id, &keep.leasing.holder, grant.epoch).await {
+                tracing::warn!(session_id = %id, "releasing an unused turn lease: {error}; it expires on its own");
+            }
+            "this copy is behind the store"
+        }
+        Ok(None) => "a turn runs in another process",
+        Err(error) => {
+            tracing::warn!(session_id = %id, "taking the turn lease for mail: {error}");
+            "the store did not answer"
+        }
+    };
+    shared.abandon_turn();
+    tracing::info!(session_id = %id, "mail waits: {refused}");
+    if let Err(error) = leases.signal(Signal::Mail(id.clone())).await {
+        tracing::warn!(session_id = %id, "telling other replicas that mail waits: {error}");
+    }
+    false
 }
 
 /// Writes what changed since the last save. On failure nothing is marked saved, so the next

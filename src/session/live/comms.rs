@@ -224,6 +224,9 @@ impl LiveSessionService {
         message: InboxMessage,
     ) -> Result<SendResult, SessionError> {
         let message_id = message.id.clone();
+        // On a store several processes share, a copy behind it is dropped first: the mail
+        // goes to a current one.
+        self.current_copy(id).await?;
         loop {
             let handle = self.live_or_resumed(factory, grants, id).await?;
             // `None`: the handle was unloaded meanwhile; the store has the message and the

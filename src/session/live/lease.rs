@@ -133,7 +133,7 @@ impl LiveSessionService {
                         // Nobody following is the usual case.
                         let _ = service.changes.send(id);
                     }
-                    Ok(Signal::Mail(_)) => {}
+                    Ok(Signal::Mail(id)) => service.take_mail(&id).await,
                     Err(RecvError::Lagged(missed)) => {
                         tracing::warn!(
                             missed,
@@ -144,6 +144,22 @@ impl LiveSessionService {
                 }
             }
         });
+    }
+
+    /// Another process took mail for a session it could not run a turn of: when this one
+    /// holds the session live, it admits the stored mail (once per message) and starts a
+    /// turn for it, now or after the turn it runs.
+    async fn take_mail(&self, id: &SessionId) {
+        let (Some(handle), Some(store)) = (self.live(id), &self.store) else { return };
+        match store.inbox(id).await {
+            Ok(inbox) => {
+                for message in inbox.waiting {
+                    handle.mailbox().admit(message);
+                }
+                handle.start_auto_turn();
+            }
+            Err(error) => tracing::warn!(session_id = %id, "reading mail another replica took: {error}"),
+        }
     }
 
     /// Gives back a lease taken for a turn that will not run.

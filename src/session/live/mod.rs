@@ -223,7 +223,7 @@ impl LiveSessionService {
         SessionHandle::spawn(
             agent,
             record,
-            Keep { store: self.store.clone(), memory: self.memory.clone(), fence },
+            Keep { store: self.store.clone(), memory: self.memory.clone(), fence, leasing: self.leasing.clone() },
             &self.actors,
             self.changes.clone(),
             inbox,

@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn payloads_say_who_sent_what_for_which_session() {
-        let id = SessionId::from_string("s-1".into());
+        let id = SessionId::from_string("s-1");
         for signal in [
             Signal::Interrupt { id: id.clone(), cascade: false },
             Signal::Interrupt { id: id.clone(), cascade: true },

@@ -25,35 +25,32 @@ impl TurnLeases for PostgresStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Option<LeaseGrant>, StoreError>> {
         Box::pin(async move {
-            self.inner
-                .in_transaction(false, async |transaction| {
-                    // Taken when free or expired: one statement, so of two takers exactly one
-                    // wins (the other waits on the row, then finds it unexpired).
-                    let taken = transaction
-                        .query_opt(
-                            "INSERT INTO turn_leases (session_id, holder, epoch, expires_at)
-                             VALUES ($1, $2, 1, clock_timestamp() + $3::float8 * interval '1 millisecond')
-                             ON CONFLICT (session_id) DO UPDATE SET holder = EXCLUDED.holder,
-                                 epoch = turn_leases.epoch + 1, expires_at = EXCLUDED.expires_at
-                             WHERE turn_leases.expires_at <= clock_timestamp()
-                             RETURNING epoch",
-                            &[&id.as_str(), &holder, &(millis(ttl) as f64)],
-                        )
-                        .await
-                        .map_err(backend)?;
-                    let Some(taken) = taken else { return Ok(None) };
-                    // A statement of its own, so its snapshot follows the take: a save the
-                    // take waited for (an expired holder's, committing) is seen.
-                    let stored = transaction
-                        .query_opt("SELECT event_seq FROM sessions WHERE id = $1", &[&id.as_str()])
-                        .await
-                        .map_err(backend)?;
-                    Ok(Some(LeaseGrant {
-                        epoch: uint(taken.get(0)),
-                        stored_event_seq: stored.map(|row| uint(row.get(0))),
-                    }))
-                })
+            // One statement, so of two takers exactly one wins (the other waits on the row,
+            // then finds it unexpired), and one round trip. The watermark is read with the
+            // statement's snapshot: a save that commits while the take waits (its holder's
+            // lease expired meanwhile) is not seen, and a copy that misses it is refused at
+            // its own save by the journal's order (`store::rules`), never merged over it.
+            let row = self
+                .inner
+                .client()
+                .await?
+                .query_opt(
+                    "WITH taken AS (
+                         INSERT INTO turn_leases (session_id, holder, epoch, expires_at)
+                         VALUES ($1, $2, 1, clock_timestamp() + $3::float8 * interval '1 millisecond')
+                         ON CONFLICT (session_id) DO UPDATE SET holder = EXCLUDED.holder,
+                             epoch = turn_leases.epoch + 1, expires_at = EXCLUDED.expires_at
+                         WHERE turn_leases.expires_at <= clock_timestamp()
+                         RETURNING epoch)
+                     SELECT taken.epoch, (SELECT event_seq FROM sessions WHERE id = $1) FROM taken",
+                    &[&id.as_str(), &holder, &(millis(ttl) as f64)],
+                )
                 .await
+                .map_err(backend)?;
+            Ok(row.map(|row| LeaseGrant {
+                epoch: uint(row.get(0)),
+                stored_event_seq: row.get::<_, Option<i64>>(1).map(uint),
+            }))
         })
     }
 

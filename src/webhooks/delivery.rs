@@ -11,7 +11,9 @@ use super::Hook;
 use super::events::EventType;
 use crate::ids::SessionId;
 use crate::model::StoredEvent;
-use crate::store::SessionStore;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{HeldLease, Leasing, SessionStore};
 use crate::tools::mcp::reach::{self, Reach};
 
 /// How often an idle worker looks for new journal commits: a read transaction, nothing more.
@@ -27,10 +29,46 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 const LOG_EVERY: u64 = 10;
 
 /// The worker of `hook`, from journal position `position`, for as long as the process runs.
-pub(super) async fn run(hook: Arc<Hook>, store: Arc<dyn SessionStore>, reach: Reach, mut position: u64) {
+/// On a store several processes share, it delivers only while it holds the webhook's lease,
+/// so one replica delivers each event (another takes over, from the saved cursor, when that
+/// one stops); the others wait for the lease.
+pub(super) async fn run(
+    hook: Arc<Hook>,
+    store: Arc<dyn SessionStore>,
+    reach: Reach,
+    leasing: Leasing,
+    mut position: u64,
+) {
     let key = hook.cursor_key();
     let client = reach::client(reach);
+    let lease_id = SessionId::from_string(format!("~{key}"));
+    let mut held: Option<(HeldLease, CancellationToken)> = None;
     loop {
+        if let Some(leases) = store.leases()
+            && held.as_ref().is_none_or(|(_, lost)| lost.is_cancelled())
+        {
+            held = None;
+            match leases.take(&lease_id, &leasing.holder, leasing.ttl).await {
+                Ok(Some(grant)) => match start_position(store.as_ref(), &key).await {
+                    Ok(saved) => {
+                        let lost = CancellationToken::new();
+                        let lease =
+                            HeldLease::start(store.clone(), lease_id.clone(), &leasing, grant.epoch, lost.clone());
+                        held = Some((lease, lost));
+                        position = saved;
+                        hook.at(position);
+                        tracing::info!(webhook = %hook.spec.name, position, "delivering this webhook from this replica");
+                    }
+                    Err(error) => tracing::warn!(webhook = %hook.spec.name, %error, "reading the webhook's cursor"),
+                },
+                Ok(None) => {}
+                Err(error) => tracing::warn!(webhook = %hook.spec.name, %error, "taking the webhook's lease"),
+            }
+            if held.is_none() {
+                tokio::time::sleep(leasing.ttl / 3).await;
+                continue;
+            }
+        }
         let commits = match store.journal_commits(position, BATCH).await {
             Ok(commits) => commits,
             Err(error) => {
@@ -51,6 +89,10 @@ pub(super) async fn run(hook: Arc<Hook>, store: Arc<dyn SessionStore>, reach: Re
             }
             position = commit.position + 1;
             hook.at(position);
+        }
+        // A lease lost meanwhile: the replica that holds it now keeps the cursor.
+        if held.as_ref().is_some_and(|(_, lost)| lost.is_cancelled()) {
+            continue;
         }
         // Not saved (a full disk): the next batch's save tries again; a restart in between
         // sends this batch again, which `webhook-id` lets receivers recognise.

@@ -89,11 +89,17 @@ impl Webhooks {
     /// Starts one delivery task per webhook, reading `store`'s journal from the webhook's
     /// cursor; a webhook without one (new) gets the journal's end now, so it is sent what
     /// happens from here on, not the past. Called before the server takes requests.
-    pub async fn start(&self, store: Arc<dyn SessionStore>) -> Result<(), StoreError> {
+    /// On a store several processes share, each webhook delivers from the one replica that
+    /// holds its lease (`leasing`).
+    pub async fn start(
+        &self,
+        store: Arc<dyn SessionStore>,
+        leasing: crate::store::Leasing,
+    ) -> Result<(), StoreError> {
         for hook in &self.hooks {
             let position = delivery::start_position(store.as_ref(), &hook.cursor_key()).await?;
             hook.at(position);
-            tokio::spawn(delivery::run(hook.clone(), store.clone(), self.reach, position));
+            tokio::spawn(delivery::run(hook.clone(), store.clone(), self.reach, leasing.clone(), position));
         }
         Ok(())
     }

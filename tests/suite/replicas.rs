@@ -392,3 +392,34 @@ async fn mail_sent_through_one_replica_starts_a_host_turn_where_the_session_runs
     assert!(b.mock.requests().is_empty(), "B ran no turn");
     assert_eq!(read(b, &id, 0).await["state"]["inbox"]["waiting"], 0, "delivered once, everywhere");
 }
+
+#[tokio::test]
+async fn a_webhook_is_delivered_once_by_one_replica_whatever_replica_ran_the_turn() {
+    use super::webhooks::{Receiver, SECRET_ENV, config};
+
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(200).await;
+    let settings = format!("{}{}", key_config(shared.path()), config(&receiver, r#"["turn.completed"]"#));
+    let extra = ["--store", database.url.as_str()];
+    let env = [("DEPUTY_WORKSPACE", shared.path().to_str().unwrap()), SECRET_ENV];
+    let a = HttpDeputy::start_with_config(&settings, &extra, &env).await;
+    let b = HttpDeputy::start_with_config(&settings, &extra, &env).await;
+
+    a.mock.push(MockResponse::sse(anthropic::text(&["one"])));
+    let id = a.create_session("hi").await;
+    for (n, replica) in [&b, &a, &b].into_iter().enumerate() {
+        replica.mock.push(MockResponse::sse(anthropic::text(&[&format!("turn {n}")])));
+        let path = format!("/v1/sessions/{id}/turns");
+        let (status, turn) = replica.rest(None, Method::POST, &path, Some(json!({"prompt": "go"}))).await;
+        assert_eq!(status, 200, "{turn}");
+    }
+    let delivered = receiver.wait_for_acknowledged(4).await;
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let received = receiver.received();
+    let mut ids: Vec<&str> = received.iter().map(|delivery| delivery.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!((received.len(), ids.len()), (4, 4), "each turn's event once: {ids:?}");
+    assert!(delivered.iter().all(|delivery| delivery.kind() == "turn.completed"));
+}

@@ -22,12 +22,12 @@ use crate::common::http_deputy::HttpDeputy;
 use crate::common::mock_llm::{MockResponse, anthropic};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const SECRET_ENV: (&str, &str) = ("TEST_WEBHOOK_SECRET", SECRET);
+pub(super) const SECRET_ENV: (&str, &str) = ("TEST_WEBHOOK_SECRET", SECRET);
 
 /// One POST the receiver got: its headers of interest, its body, and what it answered.
 #[derive(Debug, Clone)]
-struct Received {
-    id: String,
+pub(super) struct Received {
+    pub(super) id: String,
     timestamp: String,
     signature: String,
     content_type: String,
@@ -42,14 +42,14 @@ impl Received {
         serde_json::from_slice(&self.body).unwrap()
     }
 
-    fn kind(&self) -> String {
+    pub(super) fn kind(&self) -> String {
         self.json()["type"].as_str().unwrap().to_owned()
     }
 }
 
 /// A webhook endpoint on loopback answering `status` (settable) to every POST, or, while
 /// `hold` is set, answering nothing for a minute (a delivery in flight).
-struct Receiver {
+pub(super) struct Receiver {
     url: String,
     status: Arc<AtomicU16>,
     hold: Arc<AtomicBool>,
@@ -58,7 +58,7 @@ struct Receiver {
 }
 
 impl Receiver {
-    async fn start(status: u16) -> Self {
+    pub(super) async fn start(status: u16) -> Self {
         let status = Arc::new(AtomicU16::new(status));
         let hold = Arc::new(AtomicBool::new(false));
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -97,7 +97,7 @@ impl Receiver {
         Self { url, status, hold, received, _server: server }
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(super) fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
 
@@ -106,7 +106,7 @@ impl Receiver {
         self.received().into_iter().filter(|delivery| (200..300).contains(&delivery.answered)).collect()
     }
 
-    async fn wait_for_acknowledged(&self, count: usize) -> Vec<Received> {
+    pub(super) async fn wait_for_acknowledged(&self, count: usize) -> Vec<Received> {
         for _ in 0..300 {
             let acknowledged = self.acknowledged();
             if acknowledged.len() >= count {
@@ -118,7 +118,7 @@ impl Receiver {
     }
 }
 
-fn config(receiver: &Receiver, events: &str) -> String {
+pub(super) fn config(receiver: &Receiver, events: &str) -> String {
     format!(
         "[policy]\nwebhook_private_urls = \"allow\"\n\n[[webhooks]]\nurl = \"{}\"\nevents = {events}\nsecret_env = \"{}\"\n",
         receiver.url, SECRET_ENV.0

@@ -41,11 +41,10 @@ use crate::model::{AgentSpec, RewindResult, RunResult, SessionRecord, SessionSta
 use crate::policy::Grants;
 use crate::store::{SharedStore, StoreError, StoredInbox, StoredMail};
 
-mod lease;
 mod shared;
 mod task;
 
-pub use lease::{HeldLease, Leasing};
+pub use crate::store::{HeldLease, Leasing};
 use shared::Shared;
 use task::{run, supervised};
 

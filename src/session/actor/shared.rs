@@ -9,12 +9,12 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::lease::HeldLease;
 use super::{TurnTicket, archived_error};
 use crate::agent::{FullOutputs, Journal, Ledger, Mailbox};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::model::{SessionStatus, SessionView};
+use crate::store::HeldLease;
 
 /// State shared by the handle and the actor, readable without waiting.
 pub(super) struct Shared {

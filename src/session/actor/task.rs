@@ -12,7 +12,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Keep;
-use super::lease::HeldLease;
 use super::shared::Shared;
 use super::{Command, TurnReply, may_auto_turn};
 use crate::agent::{Agent, AgentEvent, EventSink, TurnInput};
@@ -24,7 +23,7 @@ use crate::memory::recollections_of;
 #[cfg(feature = "session-compaction")]
 use crate::model::CompactResult;
 use crate::model::{RewindResult, RunResult, SessionRecord, SessionStatus};
-use crate::store::{SaveRequest, Signal, StoreError};
+use crate::store::{HeldLease, SaveRequest, Signal, StoreError};
 
 /// Runs the actor and, however it ends (shut down, every handle gone, a panic outside a turn,
 /// the runtime dropping it), leaves the session unlocked, idle and marked stopped.

@@ -98,6 +98,27 @@ pub trait TurnLeases: Send + Sync + std::fmt::Debug {
     /// What the other processes signal, from now on (this process's own signals are not
     /// echoed back). Lagging receivers miss some and are told so.
     fn signals(&self) -> broadcast::Receiver<Signal>;
+
+    /// Waits until no other process holds `name`'s exclusive section, and holds it until the
+    /// guard is dropped: what a check followed by a save (a peer name free, a delegation cap
+    /// not reached) needs to hold across processes.
+    fn exclusive<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<ExclusiveGuard, StoreError>>;
+}
+
+/// An exclusive section held across the processes sharing a store; left when dropped.
+pub struct ExclusiveGuard(#[allow(dead_code)] Box<dyn Send + Sync>);
+
+impl ExclusiveGuard {
+    /// `held` keeps the section until it is dropped.
+    pub fn new(held: Box<dyn Send + Sync>) -> Self {
+        Self(held)
+    }
+}
+
+impl std::fmt::Debug for ExclusiveGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExclusiveGuard")
+    }
 }
 
 /// Who holds leases here, and for how long each lasts.

@@ -40,7 +40,7 @@ pub use redb::RedbStore;
 #[cfg(feature = "session-store")]
 pub use rules::ARCHIVED_EVENT;
 
-pub use lease::{HeldLease, LeaseGrant, Leasing, Signal, Standing, TurnLeases};
+pub use lease::{ExclusiveGuard, HeldLease, LeaseGrant, Leasing, Signal, Standing, TurnLeases};
 
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId};

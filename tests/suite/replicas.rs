@@ -423,3 +423,27 @@ async fn a_webhook_is_delivered_once_by_one_replica_whatever_replica_ran_the_tur
     assert_eq!((received.len(), ids.len()), (4, 4), "each turn's event once: {ids:?}");
     assert!(delivered.iter().all(|delivery| delivery.kind() == "turn.completed"));
 }
+
+#[tokio::test]
+async fn a_peer_name_is_taken_once_across_replicas() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let replicas = replicas(&database, shared.path(), 2).await;
+    for replica in &replicas {
+        replica.mock.respond_with(|_| MockResponse::sse(anthropic::text(&["Ready."])));
+    }
+    let creates = (0..10).map(|n| {
+        let replica = &replicas[n % 2];
+        let body = json!({"prompt": "hi", "name": "reviewer", "peer_group": "pr-7"});
+        async move { replica.rest(None, Method::POST, "/v1/sessions", Some(body)).await }
+    });
+    let answers = futures::future::join_all(creates).await;
+    let created = answers.iter().filter(|(status, _)| *status == 201).count();
+    assert_eq!(created, 1, "one session takes the name: {answers:?}");
+    assert!(
+        answers.iter().all(
+            |(status, body)| *status == 201 || body["message"].as_str().is_some_and(|m| m.contains("reviewer"))
+        ),
+        "{answers:?}"
+    );
+}

@@ -186,13 +186,13 @@ impl LiveSessionService {
         record.lineage = new.lineage;
         // A name is checked and taken (saved, or registered without a store) under one lock.
         let naming = match &record.name {
-            Some(_) => Some(self.naming.lock().await),
+            Some(_) => Some((self.naming.lock().await, self.exclusive("deputy:naming").await?)),
             None => None,
         };
         self.check_name_free(&record).await?;
         let delegating = match &record.lineage.parent_id {
             Some(parent) => {
-                let guard = self.delegating.lock().await;
+                let guard = (self.delegating.lock().await, self.exclusive("deputy:delegating").await?);
                 self.check_caps(parent).await?;
                 Some(guard)
             }

@@ -12,7 +12,7 @@ use super::registry::Slot;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::actor::{HeldLease, SessionHandle, TurnTicket};
-use crate::store::{LeaseGrant, Signal, Standing};
+use crate::store::{ExclusiveGuard, LeaseGrant, Signal, Standing};
 
 /// What taking the lease for a won turn lock came to.
 pub(super) enum Leased {
@@ -159,6 +159,16 @@ impl LiveSessionService {
                 handle.start_auto_turn();
             }
             Err(error) => tracing::warn!(session_id = %id, "reading mail another replica took: {error}"),
+        }
+    }
+
+    /// `name`'s section across the processes sharing the store (none without one): taken
+    /// after the process's own mutex of the same check, so a check and its save hold
+    /// cluster-wide — one peer name per group, the delegation caps.
+    pub(super) async fn exclusive(&self, name: &str) -> Result<Option<ExclusiveGuard>, SessionError> {
+        match self.store.as_ref().and_then(|store| store.leases()) {
+            Some(leases) => Ok(Some(leases.exclusive(name).await?)),
+            None => Ok(None),
         }
     }
 

@@ -10,7 +10,7 @@ use tokio_postgres::Transaction;
 
 use super::{PostgresStore, backend, int, uint};
 use crate::ids::SessionId;
-use crate::store::{LeaseGrant, Signal, Standing, StoreError, TurnLeases};
+use crate::store::{ExclusiveGuard, LeaseGrant, Signal, Standing, StoreError, TurnLeases};
 
 /// A lease's length in whole milliseconds, as the statements take it.
 fn millis(ttl: Duration) -> i64 {
@@ -135,6 +135,14 @@ impl TurnLeases for PostgresStore {
         })
     }
 
+    fn exclusive<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<ExclusiveGuard, StoreError>> {
+        Box::pin(async move {
+            let client = self.inner.client().await?;
+            client.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&name]).await.map_err(backend)?;
+            Ok(ExclusiveGuard::new(Box::new(Section { client: Some(client) })))
+        })
+    }
+
     fn signals(&self) -> broadcast::Receiver<Signal> {
         let inner = &self.inner;
         inner
@@ -157,4 +165,27 @@ pub(super) async fn check_fence(transaction: &Transaction<'_>, id: &str, fence: 
         return Err(StoreError::Fenced { id: id.to_owned(), fence, current });
     }
     Ok(())
+}
+
+/// A session-level advisory lock on a pooled connection. Dropped, the lock is released on that
+/// connection before it goes back to the pool; if that cannot be done, the connection is
+/// closed instead, which releases it too. Never returned to the pool still locked.
+struct Section {
+    client: Option<deadpool_postgres::Object>,
+}
+
+impl Drop for Section {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            drop(deadpool_postgres::Object::take(client));
+            return;
+        };
+        runtime.spawn(async move {
+            if let Err(error) = client.execute("SELECT pg_advisory_unlock_all()", &[]).await {
+                tracing::warn!("leaving an exclusive section: {error}; closing its connection");
+                drop(deadpool_postgres::Object::take(client));
+            }
+        });
+    }
 }

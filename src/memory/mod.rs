@@ -122,8 +122,15 @@ impl Memory {
     /// (and, without a store, before the first is added), searches and lists answer empty
     /// without opening one: a server that never uses memory never makes its directory, and
     /// `resources/list` stays cheap.
+    ///
+    /// On a store other processes share (replicas), an open index first catches up with
+    /// what they kept: one cheap read of the store's marks when nothing is new.
     async fn index_if_any(&self) -> Result<Option<Arc<MemoryIndex>>, SessionError> {
         if let Some(index) = self.index.get() {
+            if self.store.as_ref().is_some_and(|store| store.leases().is_some()) {
+                let _writing = self.writing.lock().await;
+                self.catch_up(index).await?;
+            }
             return Ok(Some(index.clone()));
         }
         let any = match &self.store {

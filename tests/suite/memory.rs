@@ -11,7 +11,7 @@ use crate::common::http_deputy::HttpDeputy;
 use crate::common::mock_llm::{MockLlm, MockResponse, anthropic};
 
 /// The model calls `tool` with `input`, then answers `answer`.
-fn model_calls(mock: &MockLlm, tool: &str, input: Value, answer: &str) {
+pub(super) fn model_calls(mock: &MockLlm, tool: &str, input: Value, answer: &str) {
     mock.push(MockResponse::sse(anthropic::tool_calls(None, &[("toolu_mem", tool, input)])));
     mock.push(MockResponse::sse(anthropic::text(&[answer])));
 }
@@ -35,7 +35,7 @@ fn last_tool_result(mock: &MockLlm) -> (String, bool) {
     (text, result["is_error"].as_bool().unwrap_or(false))
 }
 
-const MEMORY_TOOLS: [&str; 2] = ["memory_search", "remember"];
+pub(super) const MEMORY_TOOLS: [&str; 2] = ["memory_search", "remember"];
 
 #[cfg(all(feature = "session-store", feature = "session-compaction"))]
 #[tokio::test]

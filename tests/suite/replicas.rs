@@ -447,3 +447,28 @@ async fn a_peer_name_is_taken_once_across_replicas() {
         "{answers:?}"
     );
 }
+
+#[tokio::test]
+async fn what_one_replica_remembers_another_finds() {
+    use super::memory::{MEMORY_TOOLS, model_calls};
+
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let replicas = replicas(&database, shared.path(), 2).await;
+    let (a, b) = (&replicas[0], &replicas[1]);
+    let remember = |text: &'static str| async move {
+        model_calls(&a.mock, "remember", json!({"text": text}), "Kept.");
+        let body = json!({"prompt": "keep it", "builtins": MEMORY_TOOLS});
+        let (status, created) = a.rest(None, Method::POST, "/v1/sessions", Some(body)).await;
+        assert_eq!(status, 201, "{created}");
+    };
+    remember("The deploy window is Tuesday").await;
+    let (_, listed) = b.rest(None, Method::GET, "/v1/memories", None).await;
+    assert_eq!(listed["memories"].as_array().map(Vec::len), Some(1), "{listed}");
+
+    // B's index is open now; what A keeps next reaches it all the same.
+    remember("The staging database is called orca").await;
+    let (status, found) = b.rest(None, Method::GET, "/v1/memories?query=orca", None).await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["memories"][0]["text"], "The staging database is called orca", "{found}");
+}

@@ -472,3 +472,38 @@ async fn what_one_replica_remembers_another_finds() {
     assert_eq!(status, 200, "{found}");
     assert_eq!(found["memories"][0]["text"], "The staging database is called orca", "{found}");
 }
+
+#[tokio::test]
+async fn a_rewind_holds_the_lease_and_works_on_what_the_store_holds() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let replicas = replicas(&database, shared.path(), 2).await;
+    let (a, b) = (&replicas[0], &replicas[1]);
+    a.mock.push(MockResponse::sse(anthropic::text(&["one"])));
+    let id = a.create_session("first").await;
+    let path = format!("/v1/sessions/{id}/turns");
+    // B runs turn 2 (so it holds a copy), then A turn 3: B's copy is behind.
+    b.mock.push(MockResponse::sse(anthropic::text(&["two"])));
+    assert_eq!(b.rest(None, Method::POST, &path, Some(json!({"prompt": "second"}))).await.0, 200);
+    a.mock.push(MockResponse::sse(anthropic::text(&["three"])));
+    assert_eq!(a.rest(None, Method::POST, &path, Some(json!({"prompt": "third"}))).await.0, 200);
+
+    // Busy while a turn runs on A.
+    let gate = a.mock.push_held(MockResponse::sse(anthropic::text(&["four"])), 0);
+    assert_eq!(a.rest(None, Method::POST, &path, Some(json!({"prompt": "fourth", "wait_ms": 0}))).await.0, 200);
+    a.mock.wait_for_requests(3).await;
+    let rewind = format!("/v1/sessions/{id}/rewind");
+    let (status, busy) = b.rest(None, Method::POST, &rewind, Some(json!({"to_turn": 2}))).await;
+    assert_eq!((status, busy["code"].as_str()), (409, Some("SESSION_BUSY")), "{busy}");
+    gate.open();
+    assert_eq!(read(a, &id, 10_000).await["state"]["turns"], 4);
+
+    // Through B, whose copy is behind: the rewind drops turns 3 and 4 of the stored session.
+    let (status, rewound) = b.rest(None, Method::POST, &rewind, Some(json!({"to_turn": 2}))).await;
+    assert_eq!(status, 200, "{rewound}");
+    assert_eq!(rewound["rewound_turns"], json!([3, 4]), "{rewound}");
+    a.mock.push(MockResponse::sse(anthropic::text(&["again"])));
+    assert_eq!(a.rest(None, Method::POST, &path, Some(json!({"prompt": "after"}))).await.0, 200);
+    let sent = a.mock.requests().last().unwrap().body.to_string();
+    assert!(sent.contains("second") && !sent.contains("third") && !sent.contains("fourth"), "{sent}");
+}

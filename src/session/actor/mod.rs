@@ -226,6 +226,11 @@ impl SessionHandle {
         self.shared.hold_lease(lease);
     }
 
+    /// Saves carry `epoch` from now on (a lease taken for a compaction or a rewind).
+    pub fn set_fence(&self, epoch: u64) {
+        self.shared.set_fence(epoch);
+    }
+
     /// Whether this copy holds what the store holds, as a lease's grant gives the stored
     /// journal watermark.
     pub fn is_current(&self, stored_event_seq: Option<u64>) -> bool {

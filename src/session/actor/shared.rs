@@ -235,6 +235,12 @@ impl Shared {
         self.lock().lease.take()
     }
 
+    /// Saves carry `epoch` from now on: a lease taken for a command that takes the turn lock
+    /// itself (a compaction, a rewind).
+    pub(super) fn set_fence(&self, epoch: u64) {
+        self.fence.store(epoch, Ordering::Release);
+    }
+
     /// The lease epoch saves carry (see [`Shared::fence`]).
     pub(super) fn fence(&self) -> u64 {
         self.fence.load(Ordering::Acquire)

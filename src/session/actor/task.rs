@@ -265,12 +265,13 @@ async fn finish(
     // A fenced save has nothing to keep: the store moved on elsewhere, and this copy is
     // dropped at its next turn.
     shared.set_unsaved(matches!(&saved, Err(error) if !matches!(error, StoreError::Fenced { .. })));
-    shared.view.send_replace(record.view(SessionStatus::Idle, None));
-    shared.touch();
-    // Released before the lock: the next turn, here or in another process, takes it at once.
+    // Released once saved, before anyone sees the session idle: whoever does may start the
+    // next turn, here or in another process, at once.
     if let Some(lease) = shared.take_lease() {
         lease.release().await;
     }
+    shared.view.send_replace(record.view(SessionStatus::Idle, None));
+    shared.touch();
     shared.end_turn();
     // Nobody listening is the usual case, not an error.
     let _ = shared.changes.send(record.session_id.clone());

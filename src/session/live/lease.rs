@@ -13,6 +13,7 @@ use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::actor::{HeldLease, SessionHandle, TurnTicket};
 use crate::store::{ExclusiveGuard, LeaseGrant, Signal, Standing};
+use tokio_util::sync::CancellationToken;
 
 /// What taking the lease for a won turn lock came to.
 pub(super) enum Leased {
@@ -160,6 +161,43 @@ impl LiveSessionService {
             }
             Err(error) => tracing::warn!(session_id = %id, "reading mail another replica took: {error}"),
         }
+    }
+
+    /// Runs `command` — one that takes the turn lock itself, a compaction or a rewind — under
+    /// the session's lease, on a store several processes share: `SESSION_BUSY` while a turn
+    /// runs anywhere, and on a copy as current as the store (a copy behind it is dropped, and
+    /// the session loaded again). Without such a store, `command` as it is.
+    pub(super) async fn leased<T>(
+        &self,
+        factory: &Arc<crate::agent::AgentFactory>,
+        grants: &crate::policy::Grants,
+        id: &SessionId,
+        command: impl AsyncFnMut(&SessionHandle) -> Result<T, SessionError>,
+    ) -> Result<T, SessionError> {
+        let Some(store) = &self.store else { return self.with_handle(factory, grants, id, command).await };
+        let Some(leases) = store.leases() else { return self.with_handle(factory, grants, id, command).await };
+        let grant = leases.take(id, &self.leasing.holder, self.leasing.ttl).await?;
+        let Some(grant) = grant else { return Err(SessionError::Busy(id.clone())) };
+        // Renewed while the command runs; a lost lease fences its save out.
+        let lease =
+            HeldLease::start(store.clone(), id.clone(), &self.leasing, grant.epoch, CancellationToken::new());
+        let current = match self.live(id) {
+            Some(handle) if !handle.is_current(grant.stored_event_seq) => {
+                self.unload(id, &handle, "behind the store").await
+            }
+            _ => true,
+        };
+        let result = if current {
+            // A copy loaded from here on fences with the lease's epoch already.
+            if let Some(handle) = self.live(id) {
+                handle.set_fence(grant.epoch);
+            }
+            self.with_handle(factory, grants, id, command).await
+        } else {
+            Err(SessionError::Busy(id.clone()))
+        };
+        lease.release().await;
+        result
     }
 
     /// `name`'s section across the processes sharing the store (none without one): taken

@@ -67,7 +67,7 @@ impl LiveSessionService {
         id: &SessionId,
         to_turn: u64,
     ) -> Result<RewindResult, SessionError> {
-        self.with_handle(factory, grants, id, async move |handle| handle.rewind(to_turn).await).await
+        self.leased(factory, grants, id, async move |handle| handle.rewind(to_turn).await).await
     }
 
     /// `export`: the session's record, history and whole journal as one document.

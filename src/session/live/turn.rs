@@ -89,7 +89,7 @@ impl LiveSessionService {
     ) -> Result<CompactResult, SessionError> {
         #[cfg(feature = "session-compaction")]
         {
-            self.with_handle(factory, grants, id, async |handle| handle.compact().await).await
+            self.leased(factory, grants, id, async |handle| handle.compact().await).await
         }
         #[cfg(not(feature = "session-compaction"))]
         {

@@ -107,7 +107,9 @@ impl Journal {
         match &event {
             AgentEvent::TurnStarted { turn }
             | AgentEvent::PromptReceived { turn, .. }
-            | AgentEvent::ApprovalsAnswered { turn, .. } => state.turn = *turn,
+            | AgentEvent::ApprovalsAnswered { turn, .. }
+            // A turn lost with another replica is recorded before the next one starts.
+            | AgentEvent::TurnFailed { turn, .. } => state.turn = *turn,
             _ => {}
         }
         let event = serde_json::to_value(&event).unwrap_or_else(|err| {

@@ -27,10 +27,13 @@ use crate::ids::SessionId;
 
 /// A lease won: the epoch the turn's saves carry, and the stored session's journal watermark
 /// right after the lease was taken (`None` when the session is not stored yet).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseGrant {
     pub epoch: u64,
     pub stored_event_seq: Option<u64>,
+    /// The holder whose lease this one replaced after it expired unreleased: what it ran was
+    /// lost (its process died, or paused past its lease and is fenced out).
+    pub lost: Option<String>,
 }
 
 /// Where a stored session stands, as any process sees it: its journal watermark, and who

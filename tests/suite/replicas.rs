@@ -307,9 +307,22 @@ async fn when_the_owner_is_killed_mid_turn_another_replica_runs_the_next_turn_wi
     let waited = killed_at.elapsed();
     assert!(waited <= bound, "usable again within the lease: {waited:?}");
 
-    // Every completed turn is there; the lost one left nothing half-saved.
+    // Every completed turn is there; the lost one left nothing half-saved, and is recorded
+    // as failed before the turn that took its number.
     let view = read(&b, &id, 0).await;
     assert_eq!(view["state"]["turns"], 2, "{view}");
+    let (_, journal) = b.rest(None, Method::GET, &format!("/v1/sessions/{id}/events?limit=500"), None).await;
+    let kinds: Vec<(u64, String)> = journal["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["turn"] == 2)
+        .map(|event| (event["turn"].as_u64().unwrap(), event["event"]["type"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(kinds.first().map(|(_, kind)| kind.as_str()), Some("turn_failed"), "{journal}");
+    let lost = journal["events"].as_array().unwrap().iter().find(|event| event["event"]["type"] == "turn_failed");
+    assert!(lost.unwrap()["event"]["error"].as_str().unwrap().contains("lost"), "{journal}");
+    assert!(kinds.iter().any(|(_, kind)| kind == "turn_completed"), "{journal}");
     let sent = b.mock.requests().last().unwrap().body.to_string();
     assert!(sent.contains("Hello.") && !sent.contains("doomed") && !sent.contains("lost"), "{sent}");
 }

@@ -226,6 +226,11 @@ impl SessionHandle {
         self.shared.hold_lease(lease);
     }
 
+    /// Records a turn lost with the replica that ran it (see [`crate::store::LeaseGrant::lost`]).
+    pub fn lost_turn(&self, holder: &str) {
+        self.shared.lost_turn(holder);
+    }
+
     /// Saves carry `epoch` from now on (a lease taken for a compaction or a rewind).
     pub fn set_fence(&self, epoch: u64) {
         self.shared.set_fence(epoch);

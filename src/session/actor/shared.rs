@@ -252,6 +252,19 @@ impl Shared {
         stored_seq.is_none_or(|stored| stored == self.saved_seq.load(Ordering::Acquire))
     }
 
+    /// Records in the journal that the turn after the last one ran in another process, which
+    /// stopped before it ended (its lease expired unreleased): nothing of it was saved, and
+    /// the turn about to run takes its number.
+    pub(super) fn lost_turn(&self, holder: &str) {
+        let turn = self.view.borrow().state.turns + 1;
+        let error = format!(
+            "lost: the replica running this turn ({holder}) stopped before it ended, and its lease expired; \
+             nothing of the turn was saved"
+        );
+        tracing::warn!(turn, holder, "a turn was lost with the replica running it");
+        self.journal.record(crate::agent::AgentEvent::TurnFailed { turn, error });
+    }
+
     /// Notes a save's watermark (see [`Shared::is_current`]).
     pub(super) fn saved(&self, event_seq: u64) {
         self.saved_seq.store(event_seq, Ordering::Release);

@@ -287,6 +287,9 @@ async fn lease_auto_turn(keep: &Keep, shared: &Shared, id: &SessionId, cancel: &
     let Some(leases) = store.leases() else { return true };
     let refused = match leases.take(id, &keep.leasing.holder, keep.leasing.ttl).await {
         Ok(Some(grant)) if shared.is_current(grant.stored_event_seq) => {
+            if let Some(holder) = &grant.lost {
+                shared.lost_turn(holder);
+            }
             shared.hold_lease(HeldLease::start(
                 store.clone(),
                 id.clone(),

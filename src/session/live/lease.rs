@@ -59,6 +59,9 @@ impl LiveSessionService {
                 }
             }
         };
+        if let Some(holder) = &grant.lost {
+            handle.lost_turn(holder);
+        }
         let lease = HeldLease::start(store.clone(), id.clone(), &self.leasing, grant.epoch, ticket.cancel.clone());
         handle.hold_lease(lease);
         Ok(Leased::Held)

@@ -35,14 +35,19 @@ impl TurnLeases for PostgresStore {
                 .client()
                 .await?
                 .query_opt(
-                    "WITH taken AS (
+                    "WITH previous AS (
+                         SELECT holder, expires_at > '-infinity' AS unreleased
+                         FROM turn_leases WHERE session_id = $1),
+                     taken AS (
                          INSERT INTO turn_leases (session_id, holder, epoch, expires_at)
                          VALUES ($1, $2, 1, clock_timestamp() + $3::float8 * interval '1 millisecond')
                          ON CONFLICT (session_id) DO UPDATE SET holder = EXCLUDED.holder,
                              epoch = turn_leases.epoch + 1, expires_at = EXCLUDED.expires_at
                          WHERE turn_leases.expires_at <= clock_timestamp()
                          RETURNING epoch)
-                     SELECT taken.epoch, (SELECT event_seq FROM sessions WHERE id = $1) FROM taken",
+                     SELECT taken.epoch, (SELECT event_seq FROM sessions WHERE id = $1),
+                         (SELECT holder FROM previous WHERE unreleased)
+                     FROM taken",
                     &[&id.as_str(), &holder, &(millis(ttl) as f64)],
                 )
                 .await
@@ -50,6 +55,7 @@ impl TurnLeases for PostgresStore {
             Ok(row.map(|row| LeaseGrant {
                 epoch: uint(row.get(0)),
                 stored_event_seq: row.get::<_, Option<i64>>(1).map(uint),
+                lost: row.get::<_, Option<String>>(2).filter(|previous| previous != holder),
             }))
         })
     }

@@ -35,6 +35,8 @@ use futures::future::BoxFuture;
 
 #[cfg(feature = "session-store")]
 pub use postgres::PostgresStore;
+#[cfg(all(feature = "session-store", any(test, feature = "test-support")))]
+pub use postgres::test_schema;
 #[cfg(feature = "session-store")]
 pub use redb::RedbStore;
 #[cfg(feature = "session-store")]

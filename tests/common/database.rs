@@ -6,6 +6,8 @@
 use std::io::Write;
 use std::sync::Once;
 
+use deputy::store::test_schema::{connect, create_schema, drop_schema};
+
 /// The environment variable naming the test database.
 const DATABASE: &str = "DEPUTY_TEST_POSTGRES";
 
@@ -31,7 +33,7 @@ impl TestDatabase {
         };
         let config: tokio_postgres::Config = base.parse().expect("DEPUTY_TEST_POSTGRES is a PostgreSQL URL");
         let schema = format!("deputy_e2e_{}", uuid::Uuid::new_v4().simple());
-        connect(&config).await.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
+        create_schema(&config, &schema).await;
         let separator = if base.contains('?') { '&' } else { '?' };
         let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
         Some(Self { config, schema, url })
@@ -47,23 +49,6 @@ impl TestDatabase {
 
 impl Drop for TestDatabase {
     fn drop(&mut self) {
-        let (config, schema) = (self.config.clone(), self.schema.clone());
-        // Drop runs outside async code; a thread of its own runs the statement.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async {
-                let client = connect(&config).await;
-                // Bounded: a replica still holding a lock fails the drop rather than hang it.
-                let drop = format!("SET lock_timeout = '10s'; DROP SCHEMA {schema} CASCADE");
-                client.batch_execute(&drop).await.unwrap();
-            });
-        });
-        let _ = dropped.join();
+        drop_schema(&self.config, &self.schema);
     }
-}
-
-async fn connect(config: &tokio_postgres::Config) -> tokio_postgres::Client {
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await.expect("connect to the test database");
-    tokio::spawn(connection);
-    client
 }

@@ -46,9 +46,9 @@ pub(super) struct Shared {
     saved_seq: AtomicU64,
 }
 
-/// The turn lock and the two facts that decide whether it may be taken, under one mutex so
-/// they are never seen out of step. Exactly one turn or compaction holds the lock at a time;
-/// unloading takes it for good.
+/// The turn lock, the two facts that decide whether it may be taken, and the running turn's
+/// lease (with several processes on one store), under one mutex so they are never seen out of
+/// step. Exactly one turn or compaction holds the lock at a time; unloading takes it for good.
 #[derive(Debug, Default)]
 struct TurnLock {
     turn: Turn,

@@ -1,11 +1,14 @@
-//! The turn lease (`store::lease`) on a store several processes share: a turn that won this
-//! process's turn lock also takes the session's lease in the database, or answers
-//! `SESSION_BUSY` at once. A replica whose copy of the session is behind the store (another
-//! replica ran turns since) drops it and loads the session again before the turn.
+//! Replicas: the processes sharing one store (`store::lease`). A turn that won this process's
+//! turn lock also takes the session's lease in the database, or answers `SESSION_BUSY` at
+//! once; a replica whose copy of the session is behind the store (another replica ran turns
+//! since) drops it and loads the session again before the turn, and reads answer from the
+//! store instead. Signals from the other replicas (interrupts, commits, mail) are acted on
+//! here, and checks that must hold cluster-wide take an exclusive section.
 
 use std::sync::{Arc, PoisonError, Weak};
 
 use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 use super::LiveSessionService;
 use super::registry::Slot;
@@ -13,7 +16,6 @@ use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::actor::{HeldLease, SessionHandle, TurnTicket};
 use crate::store::{ExclusiveGuard, LeaseGrant, Signal, Standing};
-use tokio_util::sync::CancellationToken;
 
 /// What taking the lease for a won turn lock came to.
 pub(super) enum Leased {

@@ -31,9 +31,13 @@ impl LiveSessionService {
             return self.list_tree(caller, query).await;
         }
         let owner = query.owner.clone();
+        // On a store replicas share, an idle copy may be behind it: the store answers for
+        // every session but those running a turn here.
+        let shared = self.store.as_ref().is_some_and(|store| store.leases().is_some());
         let live: Vec<SessionSummary> = self
             .live_handles()
             .iter()
+            .filter(|handle| !shared || handle.is_busy())
             .map(SessionHandle::summary)
             .filter(|summary| owner.as_ref().is_none_or(|owner| summary.owner == *owner))
             .filter(|summary| query.filter.matches(summary))

@@ -449,7 +449,7 @@ impl SessionService for LiveSessionService {
     }
 
     async fn history(&self, id: &SessionId) -> Result<SessionHistory, SessionError> {
-        if let Some(handle) = self.live(id) {
+        if let (Some(handle), _) = self.current_copy(id).await? {
             match handle.history().await {
                 Ok(messages) => return Ok(SessionHistory { session_id: id.clone(), messages }),
                 // Unloaded meanwhile: the store has it all.

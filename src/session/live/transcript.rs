@@ -163,6 +163,8 @@ impl LiveSessionService {
     /// from the store, archived sessions included (then it holds no journal events: the store
     /// has them all).
     async fn snapshot(&self, id: &SessionId) -> Result<Snapshot, SessionError> {
+        // On a store replicas share, a copy behind it is dropped first (see `current_copy`).
+        self.current_copy(id).await?;
         if let Lookup::Live(handle) = self.lookup(id) {
             match handle.snapshot().await {
                 Ok(snapshot) => return Ok(snapshot),

@@ -33,6 +33,8 @@ mod lease;
 mod notify;
 mod read;
 mod schema;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_schema;
 mod write;
 
 /// Connections a store keeps at most.

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::sync::Once;
 
 use super::PostgresStore;
+use super::test_schema::{connect, create_schema, drop_schema};
 
 crate::store::contract::store_contract!(open().await);
 
@@ -21,25 +22,8 @@ struct Schema {
 
 impl Drop for Schema {
     fn drop(&mut self) {
-        let (config, name) = (self.config.clone(), self.name.clone());
-        // Drop runs outside async code; a thread of its own runs the statement.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async {
-                let client = connect(&config).await;
-                // Bounded: a transaction left open by a failed case must fail the drop, not hang it.
-                let drop = format!("SET lock_timeout = '10s'; DROP SCHEMA {name} CASCADE");
-                client.batch_execute(&drop).await.unwrap();
-            });
-        });
-        let _ = dropped.join();
+        drop_schema(&self.config, &self.name);
     }
-}
-
-async fn connect(config: &tokio_postgres::Config) -> tokio_postgres::Client {
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await.expect("connect to the test database");
-    tokio::spawn(connection);
-    client
 }
 
 /// An empty store in a fresh schema of the test database, or `None` without one.
@@ -54,7 +38,7 @@ async fn open() -> Option<(Schema, PostgresStore)> {
     };
     let config: tokio_postgres::Config = url.parse().expect("DEPUTY_TEST_POSTGRES is a PostgreSQL URL");
     let name = format!("deputy_test_{}", uuid::Uuid::new_v4().simple());
-    connect(&config).await.batch_execute(&format!("CREATE SCHEMA {name}")).await.unwrap();
+    create_schema(&config, &name).await;
     let mut scoped = config.clone();
     scoped.options(format!("-c search_path={name}"));
     let key_dir = tempfile::tempdir().unwrap();

@@ -171,11 +171,16 @@ async fn save_in(inner: &Inner, transaction: &Transaction<'_>, save: &SaveReques
             )
             .await
             .map_err(backend)?;
-        order(transaction, id, plan.events_from, plan.events_from + events.len() as u64).await?;
     }
     insert_memories(inner, transaction, memories).await?;
     put_record(inner, transaction, record).await?;
-    inner.notify(transaction, &Signal::Changed(record.session_id.clone())).await
+    inner.notify(transaction, &Signal::Changed(record.session_id.clone())).await?;
+    // Last: the commit order's lock is held from here to the commit, so saves of different
+    // sessions serialize only over their commits, not over their writes.
+    if !events.is_empty() {
+        order(transaction, id, plan.events_from, plan.events_from + events.len() as u64).await?;
+    }
+    Ok(())
 }
 
 /// The row lock makes archive and save of one session serialize: a save committing first is
@@ -201,7 +206,6 @@ async fn archive_in(
         )
         .await
         .map_err(backend)?;
-    order(transaction, id, closing.seq, stored.event_seq).await?;
     put_record(inner, transaction, &stored).await?;
     inner.notify(transaction, &Signal::Changed(stored.session_id.clone())).await?;
     if stored.name.is_some() {
@@ -216,6 +220,8 @@ async fn archive_in(
     if stored.lineage.parent_id.is_some() {
         transaction.execute("DELETE FROM delegated WHERE child_id = $1", &[&id]).await.map_err(backend)?;
     }
+    // Last, as for a save: the commit order's lock is held only over the commit.
+    order(transaction, id, closing.seq, stored.event_seq).await?;
     Ok(Some(stored))
 }
 

@@ -190,6 +190,8 @@ async fn the_token_is_asked_once_per_tab_and_only_allowed_actions_are_offered() 
     let other = browser.open(&deputy.url("/ui")).await;
     sign_in(&other, VIEWER).await;
     other.wait_for("document.querySelector('#who').innerText.startsWith('auditor')").await;
+    // The list's filters render after the caller is known: wait for them, not only for `#who`.
+    other.wait_for("document.querySelector('input[name=archived]') !== null").await;
     other.eval("document.querySelector('input[name=archived]').click()").await;
     click(&other, "tr.row a", "write the notes").await;
     other

@@ -102,8 +102,7 @@ pub async fn long_running_service(
     service.start_replica_signals();
     if let (Some(webhooks), Some(store)) = (&state.webhooks, store) {
         // Before the first request: a new webhook starts after everything already stored.
-        let leasing = crate::store::Leasing::for_this_process(state.lease_ttl);
-        webhooks.start(store, leasing).await.context("starting the webhooks' deliveries")?;
+        webhooks.start(store, service.leasing().clone()).await.context("starting the webhooks' deliveries")?;
         tracing::info!(webhooks = webhooks.len(), "delivering webhooks");
     }
     // Collections are brought up to their files now, not at the first search.

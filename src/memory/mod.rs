@@ -127,7 +127,10 @@ impl Memory {
     /// what they kept: one cheap read of the store's marks when nothing is new.
     async fn index_if_any(&self) -> Result<Option<Arc<MemoryIndex>>, SessionError> {
         if let Some(index) = self.index.get() {
-            if self.store.as_ref().is_some_and(|store| store.leases().is_some()) {
+            if let Some(store) = self.store.as_ref().filter(|store| store.leases().is_some())
+                && store.memory_marks().await? != index.marks()
+            {
+                // Searches never wait on a writer when the store has nothing new.
                 let _writing = self.writing.lock().await;
                 self.catch_up(index).await?;
             }

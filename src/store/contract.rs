@@ -92,7 +92,7 @@ pub(crate) fn record_with_secrets(n: u64, env_value: &str, header_value: &str) -
     record
 }
 
-fn mail(n: u32, parked: bool) -> StoredMail {
+pub(crate) fn mail(n: u32, parked: bool) -> StoredMail {
     let at = Utc.timestamp_millis_opt(1_700_000_000_000).unwrap() + Duration::milliseconds(i64::from(n));
     StoredMail {
         parked,

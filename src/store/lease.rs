@@ -22,8 +22,8 @@ use futures::future::BoxFuture;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::{SessionStore, StoreError};
-use crate::ids::SessionId;
+use super::{SessionStore, StoreError, StoredMail};
+use crate::ids::{MessageId, SessionId};
 
 /// A lease won: the epoch the turn's saves carry, and the stored session's journal watermark
 /// right after the lease was taken (`None` when the session is not stored yet).
@@ -95,6 +95,18 @@ pub trait TurnLeases: Send + Sync + std::fmt::Debug {
     /// against it, and shows a turn running in another process.
     fn standing<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<Standing>, StoreError>>;
 
+    /// Keeps `mail` for session `id` as [`SessionStore::post`] does, unless `capacity`
+    /// messages wait in its inbox already (parked ones aside): counted in the database under
+    /// a lock of that inbox, so one inbox's capacity holds whichever processes post to it.
+    /// `false`: refused, nothing kept.
+    fn post_within<'a>(
+        &'a self,
+        id: &'a SessionId,
+        mail: &'a StoredMail,
+        evict: Option<&'a MessageId>,
+        capacity: usize,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
     /// Tells the other processes sharing the store.
     fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<(), StoreError>>;
 
@@ -106,6 +118,15 @@ pub trait TurnLeases: Send + Sync + std::fmt::Debug {
     /// guard is dropped: what a check followed by a save (a peer name free, a delegation cap
     /// not reached) needs to hold across processes.
     fn exclusive<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<ExclusiveGuard, StoreError>>;
+}
+
+/// Gives back `epoch` of `id`'s lease held by `holder`. A release that fails only leaves the
+/// lease to expire on its own (at most its length later), so it is logged, never returned:
+/// every caller would do just that.
+pub async fn give_back(leases: &dyn TurnLeases, id: &SessionId, holder: &str, epoch: u64) {
+    if let Err(error) = leases.release(id, holder, epoch).await {
+        tracing::warn!(lease = %id, epoch, "releasing a lease: {error}; it expires on its own");
+    }
 }
 
 /// An exclusive section held across the processes sharing a store; left when dropped.
@@ -208,10 +229,8 @@ impl HeldLease {
     pub async fn release(mut self) {
         self.renewing.abort();
         self.released = true;
-        if let Some(leases) = self.store.leases()
-            && let Err(error) = leases.release(&self.id, &self.holder, self.epoch).await
-        {
-            tracing::warn!(session_id = %self.id, epoch = self.epoch, "releasing the turn lease: {error}; it expires on its own");
+        if let Some(leases) = self.store.leases() {
+            give_back(leases, &self.id, &self.holder, self.epoch).await;
         }
     }
 
@@ -231,10 +250,8 @@ impl Drop for HeldLease {
         // fails only leaves the lease to expire.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Some(leases) = store.leases()
-                    && let Err(error) = leases.release(&id, &holder, epoch).await
-                {
-                    tracing::warn!(session_id = %id, epoch, "releasing the turn lease: {error}; it expires on its own");
+                if let Some(leases) = store.leases() {
+                    give_back(leases, &id, &holder, epoch).await;
                 }
             });
         }

@@ -520,3 +520,31 @@ async fn a_rewind_holds_the_lease_and_works_on_what_the_store_holds() {
     let sent = a.mock.requests().last().unwrap().body.to_string();
     assert!(sent.contains("second") && !sent.contains("third") && !sent.contains("fourth"), "{sent}");
 }
+
+#[tokio::test]
+async fn an_inbox_capacity_holds_across_replicas() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let replicas = replicas_with(&database, shared.path(), 2, "\n[inbox]\ncapacity = 2\n").await;
+    let (a, b) = (&replicas[0], &replicas[1]);
+    a.mock.push(MockResponse::sse(anthropic::text(&["Noted."])));
+    let id = a.create_session("hi").await;
+    let inbox = format!("/v1/sessions/{id}/inbox");
+    // A holds the session with one message; B loads it, with that one, and takes a second.
+    for (replica, message) in [(a, "one"), (b, "two")] {
+        let (status, sent) = replica.rest(None, Method::POST, &inbox, Some(json!({"message": message}))).await;
+        assert_eq!(status, 202, "{sent}");
+    }
+    // A's copy still holds one message, but the inbox holds two: full, whoever asks.
+    for replica in [a, b] {
+        let (status, refused) = replica.rest(None, Method::POST, &inbox, Some(json!({"message": "three"}))).await;
+        assert_eq!(refused["code"], "SESSION_INBOX_FULL", "{status} {refused}");
+    }
+    // Both messages reach the next turn, wherever it runs.
+    b.mock.push(MockResponse::sse(anthropic::text(&["Read both."])));
+    let (status, turn) =
+        b.rest(None, Method::POST, &format!("/v1/sessions/{id}/turns"), Some(json!({"prompt": "read"}))).await;
+    assert_eq!(status, 200, "{turn}");
+    let asked = b.mock.requests().last().unwrap().body.to_string();
+    assert!(asked.contains("one") && asked.contains("two") && !asked.contains("three"), "{asked}");
+}

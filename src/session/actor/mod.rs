@@ -372,7 +372,17 @@ impl SessionHandle {
             }
             if let Some(store) = store {
                 let evict = if parked { mailbox.would_evict() } else { None };
-                store.post(&self.id, StoredMail { parked, message: message.clone() }, evict).await?;
+                let mail = StoredMail { parked, message: message.clone() };
+                match store.leases() {
+                    // Shared with other processes: the capacity is counted where all of them post.
+                    Some(leases) => {
+                        let capacity = mailbox.limits().capacity;
+                        if !leases.post_within(&self.id, &mail, evict.as_ref(), capacity).await? {
+                            return Err(SessionError::InboxFull { session_id: self.id.clone(), capacity });
+                        }
+                    }
+                    None => store.post(&self.id, mail, evict).await?,
+                }
             }
             if let crate::agent::inbox::Admitted::Parked { .. } = mailbox.admit(message) {
                 return Ok(Some(Delivery::Parked));

@@ -300,9 +300,7 @@ async fn lease_auto_turn(keep: &Keep, shared: &Shared, id: &SessionId, cancel: &
             return true;
         }
         Ok(Some(grant)) => {
-            if let Err(error) = leases.release(id, &keep.leasing.holder, grant.epoch).await {
-                tracing::warn!(session_id = %id, "releasing an unused turn lease: {error}; it expires on its own");
-            }
+            crate::store::lease::give_back(leases, id, &keep.leasing.holder, grant.epoch).await;
             "this copy is behind the store"
         }
         Ok(None) => "a turn runs in another process",

@@ -15,7 +15,8 @@ use super::registry::Slot;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::actor::{HeldLease, SessionHandle, TurnTicket};
-use crate::store::{ExclusiveGuard, LeaseGrant, Signal, Standing};
+use crate::store::lease::give_back;
+use crate::store::{ExclusiveGuard, LeaseGrant, Leasing, Signal, Standing, TurnLeases};
 
 /// What taking the lease for a won turn lock came to.
 pub(super) enum Leased {
@@ -78,7 +79,7 @@ impl LiveSessionService {
         id: &SessionId,
     ) -> Result<(Option<SessionHandle>, Option<Standing>), SessionError> {
         let live = self.live(id);
-        let Some(leases) = self.store.as_ref().and_then(|store| store.leases()) else { return Ok((live, None)) };
+        let Some(leases) = self.leases() else { return Ok((live, None)) };
         if live.as_ref().is_some_and(SessionHandle::is_busy) {
             return Ok((live, None));
         }
@@ -103,7 +104,7 @@ impl LiveSessionService {
     /// does; whether one was sent. It arrives within the database's notification latency;
     /// the turn ends `cancelled` there, as it would here.
     pub(super) async fn interrupt_elsewhere(&self, id: &SessionId, cascade: bool) -> Result<bool, SessionError> {
-        let Some(leases) = self.store.as_ref().and_then(|store| store.leases()) else { return Ok(false) };
+        let Some(leases) = self.leases() else { return Ok(false) };
         let Some(standing) = leases.standing(id).await? else { return Ok(false) };
         if !self.leased_elsewhere(&standing) {
             return Ok(false);
@@ -118,7 +119,7 @@ impl LiveSessionService {
     /// ([`SessionService::changes`](crate::session::SessionService::changes)). One task, no
     /// polling: it sleeps until the database notifies.
     pub fn start_replica_signals(self: &Arc<Self>) {
-        let Some(leases) = self.store.as_ref().and_then(|store| store.leases()) else { return };
+        let Some(leases) = self.leases() else { return };
         let mut signals = leases.signals();
         let service = Arc::downgrade(self);
         let stopping = self.stopping.clone();
@@ -209,7 +210,7 @@ impl LiveSessionService {
     /// after the process's own mutex of the same check, so a check and its save hold
     /// cluster-wide — one peer name per group, the delegation caps.
     pub(super) async fn exclusive(&self, name: &str) -> Result<Option<ExclusiveGuard>, SessionError> {
-        match self.store.as_ref().and_then(|store| store.leases()) {
+        match self.leases() {
             Some(leases) => Ok(Some(leases.exclusive(name).await?)),
             None => Ok(None),
         }
@@ -217,11 +218,20 @@ impl LiveSessionService {
 
     /// Gives back a lease taken for a turn that will not run.
     pub(super) async fn release_lease(&self, id: &SessionId, grant: LeaseGrant) {
-        if let Some(leases) = self.store.as_ref().and_then(|store| store.leases())
-            && let Err(error) = leases.release(id, &self.leasing.holder, grant.epoch).await
-        {
-            tracing::warn!(session_id = %id, "releasing an unused turn lease: {error}; it expires on its own");
+        if let Some(leases) = self.leases() {
+            give_back(leases, id, &self.leasing.holder, grant.epoch).await;
         }
+    }
+
+    /// The store's leases, when several processes share it (`None`: this process alone
+    /// decides, with its turn locks).
+    pub(super) fn leases(&self) -> Option<&dyn TurnLeases> {
+        self.store.as_ref().and_then(|store| store.leases())
+    }
+
+    /// Who holds leases here: the webhooks' workers hold theirs as this process, too.
+    pub fn leasing(&self) -> &Leasing {
+        &self.leasing
     }
 
     /// Drops a copy that is behind the store, from under the turn lock the caller holds: out

@@ -33,7 +33,7 @@ impl LiveSessionService {
         let owner = query.owner.clone();
         // On a store replicas share, an idle copy may be behind it: the store answers for
         // every session but those running a turn here.
-        let shared = self.store.as_ref().is_some_and(|store| store.leases().is_some());
+        let shared = self.leases().is_some();
         let live: Vec<SessionSummary> = self
             .live_handles()
             .iter()

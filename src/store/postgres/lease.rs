@@ -9,8 +9,8 @@ use tokio::sync::broadcast;
 use tokio_postgres::Transaction;
 
 use super::{PostgresStore, backend, int, uint};
-use crate::ids::SessionId;
-use crate::store::{ExclusiveGuard, LeaseGrant, Signal, Standing, StoreError, TurnLeases};
+use crate::ids::{MessageId, SessionId};
+use crate::store::{ExclusiveGuard, LeaseGrant, Signal, Standing, StoreError, StoredMail, TurnLeases};
 
 /// A lease's length in whole milliseconds, as the statements take it.
 fn millis(ttl: Duration) -> i64 {
@@ -32,8 +32,6 @@ impl TurnLeases for PostgresStore {
             // its own save by the journal's order (`store::rules`), never merged over it.
             let row = self
                 .inner
-                .client()
-                .await?
                 .query_opt(
                     "WITH previous AS (
                          SELECT holder, expires_at > '-infinity' AS unreleased
@@ -50,8 +48,7 @@ impl TurnLeases for PostgresStore {
                      FROM taken",
                     &[&id.as_str(), &holder, &(millis(ttl) as f64)],
                 )
-                .await
-                .map_err(backend)?;
+                .await?;
             Ok(row.map(|row| LeaseGrant {
                 epoch: uint(row.get(0)),
                 stored_event_seq: row.get::<_, Option<i64>>(1).map(uint),
@@ -70,15 +67,12 @@ impl TurnLeases for PostgresStore {
         Box::pin(async move {
             let renewed = self
                 .inner
-                .client()
-                .await?
                 .execute(
                     "UPDATE turn_leases SET expires_at = clock_timestamp() + $4::float8 * interval '1 millisecond'
                      WHERE session_id = $1 AND holder = $2 AND epoch = $3 AND expires_at > clock_timestamp()",
                     &[&id.as_str(), &holder, &int(epoch), &(millis(ttl) as f64)],
                 )
-                .await
-                .map_err(backend)?;
+                .await?;
             Ok(renewed == 1)
         })
     }
@@ -91,15 +85,12 @@ impl TurnLeases for PostgresStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             self.inner
-                .client()
-                .await?
                 .execute(
                     "UPDATE turn_leases SET expires_at = '-infinity'
                      WHERE session_id = $1 AND holder = $2 AND epoch = $3",
                     &[&id.as_str(), &holder, &int(epoch)],
                 )
-                .await
-                .map_err(backend)?;
+                .await?;
             Ok(())
         })
     }
@@ -108,11 +99,8 @@ impl TurnLeases for PostgresStore {
         Box::pin(async move {
             let row = self
                 .inner
-                .client()
-                .await?
                 .query_opt("SELECT epoch FROM turn_leases WHERE session_id = $1", &[&id.as_str()])
-                .await
-                .map_err(backend)?;
+                .await?;
             Ok(row.map_or(0, |row| uint(row.get(0))))
         })
     }
@@ -121,17 +109,24 @@ impl TurnLeases for PostgresStore {
         Box::pin(async move {
             let row = self
                 .inner
-                .client()
-                .await?
                 .query_opt(
                     "SELECT s.event_seq, CASE WHEN l.expires_at > clock_timestamp() THEN l.holder END
                      FROM sessions s LEFT JOIN turn_leases l ON l.session_id = s.id WHERE s.id = $1",
                     &[&id.as_str()],
                 )
-                .await
-                .map_err(backend)?;
+                .await?;
             Ok(row.map(|row| Standing { event_seq: uint(row.get(0)), holder: row.get(1) }))
         })
+    }
+
+    fn post_within<'a>(
+        &'a self,
+        id: &'a SessionId,
+        mail: &'a StoredMail,
+        evict: Option<&'a MessageId>,
+        capacity: usize,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(super::write::post(&self.inner, id.as_str(), mail, evict, Some(capacity)))
     }
 
     fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -16,6 +16,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use crate::ids::{MessageId, SessionId};
 use crate::llm::Message;
@@ -87,6 +89,26 @@ impl Inner {
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(unreachable)
+    }
+
+    /// One statement on a pooled connection, a transaction of its own: the rows it changed.
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        self.client().await?.execute(sql, params).await.map_err(backend)
+    }
+
+    /// One statement's rows, read on a pooled connection.
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+        self.client().await?.query(sql, params).await.map_err(backend)
+    }
+
+    /// One statement's row, if any.
+    async fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, StoreError> {
+        self.client().await?.query_opt(sql, params).await.map_err(backend)
+    }
+
+    /// One statement's one row (an aggregate, say).
+    async fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, StoreError> {
+        self.client().await?.query_one(sql, params).await.map_err(backend)
     }
 
     /// Runs `work` in one transaction (a read-only snapshot with `read_only`): committed when
@@ -214,7 +236,7 @@ impl SessionStore for PostgresStore {
         evict: Option<MessageId>,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         let id = id.clone();
-        Box::pin(async move { write::post(&self.inner, id.as_str(), &mail, evict.as_ref()).await })
+        Box::pin(async move { write::post(&self.inner, id.as_str(), &mail, evict.as_ref(), None).await.map(drop) })
     }
 
     fn inbox(&self, id: &SessionId) -> BoxFuture<'_, Result<StoredInbox, StoreError>> {
@@ -284,7 +306,7 @@ impl SessionStore for PostgresStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            self.inner.client().await?.execute("SELECT 1", &[]).await.map_err(backend)?;
+            self.inner.execute("SELECT 1", &[]).await?;
             Ok(())
         })
     }

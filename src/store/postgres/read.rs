@@ -16,22 +16,12 @@ use crate::store::{
 };
 
 pub(super) async fn record(inner: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-    let row = inner
-        .client()
-        .await?
-        .query_opt("SELECT record FROM sessions WHERE id = $1", &[&id])
-        .await
-        .map_err(backend)?;
+    let row = inner.query_opt("SELECT record FROM sessions WHERE id = $1", &[&id]).await?;
     row.map(|row| inner.decode(row.get::<_, &[u8]>(0))).transpose()
 }
 
 pub(super) async fn history(inner: &Inner, id: &str) -> Result<Vec<Message>, StoreError> {
-    let rows = inner
-        .client()
-        .await?
-        .query("SELECT body FROM messages WHERE session_id = $1 ORDER BY seq", &[&id])
-        .await
-        .map_err(backend)?;
+    let rows = inner.query("SELECT body FROM messages WHERE session_id = $1 ORDER BY seq", &[&id]).await?;
     rows.iter().map(|row| inner.decode(row.get::<_, &[u8]>(0))).collect()
 }
 
@@ -90,24 +80,16 @@ fn borrowed(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)>
 
 pub(super) async fn tool_output(inner: &Inner, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {
     let row = inner
-        .client()
-        .await?
         .query_opt(
             "SELECT content FROM tool_outputs WHERE session_id = $1 AND tool_use_id = $2",
             &[&id, &tool_use_id],
         )
-        .await
-        .map_err(backend)?;
+        .await?;
     Ok(row.map(|row| row.get(0)))
 }
 
 pub(super) async fn inbox(inner: &Inner, id: &str) -> Result<StoredInbox, StoreError> {
-    let rows = inner
-        .client()
-        .await?
-        .query("SELECT body FROM inbox WHERE session_id = $1", &[&id])
-        .await
-        .map_err(backend)?;
+    let rows = inner.query("SELECT body FROM inbox WHERE session_id = $1", &[&id]).await?;
     let mail =
         rows.iter().map(|row| inner.decode::<StoredMail>(row.get::<_, &[u8]>(0))).collect::<Result<_, _>>()?;
     Ok(StoredInbox::arrived(mail))
@@ -115,11 +97,8 @@ pub(super) async fn inbox(inner: &Inner, id: &str) -> Result<StoredInbox, StoreE
 
 pub(super) async fn peers(inner: &Inner, group: &str) -> Result<Vec<StoredPeer>, StoreError> {
     let rows = inner
-        .client()
-        .await?
         .query("SELECT session_id, name FROM peers WHERE group_key = $1 ORDER BY session_id", &[&group.as_bytes()])
-        .await
-        .map_err(backend)?;
+        .await?;
     Ok(rows
         .iter()
         .map(|row| StoredPeer { session_id: SessionId::from_string(row.get::<_, &str>(0)), name: row.get(1) })
@@ -129,15 +108,12 @@ pub(super) async fn peers(inner: &Inner, group: &str) -> Result<Vec<StoredPeer>,
 /// Every child of `parent`, and whether it is still open (not archived).
 pub(super) async fn children(inner: &Inner, parent: &str) -> Result<Vec<StoredChild>, StoreError> {
     let rows = inner
-        .client()
-        .await?
         .query(
             "SELECT c.child_id, d.child_id IS NOT NULL FROM children c
              LEFT JOIN delegated d ON d.child_id = c.child_id WHERE c.parent_id = $1 ORDER BY c.child_id",
             &[&parent],
         )
-        .await
-        .map_err(backend)?;
+        .await?;
     Ok(rows
         .iter()
         .map(|row| StoredChild { session_id: SessionId::from_string(row.get::<_, &str>(0)), open: row.get(1) })
@@ -147,15 +123,12 @@ pub(super) async fn children(inner: &Inner, parent: &str) -> Result<Vec<StoredCh
 /// The open delegated sessions, and `owner`'s among them.
 pub(super) async fn open_delegated(inner: &Inner, owner: &str) -> Result<OpenDelegated, StoreError> {
     let row = inner
-        .client()
-        .await?
         .query_one(
             "SELECT count(*), count(*) FILTER (WHERE s.owner = $1) FROM delegated d
              LEFT JOIN sessions s ON s.id = d.child_id",
             &[&owner],
         )
-        .await
-        .map_err(backend)?;
+        .await?;
     let count = |index: usize| usize::try_from(row.get::<_, i64>(index)).unwrap_or(0);
     Ok(OpenDelegated { on_server: count(0), of_owner: count(1) })
 }
@@ -249,33 +222,20 @@ async fn commits_in(
 
 /// The position the next save's events will take in the commit order.
 pub(super) async fn journal_end(inner: &Inner) -> Result<u64, StoreError> {
-    let row = inner
-        .client()
-        .await?
-        .query_one("SELECT coalesce(max(position) + 1, 0) FROM journal_order", &[])
-        .await
-        .map_err(backend)?;
+    let row = inner.query_one("SELECT coalesce(max(position) + 1, 0) FROM journal_order", &[]).await?;
     Ok(uint(row.get(0)))
 }
 
 pub(super) async fn meta_num(inner: &Inner, key: &str) -> Result<Option<u64>, StoreError> {
-    let row = inner
-        .client()
-        .await?
-        .query_opt("SELECT num FROM deputy_meta WHERE key = $1", &[&key])
-        .await
-        .map_err(backend)?;
+    let row = inner.query_opt("SELECT num FROM deputy_meta WHERE key = $1", &[&key]).await?;
     Ok(row.and_then(|row| row.get::<_, Option<i64>>(0)).map(uint))
 }
 
 /// Up to `limit` memories with an id after `after`, in id order.
 pub(super) async fn memories(inner: &Inner, after: u64, limit: usize) -> Result<Vec<MemoryRecord>, StoreError> {
     let rows = inner
-        .client()
-        .await?
         .query("SELECT body FROM memories WHERE id > $1 ORDER BY id LIMIT $2", &[&int(after), &int(limit as u64)])
-        .await
-        .map_err(backend)?;
+        .await?;
     rows.iter().map(|row| inner.decode(row.get::<_, &[u8]>(0))).collect()
 }
 

@@ -72,6 +72,12 @@ const MIGRATIONS: &[&str] = &[
         expires_at timestamptz NOT NULL
     );
     "#,
+    // 3: whether mail is parked, in the clear, so an inbox's waiting mail is counted in the
+    // database (`TurnLeases::post_within`) and its capacity holds across replicas. Mail kept
+    // before counts as waiting until it is delivered: at most a message too few for a while.
+    r#"
+    ALTER TABLE inbox ADD COLUMN parked boolean NOT NULL DEFAULT false;
+    "#,
 ];
 
 /// Advisory lock keys: one for migrations, one that orders the journal's commits.

@@ -110,3 +110,44 @@ async fn a_lease_has_one_holder_and_fences_the_saves_of_a_lost_one() {
     assert_eq!(store.take(&id, "a", ttl).await.unwrap().map(|grant| grant.epoch), Some(3));
     assert_eq!(store.epoch(&id).await.unwrap(), 3);
 }
+
+#[tokio::test]
+async fn an_inbox_capacity_is_counted_in_the_database_for_every_poster() {
+    use crate::store::{SaveRequest, SessionStore, TurnLeases};
+
+    let Some((_schema, store)) = open().await else { return };
+    let record = crate::store::contract::record(1, 0);
+    let id = record.session_id.clone();
+    store.save(SaveRequest::new(record, 0, Vec::new())).await.unwrap();
+    // Two "replicas" are one store here: what counts is that neither's own copy is asked.
+    let waiting = [crate::store::contract::mail(1, false), crate::store::contract::mail(2, false)];
+    for mail in &waiting {
+        assert!(store.post_within(&id, mail, None, 2).await.unwrap(), "room for two");
+    }
+    let third = crate::store::contract::mail(3, false);
+    assert!(!store.post_within(&id, &third, None, 2).await.unwrap(), "the third is refused");
+    let parked = crate::store::contract::mail(4, true);
+    assert!(store.post_within(&id, &parked, None, 2).await.unwrap(), "parked mail is not counted");
+    // Mail kept by a plain post counts too.
+    store.post(&id, crate::store::contract::mail(5, false), None).await.unwrap();
+    let inbox = store.inbox(&id).await.unwrap();
+    assert_eq!((inbox.waiting.len(), inbox.parked.len()), (3, 1));
+    assert!(inbox.waiting.iter().all(|message| message.id != third.message.id), "nothing kept of a refused post");
+
+    // Concurrent posts through separate connections: exactly the capacity is kept.
+    let other = crate::store::contract::record(2, 0);
+    let other_id = other.session_id.clone();
+    store.save(SaveRequest::new(other, 0, Vec::new())).await.unwrap();
+    let store = std::sync::Arc::new(store);
+    let posts = (10..30).map(|n| {
+        let (store, id) = (store.clone(), other_id.clone());
+        tokio::spawn(async move { store.post_within(&id, &crate::store::contract::mail(n, false), None, 5).await })
+    });
+    let kept = futures::future::join_all(posts)
+        .await
+        .into_iter()
+        .filter(|posted| *posted.as_ref().unwrap().as_ref().unwrap())
+        .count();
+    assert_eq!(kept, 5);
+    assert_eq!(store.inbox(&other_id).await.unwrap().waiting.len(), 5);
+}

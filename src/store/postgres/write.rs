@@ -225,19 +225,37 @@ async fn archive_in(
     Ok(Some(stored))
 }
 
+/// Keeps `mail` (dropping `evict`, a parked message it pushed out). With `capacity`, only while
+/// fewer messages wait (parked ones aside), counted under a transaction lock of the inbox so
+/// posts from every replica are counted one after another; `false`: refused, nothing kept.
 pub(super) async fn post(
     inner: &Inner,
     id: &str,
     mail: &StoredMail,
     evict: Option<&MessageId>,
-) -> Result<(), StoreError> {
+    capacity: Option<usize>,
+) -> Result<bool, StoreError> {
     inner
         .in_transaction(false, async |transaction| {
+            if let Some(capacity) = capacity.filter(|_| !mail.parked) {
+                transaction
+                    .execute("SELECT pg_advisory_xact_lock(hashtextextended('deputy:inbox:' || $1, 0))", &[&id])
+                    .await
+                    .map_err(backend)?;
+                let waiting: i64 = transaction
+                    .query_one("SELECT count(*) FROM inbox WHERE session_id = $1 AND NOT parked", &[&id])
+                    .await
+                    .map_err(backend)?
+                    .get(0);
+                if usize::try_from(waiting).unwrap_or(usize::MAX) >= capacity {
+                    return Ok(false);
+                }
+            }
             transaction
                 .execute(
-                    "INSERT INTO inbox (session_id, message_id, body) VALUES ($1, $2, $3)
-             ON CONFLICT (session_id, message_id) DO UPDATE SET body = EXCLUDED.body",
-                    &[&id, &mail.message.id.as_str(), &inner.encode(mail)?],
+                    "INSERT INTO inbox (session_id, message_id, body, parked) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (session_id, message_id) DO UPDATE SET body = EXCLUDED.body, parked = EXCLUDED.parked",
+                    &[&id, &mail.message.id.as_str(), &inner.encode(mail)?, &mail.parked],
                 )
                 .await
                 .map_err(backend)?;
@@ -247,7 +265,7 @@ pub(super) async fn post(
                     .await
                     .map_err(backend)?;
             }
-            Ok(())
+            Ok(true)
         })
         .await
 }
@@ -325,14 +343,11 @@ pub(super) fn cursor_key(name: &str) -> String {
 
 pub(super) async fn set_meta_num(inner: &Inner, key: &str, value: u64) -> Result<(), StoreError> {
     inner
-        .client()
-        .await?
         .execute(
             "INSERT INTO deputy_meta (key, num) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET num = EXCLUDED.num",
             &[&key, &int(value)],
         )
-        .await
-        .map_err(backend)?;
+        .await?;
     Ok(())
 }
 

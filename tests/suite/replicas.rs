@@ -548,3 +548,40 @@ async fn an_inbox_capacity_holds_across_replicas() {
     let asked = b.mock.requests().last().unwrap().body.to_string();
     assert!(asked.contains("one") && asked.contains("two") && !asked.contains("three"), "{asked}");
 }
+
+#[tokio::test]
+async fn the_database_is_reached_over_tls_as_the_url_says() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let home = tempfile::tempdir().unwrap();
+    let client = database.client().await;
+    let certificate: String = client.query_one("SHOW ssl_cert_file", &[]).await.unwrap().get(0);
+    // Checked against the server's own certificate as the root, by the name it holds.
+    let url = format!("{}&sslmode=verify-full&sslrootcert={certificate}&application_name=deputy-tls", database.url)
+        .replacen("127.0.0.1", "localhost", 1);
+    let deputy = HttpDeputy::start_with_config(&key_config(home.path()), &["--store", url.as_str()], &[]).await;
+    deputy.mock.push(MockResponse::sse(anthropic::text(&["Over TLS."])));
+    deputy.create_session("hi").await;
+    let encrypted: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+             WHERE a.application_name = 'deputy-tls' AND s.ssl",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(encrypted > 0, "deputy's connections are encrypted");
+
+    // A root file that is not there: a clear error before anything is served.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_deputy"))
+        .args(["--store", &format!("{}&sslmode=verify-ca&sslrootcert=/nonexistent/root.pem", database.url)])
+        .args(["sessions", "list"])
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("HOME", home.path())
+        .env_remove("DEPUTY_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("sslrootcert \"/nonexistent/root.pem\""), "{stderr}");
+}

@@ -148,7 +148,9 @@ impl TurnLeases for PostgresStore {
         let inner = &self.inner;
         inner
             .listener
-            .get_or_init(|| super::notify::Listener::start(inner.config.clone(), inner.origin.clone()))
+            .get_or_init(|| {
+                super::notify::Listener::start(inner.config.clone(), inner.tls.clone(), inner.origin.clone())
+            })
             .subscribe()
     }
 }

@@ -37,6 +37,7 @@ mod read;
 mod schema;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_schema;
+mod tls;
 mod write;
 
 /// Connections a store keeps at most.
@@ -60,6 +61,8 @@ struct Inner {
     sealer: Arc<dyn SecretSealer>,
     /// Where the listening connection connects.
     config: tokio_postgres::Config,
+    /// How its connections are encrypted: the listening one too.
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
     /// This store's name in the signals it sends, unique per open.
     origin: Arc<str>,
     /// Other replicas' signals, listened for from the first subscriber on.
@@ -173,17 +176,22 @@ impl PostgresStore {
     ///
     /// Errors: `Backend` (a bad URL, an unreachable or refusing database), `Corrupt` (a schema
     /// newer than this binary), `Key` (a missing or foreign key file).
+    /// TLS as libpq reads `sslmode` and `sslrootcert` ([`tls`]).
     pub async fn open(url: &str, key_file: &Path) -> Result<Self, StoreError> {
-        let config: tokio_postgres::Config =
-            url.parse().map_err(|error| StoreError::Backend(format!("the PostgreSQL URL: {error}")))?;
-        Self::open_with(config, key_file).await
+        Self::open_connection(tls::Connection::from_url(url)?, key_file).await
     }
 
-    /// [`PostgresStore::open`] with a connection configuration already made.
+    /// [`PostgresStore::open`] with a connection configuration already made (TLS as its
+    /// `sslmode` says, the server's certificate unchecked).
     pub async fn open_with(config: tokio_postgres::Config, key_file: &Path) -> Result<Self, StoreError> {
+        Self::open_connection(tls::Connection::unverified(config)?, key_file).await
+    }
+
+    async fn open_connection(connection: tls::Connection, key_file: &Path) -> Result<Self, StoreError> {
+        let tls::Connection { config, tls } = connection;
         let manager = Manager::from_config(
             config.clone(),
-            tokio_postgres::NoTls,
+            tls.clone(),
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
         let pool = Pool::builder(manager)
@@ -196,7 +204,7 @@ impl PostgresStore {
         drop(client);
         let origin = uuid::Uuid::new_v4().simple().to_string().into();
         let listener = std::sync::OnceLock::new();
-        Ok(Self { inner: Arc::new(Inner { pool, sealer: Arc::new(sealer), config, origin, listener }) })
+        Ok(Self { inner: Arc::new(Inner { pool, sealer: Arc::new(sealer), config, tls, origin, listener }) })
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::broadcast;
 use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::ids::SessionId;
 use crate::store::Signal;
@@ -60,9 +61,9 @@ impl Drop for Listener {
 
 impl Listener {
     /// Starts listening on a connection of its own to `config`'s database.
-    pub(super) fn start(config: tokio_postgres::Config, origin: Arc<str>) -> Self {
+    pub(super) fn start(config: tokio_postgres::Config, tls: MakeRustlsConnect, origin: Arc<str>) -> Self {
         let sender = broadcast::Sender::new(BUFFER);
-        let task = tokio::spawn(listen(config, origin, sender.clone()));
+        let task = tokio::spawn(listen(config, tls, origin, sender.clone()));
         Self { sender, task }
     }
 
@@ -74,10 +75,15 @@ impl Listener {
 /// Listens until aborted, reconnecting after a pause (1 s, doubling to 30 s) when the
 /// connection fails. Signals sent while it was down are lost: followers catch up at their
 /// next wake-up, and an interrupt is sent again by its caller.
-async fn listen(config: tokio_postgres::Config, origin: Arc<str>, sender: broadcast::Sender<Signal>) {
+async fn listen(
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
+    origin: Arc<str>,
+    sender: broadcast::Sender<Signal>,
+) {
     let mut pause = Duration::from_secs(1);
     loop {
-        match config.connect(tokio_postgres::NoTls).await {
+        match config.connect(tls.clone()).await {
             Ok((client, mut connection)) => {
                 let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
                 let statement = format!("LISTEN {CHANNEL}");

@@ -151,3 +151,49 @@ async fn an_inbox_capacity_is_counted_in_the_database_for_every_poster() {
     assert_eq!(kept, 5);
     assert_eq!(store.inbox(&other_id).await.unwrap().waiting.len(), 5);
 }
+
+/// TLS as libpq reads the URL, against the test database's own TLS (Debian's PostgreSQL
+/// offers it with a self-signed "snakeoil" certificate for "localhost"; the test database is
+/// the machine's own, at 127.0.0.1): encrypted unless disabled, the certificate checked only
+/// when asked, against the roots asked for.
+#[tokio::test]
+async fn tls_follows_the_url_sslmode_as_libpq_does() {
+    let Some((schema, store)) = open().await else { return };
+    drop(store);
+    let url = std::env::var(DATABASE).unwrap();
+    let client = connect(&schema.config).await;
+    let certificate: String = client.query_one("SHOW ssl_cert_file", &[]).await.unwrap().get(0);
+    let offered: String = client.query_one("SHOW ssl", &[]).await.unwrap().get(0);
+    assert_eq!(offered, "on", "the test database must offer TLS for this test (Debian's PostgreSQL does)");
+    let key_file = schema.key_dir.path().join("store.key");
+    let at = |settings: &str| {
+        let joiner = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{joiner}options=-c%20search_path%3D{}{settings}", schema.name)
+    };
+    let encrypted = async |store: &PostgresStore| -> bool {
+        let row = store.inner.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).await;
+        row.unwrap().get(0)
+    };
+
+    for (settings, expected) in [("", true), ("&sslmode=require", true), ("&sslmode=disable", false)] {
+        let store = PostgresStore::open(&at(settings), &key_file).await.unwrap();
+        assert_eq!(encrypted(&store).await, expected, "with {settings:?}");
+    }
+    // The system's roots: a self-signed certificate that they do not hold, or (Debian keeps
+    // the snakeoil certificate among them) one naming "localhost", reached as 127.0.0.1.
+    let refused = PostgresStore::open(&at("&sslmode=verify-full"), &key_file).await.unwrap_err().to_string();
+    assert!(refused.contains("invalid peer certificate"), "{refused}");
+    // With the certificate as its own root: the chain holds (verify-ca), the name does not,
+    // as the certificate names the host it was made on, not 127.0.0.1 (verify-full).
+    let root =
+        format!("&sslrootcert={}", form_urlencoded::byte_serialize(certificate.as_bytes()).collect::<String>());
+    let store = PostgresStore::open(&at(&format!("&sslmode=verify-ca{root}")), &key_file).await.unwrap();
+    assert!(encrypted(&store).await);
+    let refused =
+        PostgresStore::open(&at(&format!("&sslmode=verify-full{root}")), &key_file).await.unwrap_err().to_string();
+    assert!(refused.contains("not valid for name \"127.0.0.1\""), "{refused}");
+    // Reached by the name it holds, it passes both.
+    let by_name = at(&format!("&sslmode=verify-full{root}")).replacen("127.0.0.1", "localhost", 1);
+    let store = PostgresStore::open(&by_name, &key_file).await.unwrap();
+    assert!(encrypted(&store).await);
+}

@@ -585,3 +585,39 @@ async fn the_database_is_reached_over_tls_as_the_url_says() {
     assert!(!output.status.success());
     assert!(stderr.contains("sslrootcert \"/nonexistent/root.pem\""), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_rewind_that_takes_a_dead_replicas_lease_records_the_turn_lost_with_it() {
+    let Some(database) = TestDatabase::create().await else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let mut replicas = replicas_with(&database, shared.path(), 2, &format!("lease_secs = {LEASE_SECS}\n")).await;
+    let b = replicas.pop().unwrap();
+    let a = &mut replicas[0];
+    a.mock.push(MockResponse::sse(anthropic::text(&["one"])));
+    let id = a.create_session("first").await;
+    a.mock.push(MockResponse::sse(anthropic::text(&["two"])));
+    let path = format!("/v1/sessions/{id}/turns");
+    assert_eq!(a.rest(None, Method::POST, &path, Some(json!({"prompt": "second"}))).await.0, 200);
+    let _held = a.mock.push_held(MockResponse::sse(anthropic::text(&["lost"])), 0);
+    assert_eq!(a.rest(None, Method::POST, &path, Some(json!({"prompt": "doomed", "wait_ms": 0}))).await.0, 200);
+    a.mock.wait_for_requests(3).await;
+    signal(a, libc::SIGKILL);
+    let _ = a.child.wait().await;
+
+    let rewind = format!("/v1/sessions/{id}/rewind");
+    let started = std::time::Instant::now();
+    let (status, rewound) = loop {
+        let answer = b.rest(None, Method::POST, &rewind, Some(json!({"to_turn": 1}))).await;
+        if answer.1["code"] != "SESSION_BUSY" || started.elapsed() > std::time::Duration::from_secs(LEASE_SECS + 3)
+        {
+            break answer;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 200, "{rewound}");
+    let (_, journal) = b.rest(None, Method::GET, &format!("/v1/sessions/{id}/events?limit=500"), None).await;
+    let lost = journal["events"].as_array().unwrap().iter().find(|event| event["event"]["type"] == "turn_failed");
+    let lost = lost.unwrap_or_else(|| panic!("the lost turn is recorded: {journal}"));
+    assert_eq!(lost["turn"], 3, "{journal}");
+    assert!(lost["event"]["error"].as_str().unwrap().contains("lost"), "{journal}");
+}

@@ -95,6 +95,23 @@ impl LiveSessionService {
         }
     }
 
+    /// Session `id`'s view as the store holds it (`None`: not stored), `running` while
+    /// `standing` shows a turn in another process; without its inbox.
+    pub(super) async fn stored_view(
+        &self,
+        id: &SessionId,
+        standing: Option<&Standing>,
+    ) -> Result<Option<crate::model::SessionView>, SessionError> {
+        let Some(store) = &self.store else { return Ok(None) };
+        let Some(record) = store.record(id).await? else { return Ok(None) };
+        Ok(Some(match standing {
+            Some(standing) if self.leased_elsewhere(standing) && !record.archived => {
+                record.view(crate::model::SessionStatus::Running, Some(record.turns + 1))
+            }
+            _ => record.view(record.resting_status(), None),
+        }))
+    }
+
     /// Whether another process holds the session's lease: a turn runs there.
     pub(super) fn leased_elsewhere(&self, standing: &Standing) -> bool {
         standing.holder.as_deref().is_some_and(|holder| holder != &*self.leasing.holder)
@@ -198,7 +215,18 @@ impl LiveSessionService {
             if let Some(handle) = self.live(id) {
                 handle.set_fence(grant.epoch);
             }
-            self.with_handle(factory, grants, id, command).await
+            // A turn lost with its replica is recorded first, saved with the command's own
+            // save, as a turn that takes such a lease records it.
+            let recorded = match &grant.lost {
+                Some(holder) => {
+                    self.live_or_resumed(factory, grants, id).await.map(|handle| handle.lost_turn(holder))
+                }
+                None => Ok(()),
+            };
+            match recorded {
+                Ok(()) => self.with_handle(factory, grants, id, command).await,
+                Err(error) => Err(error),
+            }
         } else {
             Err(SessionError::Busy(id.clone()))
         };

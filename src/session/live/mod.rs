@@ -294,14 +294,10 @@ impl SessionService for LiveSessionService {
         let (live, elsewhere) = self.current_copy(id).await?;
         let Some(handle) = live else {
             let Some(store) = &self.store else { return Err(SessionError::not_found(id.clone())) };
-            let record = store.record(id).await?.ok_or_else(|| SessionError::not_found(id.clone()))?;
-            let mut view = match elsewhere {
-                // A turn runs in another process sharing the store.
-                Some(standing) if self.leased_elsewhere(&standing) && !record.archived => {
-                    record.view(crate::model::SessionStatus::Running, Some(record.turns + 1))
-                }
-                _ => record.view(record.resting_status(), None),
-            };
+            let mut view = self
+                .stored_view(id, elsewhere.as_ref())
+                .await?
+                .ok_or_else(|| SessionError::not_found(id.clone()))?;
             let inbox = store.inbox(id).await?;
             view.state.inbox.waiting = inbox.waiting.len();
             view.state.inbox.oldest_at = inbox.waiting.first().map(|message| message.at);

@@ -70,12 +70,10 @@ impl LiveSessionService {
 
     /// A session's view, live or stored.
     pub(in super::super) async fn view_of(&self, id: &SessionId) -> Result<Option<SessionView>, SessionError> {
-        if let Some(handle) = self.live(id) {
-            return Ok(Some(handle.view()));
-        }
-        match &self.store {
-            Some(store) => Ok(store.record(id).await?.map(|record| record.view(record.resting_status(), None))),
-            None => Ok(None),
+        // On a store replicas share, a copy behind it is not shown (see `current_copy`).
+        match self.current_copy(id).await? {
+            (Some(handle), _) => Ok(Some(handle.view())),
+            (None, elsewhere) => self.stored_view(id, elsewhere.as_ref()).await,
         }
     }
 

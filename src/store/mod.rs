@@ -281,7 +281,8 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'_, Result<Option<Vec<StoredEvent>>, StoreError>>;
 
     /// Up to `limit` saves' journal events across every session, in the order the saves
-    /// committed, from position `from` (a reader's cursor: what it has not handled yet).
+    /// committed, from position `from` (a reader's cursor: what it has not handled yet). A
+    /// position may carry no events (one a rolled-back save left, in a database store).
     fn journal_commits(&self, from: u64, limit: usize) -> BoxFuture<'_, Result<Vec<JournalCommit>, StoreError>>;
 
     /// The position the next save's journal events will take: where a new reader starts.

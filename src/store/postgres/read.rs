@@ -178,21 +178,71 @@ async fn events_in(
     Ok(Some(out))
 }
 
-/// Up to `limit` saves' journal events in commit order, from position `from`.
+/// How long a reader waits, at most, for the save holding a gap to end.
+const GAP_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Up to `limit` saves' journal events in commit order, from position `from`, up to the first
+/// gap: a position whose row is not visible, because its save is still committing (saves take
+/// positions from a sequence and commit side by side, `write::order`) or rolled back. So a
+/// reader never passes a save that commits later. At a gap with nothing before it, the
+/// reader waits (up to [`GAP_WAIT`]) for the save holding it by inserting an empty row there:
+/// the insert waits on the save's own row and is then refused (it committed: read again), or
+/// fills the gap a rollback left. An empty row reads as a commit with no events, so cursors
+/// pass it.
 pub(super) async fn journal_commits(
     inner: &Inner,
     from: u64,
     limit: usize,
 ) -> Result<Vec<JournalCommit>, StoreError> {
-    inner.in_transaction(true, async |snapshot| commits_in(inner, snapshot, from, limit).await).await
+    let (commits, gap) =
+        inner.in_transaction(true, async |snapshot| commits_in(inner, snapshot, from, limit).await).await?;
+    let Some(gap) = gap.filter(|_| commits.is_empty()) else { return Ok(commits) };
+    if !settle(inner, gap).await? {
+        return Ok(commits);
+    }
+    let (commits, _) =
+        inner.in_transaction(true, async |snapshot| commits_in(inner, snapshot, from, limit).await).await?;
+    Ok(commits)
 }
 
+/// Waits for the saves holding positions `gap`, filling those they left empty; `false` when
+/// one still runs after [`GAP_WAIT`].
+async fn settle(inner: &Inner, gap: std::ops::Range<u64>) -> Result<bool, StoreError> {
+    let mut client = inner.client().await?;
+    let transaction = client.transaction().await.map_err(backend)?;
+    let wait = format!("SET LOCAL lock_timeout = '{}ms'", GAP_WAIT.as_millis());
+    let filled = match transaction.batch_execute(&wait).await {
+        Ok(()) => {
+            transaction
+                .execute(
+                    "INSERT INTO journal_order (position, session_id, first_seq, end_seq)
+                     SELECT position, '', 0, 0 FROM generate_series($1::bigint, $2::bigint) AS position
+                     ON CONFLICT (position) DO NOTHING",
+                    &[&int(gap.start), &int(gap.end - 1)],
+                )
+                .await
+        }
+        Err(error) => Err(error),
+    };
+    match filled {
+        Ok(_) => transaction.commit().await.map(|()| true).map_err(backend),
+        Err(error) => {
+            transaction.rollback().await.map_err(backend)?;
+            match error.code() {
+                Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => Ok(false),
+                _ => Err(backend(error)),
+            }
+        }
+    }
+}
+
+/// The commits from `from` before the first gap, and the gap if there is one.
 async fn commits_in(
     inner: &Inner,
     snapshot: &tokio_postgres::Transaction<'_>,
     from: u64,
     limit: usize,
-) -> Result<Vec<JournalCommit>, StoreError> {
+) -> Result<(Vec<JournalCommit>, Option<std::ops::Range<u64>>), StoreError> {
     let order = snapshot
         .query(
             "SELECT position, session_id, first_seq, end_seq FROM journal_order WHERE position >= $1
@@ -202,7 +252,13 @@ async fn commits_in(
         .await
         .map_err(backend)?;
     let mut commits = Vec::with_capacity(order.len());
+    let mut expected = from;
     for row in &order {
+        let position = uint(row.get(0));
+        if position != expected {
+            return Ok((commits, Some(expected..position)));
+        }
+        expected = position + 1;
         let id: &str = row.get(1);
         let events = snapshot
             .query(
@@ -212,12 +268,12 @@ async fn commits_in(
             .await
             .map_err(backend)?;
         commits.push(JournalCommit {
-            position: uint(row.get(0)),
+            position,
             session_id: SessionId::from_string(id),
             events: events.iter().map(|event| inner.decode(event.get::<_, &[u8]>(0))).collect::<Result<_, _>>()?,
         });
     }
-    Ok(commits)
+    Ok((commits, None))
 }
 
 /// The position the next save's events will take in the commit order.

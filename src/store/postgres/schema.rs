@@ -78,11 +78,18 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE inbox ADD COLUMN parked boolean NOT NULL DEFAULT false;
     "#,
+    // 4: the journal's commit order without serializing commits: positions from a sequence
+    // (`write::order`); a reader holds back at a gap until the save holding it ends, and
+    // fills a gap left by a rollback with an empty row (`read::journal_commits`).
+    r#"
+    CREATE SEQUENCE journal_position MINVALUE 0 START 0;
+    SELECT setval('journal_position', (SELECT coalesce(max(position) + 1, 0) FROM journal_order), false);
+    "#,
 ];
 
-/// Advisory lock keys: one for migrations, one that orders the journal's commits.
+/// The advisory lock key migrations run under. (`0x…0002` ordered the journal's commits
+/// before migration 4: not to be reused.)
 pub(super) const MIGRATION_LOCK: i64 = 0x6465_7075_7479_0001;
-pub(super) const JOURNAL_LOCK: i64 = 0x6465_7075_7479_0002;
 
 /// Brings the database up to this binary's schema.
 ///

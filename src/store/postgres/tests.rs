@@ -197,3 +197,46 @@ async fn tls_follows_the_url_sslmode_as_libpq_does() {
     let store = PostgresStore::open(&by_name, &key_file).await.unwrap();
     assert!(encrypted(&store).await);
 }
+
+/// Commits do not wait for each other to order the journal: a reader holds back at a
+/// position a save still running holds, reads it once that save commits, and passes one a
+/// rolled-back save left.
+#[tokio::test]
+async fn a_reader_holds_back_at_a_position_a_running_save_holds() {
+    use crate::store::contract::{record, stored_event};
+    use crate::store::{SaveRequest, SessionStore};
+
+    let Some((schema, store)) = open().await else { return };
+    let save_with_events = async |n: u64| {
+        let mut record = record(n, 0);
+        record.event_seq = 1;
+        let mut save = SaveRequest::new(record, 0, Vec::new());
+        save.events = vec![stored_event(0, "session_created")];
+        store.save(save).await.unwrap();
+    };
+    let positions = async |from: u64| -> Vec<(u64, usize)> {
+        let commits = store.journal_commits(from, 10).await.unwrap();
+        commits.iter().map(|commit| (commit.position, commit.events.len())).collect()
+    };
+    save_with_events(1).await;
+    let mut scoped = schema.config.clone();
+    scoped.options(format!("-c search_path={}", schema.name));
+    // Saves that took their positions (1, then 3) and stall before their commits.
+    let (committing, rolling_back) = (connect(&scoped).await, connect(&scoped).await);
+    let take = "BEGIN; INSERT INTO journal_order (position, session_id, first_seq, end_seq)
+                VALUES (nextval('journal_position'), 'session-00001', 0, 1)";
+    committing.batch_execute(take).await.unwrap();
+    save_with_events(2).await;
+    rolling_back.batch_execute(take).await.unwrap();
+    save_with_events(3).await;
+
+    assert_eq!(positions(0).await, [(0, 1)], "held back at 1, which a running save holds");
+    assert_eq!(positions(1).await, [], "from the gap, it waits and then holds back");
+    committing.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(positions(1).await, [(1, 1), (2, 1)], "committed: read, up to the next gap");
+    rolling_back.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(positions(3).await, [(3, 0), (4, 1)], "a rolled-back save's position is passed, empty");
+    // The next save takes the next position, whatever readers filled.
+    save_with_events(4).await;
+    assert_eq!(positions(5).await, [(5, 1)]);
+}

@@ -5,7 +5,6 @@ use std::path::Path;
 
 use tokio_postgres::{Client, Transaction};
 
-use super::schema::JOURNAL_LOCK;
 use super::{Inner, backend, int, uint};
 use crate::ids::MessageId;
 use crate::model::SessionRecord;
@@ -60,19 +59,31 @@ async fn put_record(
     Ok(())
 }
 
-/// Appends journal events `first..end` of session `id` to the commit order. The advisory lock,
-/// held to the commit, makes positions follow the order transactions commit in.
+/// Positions a save tries before it gives up: each is lost only to a reader that took it for
+/// a gap in the moment between the sequence giving it and the row's insert.
+const POSITION_TRIES: usize = 8;
+
+/// Appends journal events `first..end` of session `id` to the commit order, at the next
+/// position of a sequence. Nothing is held to the commit, so saves of different sessions
+/// commit side by side; positions may then become visible out of order, and readers hold back
+/// at a gap while its save runs (`read::journal_commits`). A position a reader filled first
+/// (taking it for a rolled-back save's) is passed over for the next.
 async fn order(transaction: &Transaction<'_>, id: &str, first: u64, end: u64) -> Result<(), StoreError> {
-    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&JOURNAL_LOCK]).await.map_err(backend)?;
-    transaction
-        .execute(
-            "INSERT INTO journal_order (position, session_id, first_seq, end_seq)
-             SELECT coalesce(max(position) + 1, 0), $1, $2, $3 FROM journal_order",
-            &[&id, &int(first), &int(end)],
-        )
-        .await
-        .map_err(backend)?;
-    Ok(())
+    for _ in 0..POSITION_TRIES {
+        let placed = transaction
+            .query_opt(
+                "INSERT INTO journal_order (position, session_id, first_seq, end_seq)
+                 VALUES (nextval('journal_position'), $1, $2, $3) ON CONFLICT (position) DO NOTHING
+                 RETURNING position",
+                &[&id, &int(first), &int(end)],
+            )
+            .await
+            .map_err(backend)?;
+        if placed.is_some() {
+            return Ok(());
+        }
+    }
+    Err(StoreError::Backend(format!("no free position in the journal's order after {POSITION_TRIES} tries")))
 }
 
 pub(super) async fn save(inner: &Inner, save: SaveRequest) -> Result<(), StoreError> {
@@ -175,8 +186,7 @@ async fn save_in(inner: &Inner, transaction: &Transaction<'_>, save: &SaveReques
     insert_memories(inner, transaction, memories).await?;
     put_record(inner, transaction, record).await?;
     inner.notify(transaction, &Signal::Changed(record.session_id.clone())).await?;
-    // Last: the commit order's lock is held from here to the commit, so saves of different
-    // sessions serialize only over their commits, not over their writes.
+    // Last: the row it adds is what readers wait on at a gap, for as short as can be.
     if !events.is_empty() {
         order(transaction, id, plan.events_from, plan.events_from + events.len() as u64).await?;
     }
@@ -220,7 +230,7 @@ async fn archive_in(
     if stored.lineage.parent_id.is_some() {
         transaction.execute("DELETE FROM delegated WHERE child_id = $1", &[&id]).await.map_err(backend)?;
     }
-    // Last, as for a save: the commit order's lock is held only over the commit.
+    // Last, as for a save.
     order(transaction, id, closing.seq, stored.event_seq).await?;
     Ok(Some(stored))
 }

@@ -115,16 +115,17 @@ fn split_tls(url: &str) -> Result<(String, Check), StoreError> {
 /// The rustls connector for `check`, on the process's one crypto provider.
 fn connector(check: &Check) -> Result<MakeRustlsConnect, StoreError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let verifier: Arc<dyn ServerCertVerifier> = match check {
-        Check::Nothing => Arc::new(AnyCertificate(provider.clone())),
-        Check::Chain(roots) => Arc::new(AnyName(webpki(roots, &provider)?)),
-        Check::ChainAndName(roots) => webpki(roots, &provider)?,
+    let (chain, names_host) = match check {
+        Check::Nothing => (None, false),
+        Check::Chain(roots) => (Some(webpki(roots, &provider)?), false),
+        Check::ChainAndName(roots) => (Some(webpki(roots, &provider)?), true),
     };
+    let verifier = Verifier { chain, names_host, provider: provider.clone() };
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(tls_failed)?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
+        .with_custom_certificate_verifier(Arc::new(verifier))
         .with_no_client_auth();
     Ok(MakeRustlsConnect::new(config))
 }
@@ -161,51 +162,17 @@ fn tls_failed(error: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("PostgreSQL TLS: {error}"))
 }
 
-/// `prefer` and `require`: the handshake's signatures are checked (the session is encrypted
-/// to whoever holds the certificate's key), the certificate itself is not.
+/// The server's certificate check for every mode: the handshake's signatures always (the
+/// session is encrypted to whoever holds the certificate's key); the chain to the roots when
+/// there are roots (`verify-ca`, `verify-full`); the name of the host only for `verify-full`.
 #[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signed: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, certificate, signed, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        certificate: &CertificateDer<'_>,
-        signed: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, certificate, signed, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Verifier {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    names_host: bool,
+    provider: Arc<CryptoProvider>,
 }
 
-/// `verify-ca`: the chain is checked, the name in the certificate is not.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -214,10 +181,11 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+        let Some(chain) = &self.chain else { return Ok(ServerCertVerified::assertion()) };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
+            )) if !self.names_host => Ok(ServerCertVerified::assertion()),
             checked => checked,
         }
     }
@@ -228,7 +196,7 @@ impl ServerCertVerifier for AnyName {
         certificate: &CertificateDer<'_>,
         signed: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, certificate, signed)
+        verify_tls12_signature(message, certificate, signed, &self.provider.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -237,11 +205,11 @@ impl ServerCertVerifier for AnyName {
         certificate: &CertificateDer<'_>,
         signed: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, certificate, signed)
+        verify_tls13_signature(message, certificate, signed, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 

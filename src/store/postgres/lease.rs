@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
+use deadpool_postgres::Transaction;
 use futures::future::BoxFuture;
 use tokio::sync::broadcast;
-use tokio_postgres::Transaction;
 
-use super::{PostgresStore, backend, int, uint};
+use super::{PostgresStore, Prepared, int, uint};
 use crate::ids::{MessageId, SessionId};
 use crate::store::{ExclusiveGuard, LeaseGrant, Signal, Standing, StoreError, StoredMail, TurnLeases};
 
@@ -32,7 +32,7 @@ impl TurnLeases for PostgresStore {
             // its own save by the journal's order (`store::rules`), never merged over it.
             let row = self
                 .inner
-                .query_opt(
+                .row_if_any(
                     "WITH previous AS (
                          SELECT holder, expires_at > '-infinity' AS unreleased
                          FROM turn_leases WHERE session_id = $1),
@@ -67,7 +67,7 @@ impl TurnLeases for PostgresStore {
         Box::pin(async move {
             let renewed = self
                 .inner
-                .execute(
+                .run(
                     "UPDATE turn_leases SET expires_at = clock_timestamp() + $4::float8 * interval '1 millisecond'
                      WHERE session_id = $1 AND holder = $2 AND epoch = $3 AND expires_at > clock_timestamp()",
                     &[&id.as_str(), &holder, &int(epoch), &(millis(ttl) as f64)],
@@ -85,7 +85,7 @@ impl TurnLeases for PostgresStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             self.inner
-                .execute(
+                .run(
                     "UPDATE turn_leases SET expires_at = '-infinity'
                      WHERE session_id = $1 AND holder = $2 AND epoch = $3",
                     &[&id.as_str(), &holder, &int(epoch)],
@@ -99,7 +99,7 @@ impl TurnLeases for PostgresStore {
         Box::pin(async move {
             let row = self
                 .inner
-                .query_opt("SELECT epoch FROM turn_leases WHERE session_id = $1", &[&id.as_str()])
+                .row_if_any("SELECT epoch FROM turn_leases WHERE session_id = $1", &[&id.as_str()])
                 .await?;
             Ok(row.map_or(0, |row| uint(row.get(0))))
         })
@@ -109,7 +109,7 @@ impl TurnLeases for PostgresStore {
         Box::pin(async move {
             let row = self
                 .inner
-                .query_opt(
+                .row_if_any(
                     "SELECT s.event_seq, CASE WHEN l.expires_at > clock_timestamp() THEN l.holder END
                      FROM sessions s LEFT JOIN turn_leases l ON l.session_id = s.id WHERE s.id = $1",
                     &[&id.as_str()],
@@ -132,14 +132,14 @@ impl TurnLeases for PostgresStore {
     fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
             let client = self.inner.client().await?;
-            self.inner.notify(&**client, &signal).await
+            self.inner.notify(&client, &signal).await
         })
     }
 
     fn exclusive<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<ExclusiveGuard, StoreError>> {
         Box::pin(async move {
             let client = self.inner.client().await?;
-            client.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&name]).await.map_err(backend)?;
+            client.run("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&name]).await?;
             Ok(ExclusiveGuard::new(Box::new(Section { client: Some(client) })))
         })
     }
@@ -159,10 +159,8 @@ impl TurnLeases for PostgresStore {
 /// locked in share mode to the commit, so a take waits for the save, and a save after a take
 /// sees its epoch.
 pub(super) async fn check_fence(transaction: &Transaction<'_>, id: &str, fence: u64) -> Result<(), StoreError> {
-    let row = transaction
-        .query_opt("SELECT epoch FROM turn_leases WHERE session_id = $1 FOR SHARE", &[&id])
-        .await
-        .map_err(backend)?;
+    let row =
+        transaction.row_if_any("SELECT epoch FROM turn_leases WHERE session_id = $1 FOR SHARE", &[&id]).await?;
     let current = row.map_or(0, |row| uint(row.get(0)));
     if current != fence {
         return Err(StoreError::Fenced { id: id.to_owned(), fence, current });
@@ -185,7 +183,7 @@ impl Drop for Section {
             return;
         };
         runtime.spawn(async move {
-            if let Err(error) = client.execute("SELECT pg_advisory_unlock_all()", &[]).await {
+            if let Err(error) = client.run("SELECT pg_advisory_unlock_all()", &[]).await {
                 tracing::warn!("leaving an exclusive section: {error}; closing its connection");
                 drop(deadpool_postgres::Object::take(client));
             }

@@ -6,13 +6,14 @@
 //!
 //! Connections come from a `deadpool-postgres` pool over `tokio-postgres`. The session row
 //! is locked (`FOR UPDATE`) for a save or an archive, so two writers of one session serialize
-//! in the database; saves that carry journal events also take one advisory lock for the
-//! commit order, so positions are handed out in the order saves commit.
+//! in the database; saves that carry journal events take their commit-order positions from a
+//! sequence, and readers hold back at a position a running save still holds (`read`).
+//! Fixed statements are prepared once per connection (`statement`).
 
 use std::path::Path;
 use std::sync::Arc;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -35,10 +36,13 @@ mod lease;
 mod notify;
 mod read;
 mod schema;
+mod statement;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_schema;
 mod tls;
 mod write;
+
+use statement::Prepared;
 
 /// Connections a store keeps at most.
 const POOL_SIZE: usize = 16;
@@ -80,13 +84,9 @@ impl Inner {
     }
 
     /// Sends `signal` to the other replicas: at once, or, inside a transaction, at its commit.
-    async fn notify(
-        &self,
-        client: &impl tokio_postgres::GenericClient,
-        signal: &crate::store::Signal,
-    ) -> Result<(), StoreError> {
+    async fn notify(&self, client: &impl Prepared, signal: &crate::store::Signal) -> Result<(), StoreError> {
         let payload = notify::payload(&self.origin, signal);
-        client.execute("SELECT pg_notify($1, $2)", &[&notify::CHANNEL, &payload]).await.map_err(backend)?;
+        client.run("SELECT pg_notify($1, $2)", &[&notify::CHANNEL, &payload]).await?;
         Ok(())
     }
 
@@ -95,23 +95,23 @@ impl Inner {
     }
 
     /// One statement on a pooled connection, a transaction of its own: the rows it changed.
-    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
-        self.client().await?.execute(sql, params).await.map_err(backend)
+    async fn run(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        self.client().await?.run(sql, params).await
     }
 
     /// One statement's rows, read on a pooled connection.
-    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
-        self.client().await?.query(sql, params).await.map_err(backend)
+    async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+        self.client().await?.rows(sql, params).await
     }
 
     /// One statement's row, if any.
-    async fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, StoreError> {
-        self.client().await?.query_opt(sql, params).await.map_err(backend)
+    async fn row_if_any(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, StoreError> {
+        self.client().await?.row_if_any(sql, params).await
     }
 
     /// One statement's one row (an aggregate, say).
-    async fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, StoreError> {
-        self.client().await?.query_one(sql, params).await.map_err(backend)
+    async fn one_row(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, StoreError> {
+        self.client().await?.one_row(sql, params).await
     }
 
     /// Runs `work` in one transaction (a read-only snapshot with `read_only`): committed when
@@ -120,7 +120,7 @@ impl Inner {
     async fn in_transaction<T>(
         &self,
         read_only: bool,
-        work: impl AsyncFnOnce(&tokio_postgres::Transaction<'_>) -> Result<T, StoreError>,
+        work: impl AsyncFnOnce(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut client = self.client().await?;
         let transaction = client.build_transaction().read_only(read_only).start().await.map_err(backend)?;
@@ -172,11 +172,10 @@ fn uint(value: i64) -> u64 {
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user@host:port/db`), creates or migrates
     /// its tables, and binds the store to the key in `key_file` (created if the database holds
-    /// no sealed values yet).
+    /// no sealed values yet). TLS as libpq reads `sslmode` and `sslrootcert` ([`tls`]).
     ///
     /// Errors: `Backend` (a bad URL, an unreachable or refusing database), `Corrupt` (a schema
     /// newer than this binary), `Key` (a missing or foreign key file).
-    /// TLS as libpq reads `sslmode` and `sslrootcert` ([`tls`]).
     pub async fn open(url: &str, key_file: &Path) -> Result<Self, StoreError> {
         Self::open_connection(tls::Connection::from_url(url)?, key_file).await
     }
@@ -314,7 +313,7 @@ impl SessionStore for PostgresStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            self.inner.execute("SELECT 1", &[]).await?;
+            self.inner.run("SELECT 1", &[]).await?;
             Ok(())
         })
     }

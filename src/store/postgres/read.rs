@@ -2,9 +2,10 @@
 //! history, a page of the list, journal events, tool outputs, an inbox, peers and children,
 //! memories and the store's numbers.
 
+use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
 
-use super::{Inner, backend, int, uint};
+use super::{Inner, Prepared, backend, int, uint};
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::memory::MemoryRecord;
@@ -16,12 +17,12 @@ use crate::store::{
 };
 
 pub(super) async fn record(inner: &Inner, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-    let row = inner.query_opt("SELECT record FROM sessions WHERE id = $1", &[&id]).await?;
+    let row = inner.row_if_any("SELECT record FROM sessions WHERE id = $1", &[&id]).await?;
     row.map(|row| inner.decode(row.get::<_, &[u8]>(0))).transpose()
 }
 
 pub(super) async fn history(inner: &Inner, id: &str) -> Result<Vec<Message>, StoreError> {
-    let rows = inner.query("SELECT body FROM messages WHERE session_id = $1 ORDER BY seq", &[&id]).await?;
+    let rows = inner.rows("SELECT body FROM messages WHERE session_id = $1 ORDER BY seq", &[&id]).await?;
     rows.iter().map(|row| inner.decode(row.get::<_, &[u8]>(0))).collect()
 }
 
@@ -80,7 +81,7 @@ fn borrowed(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)>
 
 pub(super) async fn tool_output(inner: &Inner, id: &str, tool_use_id: &str) -> Result<Option<String>, StoreError> {
     let row = inner
-        .query_opt(
+        .row_if_any(
             "SELECT content FROM tool_outputs WHERE session_id = $1 AND tool_use_id = $2",
             &[&id, &tool_use_id],
         )
@@ -89,7 +90,7 @@ pub(super) async fn tool_output(inner: &Inner, id: &str, tool_use_id: &str) -> R
 }
 
 pub(super) async fn inbox(inner: &Inner, id: &str) -> Result<StoredInbox, StoreError> {
-    let rows = inner.query("SELECT body FROM inbox WHERE session_id = $1", &[&id]).await?;
+    let rows = inner.rows("SELECT body FROM inbox WHERE session_id = $1", &[&id]).await?;
     let mail =
         rows.iter().map(|row| inner.decode::<StoredMail>(row.get::<_, &[u8]>(0))).collect::<Result<_, _>>()?;
     Ok(StoredInbox::arrived(mail))
@@ -97,7 +98,7 @@ pub(super) async fn inbox(inner: &Inner, id: &str) -> Result<StoredInbox, StoreE
 
 pub(super) async fn peers(inner: &Inner, group: &str) -> Result<Vec<StoredPeer>, StoreError> {
     let rows = inner
-        .query("SELECT session_id, name FROM peers WHERE group_key = $1 ORDER BY session_id", &[&group.as_bytes()])
+        .rows("SELECT session_id, name FROM peers WHERE group_key = $1 ORDER BY session_id", &[&group.as_bytes()])
         .await?;
     Ok(rows
         .iter()
@@ -108,7 +109,7 @@ pub(super) async fn peers(inner: &Inner, group: &str) -> Result<Vec<StoredPeer>,
 /// Every child of `parent`, and whether it is still open (not archived).
 pub(super) async fn children(inner: &Inner, parent: &str) -> Result<Vec<StoredChild>, StoreError> {
     let rows = inner
-        .query(
+        .rows(
             "SELECT c.child_id, d.child_id IS NOT NULL FROM children c
              LEFT JOIN delegated d ON d.child_id = c.child_id WHERE c.parent_id = $1 ORDER BY c.child_id",
             &[&parent],
@@ -123,7 +124,7 @@ pub(super) async fn children(inner: &Inner, parent: &str) -> Result<Vec<StoredCh
 /// The open delegated sessions, and `owner`'s among them.
 pub(super) async fn open_delegated(inner: &Inner, owner: &str) -> Result<OpenDelegated, StoreError> {
     let row = inner
-        .query_one(
+        .one_row(
             "SELECT count(*), count(*) FILTER (WHERE s.owner = $1) FROM delegated d
              LEFT JOIN sessions s ON s.id = d.child_id",
             &[&owner],
@@ -146,12 +147,12 @@ pub(super) async fn events(
 
 async fn events_in(
     inner: &Inner,
-    snapshot: &tokio_postgres::Transaction<'_>,
+    snapshot: &Transaction<'_>,
     id: &str,
     after: Option<u64>,
     limit: usize,
 ) -> Result<Option<Vec<StoredEvent>>, StoreError> {
-    if snapshot.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&id]).await.map_err(backend)?.is_none() {
+    if snapshot.row_if_any("SELECT 1 FROM sessions WHERE id = $1", &[&id]).await?.is_none() {
         return Ok(None);
     }
     let from = match after {
@@ -160,12 +161,11 @@ async fn events_in(
         Some(after) => after + 1,
     };
     let rows = snapshot
-        .query(
+        .rows(
             "SELECT body FROM events WHERE session_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
             &[&id, &int(from), &int(limit as u64)],
         )
-        .await
-        .map_err(backend)?;
+        .await?;
     let mut out = Vec::with_capacity(rows.len());
     let mut taken = 0;
     for row in &rows {
@@ -213,6 +213,7 @@ async fn settle(inner: &Inner, gap: std::ops::Range<u64>) -> Result<bool, StoreE
     let wait = format!("SET LOCAL lock_timeout = '{}ms'", GAP_WAIT.as_millis());
     let filled = match transaction.batch_execute(&wait).await {
         Ok(()) => {
+            // Text, not prepared: this path needs PostgreSQL's own error (a lock timeout).
             transaction
                 .execute(
                     "INSERT INTO journal_order (position, session_id, first_seq, end_seq)
@@ -239,18 +240,17 @@ async fn settle(inner: &Inner, gap: std::ops::Range<u64>) -> Result<bool, StoreE
 /// The commits from `from` before the first gap, and the gap if there is one.
 async fn commits_in(
     inner: &Inner,
-    snapshot: &tokio_postgres::Transaction<'_>,
+    snapshot: &Transaction<'_>,
     from: u64,
     limit: usize,
 ) -> Result<(Vec<JournalCommit>, Option<std::ops::Range<u64>>), StoreError> {
     let order = snapshot
-        .query(
+        .rows(
             "SELECT position, session_id, first_seq, end_seq FROM journal_order WHERE position >= $1
              ORDER BY position LIMIT $2",
             &[&int(from), &int(limit as u64)],
         )
-        .await
-        .map_err(backend)?;
+        .await?;
     let mut commits = Vec::with_capacity(order.len());
     let mut expected = from;
     for row in &order {
@@ -261,12 +261,11 @@ async fn commits_in(
         expected = position + 1;
         let id: &str = row.get(1);
         let events = snapshot
-            .query(
+            .rows(
                 "SELECT body FROM events WHERE session_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq",
                 &[&id, &row.get::<_, i64>(2), &row.get::<_, i64>(3)],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
         commits.push(JournalCommit {
             position,
             session_id: SessionId::from_string(id),
@@ -278,19 +277,19 @@ async fn commits_in(
 
 /// The position the next save's events will take in the commit order.
 pub(super) async fn journal_end(inner: &Inner) -> Result<u64, StoreError> {
-    let row = inner.query_one("SELECT coalesce(max(position) + 1, 0) FROM journal_order", &[]).await?;
+    let row = inner.one_row("SELECT coalesce(max(position) + 1, 0) FROM journal_order", &[]).await?;
     Ok(uint(row.get(0)))
 }
 
 pub(super) async fn meta_num(inner: &Inner, key: &str) -> Result<Option<u64>, StoreError> {
-    let row = inner.query_opt("SELECT num FROM deputy_meta WHERE key = $1", &[&key]).await?;
+    let row = inner.row_if_any("SELECT num FROM deputy_meta WHERE key = $1", &[&key]).await?;
     Ok(row.and_then(|row| row.get::<_, Option<i64>>(0)).map(uint))
 }
 
 /// Up to `limit` memories with an id after `after`, in id order.
 pub(super) async fn memories(inner: &Inner, after: u64, limit: usize) -> Result<Vec<MemoryRecord>, StoreError> {
     let rows = inner
-        .query("SELECT body FROM memories WHERE id > $1 ORDER BY id LIMIT $2", &[&int(after), &int(limit as u64)])
+        .rows("SELECT body FROM memories WHERE id > $1 ORDER BY id LIMIT $2", &[&int(after), &int(limit as u64)])
         .await?;
     rows.iter().map(|row| inner.decode(row.get::<_, &[u8]>(0))).collect()
 }

@@ -171,7 +171,7 @@ async fn tls_follows_the_url_sslmode_as_libpq_does() {
         format!("{url}{joiner}options=-c%20search_path%3D{}{settings}", schema.name)
     };
     let encrypted = async |store: &PostgresStore| -> bool {
-        let row = store.inner.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).await;
+        let row = store.inner.one_row("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).await;
         row.unwrap().get(0)
     };
 

@@ -3,7 +3,8 @@
 //!
 //! - `disable`: plain TCP (`allow` is taken as `prefer`).
 //! - `prefer` (the default) and `require`: encrypted (`prefer` falls back to plain when the
-//!   server offers no TLS), the server's certificate not checked, as libpq does.
+//!   server offers no TLS), the server's certificate not checked, as libpq does — except that
+//!   `require` with an `sslrootcert` file checks the chain as `verify-ca`, libpq's rule too.
 //! - `verify-ca`: encrypted, the certificate chaining to a trusted root; `verify-full`: and
 //!   naming the host. The roots are `sslrootcert` (a PEM file), or the system's when it is
 //!   absent or `system`.
@@ -89,12 +90,13 @@ fn split_tls(url: &str) -> Result<(String, Check), StoreError> {
             _ => kept.push(pair.to_owned()),
         }
     }
-    let roots = match root_file {
-        Some(file) if file != "system" => Roots::File(file),
-        _ => Roots::System,
-    };
+    let root_file = root_file.filter(|file| file != "system");
+    let roots = root_file.clone().map_or(Roots::System, Roots::File);
     let (mode, check) = match mode.as_deref() {
         None => (None, Check::Nothing),
+        // "If a root CA file exists, the behavior of sslmode=require will be the same as that
+        // of verify-ca" (libpq's documentation, 32.19.1).
+        Some("require") if root_file.is_some() => (Some("require"), Check::Chain(roots)),
         Some(mode @ ("disable" | "prefer" | "require")) => (Some(mode), Check::Nothing),
         // libpq tries plain TCP first; TLS first is the safer of the two.
         Some("allow") => (Some("prefer"), Check::Nothing),
@@ -226,6 +228,14 @@ mod tests {
         assert_eq!(check, Check::ChainAndName(Roots::File("/etc/ca.pem".into())));
         let (url, check) = split_tls("postgres://u@db/app?sslmode=verify-ca&sslrootcert=system").unwrap();
         assert_eq!((url.as_str(), check), ("postgres://u@db/app?sslmode=require", Check::Chain(Roots::System)));
+        // libpq's rule: require with a root file checks the chain; without one, nothing.
+        let (url, check) = split_tls("postgres://u@db/app?sslmode=require&sslrootcert=/ca.pem").unwrap();
+        assert_eq!(
+            (url.as_str(), check),
+            ("postgres://u@db/app?sslmode=require", Check::Chain(Roots::File("/ca.pem".into())))
+        );
+        let (_, check) = split_tls("postgres://u@db/app?sslmode=require").unwrap();
+        assert_eq!(check, Check::Nothing);
         let (url, check) = split_tls("postgres://u@db/app?sslmode=disable").unwrap();
         assert_eq!((url.as_str(), check), ("postgres://u@db/app?sslmode=disable", Check::Nothing));
         assert_eq!(split_tls("postgres://u@db/app").unwrap().0, "postgres://u@db/app");

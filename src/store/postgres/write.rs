@@ -3,9 +3,10 @@
 
 use std::path::Path;
 
-use tokio_postgres::{Client, Transaction};
+use deadpool_postgres::Transaction;
+use tokio_postgres::Client;
 
-use super::{Inner, backend, int, uint};
+use super::{Inner, Prepared, backend, int, uint};
 use crate::ids::MessageId;
 use crate::model::SessionRecord;
 use crate::model::memory::MemoryRecord;
@@ -22,10 +23,7 @@ async fn locked_record(
     transaction: &Transaction<'_>,
     id: &str,
 ) -> Result<Option<SessionRecord>, StoreError> {
-    let row = transaction
-        .query_opt("SELECT record FROM sessions WHERE id = $1 FOR UPDATE", &[&id])
-        .await
-        .map_err(backend)?;
+    let row = transaction.row_if_any("SELECT record FROM sessions WHERE id = $1 FOR UPDATE", &[&id]).await?;
     row.map(|row| inner.decode(row.get::<_, &[u8]>(0))).transpose()
 }
 
@@ -38,7 +36,7 @@ async fn put_record(
     let summary = inner.encode(&record.summary(record.resting_status()))?;
     let updated_ms = int(crate::model::view::updated_ms(record.updated_at));
     transaction
-        .execute(
+        .run(
             "INSERT INTO sessions (id, owner, archived, updated_ms, record, summary, event_seq)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner, archived = EXCLUDED.archived,
@@ -54,8 +52,7 @@ async fn put_record(
                 &int(record.event_seq),
             ],
         )
-        .await
-        .map_err(backend)?;
+        .await?;
     Ok(())
 }
 
@@ -71,14 +68,13 @@ const POSITION_TRIES: usize = 8;
 async fn order(transaction: &Transaction<'_>, id: &str, first: u64, end: u64) -> Result<(), StoreError> {
     for _ in 0..POSITION_TRIES {
         let placed = transaction
-            .query_opt(
+            .row_if_any(
                 "INSERT INTO journal_order (position, session_id, first_seq, end_seq)
                  VALUES (nextval('journal_position'), $1, $2, $3) ON CONFLICT (position) DO NOTHING
                  RETURNING position",
                 &[&id, &int(first), &int(end)],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
         if placed.is_some() {
             return Ok(());
         }
@@ -101,87 +97,78 @@ async fn save_in(inner: &Inner, transaction: &Transaction<'_>, save: &SaveReques
 
     if let Some(DiscardedEpoch { epoch, len }) = plan.discard {
         transaction
-            .execute(
+            .run(
                 "INSERT INTO discarded (session_id, epoch, seq, body)
                  SELECT session_id, $2, seq, body FROM messages WHERE session_id = $1 AND seq < $3",
                 &[&id, &int(epoch), &int(len)],
             )
-            .await
-            .map_err(backend)?;
-        transaction.execute("DELETE FROM messages WHERE session_id = $1", &[&id]).await.map_err(backend)?;
+            .await?;
+        transaction.run("DELETE FROM messages WHERE session_id = $1", &[&id]).await?;
     }
     if !plan.replaced.is_empty() {
         transaction
-            .execute(
+            .run(
                 "DELETE FROM messages WHERE session_id = $1 AND seq >= $2 AND seq < $3",
                 &[&id, &int(plan.replaced.start), &int(plan.replaced.end)],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
     }
     if !messages.is_empty() {
         let seqs: Vec<i64> = (*replace_from..).take(messages.len()).map(int).collect();
         let bodies = messages.iter().map(|message| inner.encode(message)).collect::<Result<Vec<_>, _>>()?;
         transaction
-            .execute(
+            .run(
                 "INSERT INTO messages (session_id, seq, body) SELECT $1, * FROM unnest($2::bigint[], $3::bytea[])",
                 &[&id, &seqs, &bodies],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
     }
     for (tool_use_id, content) in tool_outputs {
         transaction
-            .execute(
+            .run(
                 "INSERT INTO tool_outputs (session_id, tool_use_id, content) VALUES ($1, $2, $3)
                  ON CONFLICT (session_id, tool_use_id) DO UPDATE SET content = EXCLUDED.content",
                 &[&id, tool_use_id, content],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
     }
     if !delivered.is_empty() {
         let delivered: Vec<&str> = delivered.iter().map(MessageId::as_str).collect();
         transaction
-            .execute("DELETE FROM inbox WHERE session_id = $1 AND message_id = ANY($2)", &[&id, &delivered])
-            .await
-            .map_err(backend)?;
+            .run("DELETE FROM inbox WHERE session_id = $1 AND message_id = ANY($2)", &[&id, &delivered])
+            .await?;
     }
     if let Some((group, name)) = &plan.joins_peers {
         transaction
-            .execute(
+            .run(
                 "INSERT INTO peers (group_key, session_id, name) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                 &[&group.as_bytes(), &id, name],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
     }
     if let Some(parent) = &plan.child_of {
         transaction
-            .execute(
+            .run(
                 "INSERT INTO children (parent_id, child_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
                 &[&parent.as_str(), &id],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
         transaction
-            .execute(
+            .run(
                 "INSERT INTO delegated (child_id, parent_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
                 &[&id, &parent.as_str()],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
     }
     if !events.is_empty() {
         let seqs: Vec<i64> = events.iter().map(|event| int(event.seq)).collect();
         let bodies = events.iter().map(|event| inner.encode(event)).collect::<Result<Vec<_>, _>>()?;
         transaction
-            .execute(
+            .run(
                 "INSERT INTO events (session_id, seq, body) SELECT $1, * FROM unnest($2::bigint[], $3::bytea[])",
                 &[&id, &seqs, &bodies],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
     }
     insert_memories(inner, transaction, memories).await?;
     put_record(inner, transaction, record).await?;
@@ -210,25 +197,23 @@ async fn archive_in(
     }
     let closing = close_archive(&mut stored);
     transaction
-        .execute(
+        .run(
             "INSERT INTO events (session_id, seq, body) VALUES ($1, $2, $3)",
             &[&id, &int(closing.seq), &inner.encode(&closing)?],
         )
-        .await
-        .map_err(backend)?;
+        .await?;
     put_record(inner, transaction, &stored).await?;
     inner.notify(transaction, &Signal::Changed(stored.session_id.clone())).await?;
     if stored.name.is_some() {
         transaction
-            .execute(
+            .run(
                 "DELETE FROM peers WHERE group_key = $1 AND session_id = $2",
                 &[&stored.peer_key().as_bytes(), &id],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
     }
     if stored.lineage.parent_id.is_some() {
-        transaction.execute("DELETE FROM delegated WHERE child_id = $1", &[&id]).await.map_err(backend)?;
+        transaction.run("DELETE FROM delegated WHERE child_id = $1", &[&id]).await?;
     }
     // Last, as for a save.
     order(transaction, id, closing.seq, stored.event_seq).await?;
@@ -249,31 +234,27 @@ pub(super) async fn post(
         .in_transaction(false, async |transaction| {
             if let Some(capacity) = capacity.filter(|_| !mail.parked) {
                 transaction
-                    .execute("SELECT pg_advisory_xact_lock(hashtextextended('deputy:inbox:' || $1, 0))", &[&id])
-                    .await
-                    .map_err(backend)?;
+                    .run("SELECT pg_advisory_xact_lock(hashtextextended('deputy:inbox:' || $1, 0))", &[&id])
+                    .await?;
                 let waiting: i64 = transaction
-                    .query_one("SELECT count(*) FROM inbox WHERE session_id = $1 AND NOT parked", &[&id])
-                    .await
-                    .map_err(backend)?
+                    .one_row("SELECT count(*) FROM inbox WHERE session_id = $1 AND NOT parked", &[&id])
+                    .await?
                     .get(0);
                 if usize::try_from(waiting).unwrap_or(usize::MAX) >= capacity {
                     return Ok(false);
                 }
             }
             transaction
-                .execute(
+                .run(
                     "INSERT INTO inbox (session_id, message_id, body, parked) VALUES ($1, $2, $3, $4)
              ON CONFLICT (session_id, message_id) DO UPDATE SET body = EXCLUDED.body, parked = EXCLUDED.parked",
                     &[&id, &mail.message.id.as_str(), &inner.encode(mail)?, &mail.parked],
                 )
-                .await
-                .map_err(backend)?;
+                .await?;
             if let Some(evict) = evict {
                 transaction
-                    .execute("DELETE FROM inbox WHERE session_id = $1 AND message_id = $2", &[&id, &evict.as_str()])
-                    .await
-                    .map_err(backend)?;
+                    .run("DELETE FROM inbox WHERE session_id = $1 AND message_id = $2", &[&id, &evict.as_str()])
+                    .await?;
             }
             Ok(true)
         })
@@ -283,13 +264,12 @@ pub(super) async fn post(
 /// Adds `by` to the number `key` (absent: `start`), and answers the new value.
 async fn add_to_meta(transaction: &Transaction<'_>, key: &str, start: i64, by: i64) -> Result<i64, StoreError> {
     let row = transaction
-        .query_one(
+        .one_row(
             "INSERT INTO deputy_meta (key, num) VALUES ($1, $2::bigint + $3::bigint) ON CONFLICT (key)
              DO UPDATE SET num = coalesce(deputy_meta.num, $2::bigint) + $3::bigint RETURNING num",
             &[&key, &start, &by],
         )
-        .await
-        .map_err(backend)?;
+        .await?;
     Ok(row.get(0))
 }
 
@@ -309,12 +289,11 @@ async fn insert_memories(
     for (id, memory) in ((end - count)..end).zip(memories) {
         let stored = MemoryRecord { id: uint(id), ..memory.clone() };
         transaction
-            .execute(
+            .run(
                 "INSERT INTO memories (id, owner, body) VALUES ($1, $2, $3)",
                 &[&id, &stored.owner, &inner.encode(&stored)?],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
         ids.push(uint(id));
     }
     Ok(ids)
@@ -333,10 +312,8 @@ pub(super) async fn remember(inner: &Inner, memory: MemoryRecord) -> Result<u64,
 pub(super) async fn forget(inner: &Inner, id: u64, owner: &str) -> Result<bool, StoreError> {
     inner
         .in_transaction(false, async |transaction| {
-            let deleted = transaction
-                .execute("DELETE FROM memories WHERE id = $1 AND owner = $2", &[&int(id), &owner])
-                .await
-                .map_err(backend)?;
+            let deleted =
+                transaction.run("DELETE FROM memories WHERE id = $1 AND owner = $2", &[&int(id), &owner]).await?;
             if deleted == 0 {
                 return Ok(false);
             }
@@ -353,7 +330,7 @@ pub(super) fn cursor_key(name: &str) -> String {
 
 pub(super) async fn set_meta_num(inner: &Inner, key: &str, value: u64) -> Result<(), StoreError> {
     inner
-        .execute(
+        .run(
             "INSERT INTO deputy_meta (key, num) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET num = EXCLUDED.num",
             &[&key, &int(value)],
         )

@@ -3,8 +3,9 @@
 //! redb is synchronous, so every operation runs on tokio's blocking pool and never stalls the
 //! async workers. redb's MVCC lets readers (`read`, `list`) run while a save commits.
 //!
-//! [`schema`] lays the file out, [`write`] and [`read`] run the operations; this module opens
-//! the store and puts each operation on the blocking pool.
+//! [`schema`] lays the file out, [`write`] and [`read`] run the operations, [`group`] commits
+//! concurrent saves together; this module opens the store and puts each operation on the
+//! blocking pool.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,9 +28,10 @@ use crate::store::{
 };
 use read::{children, events, history, inbox, list, open_delegated, peers, record, tool_output};
 use schema::{create_tables_once, open_sealer};
-use write::{archive, post, save, save_in};
+use write::{archive, post, save_in};
 
 mod files;
+mod group;
 mod memories;
 mod meta;
 mod read;
@@ -47,6 +49,8 @@ pub struct RedbStore {
 struct Inner {
     db: Database,
     sealer: Arc<dyn SecretSealer>,
+    /// Saves waiting to be committed together ([`group`]).
+    commits: group::Queue,
 }
 
 impl std::fmt::Debug for Inner {
@@ -98,7 +102,7 @@ impl RedbStore {
         };
         create_tables_once(&db)?;
         let sealer = open_sealer(&db, &path)?;
-        Ok(Self { inner: Arc::new(Inner { db, sealer }), path })
+        Ok(Self { inner: Arc::new(Inner { db, sealer, commits: group::Queue::default() }), path })
     }
 
     pub fn path(&self) -> &Path {
@@ -219,8 +223,16 @@ impl SessionStore for RedbStore {
         self.blocking(|store| store.db.begin_read().map(drop).map_err(backend))
     }
 
+    /// Committed with the saves that arrive while another commits ([`group`]).
     fn save(&self, request: SaveRequest) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.blocking(move |store| save(store, request))
+        let (lead, outcome) = self.inner.commits.push(request);
+        if lead {
+            let inner = self.inner.clone();
+            tokio::task::spawn_blocking(move || group::lead(inner));
+        }
+        Box::pin(async move {
+            outcome.await.map_err(|_| StoreError::Backend("the save's commit did not finish".to_owned()))?
+        })
     }
 
     fn record(&self, id: &SessionId) -> BoxFuture<'_, Result<Option<SessionRecord>, StoreError>> {

@@ -56,6 +56,38 @@ async fn listing_thousands_pages_newest_first_without_duplicates() {
     assert!(all.summaries[2..].iter().all(|s| s.status == SessionStatus::Idle));
 }
 
+/// Saves arriving together commit in shared transactions (group commit), and one refused save
+/// (its session archived) fails alone: every other save of its group is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_committed_together_fail_only_where_refused() {
+    let (_dir, store) = open();
+    let archived = record(999, 1);
+    store.save(SaveRequest::new(archived.clone(), 0, vec![Message::user_text("hi")])).await.unwrap();
+    store.archive(&archived.session_id).await.unwrap();
+
+    let saves = (0..200u64).map(|n| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let record = if n == 100 { record(999, 2) } else { record(n, 1) };
+            let replace_from = u64::from(n == 100);
+            store.save(SaveRequest::new(record, replace_from, vec![Message::user_text("again")])).await
+        })
+    });
+    let outcomes = futures::future::join_all(saves).await;
+    for (n, outcome) in outcomes.into_iter().enumerate() {
+        match outcome.unwrap() {
+            Err(StoreError::Archived(id)) if n == 100 => assert_eq!(id, "session-00999"),
+            Ok(()) if n != 100 => {}
+            other => panic!("save {n}: {other:?}"),
+        }
+    }
+    assert!(store.inner.commits.groups.load(std::sync::atomic::Ordering::Relaxed) > 0, "no group formed");
+    let all = store.list(StoredListQuery { first: 300, include_archived: true, ..StoredListQuery::default() });
+    assert_eq!(all.await.unwrap().total, 200, "199 saves and the archived session");
+    let kept = store.history(&archived.session_id).await.unwrap();
+    assert_eq!(kept.len(), 1, "the refused save wrote nothing");
+}
+
 #[test]
 fn a_second_opener_is_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();

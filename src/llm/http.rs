@@ -7,7 +7,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use futures::stream::{self, StreamExt};
+use futures::FutureExt;
+use futures::stream::{self, BoxStream, StreamExt};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 
 use super::sse::{self, SseEvent};
@@ -271,10 +272,35 @@ pub(crate) fn drive<D: WireDecoder>(
             {
                 st.queue.push_back(Err(err));
             }
+            if finished && !eof {
+                finish_body(std::mem::replace(&mut st.sse, stream::empty().boxed()));
+            }
             st.done = eof || finished || failed;
         }
     })
     .boxed()
+}
+
+/// How long a finished answer's body is read on in the background for its end.
+const BODY_END_LIMIT: Duration = Duration::from_secs(5);
+
+/// Reads the rest of a finished answer's body (after `message_stop` or `[DONE]`, normally only
+/// the end of the body), so its connection goes back to the client's pool: hyper reuses a
+/// connection only once its body was read to the end, and a dropped one is closed. Without it
+/// every model call paid a new connection (a TCP and TLS handshake to a real provider). What
+/// has already arrived is read at once; a server slow to end the body is read on in the
+/// background, for at most [`BODY_END_LIMIT`].
+fn finish_body(mut body: BoxStream<'static, Result<SseEvent, reqwest::Error>>) {
+    for _ in 0..64 {
+        match body.next().now_or_never() {
+            Some(Some(_)) => {}
+            Some(None) => return,
+            None => break,
+        }
+    }
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(BODY_END_LIMIT, async { while body.next().await.is_some() {} }).await;
+    });
 }
 
 #[cfg(test)]

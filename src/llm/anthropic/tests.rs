@@ -565,3 +565,71 @@ fn the_summary_call_declares_the_tools_but_forbids_calling_them() {
     assert_eq!(body["tool_choice"], json!({"type": "none"}));
     assert_eq!(body["tools"][0]["name"], "ls");
 }
+
+/// A finished answer gives its connection back to the pool: three calls to a keep-alive server
+/// use one connection (each used to pay a new one, a TCP and TLS handshake to the real API).
+/// The server ends each body a moment after `message_stop`, as a streaming server does, so the
+/// body's end is read after the answer was taken.
+#[tokio::test]
+async fn calls_reuse_one_connection() {
+    use axum::serve::ListenerExt;
+    use futures::StreamExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::llm::{HttpTimeouts, Provider};
+
+    let connections = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let listener = listener.tap_io(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+    });
+    let answer: String = [start(), message_delta("end_turn", json!({"output_tokens": 1})), message_stop()]
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect();
+    let app = axum::Router::new().fallback(move || {
+        let answer = answer.clone();
+        async move {
+            let end = async {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                Ok::<_, std::convert::Infallible>(": end\n\n".to_owned())
+            };
+            let chunks = futures::stream::once(async move { Ok(answer) }).chain(futures::stream::once(end));
+            ([("content-type", "text/event-stream")], axum::body::Body::from_stream(chunks))
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let provider = super::AnthropicProvider::new(super::AnthropicConfig {
+        base_url: format!("http://{address}"),
+        api_key: "key".into(),
+        timeouts: HttpTimeouts::default(),
+        options: WireOptions::default(),
+    });
+    for _ in 0..3 {
+        let request = ModelRequest {
+            tool_choice: Default::default(),
+            reasoning: None,
+            cache_key: None,
+            model: "m".into(),
+            system: None,
+            messages: vec![Message::user_text("hi")].into(),
+            tools: ToolSpec::list([]),
+            max_tokens: 10,
+            output: None,
+            retries: Default::default(),
+        };
+        let mut stream = provider.stream(request).await.unwrap();
+        let mut finished = false;
+        while !finished && let Some(event) = stream.next().await {
+            finished = matches!(event.unwrap(), StreamEvent::Finished { .. });
+        }
+        assert!(finished);
+        drop(stream);
+        // Time for the body's end (20 ms away) to be read, many times over.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 1, "calls opened connections of their own");
+}

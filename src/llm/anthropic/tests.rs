@@ -609,19 +609,7 @@ async fn calls_reuse_one_connection() {
         options: WireOptions::default(),
     });
     for _ in 0..3 {
-        let request = ModelRequest {
-            tool_choice: Default::default(),
-            reasoning: None,
-            cache_key: None,
-            model: "m".into(),
-            system: None,
-            messages: vec![Message::user_text("hi")].into(),
-            tools: ToolSpec::list([]),
-            max_tokens: 10,
-            output: None,
-            retries: Default::default(),
-        };
-        let mut stream = provider.stream(request).await.unwrap();
+        let mut stream = provider.stream(tool_loop(false)).await.unwrap();
         let mut finished = false;
         while !finished && let Some(event) = stream.next().await {
             finished = matches!(event.unwrap(), StreamEvent::Finished { .. });

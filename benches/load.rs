@@ -51,10 +51,12 @@ async fn run() {
 
     let flush = flush_cost(home.path());
     println!(
-        "load: provider latency {} ms, {window}, {} cores; a 4 KiB write + fdatasync here: p50 {:.3} ms",
+        "load: provider latency {} ms, {window}, {} cores; a 4 KiB write + fdatasync here: p50 {:.3} ms; \
+         deputy: {}",
         latency.as_millis(),
         std::thread::available_parallelism().map_or(0, usize::from),
-        flush.as_secs_f64() * 1e3
+        flush.as_secs_f64() * 1e3,
+        support::deputy_binary().display()
     );
     let parts: String = setting("DEPUTY_BENCH_PARTS", "http,stdio,sequential".to_owned());
     if parts.contains("http") || parts.contains("stdio") {

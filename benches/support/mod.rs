@@ -135,10 +135,16 @@ pub async fn turn_over_http(http: &reqwest::Client, base: &str, id: &str) -> boo
     }
 }
 
+/// The deputy binary a bench runs: the one cargo built with it, or `DEPUTY_BENCH_BINARY` (so
+/// one run can measure another build, e.g. a release binary before and after a change).
+pub fn deputy_binary() -> std::path::PathBuf {
+    std::env::var_os("DEPUTY_BENCH_BINARY").map_or_else(|| env!("CARGO_BIN_EXE_deputy").into(), Into::into)
+}
+
 /// The environment every deputy process of a bench runs in: the mock provider, a home of its
 /// own, logs at `error`.
 pub fn deputy(provider: &str, home: &std::path::Path) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
+    let mut command = std::process::Command::new(deputy_binary());
     command
         .env("ANTHROPIC_API_KEY", "bench-key")
         .env("ANTHROPIC_BASE_URL", provider)

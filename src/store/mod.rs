@@ -55,8 +55,9 @@ use crate::model::{ListPosition, SessionFilter, SessionSummary, StoredEvent};
 /// One save: the session's record, and its history from index `replace_from` on. Stored
 /// messages at or after `replace_from` are replaced; earlier ones are left untouched. When the
 /// record's `history_epoch` is newer than the stored one (compaction), the whole stored history
-/// moves to `discarded` and `replace_from` must be 0.
-#[derive(Debug, Clone)]
+/// moves to `discarded` and `replace_from` must be 0. Serializable: the redb store's
+/// write-ahead log holds saves as they were asked for.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SaveRequest {
     pub record: SessionRecord,
     pub replace_from: u64,

@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 
 use super::Inner;
-use super::backend;
-use super::write::{save, save_in};
+use super::write::{save, save_all};
 use crate::store::{SaveRequest, StoreError};
 
 /// Saves committed in one transaction at most: a bound on the transaction's size, and on how
@@ -122,13 +121,8 @@ fn commit(store: &Inner, group: Vec<Waiting>) -> Vec<Answer> {
     if group.len() > 1 {
         store.commits.groups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    let together = (|| {
-        let write = store.db.begin_write().map_err(backend)?;
-        for waiting in &group {
-            save_in(store, &write, &waiting.save)?;
-        }
-        write.commit().map_err(backend)
-    })();
+    let saves: Vec<&SaveRequest> = group.iter().map(|waiting| &waiting.save).collect();
+    let together = save_all(store, &saves);
     match together {
         Ok(()) => group.into_iter().map(|waiting| (waiting.done, Ok(()))).collect(),
         Err(error) if group.len() == 1 => {
@@ -136,7 +130,7 @@ fn commit(store: &Inner, group: Vec<Waiting>) -> Vec<Answer> {
         }
         Err(error) => {
             tracing::debug!(%error, saves = group.len(), "a group commit failed; committing its saves one by one");
-            group.into_iter().map(|Waiting { save: request, done }| (done, save(store, request))).collect()
+            group.into_iter().map(|Waiting { save: request, done }| (done, save(store, &request))).collect()
         }
     }
 }

@@ -21,14 +21,14 @@ use crate::model::SessionRecord;
 use crate::model::StoredEvent;
 use crate::model::memory::MemoryRecord;
 use crate::secrets::SecretSealer;
-use crate::store::codec::{decode_sealed, encode_sealed};
+use crate::store::codec::{decode_sealed, encode_sealed, encode_sealed_within};
 use crate::store::{
     JournalCommit, MemoryMarks, OpenDelegated, SaveRequest, SessionStore, StoreError, StoredChild, StoredInbox,
     StoredListQuery, StoredMail, StoredPage, StoredPeer,
 };
 use read::{children, events, history, inbox, list, open_delegated, peers, record, tool_output};
 use schema::{create_tables_once, open_sealer};
-use write::{archive, post, save_in};
+use write::{archive, post};
 
 mod files;
 mod group;
@@ -37,6 +37,7 @@ mod meta;
 mod read;
 mod schema;
 mod tables;
+mod wal;
 mod write;
 
 #[derive(Debug, Clone)]
@@ -51,6 +52,8 @@ struct Inner {
     sealer: Arc<dyn SecretSealer>,
     /// Saves waiting to be committed together ([`group`]).
     commits: group::Queue,
+    /// What makes a save durable ([`wal`]).
+    wal: wal::Wal,
 }
 
 impl std::fmt::Debug for Inner {
@@ -64,6 +67,11 @@ impl Inner {
     /// (what a `Secret` serializes to without one) or in plaintext.
     fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, StoreError> {
         encode_sealed(&self.sealer, value)
+    }
+
+    /// [`Inner::encode`], or `None` past `limit` bytes.
+    fn encode_within<T: Serialize>(&self, value: &T, limit: usize) -> Result<Option<Vec<u8>>, StoreError> {
+        encode_sealed_within(&self.sealer, value, limit)
     }
 
     fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, StoreError> {
@@ -102,7 +110,13 @@ impl RedbStore {
         };
         create_tables_once(&db)?;
         let sealer = open_sealer(&db, &path)?;
-        Ok(Self { inner: Arc::new(Inner { db, sealer, commits: group::Queue::default() }), path })
+        let log = wal::path_of(&path);
+        let (wal, records) =
+            wal::Wal::open(&log).map_err(|err| StoreError::Backend(format!("opening {}: {err}", log.display())))?;
+        let inner = Inner { db, sealer, commits: group::Queue::default(), wal };
+        let next = write::replay(&inner, records, &log)?;
+        inner.wal.restart(next);
+        Ok(Self { inner: Arc::new(inner), path })
     }
 
     pub fn path(&self) -> &Path {
@@ -119,13 +133,9 @@ impl RedbStore {
     }
 
     /// Writes many saves in one transaction (bulk import; benchmarks and tests that need
-    /// thousands of sessions). Blocking: call it off the async workers.
+    /// thousands of sessions), as a group commit does. Blocking: call it off the async workers.
     pub fn save_batch(&self, saves: &[SaveRequest]) -> Result<(), StoreError> {
-        let write = self.inner.db.begin_write().map_err(backend)?;
-        for save in saves {
-            save_in(&self.inner, &write, save)?;
-        }
-        write.commit().map_err(backend)
+        write::save_all(&self.inner, &saves.iter().collect::<Vec<_>>())
     }
 
     /// Runs `work` on the blocking pool.

@@ -109,6 +109,7 @@ fn f9_a_new_store_and_the_directories_made_for_it_are_private() {
     let store = RedbStore::open(&path).unwrap();
     let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&wal::path_of(&path)), 0o600, "the write-ahead log holds the same saves");
     assert_eq!(mode(&dir.path().join("made")), 0o700);
     assert_eq!(mode(&dir.path().join("made/for/it")), 0o700);
     drop(store);
@@ -163,9 +164,14 @@ async fn f9_secrets_are_sealed_in_the_store_file_and_come_back_whole() {
         assert_eq!(store.record(&id).await.unwrap().unwrap(), record, "secrets come back whole");
         store.archive(&id).await.unwrap().unwrap();
     }
+    // The write-ahead log holds the save as the tables do: sealed.
+    let log = std::fs::read(wal::path_of(&path)).unwrap();
+    assert!(log.windows(10).any(|window| window == b"API_SECRET"), "the save was logged");
     let bytes = std::fs::read(&path).unwrap();
     for secret in ["s3cr3t-env-value-f9", "s3cr3t-header-f9", "[redacted]"] {
-        assert!(!bytes.windows(secret.len()).any(|window| window == secret.as_bytes()), "{secret} is in the file");
+        for file in [&bytes, &log] {
+            assert!(!file.windows(secret.len()).any(|window| window == secret.as_bytes()), "{secret} is stored");
+        }
     }
     // The names stay readable.
     assert!(bytes.windows(10).any(|window| window == b"API_SECRET"));
@@ -227,4 +233,92 @@ fn a_record_written_before_the_journal_loads_with_no_events() {
     json.as_object_mut().unwrap().remove("event_seq");
     let old: SessionRecord = serde_json::from_value(json).unwrap();
     assert_eq!(old.event_seq, 0);
+}
+
+/// The store's files as a crash would leave them: copied while the store is open, after the
+/// saves were answered. `with_log`: the write-ahead log is copied too.
+fn crash_image(store: &RedbStore, dir: &std::path::Path, name: &str, with_log: bool) -> std::path::PathBuf {
+    let image = dir.join(name);
+    std::fs::copy(store.path(), &image).unwrap();
+    std::fs::copy(crate::store::sealer::key_path(store.path()), crate::store::sealer::key_path(&image)).unwrap();
+    if with_log {
+        std::fs::copy(wal::path_of(store.path()), wal::path_of(&image)).unwrap();
+    }
+    image
+}
+
+async fn stored_sessions(path: &std::path::Path) -> usize {
+    let store = RedbStore::open(path).unwrap();
+    let all = StoredListQuery { first: 1000, include_archived: true, ..StoredListQuery::default() };
+    store.list(all).await.unwrap().total
+}
+
+/// An answered save is on disk in the log, not in redb's file: a crash image without the log
+/// misses the saves since redb's last durable commit (the archive), one with it has them all,
+/// and the store it opens goes on logging.
+#[tokio::test]
+async fn a_crash_image_with_its_log_holds_every_answered_save() {
+    let (dir, store) = open();
+    store.save(SaveRequest::new(record(0, 1), 0, vec![Message::user_text("first")])).await.unwrap();
+    store.archive(&SessionId::from_string("session-00000")).await.unwrap();
+    for n in 1..=5 {
+        store.save(SaveRequest::new(record(n, 1), 0, vec![Message::user_text("logged")])).await.unwrap();
+    }
+    let without = crash_image(&store, dir.path(), "without.redb", false);
+    let with = crash_image(&store, dir.path(), "with.redb", true);
+
+    assert_eq!(stored_sessions(&without).await, 1, "redb flushed only up to the archive");
+    assert_eq!(stored_sessions(&with).await, 6);
+    let reopened = RedbStore::open(&with).unwrap();
+    let history = reopened.history(&SessionId::from_string("session-00005")).await.unwrap();
+    assert_eq!(history, vec![Message::user_text("logged")]);
+    reopened.save(SaveRequest::new(record(6, 1), 0, vec![Message::user_text("after")])).await.unwrap();
+    let again = crash_image(&reopened, dir.path(), "again.redb", true);
+    assert_eq!(stored_sessions(&again).await, 7);
+}
+
+/// The log restarts after each checkpoint, so it stays near its checkpoint size however much
+/// is saved, and a crash image still holds every save.
+#[tokio::test]
+async fn the_log_stays_bounded_across_checkpoints() {
+    let (dir, store) = open();
+    let long = "x".repeat(200_000);
+    for n in 0..30 {
+        store.save(SaveRequest::new(record(n, 1), 0, vec![Message::user_text(long.clone())])).await.unwrap();
+    }
+    let log = std::fs::metadata(wal::path_of(store.path())).unwrap().len();
+    assert!(log < wal::CHECKPOINT_BYTES + wal::MAX_RECORD_BYTES as u64, "the log is {log} bytes");
+    let image = crash_image(&store, dir.path(), "image.redb", true);
+    assert_eq!(stored_sessions(&image).await, 30);
+}
+
+/// A group too large to log commits durably in redb: its crash image needs no log.
+#[tokio::test]
+async fn a_group_too_large_to_log_is_durable_in_redb() {
+    let (dir, store) = open();
+    let long = "y".repeat(wal::MAX_RECORD_BYTES / 4);
+    let saves: Vec<SaveRequest> =
+        (0..5).map(|n| SaveRequest::new(record(n, 1), 0, vec![Message::user_text(long.clone())])).collect();
+    let writer = store.clone();
+    tokio::task::spawn_blocking(move || writer.save_batch(&saves)).await.unwrap().unwrap();
+    let image = crash_image(&store, dir.path(), "image.redb", false);
+    assert_eq!(stored_sessions(&image).await, 5);
+}
+
+/// A log that does not continue the store (a record missing after what the store holds) is
+/// refused rather than replayed with a hole in it.
+#[tokio::test]
+async fn a_log_that_skips_records_refuses_the_open() {
+    let (_dir, store) = open();
+    let path = store.path().to_path_buf();
+    store.save(SaveRequest::new(record(0, 1), 0, vec![])).await.unwrap();
+    drop(store);
+    {
+        let (log, _) = wal::Wal::open(&wal::path_of(&path)).unwrap();
+        log.restart(1000);
+        log.append(1000, b"\x01[]").unwrap().keep();
+    }
+    let refused = RedbStore::open(&path).unwrap_err();
+    assert!(matches!(refused, StoreError::Corrupt(_)), "{refused:?}");
+    assert!(refused.to_string().contains("does not continue the store"), "{refused}");
 }

@@ -1,16 +1,19 @@
 //! Writes, each one redb write transaction: a turn's save (the record, the new messages, a
 //! compaction's discarded ones, tool outputs, journal events and the delivered mail), an
-//! archive, and mail posted to an inbox.
+//! archive, and mail posted to an inbox. Saves are made durable through the write-ahead log
+//! ([`super::wal`]); every other write commits durably in redb, which makes every save before
+//! it durable too.
 
-use redb::ReadableTable;
+use redb::{Durability, ReadableDatabase, ReadableTable};
 
 use super::Inner;
 use super::backend;
-use super::meta::set_meta_u64;
+use super::meta::{meta_u64, set_meta_u64};
 use super::schema::Indexes;
 use super::tables::{
-    CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, JOURNAL_ORDER, MESSAGES, PEERS, RECORDS, TOOL_OUTPUTS,
+    CHILDREN, DELEGATED, DISCARDED, EVENTS, INBOX, JOURNAL_ORDER, MESSAGES, META, PEERS, RECORDS, TOOL_OUTPUTS,
 };
+use super::wal::{MAX_RECORD_BYTES, Record};
 use crate::ids::MessageId;
 use crate::model::SessionRecord;
 use crate::store::rules::{DiscardedEpoch, SavePlan, close_archive};
@@ -113,10 +116,79 @@ pub(super) fn cursor_key(name: &str) -> String {
     format!("cursor:{name}")
 }
 
-pub(super) fn save(store: &Inner, save: SaveRequest) -> Result<(), StoreError> {
+/// The `META` key of the last group's sequence number that redb holds: every logged record
+/// after it is what a crash took from redb.
+const WAL_APPLIED: &str = "wal_applied";
+
+/// Commits `saves` in one transaction, durable when this returns: logged and committed without
+/// a flush, or, at a checkpoint, committed durably by redb. Either way the group takes the
+/// log's next sequence number and the transaction marks it applied.
+pub(super) fn save_all(store: &Inner, saves: &[&SaveRequest]) -> Result<(), StoreError> {
+    let mut write = store.db.begin_write().map_err(backend)?;
+    for save in saves {
+        save_in(store, &write, save)?;
+    }
+    let sequence = store.wal.next_sequence();
+    set_meta_u64(&write, WAL_APPLIED, sequence)?;
+    let logged = match store.wal.wants_checkpoint() {
+        true => None,
+        false => store.encode_within(&saves, MAX_RECORD_BYTES)?,
+    };
+    let Some(payload) = logged else {
+        write.commit().map_err(backend)?;
+        store.wal.restart(sequence + 1);
+        return Ok(());
+    };
+    write.set_durability(Durability::None).map_err(backend)?;
+    let appended = store.wal.append(sequence, &payload).map_err(log_error)?;
+    write.commit().map_err(backend)?;
+    appended.keep();
+    Ok(())
+}
+
+pub(super) fn save(store: &Inner, save: &SaveRequest) -> Result<(), StoreError> {
+    save_all(store, &[save])
+}
+
+fn log_error(error: std::io::Error) -> StoreError {
+    StoreError::Backend(format!("writing the write-ahead log: {error}"))
+}
+
+/// Commits again, durably and in one transaction, the logged groups after the store's
+/// `wal_applied`: what a crash took from redb. The log's next sequence number.
+///
+/// Those records are every group committed since redb's last durable commit, in order, so
+/// each applies to what the one before left. A log that skips a number after `wal_applied`,
+/// or a save that no longer applies, refuses the open rather than dropping saves that were
+/// answered.
+pub(super) fn replay(store: &Inner, records: Vec<Record>, log: &std::path::Path) -> Result<u64, StoreError> {
+    let applied = {
+        let read = store.db.begin_read().map_err(backend)?;
+        meta_u64(&read.open_table(META).map_err(backend)?, WAL_APPLIED)?.unwrap_or(0)
+    };
+    let pending: Vec<Record> = records.into_iter().filter(|record| record.sequence > applied).collect();
+    let (Some(first), Some(last)) = (pending.first(), pending.last()) else { return Ok(applied + 1) };
+    if first.sequence != applied + 1 {
+        return Err(StoreError::Corrupt(format!(
+            "{} does not continue the store: its records start at {}, the store holds up to {applied}",
+            log.display(),
+            first.sequence
+        )));
+    }
+    let last = last.sequence;
     let write = store.db.begin_write().map_err(backend)?;
-    save_in(store, &write, &save)?;
-    write.commit().map_err(backend)
+    for record in &pending {
+        let saves: Vec<SaveRequest> = store.decode(&record.payload)?;
+        for save in &saves {
+            save_in(store, &write, save).map_err(|error| {
+                StoreError::Corrupt(format!("replaying {} record {}: {error}", log.display(), record.sequence))
+            })?;
+        }
+    }
+    set_meta_u64(&write, WAL_APPLIED, last)?;
+    write.commit().map_err(backend)?;
+    tracing::info!(records = pending.len(), "committed again the saves a crash took from the store");
+    Ok(last + 1)
 }
 
 /// Read-modify-write in one write transaction: redb serialises writers, so a save committing

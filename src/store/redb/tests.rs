@@ -3,6 +3,7 @@
 
 use super::tables::{OWNER_ACTIVE_INDEX, OWNER_ARCHIVED_INDEX, RECORDS};
 use super::*;
+use super::{wal, write};
 use crate::llm::Message;
 use crate::model::SessionStatus;
 use crate::store::contract::{record, record_with_secrets};
@@ -277,8 +278,8 @@ async fn a_crash_image_with_its_log_holds_every_answered_save() {
     assert_eq!(stored_sessions(&again).await, 7);
 }
 
-/// The log restarts after each checkpoint, so it stays near its checkpoint size however much
-/// is saved, and a crash image still holds every save.
+/// The log restarts after each checkpoint, so it keeps its first length however much is
+/// saved, and a crash image still holds every save.
 #[tokio::test]
 async fn the_log_stays_bounded_across_checkpoints() {
     let (dir, store) = open();
@@ -287,7 +288,7 @@ async fn the_log_stays_bounded_across_checkpoints() {
         store.save(SaveRequest::new(record(n, 1), 0, vec![Message::user_text(long.clone())])).await.unwrap();
     }
     let log = std::fs::metadata(wal::path_of(store.path())).unwrap().len();
-    assert!(log < wal::CHECKPOINT_BYTES + wal::MAX_RECORD_BYTES as u64, "the log is {log} bytes");
+    assert_eq!(log, wal::ALLOCATED_BYTES, "6 MB saved through a log of its first length");
     let image = crash_image(&store, dir.path(), "image.redb", true);
     assert_eq!(stored_sessions(&image).await, 30);
 }
@@ -314,11 +315,25 @@ async fn a_log_that_skips_records_refuses_the_open() {
     store.save(SaveRequest::new(record(0, 1), 0, vec![])).await.unwrap();
     drop(store);
     {
-        let (log, _) = wal::Wal::open(&wal::path_of(&path)).unwrap();
+        let salt = write::log_salt(&redb::Database::open(&path).unwrap()).unwrap();
+        let (log, _) = wal::Wal::open(&wal::path_of(&path), salt).unwrap();
         log.restart(1000);
         log.append(1000, b"\x01[]").unwrap().keep();
     }
     let refused = RedbStore::open(&path).unwrap_err();
     assert!(matches!(refused, StoreError::Corrupt(_)), "{refused:?}");
     assert!(refused.to_string().contains("does not continue the store"), "{refused}");
+}
+
+/// A store deleted and made again beside its old log does not take the old saves in.
+#[tokio::test]
+async fn a_log_left_beside_a_new_store_is_not_replayed_into_it() {
+    let (dir, store) = open();
+    for n in 0..3 {
+        store.save(SaveRequest::new(record(n, 1), 0, vec![Message::user_text("old")])).await.unwrap();
+    }
+    let image = crash_image(&store, dir.path(), "image.redb", true);
+    std::fs::remove_file(&image).unwrap();
+    std::fs::remove_file(crate::store::sealer::key_path(&image)).unwrap();
+    assert_eq!(stored_sessions(&image).await, 0);
 }

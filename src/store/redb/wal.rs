@@ -7,14 +7,15 @@
 //! after the store's durable `wal_applied`, and [`super::write::replay`] commits them again when
 //! the store is opened.
 //!
-//! A record is its payload's length (u32), a CRC-32 of its sequence number and payload, the
-//! sequence number (u64, from 1, one more than the record before) and the payload, all
-//! little-endian. Reading stops at the first record cut short, failing its checksum, or not
+//! A record is its payload's length (u32), a CRC-32 of the store's salt, its sequence number
+//! and payload, the sequence number (u64, from 1, one more than the record before) and the
+//! payload, all little-endian. The salt is the store's own, so a log left beside a new store
+//! of the same name reads as empty. Reading stops at the first record cut short, failing its checksum, or not
 //! following its predecessor: the end of what was written since the log last restarted.
 //!
 //! The log restarts at its beginning after a checkpoint (a group committed durably by redb),
-//! overwriting what it holds, so it stays about [`CHECKPOINT_BYTES`] long and a flush never
-//! changes the file's size after the first pass. Records left beyond the new end have smaller
+//! overwriting what it holds, so it stays about [`CHECKPOINT_BYTES`] long; it is written with
+//! zeros to that length when it is made, so a flush never changes the file's size. Records left beyond the new end have smaller
 //! sequence numbers, so reading never runs on into them.
 
 use std::fs::{File, OpenOptions};
@@ -44,6 +45,7 @@ pub(super) fn path_of(store: &Path) -> PathBuf {
 
 pub(super) struct Wal {
     file: File,
+    salt: u64,
     tail: Mutex<Tail>,
 }
 
@@ -66,13 +68,14 @@ pub(super) struct Record {
 impl Wal {
     /// Opens (or creates, 0600) the log at `path`: the log, and the records it holds. Nothing
     /// may be appended before [`Wal::restart`] says where the sequence goes on.
-    pub(super) fn open(path: &Path) -> io::Result<(Self, Vec<Record>)> {
+    pub(super) fn open(path: &Path, salt: u64) -> io::Result<(Self, Vec<Record>)> {
         let mut file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
-        let records = read_records(&bytes);
-        Ok((Self { file, tail: Mutex::new(Tail { end: 0, next: 0, broken: true }) }, records))
+        let records = read_records(&bytes, salt);
+        allocate(&file, bytes.len() as u64)?;
+        Ok((Self { file, salt, tail: Mutex::new(Tail { end: 0, next: 0, broken: true }) }, records))
     }
 
     /// Starts the log again at its beginning; its next record is numbered `next`.
@@ -102,7 +105,7 @@ impl Wal {
             return Err(io::Error::other(format!("write-ahead log record {sequence} is out of turn")));
         }
         let at = tail.end;
-        let record = encode_record(sequence, payload)?;
+        let record = encode_record(self.salt, sequence, payload)?;
         if let Err(error) = self.file.write_all_at(&record, at).and_then(|()| self.file.sync_data()) {
             self.erase(&mut tail, at);
             return Err(error);
@@ -128,6 +131,26 @@ impl Wal {
         // The tail is only assigned whole numbers under the lock: a poisoned one is still whole.
         self.tail.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The length the log reaches at most: a checkpoint's worth and the largest record.
+pub(super) const ALLOCATED_BYTES: u64 = CHECKPOINT_BYTES + (MAX_RECORD_BYTES + HEADER_BYTES) as u64;
+
+/// Writes zeros (an empty log, to a reader) up to [`ALLOCATED_BYTES`] once, so no append
+/// changes the file's size or allocates blocks: its flush then writes the data alone, where
+/// one that grows the file also commits the file system's journal.
+fn allocate(file: &File, len: u64) -> io::Result<()> {
+    if len >= ALLOCATED_BYTES {
+        return Ok(());
+    }
+    let zeros = vec![0u8; 64 << 10];
+    let mut at = len;
+    while at < ALLOCATED_BYTES {
+        let chunk = zeros.len().min((ALLOCATED_BYTES - at) as usize);
+        file.write_all_at(&zeros[..chunk], at)?;
+        at += chunk as u64;
+    }
+    file.sync_all()
 }
 
 /// A record written and flushed, taken back from the log when dropped unless kept.
@@ -156,18 +179,19 @@ impl Drop for Appended<'_> {
     }
 }
 
-fn encode_record(sequence: u64, payload: &[u8]) -> io::Result<Vec<u8>> {
+fn encode_record(salt: u64, sequence: u64, payload: &[u8]) -> io::Result<Vec<u8>> {
     let len = u32::try_from(payload.len()).map_err(|_| io::Error::other("write-ahead log record over 4 GiB"))?;
     let mut record = Vec::with_capacity(HEADER_BYTES + payload.len());
     record.extend_from_slice(&len.to_le_bytes());
-    record.extend_from_slice(&checksum(sequence, payload).to_le_bytes());
+    record.extend_from_slice(&checksum(salt, sequence, payload).to_le_bytes());
     record.extend_from_slice(&sequence.to_le_bytes());
     record.extend_from_slice(payload);
     Ok(record)
 }
 
-fn checksum(sequence: u64, payload: &[u8]) -> u32 {
+fn checksum(salt: u64, sequence: u64, payload: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&salt.to_le_bytes());
     hasher.update(&sequence.to_le_bytes());
     hasher.update(payload);
     hasher.finalize()
@@ -175,7 +199,7 @@ fn checksum(sequence: u64, payload: &[u8]) -> u32 {
 
 /// The records from the log's beginning up to the first that is cut short, fails its checksum
 /// or does not follow the one before.
-fn read_records(mut bytes: &[u8]) -> Vec<Record> {
+fn read_records(mut bytes: &[u8], salt: u64) -> Vec<Record> {
     let mut records: Vec<Record> = Vec::new();
     while let Some((header, rest)) = bytes.split_first_chunk::<HEADER_BYTES>() {
         let number = |range: std::ops::Range<usize>| {
@@ -186,7 +210,7 @@ fn read_records(mut bytes: &[u8]) -> Vec<Record> {
         let (len, crc, sequence) = (number(0..4) as usize, number(4..8) as u32, number(8..16));
         let follows = records.last().map_or(sequence != 0, |last| sequence == last.sequence + 1);
         let Some(payload) = rest.get(..len) else { break };
-        if !follows || checksum(sequence, payload) != crc {
+        if !follows || checksum(salt, sequence, payload) != crc {
             break;
         }
         records.push(Record { sequence, payload: payload.to_vec() });
@@ -199,8 +223,10 @@ fn read_records(mut bytes: &[u8]) -> Vec<Record> {
 mod tests {
     use super::*;
 
+    const SALT: u64 = 0x5eed;
+
     fn open(dir: &tempfile::TempDir) -> (Wal, Vec<Record>) {
-        Wal::open(&dir.path().join("s.redb-wal")).unwrap()
+        Wal::open(&dir.path().join("s.redb-wal"), SALT).unwrap()
     }
 
     fn sequences(records: &[Record]) -> Vec<u64> {
@@ -244,6 +270,8 @@ mod tests {
         let (_, records) = open(&dir);
         assert_eq!(sequences(&records), [7, 8]);
         assert_eq!(records[1].payload, b"the next");
+        // Another store's log (another salt) holds nothing for this one.
+        assert!(Wal::open(&dir.path().join("s.redb-wal"), SALT + 1).unwrap().1.is_empty());
     }
 
     #[test]
@@ -259,7 +287,9 @@ mod tests {
         let whole = std::fs::read(&path).unwrap();
 
         // Cut short in the last record's payload.
-        std::fs::write(&path, &whole[..whole.len() - 10]).unwrap();
+        let end = 3 * (HEADER_BYTES + 100);
+        assert!(whole[end..].iter().all(|&byte| byte == 0), "zeros after the records");
+        std::fs::write(&path, &whole[..end - 10]).unwrap();
         assert_eq!(sequences(&open(&dir).1), [1, 2]);
         // A bit flipped in the second record's payload.
         let mut flipped = whole.clone();
@@ -272,11 +302,12 @@ mod tests {
     }
 
     #[test]
-    fn a_new_log_is_private() {
+    fn a_new_log_is_private_and_allocated_whole() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         drop(open(&dir));
-        let mode = std::fs::metadata(dir.path().join("s.redb-wal")).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
+        let metadata = std::fs::metadata(dir.path().join("s.redb-wal")).unwrap();
+        assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
+        assert_eq!(metadata.len(), ALLOCATED_BYTES);
     }
 }

@@ -120,6 +120,25 @@ pub(super) fn cursor_key(name: &str) -> String {
 /// after it is what a crash took from redb.
 const WAL_APPLIED: &str = "wal_applied";
 
+/// The `META` key of the number that seeds the log's checksums: the log of another store (one
+/// deleted and made again beside an old log) then reads as empty instead of being replayed
+/// into this one.
+const WAL_SALT: &str = "wal_salt";
+
+/// This store's log salt, chosen when the store first opens with a log.
+pub(super) fn log_salt(db: &redb::Database) -> Result<u64, StoreError> {
+    let read = db.begin_read().map_err(backend)?;
+    if let Some(salt) = meta_u64(&read.open_table(META).map_err(backend)?, WAL_SALT)? {
+        return Ok(salt);
+    }
+    drop(read);
+    let salt = uuid::Uuid::new_v4().as_u64_pair().0;
+    let write = db.begin_write().map_err(backend)?;
+    set_meta_u64(&write, WAL_SALT, salt)?;
+    write.commit().map_err(backend)?;
+    Ok(salt)
+}
+
 /// Commits `saves` in one transaction, durable when this returns: logged and committed without
 /// a flush, or, at a checkpoint, committed durably by redb. Either way the group takes the
 /// log's next sequence number and the transaction marks it applied.
@@ -130,10 +149,7 @@ pub(super) fn save_all(store: &Inner, saves: &[&SaveRequest]) -> Result<(), Stor
     }
     let sequence = store.wal.next_sequence();
     set_meta_u64(&write, WAL_APPLIED, sequence)?;
-    let logged = match store.wal.wants_checkpoint() {
-        true => None,
-        false => store.encode_within(&saves, MAX_RECORD_BYTES)?,
-    };
+    let logged = if store.wal.wants_checkpoint() { None } else { store.encode_within(&saves, MAX_RECORD_BYTES)? };
     let Some(payload) = logged else {
         write.commit().map_err(backend)?;
         store.wal.restart(sequence + 1);

@@ -111,7 +111,8 @@ impl RedbStore {
         create_tables_once(&db)?;
         let sealer = open_sealer(&db, &path)?;
         let log = wal::path_of(&path);
-        let (wal, records) = wal::Wal::open(&log, write::log_salt(&db)?).map_err(|err| StoreError::Backend(format!("opening {}: {err}", log.display())))?;
+        let (wal, records) = wal::Wal::open(&log, write::log_salt(&db)?)
+            .map_err(|err| StoreError::Backend(format!("opening {}: {err}", log.display())))?;
         let inner = Inner { db, sealer, commits: group::Queue::default(), wal };
         let next = write::replay(&inner, records, &log)?;
         inner.wal.restart(next);

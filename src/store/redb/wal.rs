@@ -10,13 +10,15 @@
 //! A record is its payload's length (u32), a CRC-32 of the store's salt, its sequence number
 //! and payload, the sequence number (u64, from 1, one more than the record before) and the
 //! payload, all little-endian. The salt is the store's own, so a log left beside a new store
-//! of the same name reads as empty. Reading stops at the first record cut short, failing its checksum, or not
-//! following its predecessor: the end of what was written since the log last restarted.
+//! of the same name reads as empty. Reading stops at the first record cut short, failing its
+//! checksum, or not following its predecessor: the end of what was written since the log last
+//! restarted.
 //!
 //! The log restarts at its beginning after a checkpoint (a group committed durably by redb),
-//! overwriting what it holds, so it stays about [`CHECKPOINT_BYTES`] long; it is written with
-//! zeros to that length when it is made, so a flush never changes the file's size. Records left beyond the new end have smaller
-//! sequence numbers, so reading never runs on into them.
+//! overwriting what it holds, so it never outgrows [`ALLOCATED_BYTES`]: a checkpoint's worth
+//! and the largest record. It is written with zeros to that length when it is made, so a flush
+//! never changes the file's size. Records left beyond the new end have smaller sequence
+//! numbers, so reading never runs on into them.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -59,7 +61,7 @@ struct Tail {
 }
 
 /// A record read back from the log.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub(super) struct Record {
     pub(super) sequence: u64,
     pub(super) payload: Vec<u8>,

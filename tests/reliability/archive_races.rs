@@ -110,7 +110,7 @@ async fn archive_races() {
             check_archived(&deputy, id, *turns, round).await;
         }
     }
-    eprintln!(
+    report!(
         "reliability: archive races: {ROUNDS} rounds x {TURNS} turns racing one archive: {} completed before it, {} SESSION_BUSY, {} refused as archived, 0 after it; {ROUNDS} restarts kept every archive; {:.1} s",
         total.completed,
         total.busy,

@@ -90,7 +90,7 @@ async fn busy_1000_rest_turns_on_one_session_have_exactly_one_winner() {
     let (_, read) = deputy.rest(None, reqwest::Method::GET, &format!("/v1/sessions/{id}"), None).await;
     assert_eq!((read["state"]["turns"].as_u64(), read["state"]["status"].as_str()), (Some(2), Some("idle")));
     assert_eq!(deputy.mock.requests().len(), 2, "only the winner reached the model");
-    eprintln!(
+    report!(
         "reliability: busy: {N} REST attempts, {won} winner, {busy} SESSION_BUSY, {:.1} s",
         elapsed.as_secs_f64()
     );
@@ -131,7 +131,7 @@ async fn busy_200_mcp_stdio_turns_on_one_session_have_exactly_one_winner() {
     let elapsed = started.elapsed();
     let read = deputy.ok("session_read", json!({"session_id": id})).await;
     assert_eq!((read["state"]["turns"].as_u64(), read["state"]["status"].as_str()), (Some(2), Some("idle")));
-    eprintln!(
+    report!(
         "reliability: busy: {N} MCP stdio attempts, {won} winner, {busy} SESSION_BUSY, {:.1} s",
         elapsed.as_secs_f64()
     );

@@ -183,7 +183,7 @@ async fn crash_loop() {
         acknowledged += acked[id].len();
     }
     acknowledged += acked[&sessions[2]].len();
-    eprintln!(
+    report!(
         "reliability: crash loop: {ROUNDS} kill -9 ({}), {ROUNDS} restarts opened the store, {acknowledged} acknowledged turns all kept, {unacked_attempts} unacknowledged, {:.1} s",
         kills.iter().map(|(what, n)| format!("{n} {what}")).collect::<Vec<_>>().join(", "),
         started.elapsed().as_secs_f64()

@@ -158,7 +158,7 @@ async fn hibernation() {
     let store_mib = std::fs::metadata(deputy.home.path().join("sessions.redb"))
         .map(|m| m.len() / (1 << 20))
         .unwrap_or_default();
-    eprintln!(
+    report!(
         "reliability: hibernation: {SESSIONS} sessions of ~50 KB (store {store_mib} MiB): created in {:.1} s, \
          each touched again (rehydrated) in {:.1} s, all read back in {:.1} s, all listed (cursor, 500 a page) in \
          {:.2} s; VmRSS baseline {} MiB, after creating {} MiB, peak {} MiB (the debug executable's own pages {} \

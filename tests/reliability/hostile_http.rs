@@ -44,7 +44,7 @@ async fn hostile_http() {
     let (baseline, peak) = run(true).await;
     assert!(peak < RSS_BOUND_MIB * 1024, "deputy's RSS is {peak} KiB, over {RSS_BOUND_MIB} MiB");
     assert!(control_peak < RSS_BOUND_MIB * 1024, "with a reader that keeps up: {control_peak} KiB");
-    eprintln!(
+    report!(
         "reliability: hostile HTTP: 300 silent connections, a 40,000-entry batch (refused -32600), a 6 MiB body (413), an SSE reader stalled during a {} MiB answer: VmRSS {} MiB (baseline {} MiB, bound {RSS_BOUND_MIB} MiB; {} MiB from {} MiB with a reader that keeps up), /healthz answered throughout; {:.1} s",
         (CHUNKS * CHUNK) >> 20,
         peak / 1024,

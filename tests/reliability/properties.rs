@@ -224,7 +224,7 @@ fn http_deputy(rt: &tokio::runtime::Runtime) -> HttpDeputy {
 
 /// Prints a test's figure: `CASES` `what`, every one answered with a code.
 fn report(what: &str, started: Instant) {
-    eprintln!(
+    report!(
         "reliability: properties: {CASES} {what}, every one answered with a code, no panic; {:.1} s",
         started.elapsed().as_secs_f64()
     );

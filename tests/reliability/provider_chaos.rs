@@ -312,7 +312,7 @@ async fn provider_chaos() {
         .iter()
         .filter(|r| r["fault"].as_str().is_some_and(|f| f.starts_with("stream:")))
         .count();
-    eprintln!(
+    report!(
         "reliability: provider chaos: llmock 0.2.2, {} calls, {} attempts, {} faults injected ({restarted} of them stream faults); {completed} turns completed, {failed} AGENT_ERROR, {} sessions all usable; verdict clean: {} errors ({exhausted} on calls that spent all 5 attempts), {} warnings {warnings:?}; {:.1} s",
         verdict["calls"],
         verdict["attempts"],

@@ -3,6 +3,7 @@
 //! its actor stops and its slot leaves the registry, and its next call resumes it from the
 //! store. Without a store `max_live` refuses new sessions.
 
+use std::collections::HashSet;
 use std::collections::hash_map::Entry;
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
@@ -69,30 +70,48 @@ impl LiveSessionService {
     /// After `just_live` became live: with a store, unloads the least recently used other
     /// sessions while more than `max_live` are live. Busy ones are skipped, so the bound is
     /// met as soon as enough sessions are idle.
+    ///
+    /// Every admission past the bound comes here, so a round picks only the oldest sessions it
+    /// needs (a partial sort over borrowed entries) and copies just those out of the registry,
+    /// not every live handle; further rounds replace the ones found busy.
     pub(super) async fn enforce_cap(&self, just_live: &SessionId) {
         if self.store.is_none() {
             return;
         }
-        let mut candidates: Vec<(tokio::time::Instant, SessionId, SessionHandle)> = {
-            let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
-            if registry.sessions.len() <= self.limits.max_live {
-                return;
+        let mut tried: HashSet<SessionId> = HashSet::new();
+        loop {
+            let oldest: Vec<(SessionId, SessionHandle)> = {
+                let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+                let excess = registry.sessions.len().saturating_sub(self.limits.max_live);
+                if excess == 0 {
+                    return;
+                }
+                let mut untried: Vec<(tokio::time::Instant, &SessionId, &SessionHandle)> = registry
+                    .sessions
+                    .iter()
+                    .filter_map(|(id, slot)| match slot {
+                        Slot::Live(handle) if id != just_live && !tried.contains(id) => {
+                            Some((handle.last_used(), id, handle))
+                        }
+                        Slot::Live(_) | Slot::Archiving => None,
+                    })
+                    .collect();
+                let take = excess.min(untried.len());
+                if take == 0 {
+                    return;
+                }
+                untried.select_nth_unstable_by_key(take - 1, |(last_used, _, _)| *last_used);
+                untried.truncate(take);
+                untried.sort_unstable_by_key(|(last_used, _, _)| *last_used);
+                untried.into_iter().map(|(_, id, handle)| (id.clone(), handle.clone())).collect()
+            };
+            for (id, handle) in oldest {
+                if self.live_sessions() <= self.limits.max_live {
+                    return;
+                }
+                self.unload(&id, &handle, "least recently used beyond max_live_sessions").await;
+                tried.insert(id);
             }
-            registry
-                .sessions
-                .iter()
-                .filter_map(|(id, slot)| match slot {
-                    Slot::Live(handle) if id != just_live => Some((handle.last_used(), id.clone(), handle.clone())),
-                    Slot::Live(_) | Slot::Archiving => None,
-                })
-                .collect()
-        };
-        candidates.sort_unstable_by_key(|(last_used, _, _)| *last_used);
-        for (_, id, handle) in candidates {
-            if self.live_sessions() <= self.limits.max_live {
-                break;
-            }
-            self.unload(&id, &handle, "least recently used beyond max_live_sessions").await;
         }
     }
 

@@ -117,10 +117,15 @@ async fn over_stdio(provider: &str, home: &std::path::Path, sessions: usize, win
 async fn one_at_a_time(home: &std::path::Path, flush: Duration) {
     let turns: usize = setting("DEPUTY_BENCH_TURNS", 500);
     let provider = start_provider(Duration::ZERO).await;
+    let probe = reqwest::Client::builder().no_proxy().build().unwrap();
     println!("\n{turns} turns one at a time over stdio (10 per session), the provider answering at once");
-    println!("{:<28} {:>10} {:>10}", "", "p50 ms", "p99 ms");
+    println!(
+        "{:<28} {:>10} {:>10} {:>12} {:>12} {:>14} {:>10}",
+        "", "turn p50", "turn p99", "stdio ping", "provider", "deputy adds", "flush"
+    );
+    let mut flush_probe = std::fs::File::create(home.join("flush-probe-beside")).unwrap();
     let durable = home.join("sequential.redb");
-    let mut medians = Vec::new();
+    let mut added = Vec::new();
     for (label, store) in [("in memory (--ephemeral)", None), ("durable (redb)", Some(&durable))] {
         let mut command = deputy(&provider, home);
         command.args(["serve", "--no-daemon"]);
@@ -129,7 +134,7 @@ async fn one_at_a_time(home: &std::path::Path, flush: Duration) {
             None => command.arg("--ephemeral"),
         };
         let client = StdioClient::spawn(command).await;
-        let mut times = Vec::with_capacity(turns);
+        let mut times = Floors::default();
         let mut id = String::new();
         for n in 0..turns + turns / 10 {
             // A new session every 10 turns: the cost of a turn, not of a history grown long. The
@@ -141,40 +146,116 @@ async fn one_at_a_time(home: &std::path::Path, flush: Duration) {
                 let created = client.call("session_create", json!({"prompt": "hi", "wait_ms": 60_000})).await;
                 id = created.unwrap()["session_id"].as_str().unwrap().to_owned();
             }
+            // The floors, measured beside each turn: an MCP `ping` over the same pipe (the
+            // client, the framing and the wake-ups every request pays) and one exchange with the
+            // provider from here (its HTTP and stream, which any server pays for a model call).
+            let started = Instant::now();
+            let pong = client.request("ping", json!({})).await;
+            assert!(pong.get("result").is_some(), "{pong}");
+            let ping = started.elapsed();
+            let started = Instant::now();
+            provider_exchange(&probe, &provider).await;
+            let exchange = started.elapsed();
+            // And the disk's flush, beside each turn too: its cost moves from minute to minute.
+            let flush = tokio::task::block_in_place(|| flush_once(&mut flush_probe));
             let started = Instant::now();
             let turn = json!({"session_id": id, "prompt": "go", "wait_ms": 60_000});
             let answer = client.call("session_turn", turn).await.unwrap();
             assert_eq!(answer["status"], "completed", "{answer}");
             if n >= turns / 10 {
-                times.push(started.elapsed());
+                times.push(started.elapsed(), ping, exchange, flush);
             }
         }
-        times.sort_unstable();
-        let at = |quantile: f64| times[((times.len() as f64 - 1.0) * quantile) as usize].as_secs_f64() * 1e3;
-        println!("{label:<28} {:>10.3} {:>10.3}", at(0.5), at(0.99));
-        medians.push(at(0.5));
+        let summary = times.summary();
+        let Summary { turn, turn_p99, ping, exchange, added: adds, flush } = summary;
+        println!(
+            "{label:<28} {turn:>10.3} {turn_p99:>10.3} {ping:>12.3} {exchange:>12.3} {adds:>14.3} {flush:>10.3}"
+        );
+        added.push(summary);
     }
-    let added = medians[1] - medians[0];
+    let store = added[1].added - added[0].added;
     println!(
-        "the store adds, p50: {added:.3} ms = {:.1} × a 4 KiB write + fdatasync",
-        added / (flush.as_secs_f64() * 1e3)
+        "(ms, p50s; \"deputy adds\" is the median over turns of the turn less the ping and the provider \
+         exchange measured beside it, \"flush\" a 4 KiB write + fdatasync beside each turn; the probe \
+         before the run: {:.3} ms)\nthe store adds, p50: {store:.3} ms = {:.1} × the flush measured beside the \
+         durable turns",
+        flush.as_secs_f64() * 1e3,
+        store / added[1].flush
     );
+}
+
+/// One model call's worth of talking to the provider, from this process: what a turn pays the
+/// provider whoever sends the request.
+async fn provider_exchange(http: &reqwest::Client, provider: &str) {
+    let body = json!({"model": "bench", "max_tokens": 64, "stream": true,
+                      "messages": [{"role": "user", "content": "go"}]});
+    let response = http.post(format!("{provider}/v1/messages")).json(&body).send().await.unwrap();
+    let stream = response.bytes().await.unwrap();
+    assert!(stream.ends_with(b"\n\n"), "a whole event stream");
+}
+
+/// Each measured turn beside the floors measured with it.
+#[derive(Default)]
+struct Floors {
+    turns: Vec<Duration>,
+    pings: Vec<Duration>,
+    exchanges: Vec<Duration>,
+    flushes: Vec<Duration>,
+    added: Vec<f64>,
+}
+
+/// [`Floors`] in milliseconds: p50s, and the turn's p99.
+struct Summary {
+    turn: f64,
+    turn_p99: f64,
+    ping: f64,
+    exchange: f64,
+    /// The median of each turn less its ping and exchange: what deputy adds.
+    added: f64,
+    flush: f64,
+}
+
+impl Floors {
+    fn push(&mut self, turn: Duration, ping: Duration, exchange: Duration, flush: Duration) {
+        self.flushes.push(flush);
+        self.added.push(turn.as_secs_f64() - ping.as_secs_f64() - exchange.as_secs_f64());
+        self.turns.push(turn);
+        self.pings.push(ping);
+        self.exchanges.push(exchange);
+    }
+
+    fn summary(mut self) -> Summary {
+        fn at(times: &mut [Duration], quantile: f64) -> f64 {
+            times.sort_unstable();
+            times[((times.len() as f64 - 1.0) * quantile) as usize].as_secs_f64() * 1e3
+        }
+        self.added.sort_unstable_by(f64::total_cmp);
+        let added = self.added[self.added.len() / 2] * 1e3;
+        Summary {
+            turn: at(&mut self.turns, 0.5),
+            turn_p99: at(&mut self.turns, 0.99),
+            ping: at(&mut self.pings, 0.5),
+            exchange: at(&mut self.exchanges, 0.5),
+            added,
+            flush: at(&mut self.flushes, 0.5),
+        }
+    }
 }
 
 /// The median of 200 writes of 4 KiB, each followed by `fdatasync`, in `dir`.
 fn flush_cost(dir: &std::path::Path) -> Duration {
     let mut file = std::fs::File::create(dir.join("flush-probe")).unwrap();
-    let page = [7u8; 4096];
-    let mut times: Vec<Duration> = (0..200)
-        .map(|_| {
-            let started = Instant::now();
-            file.write_all(&page).unwrap();
-            file.sync_data().unwrap();
-            started.elapsed()
-        })
-        .collect();
+    let mut times: Vec<Duration> = (0..200).map(|_| flush_once(&mut file)).collect();
     times.sort_unstable();
     times[times.len() / 2]
+}
+
+/// One 4 KiB write followed by `fdatasync`.
+fn flush_once(file: &mut std::fs::File) -> Duration {
+    let started = Instant::now();
+    file.write_all(&[7u8; 4096]).unwrap();
+    file.sync_data().unwrap();
+    started.elapsed()
 }
 
 /// One MCP client over a `deputy serve` process's stdio: requests written as JSON-RPC lines,

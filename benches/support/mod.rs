@@ -209,7 +209,11 @@ pub async fn start_provider(latency: Duration) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let app = axum::Router::new().fallback(move || async move {
-        tokio::time::sleep(latency).await;
+        // Tokio's timer rounds a sleep up to its next millisecond tick, even a sleep of zero:
+        // "at once" must not sleep at all.
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
         ([("content-type", "text/event-stream")], answer()).into_response()
     });
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

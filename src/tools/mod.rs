@@ -62,6 +62,12 @@ impl ToolOutput {
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
 
+    /// The declaration as live sessions share it ([`shared_specs`]). Typed tools answer from
+    /// the table by their type, without building the declaration again.
+    fn shared_spec(&self) -> std::sync::Arc<ToolSpec> {
+        shared_specs::shared(self.spec())
+    }
+
     /// Runs one call. `cancel` fires when the turn is interrupted; long-running tools must
     /// stop promptly (the scope also stops waiting on them).
     fn call(&self, input: serde_json::Value, cancel: CancellationToken) -> BoxFuture<'_, ToolOutput>;

@@ -49,7 +49,7 @@ impl ToolScope {
     /// Adds tools (those of the session's MCP servers, known only after an async look-up).
     pub fn extend(&mut self, tools: Vec<Arc<dyn Tool>>) {
         self.runnable.extend(tools.into_iter().map(|tool| {
-            let spec = super::shared_specs::shared(tool.spec());
+            let spec = tool.shared_spec();
             (spec.name.clone(), Runnable { spec, tool })
         }));
     }

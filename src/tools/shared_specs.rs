@@ -6,36 +6,79 @@
 //! same tools, so equal declarations are shared: the first session to declare one stores it,
 //! later ones get an `Arc` of it. Entries are weak, so a declaration no session uses any more
 //! is freed; dead entries are swept when the table has doubled since the last sweep.
+//!
+//! A typed tool's declaration is fixed by its type and its description, so those are a key of
+//! their own ([`shared_typed`]): a session created or woken from hibernation finds its
+//! built-ins' declarations there without generating their schemas again (schemars, then the
+//! serialized key above, were 8% of the hibernation scenario's CPU).
 
+use std::any::TypeId;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::llm::ToolSpec;
 
-#[derive(Default)]
-struct Table {
-    specs: HashMap<String, Weak<ToolSpec>>,
-    /// The table's size after the last sweep.
+/// Weak entries by key, swept of dead ones when the map has doubled since the last sweep.
+struct Entries<K> {
+    specs: HashMap<K, Weak<ToolSpec>>,
+    /// The map's size after the last sweep.
     swept_at: usize,
 }
 
-static TABLE: Mutex<Option<Table>> = Mutex::new(None);
+impl<K: Hash + Eq> Entries<K> {
+    fn new() -> Self {
+        Self { specs: HashMap::new(), swept_at: 0 }
+    }
+
+    fn get(&self, key: &K) -> Option<Arc<ToolSpec>> {
+        self.specs.get(key).and_then(Weak::upgrade)
+    }
+
+    fn insert(&mut self, key: K, spec: &Arc<ToolSpec>) {
+        self.specs.insert(key, Arc::downgrade(spec));
+        if self.specs.len() >= 2 * self.swept_at.max(32) {
+            self.specs.retain(|_, weak| weak.strong_count() > 0);
+            self.swept_at = self.specs.len();
+        }
+    }
+}
+
+/// Declarations by their serialized form.
+static BY_CONTENT: Mutex<Option<Entries<String>>> = Mutex::new(None);
+/// Typed tools' declarations by the tool's type and description.
+static BY_TYPE: Mutex<Option<Entries<(TypeId, String)>>> = Mutex::new(None);
+
+fn lock<K: Hash + Eq>(table: &Mutex<Option<Entries<K>>>) -> MutexGuard<'_, Option<Entries<K>>> {
+    // Nothing panics while the lock is held; a poisoned lock still holds a whole map.
+    table.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The shared copy of `spec`: an existing equal declaration if one is alive, else `spec`.
 pub fn shared(spec: ToolSpec) -> Arc<ToolSpec> {
     // The identity of a declaration: its name, description and schema, serialized.
     let key = format!("{}\u{0}{}\u{0}{}", spec.name, spec.description, spec.input_schema);
-    let mut guard = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
-    let table = guard.get_or_insert_with(Table::default);
-    if let Some(existing) = table.specs.get(&key).and_then(Weak::upgrade) {
+    let mut guard = lock(&BY_CONTENT);
+    let table = guard.get_or_insert_with(Entries::new);
+    if let Some(existing) = table.get(&key) {
         return existing;
     }
     let spec = Arc::new(spec);
-    table.specs.insert(key, Arc::downgrade(&spec));
-    if table.specs.len() >= 2 * table.swept_at.max(32) {
-        table.specs.retain(|_, weak| weak.strong_count() > 0);
-        table.swept_at = table.specs.len();
+    table.insert(key, &spec);
+    spec
+}
+
+/// The shared declaration of the typed tool `tool` (its type) described as `description`:
+/// the one alive if there is one, else `declare(description)` made shared.
+pub fn shared_typed(tool: TypeId, description: String, declare: impl FnOnce(String) -> ToolSpec) -> Arc<ToolSpec> {
+    let key = (tool, description);
+    if let Some(existing) = lock(&BY_TYPE).as_ref().and_then(|table| table.get(&key)) {
+        return existing;
     }
+    // Built outside the lock: generating a schema takes a while, and two sessions building
+    // the same one at once end with one shared copy anyway.
+    let spec = shared(declare(key.1.clone()));
+    lock(&BY_TYPE).get_or_insert_with(Entries::new).insert(key, &spec);
     spec
 }
 
@@ -65,5 +108,24 @@ mod tests {
         assert!(weak.upgrade().is_none());
         let fresh = shared(spec("shared_specs_b", json!({})));
         assert_eq!(fresh.name, "shared_specs_b");
+    }
+
+    #[test]
+    fn a_typed_declaration_is_built_once_per_type_and_description() {
+        struct Probe;
+        let built = std::cell::Cell::new(0);
+        let declare = |description: String| {
+            built.set(built.get() + 1);
+            ToolSpec { name: "shared_specs_c".into(), description, input_schema: json!({"type": "object"}) }
+        };
+        let first = shared_typed(TypeId::of::<Probe>(), "d".into(), declare);
+        let again = shared_typed(TypeId::of::<Probe>(), "d".into(), declare);
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(built.get(), 1, "the second look-up builds nothing");
+        let described_otherwise = shared_typed(TypeId::of::<Probe>(), "e".into(), declare);
+        assert_eq!((described_otherwise.description.as_str(), built.get()), ("e", 2));
+        drop((first, again));
+        let rebuilt = shared_typed(TypeId::of::<Probe>(), "d".into(), declare);
+        assert_eq!((rebuilt.description.as_str(), built.get()), ("d", 3), "a freed declaration is built anew");
     }
 }

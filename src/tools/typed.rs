@@ -5,7 +5,9 @@
 //! each into a [`Tool`]. Tools whose schema is only known at run time (MCP servers' tools)
 //! implement [`Tool`] directly.
 
+use std::any::TypeId;
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -30,13 +32,15 @@ pub trait TypedTool: Send + Sync {
     fn run(&self, args: Self::Args, cancel: CancellationToken) -> impl Future<Output = ToolOutput> + Send;
 }
 
-impl<T: TypedTool> Tool for T {
+impl<T: TypedTool + 'static> Tool for T {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: T::NAME.to_owned(),
-            description: self.description(),
-            input_schema: serde_json::to_value(schemars::schema_for!(T::Args)).unwrap_or_default(),
-        }
+        declaration::<T>(self.description())
+    }
+
+    /// Name and schema come from the type, so the type and the description identify the
+    /// declaration.
+    fn shared_spec(&self) -> Arc<ToolSpec> {
+        super::shared_specs::shared_typed(TypeId::of::<T>(), self.description(), declaration::<T>)
     }
 
     /// Arguments that do not parse are answered to the model, which can correct them.
@@ -47,5 +51,14 @@ impl<T: TypedTool> Tool for T {
                 Err(err) => ToolOutput::error(format!("invalid arguments: {err}")),
             }
         })
+    }
+}
+
+/// `T`'s declaration, its schema generated from `T::Args`.
+fn declaration<T: TypedTool>(description: String) -> ToolSpec {
+    ToolSpec {
+        name: T::NAME.to_owned(),
+        description,
+        input_schema: serde_json::to_value(schemars::schema_for!(T::Args)).unwrap_or_default(),
     }
 }

@@ -4,7 +4,10 @@
 //!   (`--no-daemon`), attached to a running background server, and with no server running
 //!   (so the time includes starting one);
 //! - the relay's added round trip: `session_list` answered in-process vs through the relay
-//!   (client process → socket → background server and back), many calls, one at a time.
+//!   (client process → socket → background server and back), many calls, one at a time;
+//! - the same tool call beside the Node reference server's `echo`
+//!   (`@modelcontextprotocol/server-everything`, pinned, installed by this bench with npm into
+//!   `.ci/cache/bench` the first time; skipped, and said so, where npm or node is missing).
 //!
 //! Real processes of the built binary, raw JSON-RPC lines on their stdio. Figures are printed,
 //! never asserted. Run with `cargo bench --bench background`; `DEPUTY_BENCH_STARTS` (cold
@@ -59,21 +62,29 @@ impl Drop for Bench {
     }
 }
 
-/// A `deputy serve` process spoken to in raw JSON-RPC lines.
+/// An MCP server process (`deputy serve`, or the Node reference) spoken to in raw JSON-RPC
+/// lines.
 struct Session {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next_id: u64,
+    /// The server's name in its `initialize` answer.
+    server: &'static str,
+    /// The tool call the round trips time: name and arguments.
+    timed: (&'static str, Value),
 }
 
 impl Session {
-    fn spawn(mut command: Command) -> Self {
-        let mut child =
-            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    fn spawn(command: Command) -> Self {
+        Self::spawn_server(command, "deputy", ("session_list", json!({})))
+    }
+
+    fn spawn_server(mut command: Command, server: &'static str, timed: (&'static str, Value)) -> Self {
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        Self { child, stdin, stdout, next_id: 1 }
+        Self { child, stdin, stdout, next_id: 1, server, timed }
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
@@ -97,14 +108,18 @@ impl Session {
         let params = json!({"protocolVersion": "2025-11-25", "capabilities": {},
                             "clientInfo": {"name": "bench", "version": "0"}});
         let answer = self.request("initialize", params);
-        assert_eq!(answer["result"]["serverInfo"]["name"], "deputy", "{answer}");
+        let name = answer["result"]["serverInfo"]["name"].as_str().unwrap_or_default();
+        assert!(name.contains(self.server), "{answer}");
         self.stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").unwrap();
         self.stdin.flush().unwrap();
     }
 
-    fn list(&mut self) {
-        let answer = self.request("tools/call", json!({"name": "session_list", "arguments": {}}));
-        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    /// One call of the timed tool, checked to have succeeded.
+    fn call(&mut self) {
+        let (name, arguments) = self.timed.clone();
+        let answer = self.request("tools/call", json!({"name": name, "arguments": arguments}));
+        assert!(answer["result"]["content"].is_array(), "{answer}");
+        assert_ne!(answer["result"]["isError"], true, "{answer}");
     }
 
     /// Closes stdin as an MCP client does and waits for the exit.
@@ -149,12 +164,12 @@ fn cold_starts(starts: usize, mut command: impl FnMut() -> Command, mut before: 
 
 fn round_trips(session: &mut Session, calls: usize) -> Vec<Duration> {
     for _ in 0..calls / 10 {
-        session.list();
+        session.call();
     }
     let mut times: Vec<Duration> = (0..calls)
         .map(|_| {
             let started = Instant::now();
-            session.list();
+            session.call();
             started.elapsed()
         })
         .collect();
@@ -193,14 +208,23 @@ fn main() {
     let relay_store = bench.store("relay.redb");
     let mut relayed = Session::spawn(bench.deputy(&relay_store, &["serve"]));
     relayed.initialize();
-    // Interleaved in rounds, so both modes see the same machine load.
-    let (mut direct_times, mut relay_times) = (Vec::new(), Vec::new());
+    let mut reference = node_reference().map(|command| {
+        let mut session = Session::spawn_server(command, "everything", ("echo", json!({"message": "hi"})));
+        session.initialize();
+        session
+    });
+    // Interleaved in rounds, so every mode sees the same machine load.
+    let (mut direct_times, mut relay_times, mut reference_times) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..10 {
         direct_times.extend(round_trips(&mut direct, calls / 10));
         relay_times.extend(round_trips(&mut relayed, calls / 10));
+        if let Some(reference) = &mut reference {
+            reference_times.extend(round_trips(reference, calls / 10));
+        }
     }
     direct_times.sort();
     relay_times.sort();
+    reference_times.sort();
     let row = |name: &str, times: &[Duration]| {
         println!(
             "{name:<44} {:>10} {:>10} {:>10}",
@@ -213,6 +237,51 @@ fn main() {
     row("through the relay (background server)", &relay_times);
     let added = percentile(&relay_times, 0.5).as_secs_f64() - percentile(&direct_times, 0.5).as_secs_f64();
     println!("added by the relay, p50: {:.1} µs", added * 1e6);
+    if let Some(reference) = reference {
+        row(&format!("Node reference `echo` ({REFERENCE_VERSION})"), &reference_times);
+        let ratio = |times: &[Duration]| {
+            percentile(times, 0.5).as_secs_f64() / percentile(&reference_times, 0.5).as_secs_f64()
+        };
+        println!(
+            "p50 against the Node reference's echo: in-process {:.2}×, through the relay {:.2}×",
+            ratio(&direct_times),
+            ratio(&relay_times)
+        );
+        reference.close();
+    }
     direct.close();
     relayed.close();
+}
+
+/// The Node reference server, pinned: its npm package and version.
+const REFERENCE: &str = "@modelcontextprotocol/server-everything";
+const REFERENCE_VERSION: &str = "2026.8.31";
+
+/// The command that runs the Node reference server over stdio, installing it into
+/// `.ci/cache/bench` first if it is not there; `None` (said on stdout) without npm or node.
+fn node_reference() -> Option<Command> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".ci/cache/bench")
+        .join(format!("server-everything-{REFERENCE_VERSION}"));
+    let installed = dir.join(".installed");
+    if !installed.exists() {
+        let status = Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .arg(format!("{REFERENCE}@{REFERENCE_VERSION}"))
+            .status();
+        if !status.is_ok_and(|status| status.success()) {
+            println!("the Node reference server: skipped, npm could not install {REFERENCE}@{REFERENCE_VERSION}");
+            return None;
+        }
+        std::fs::write(&installed, b"").unwrap();
+    }
+    let mut command = Command::new("node");
+    command.arg(dir.join("node_modules").join(REFERENCE).join("dist/index.js")).arg("stdio").stderr(Stdio::null());
+    let node = Command::new("node").arg("--version").stdout(Stdio::null()).status();
+    if !node.is_ok_and(|status| status.success()) {
+        println!("the Node reference server: skipped, no `node` to run it");
+        return None;
+    }
+    Some(command)
 }

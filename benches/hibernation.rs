@@ -14,8 +14,11 @@
 //!   unloaded one (rehydrated from the store, which unloads the least recently used in turn);
 //!   p50 and p99 over the samples.
 //!
-//! Environment: `DEPUTY_BENCH_SESSIONS` (default 2000), `DEPUTY_BENCH_SAMPLES` (default 200).
-//! `TMPDIR` chooses where the stores are made.
+//! Environment: `DEPUTY_BENCH_SESSIONS` (default 2000), `DEPUTY_BENCH_SAMPLES` (default 200),
+//! `DEPUTY_BENCH_HISTORY_BYTES` (each session's history, default 50,000: half prompt, half
+//! answer), `DEPUTY_BENCH_MODES` (default `ephemeral,live,hibernating`). `TMPDIR` chooses where
+//! the stores are made. Issue 31's memory figure, 100,000 sessions touched then idle:
+//! `DEPUTY_BENCH_SESSIONS=100000 DEPUTY_BENCH_HISTORY_BYTES=2000 DEPUTY_BENCH_MODES=hibernating`.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,18 +33,20 @@ use deputy::session::{CreateSessionRequest, LiveSessionService, SessionLimits, S
 use deputy::store::RedbStore;
 use futures::future::BoxFuture;
 
-const HALF_HISTORY: usize = 25_000;
 const HIBERNATING_CAP: usize = 100;
 const MODE: &str = "DEPUTY_BENCH_HIBERNATION_MODE";
 
-/// Answers at once: 25 KB to a first prompt, one line after. It keeps nothing (the scripted
-/// provider records every request, which would be counted as session memory).
+/// Answers at once: half the history to a first prompt, one line after. It keeps nothing (the
+/// scripted provider records every request, which would be counted as session memory).
 #[derive(Debug)]
-struct ZeroLatency;
+struct ZeroLatency {
+    first_answer_bytes: usize,
+}
 
 impl Provider for ZeroLatency {
     fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, LlmError>> {
-        let answer = if request.messages.len() == 1 { "a".repeat(HALF_HISTORY) } else { "ok".to_owned() };
+        let first = request.messages.len() == 1;
+        let answer = if first { "a".repeat(self.first_answer_bytes) } else { "ok".to_owned() };
         Box::pin(async move { ScriptedProvider::new([ScriptedResponse::text(&[&answer])]).stream(request).await })
     }
 }
@@ -49,18 +54,23 @@ impl Provider for ZeroLatency {
 fn main() {
     let sessions = env_usize("DEPUTY_BENCH_SESSIONS", 2000);
     let samples = env_usize("DEPUTY_BENCH_SAMPLES", 200);
+    let half_history = env_usize("DEPUTY_BENCH_HISTORY_BYTES", 50_000) / 2;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     match std::env::var(MODE).as_deref() {
-        Ok("ephemeral") => runtime.block_on(child(false, sessions, sessions + 1, 0)),
-        Ok("live") => runtime.block_on(child(true, sessions, sessions + 1, 0)),
-        Ok("hibernating") => runtime.block_on(child(true, sessions, HIBERNATING_CAP, samples)),
-        _ => parent(sessions),
+        Ok("ephemeral") => runtime.block_on(child(false, sessions, sessions + 1, 0, half_history)),
+        Ok("live") => runtime.block_on(child(true, sessions, sessions + 1, 0, half_history)),
+        Ok("hibernating") => runtime.block_on(child(true, sessions, HIBERNATING_CAP, samples, half_history)),
+        _ => parent(sessions, half_history),
     }
 }
 
-fn parent(sessions: usize) {
-    println!("deputy hibernation bench: {sessions} idle sessions of ~50 KB history each, zero-latency provider");
-    for mode in ["ephemeral", "live", "hibernating"] {
+fn parent(sessions: usize, half_history: usize) {
+    println!(
+        "deputy hibernation bench: {sessions} idle sessions of ~{} KB history each, zero-latency provider",
+        2 * half_history / 1000
+    );
+    let modes = std::env::var("DEPUTY_BENCH_MODES").unwrap_or_else(|_| "ephemeral,live,hibernating".into());
+    for mode in modes.split(',').map(str::trim) {
         let output = std::process::Command::new(std::env::current_exe().unwrap())
             .env(MODE, mode)
             .output()
@@ -70,17 +80,17 @@ fn parent(sessions: usize) {
     }
 }
 
-async fn child(stored: bool, sessions: usize, cap: usize, samples: usize) {
+async fn child(stored: bool, sessions: usize, cap: usize, samples: usize, half_history: usize) {
     let dir = tempfile::tempdir().unwrap();
     let store: deputy::store::SharedStore =
         if stored { Some(Arc::new(RedbStore::open(dir.path().join("s.redb")).unwrap())) } else { None };
     let mut registry = ProviderRegistry::new();
-    registry.insert("bench", Arc::new(ZeroLatency));
+    registry.insert("bench", Arc::new(ZeroLatency { first_answer_bytes: half_history }));
     let factory = AgentFactory::new(Arc::new(registry), Some("bench:zero-latency".into()), None);
     let limits = SessionLimits { idle_unload: Duration::ZERO, max_live: cap, max_open_per_owner: None };
     let service = Arc::new(LiveSessionService::new(factory, store).with_limits(limits));
 
-    let prompt = "q".repeat(HALF_HISTORY);
+    let prompt = "q".repeat(half_history);
     // Warm the allocator and the store with one session, so the baseline is not the empty process.
     service.create_session(create(&prompt)).await.unwrap();
     let before = rss_bytes();

@@ -21,6 +21,7 @@ use super::frames::{Answer, ClientContext, Hello, MAX_FRAME_BYTES, PROTOCOL, Req
 use super::host::STORE_HELD_EXIT;
 use super::location::{Location, canonical_store};
 use super::os::{detach, process_alive};
+use super::stdio_handover;
 use crate::config::{ConfigFile, Environment, Settings, load_config_file, provider_variables};
 
 /// How long `serve` waits for a server it started to answer.
@@ -51,14 +52,27 @@ pub fn serve_attached(settings: &Settings, options: &StartOptions) -> anyhow::Re
     let env = Environment::from_process();
     let store = canonical_store(settings, &env)?;
     let location = Location::for_store(&store, &env)?;
-    let hello =
-        Hello { deputy: PROTOCOL, version: version(), request: Request::Attach(client_context(settings, &env)?) };
+    let context = ClientContext { hand_over_stdio: stdio_handover::possible(), ..client_context(settings, &env)? };
+    let hello = Hello { deputy: PROTOCOL, version: version(), request: Request::Attach(context) };
     let (stream, answer) = connect_or_start(&location, settings, options, &hello)?;
     if !answer.ok {
         anyhow::bail!("{}", answer.error.unwrap_or_else(|| "the background server refused this client".to_owned()));
     }
-    tracing::debug!(socket = %location.socket.display(), "attached to the background server");
+    tracing::debug!(socket = %location.socket.display(), handed_over = answer.take_stdio, "attached to the background server");
+    if answer.take_stdio {
+        stdio_handover::send(&stream).context("handing stdin and stdout to the background server")?;
+        return wait_until_closed(stream);
+    }
     relay(stream)
+}
+
+/// After the handover: waits for the server to close the socket, which it does when the MCP
+/// client has gone (its stdin's EOF) or the server stops. Exiting earlier would look to the
+/// client like a server that died.
+/// The socket stays open both ways: its EOF is how the server learns that this process went.
+fn wait_until_closed(mut stream: UnixStream) -> anyhow::Result<()> {
+    std::io::copy(&mut stream, &mut std::io::sink()).context("waiting on the background server")?;
+    Ok(())
 }
 
 /// A connection speaking deputy's JSON-RPC with the store's background server, for a command
@@ -135,7 +149,13 @@ fn client_context(settings: &Settings, env: &Environment) -> anyhow::Result<Clie
     // Where this client's configuration lives, too: the default skills directory is under it.
     let mut handed_over = provider_variables(&config_file);
     handed_over.extend(CONFIG_HOME_VARIABLES.map(str::to_owned));
-    Ok(ClientContext { workspace, model: settings.model.clone(), config, env: env.subset(&handed_over) })
+    Ok(ClientContext {
+        workspace,
+        model: settings.model.clone(),
+        config,
+        env: env.subset(&handed_over),
+        hand_over_stdio: false,
+    })
 }
 
 /// Connects and sends `hello`; starts the server when nothing answers.

@@ -61,6 +61,10 @@ pub struct ClientContext {
     /// The provider variables the client was started with: credentials for the turns it
     /// starts; and where its configuration is (`XDG_CONFIG_HOME`, `HOME`). No others.
     pub env: BTreeMap<String, String>,
+    /// Attach: the client can hand its stdin and stdout over rather than relay them
+    /// (`stdio_handover`); it does when the answer says [`Answer::take_stdio`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hand_over_stdio: bool,
 }
 
 /// Never prints the environment's values: they are credentials.
@@ -83,6 +87,10 @@ pub struct Answer {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ServerStatus>,
+    /// An accepted attach: send stdin and stdout now, the server serves MCP over them. A server
+    /// that predates the handover never says so, and its clients relay.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub take_stdio: bool,
 }
 
 impl Answer {
@@ -91,7 +99,7 @@ impl Answer {
     }
 
     pub fn refused(error: impl Into<String>) -> Self {
-        Self { ok: false, error: Some(error.into()), status: None }
+        Self { ok: false, error: Some(error.into()), ..Self::default() }
     }
 }
 
@@ -130,6 +138,7 @@ mod tests {
             model: Some("anthropic:claude-test".into()),
             config: None,
             env: BTreeMap::from([("ANTHROPIC_API_KEY".to_owned(), "sk-secret".to_owned())]),
+            hand_over_stdio: false,
         };
         let hello = Hello { deputy: PROTOCOL, version: "0.1.0".into(), request: Request::Attach(context) };
         let line = encode(&hello);

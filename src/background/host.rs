@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use super::frames::{Answer, ClientContext, Hello, MAX_FRAME_BYTES, PROTOCOL, Request, ServerStatus, encode};
 use super::location::{Location, check_private_dir};
 use super::os::current_uid;
+use super::stdio_handover;
 use crate::caller::Caller;
 use crate::config::{AppState, Environment, Settings, agent_factory, load_config_file};
 use crate::policy::Surface;
@@ -271,7 +272,8 @@ async fn read_hello(reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>) -> 
 }
 
 /// Serves MCP to an attached client with its own context until it disconnects (or the server
-/// stops). Turns it started keep running either way.
+/// stops). Turns it started keep running either way. The client's stdin and stdout when it
+/// hands them over ([`stdio_handover`]), else the socket, relayed.
 async fn attach(
     host: &Host,
     context: ClientContext,
@@ -280,11 +282,43 @@ async fn attach(
     mut write: tokio::net::unix::OwnedWriteHalf,
 ) {
     let workspace = context.workspace.clone();
-    let Some(service) = accept(host, context, &mut write).await else { return };
-    tracing::info!(workspace = %workspace.display(), client_version = %version, "client attached");
-    let service = Arc::new(service);
-    let server = McpServer::new(service, Caller::local()).interrupt_only_when_cancelled();
-    match server.serve_with_ct((reader, write), host.shutdown.child_token()).await {
+    let take_stdio = context.hand_over_stdio;
+    let Some(service) = accept(host, context, take_stdio, &mut write).await else { return };
+    tracing::info!(workspace = %workspace.display(), client_version = %version, take_stdio, "client attached");
+    let server = McpServer::new(Arc::new(service), Caller::local()).interrupt_only_when_cancelled();
+    let stop = host.shutdown.child_token();
+    if !take_stdio {
+        return serve_mcp(server, (reader, write), stop).await;
+    }
+    // Nothing follows the hello before our answer, so the reader holds nothing buffered.
+    let socket = match reader.into_inner().reunite(write) {
+        Ok(socket) => socket,
+        Err(err) => return tracing::warn!("an attached client's socket: {err}"),
+    };
+    let stdio = match tokio::time::timeout(HELLO_TIMEOUT, stdio_handover::receive(&socket)).await {
+        Ok(Ok(stdio)) => stdio,
+        Ok(Err(err)) => return tracing::info!("a client did not hand its stdio over: {err}"),
+        Err(_) => return tracing::info!("a client did not hand its stdio over within {HELLO_TIMEOUT:?}"),
+    };
+    // `serve` sends nothing more: the socket's end is that process's end, and its client's.
+    let gone = stop.clone();
+    let watch = tokio::spawn(async move {
+        let mut socket = socket;
+        let _ = socket.read(&mut [0u8; 1]).await;
+        gone.cancel();
+        socket
+    });
+    serve_mcp(server, stdio, stop).await;
+    // Dropping the socket (after the client's pipes, above) lets `serve` exit.
+    watch.abort();
+}
+
+async fn serve_mcp<T, E, A>(server: McpServer<ScopedService>, transport: T, stop: CancellationToken)
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match server.serve_with_ct(transport, stop).await {
         Ok(running) => match running.waiting().await {
             Ok(reason) => tracing::info!(?reason, "client detached"),
             Err(err) => tracing::warn!("client connection failed: {err}"),
@@ -301,7 +335,7 @@ async fn rpc(
     reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     mut write: tokio::net::unix::OwnedWriteHalf,
 ) {
-    let Some(service) = accept(host, context, &mut write).await else { return };
+    let Some(service) = accept(host, context, false, &mut write).await else { return };
     tracing::debug!("command connected");
     let closing = crate::surfaces::rpc_stdio::OnClose::Interrupt;
     if let Err(err) =
@@ -362,6 +396,7 @@ async fn http(
 async fn accept(
     host: &Host,
     context: ClientContext,
+    take_stdio: bool,
     write: &mut tokio::net::unix::OwnedWriteHalf,
 ) -> Option<ScopedService> {
     let workspace = context.workspace.clone();
@@ -373,7 +408,7 @@ async fn accept(
             return None;
         }
     };
-    if write.write_all(&encode(&Answer::ok())).await.is_err() {
+    if write.write_all(&encode(&Answer { take_stdio, ..Answer::ok() })).await.is_err() {
         return None;
     }
     Some(ScopedService::local(host.service.clone(), Arc::new(factory)))

@@ -3,7 +3,8 @@
 //!
 //! `deputy serve` over stdio, with a store, does not open the store itself: it attaches to the
 //! store's background server over a Unix socket ([`attach`]), starting it when none answers,
-//! and relays MCP frames between its stdio and the socket. The server ([`host`]) owns the
+//! and hands its stdin and stdout over to the server ([`stdio_handover`]), or, where they are
+//! not pipes or sockets, relays MCP frames between its stdio and the socket. The server ([`host`]) owns the
 //! store and serves every attached client with the same MCP implementation as stdio, each with
 //! the context (workspace, default model, config file, provider credentials) it brought in its
 //! first line ([`frames`]). Where the socket, pid file and log are is [`location`].
@@ -24,6 +25,7 @@ pub mod inspector;
 pub mod location;
 pub(crate) mod os;
 pub(crate) mod remote;
+mod stdio_handover;
 
 pub use attach::{Found, StartOptions, serve_attached, status, stop};
 pub use host::{HostExit, HostOptions, STORE_HELD_EXIT};

@@ -806,3 +806,58 @@ async fn deputy_ui_leaves_a_stdio_background_server_alone_and_says_what_to_do() 
     assert!(err.contains("serves no HTTP") && err.contains("deputy background stop"), "{err}");
     client.service.cancel().await.unwrap();
 }
+
+/// What `/proc/PID/fd/FD` names (`pipe:[INODE]` for a pipe).
+fn fd_target(pid: u32, fd: &str) -> PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap()
+}
+
+/// Every open descriptor of `pid`, by what it names.
+fn open_files(pid: u32) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+    entries.filter_map(|entry| std::fs::read_link(entry.unwrap().path()).ok()).collect()
+}
+
+#[tokio::test]
+async fn piped_stdio_is_handed_to_the_server_a_killed_serve_takes_it_back_and_a_file_is_relayed() {
+    let bg = Background::new().await;
+    let who = bg.who();
+
+    // Piped, as MCP clients start servers: the background server holds the very pipes.
+    let mut client = bg.client(&who, &[]).await;
+    let (server, serve) = (bg.server_pid(), client.child.id().unwrap());
+    let pipes = [fd_target(serve, "0"), fd_target(serve, "1")];
+    assert!(pipes.iter().all(|pipe| pipe.to_string_lossy().starts_with("pipe:")), "{pipes:?}");
+    let held = open_files(server);
+    assert!(pipes.iter().all(|pipe| held.contains(pipe)), "the server holds {pipes:?}: {held:?}");
+    assert!(client.ok("session_list", json!({})).await["sessions"].is_array());
+
+    // `serve` killed while its client keeps the pipes: the server ends that client's session
+    // and lets go of them, and the client sees its server gone.
+    client.child.start_kill().unwrap();
+    client.child.wait().await.unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while open_files(server).iter().any(|file| pipes.contains(file)) {
+        assert!(Instant::now() < deadline, "the server still holds the killed client's pipes");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::timeout(LIMIT, client.service.waiting()).await.expect("the client sees the end").unwrap();
+
+    // stdin from a file, which the server could not wait on: relayed, and answered all the same.
+    let requests = bg.home.path().join("requests.jsonl");
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+               "capabilities": {}, "clientInfo": {"name": "file", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "session_list", "arguments": {}}}),
+    ];
+    std::fs::write(&requests, lines.iter().map(|line| format!("{line}\n")).collect::<String>()).unwrap();
+    let output = bg.command(&who, &["serve"]).stdin(std::fs::File::open(&requests).unwrap()).output();
+    let output = tokio::time::timeout(LIMIT, output).await.expect("serve ends at its stdin's end").unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let answers: Vec<Value> =
+        String::from_utf8_lossy(&output.stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let listed = answers.iter().find(|answer| answer["id"] == 2).expect("the call's answer");
+    assert_eq!(listed["result"]["isError"], false, "{listed}");
+}

@@ -3,8 +3,9 @@
 //! - cold start: from spawning `deputy serve` to its answer to `initialize`, in-process
 //!   (`--no-daemon`), attached to a running background server, and with no server running
 //!   (so the time includes starting one);
-//! - the relay's added round trip: `session_list` answered in-process vs through the relay
-//!   (client process → socket → background server and back), many calls, one at a time;
+//! - what attaching adds to a round trip: `session_list` answered in-process vs by the
+//!   background server, which reads and writes the attached `serve`'s stdio itself (handed over
+//!   on the socket; before that, relayed through `serve`), many calls, one at a time;
 //! - the same tool call beside the Node reference server's `echo`
 //!   (`@modelcontextprotocol/server-everything`, pinned, installed by this bench with npm into
 //!   `.ci/cache/bench` the first time; skipped, and said so, where npm or node is missing).
@@ -234,16 +235,16 @@ fn main() {
         );
     };
     row("in-process (--no-daemon)", &direct_times);
-    row("through the relay (background server)", &relay_times);
+    row("attached to the background server", &relay_times);
     let added = percentile(&relay_times, 0.5).as_secs_f64() - percentile(&direct_times, 0.5).as_secs_f64();
-    println!("added by the relay, p50: {:.1} µs", added * 1e6);
+    println!("added by attaching, p50: {:.1} µs", added * 1e6);
     if let Some(reference) = reference {
         row(&format!("Node reference `echo` ({REFERENCE_VERSION})"), &reference_times);
         let ratio = |times: &[Duration]| {
             percentile(times, 0.5).as_secs_f64() / percentile(&reference_times, 0.5).as_secs_f64()
         };
         println!(
-            "p50 against the Node reference's echo: in-process {:.2}×, through the relay {:.2}×",
+            "p50 against the Node reference's echo: in-process {:.2}×, attached {:.2}×",
             ratio(&direct_times),
             ratio(&relay_times)
         );

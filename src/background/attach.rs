@@ -68,8 +68,8 @@ pub fn serve_attached(settings: &Settings, options: &StartOptions) -> anyhow::Re
 
 /// After the handover: waits for the server to close the socket, which it does when the MCP
 /// client has gone (its stdin's EOF) or the server stops. Exiting earlier would look to the
-/// client like a server that died.
-/// The socket stays open both ways: its EOF is how the server learns that this process went.
+/// client like a server that died. The socket stays open both ways meanwhile: its EOF is how
+/// the server learns that this process went.
 fn wait_until_closed(mut stream: UnixStream) -> anyhow::Result<()> {
     std::io::copy(&mut stream, &mut std::io::sink()).context("waiting on the background server")?;
     Ok(())

@@ -4,10 +4,10 @@
 //! `deputy serve` over stdio, with a store, does not open the store itself: it attaches to the
 //! store's background server over a Unix socket ([`attach`]), starting it when none answers,
 //! and hands its stdin and stdout over to the server ([`stdio_handover`]), or, where they are
-//! not pipes or sockets, relays MCP frames between its stdio and the socket. The server ([`host`]) owns the
-//! store and serves every attached client with the same MCP implementation as stdio, each with
-//! the context (workspace, default model, config file, provider credentials) it brought in its
-//! first line ([`frames`]). Where the socket, pid file and log are is [`location`].
+//! not pipes or sockets, relays MCP frames between its stdio and the socket. The server
+//! ([`host`]) owns the store and serves every attached client with the same MCP implementation
+//! as stdio, each with the context (workspace, default model, config file, provider
+//! credentials) it brought in its first line ([`frames`]). Where the socket, pid file and log are is [`location`].
 //!
 //! A command on a store the server owns (`deputy sessions`, `turn`, `project`, …) runs there:
 //! it connects asking for deputy's JSON-RPC instead of MCP ([`remote`]).

@@ -259,8 +259,13 @@ const REFERENCE: &str = "@modelcontextprotocol/server-everything";
 const REFERENCE_VERSION: &str = "2026.8.31";
 
 /// The command that runs the Node reference server over stdio, installing it into
-/// `.ci/cache/bench` first if it is not there; `None` (said on stdout) without npm or node.
+/// `.ci/cache/bench` first if it is not there; `None` (said on stdout) without node or npm.
 fn node_reference() -> Option<Command> {
+    let node = Command::new("node").arg("--version").stdout(Stdio::null()).status();
+    if !node.is_ok_and(|status| status.success()) {
+        println!("the Node reference server: skipped, no `node` to run it");
+        return None;
+    }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(".ci/cache/bench")
         .join(format!("server-everything-{REFERENCE_VERSION}"));
@@ -279,10 +284,5 @@ fn node_reference() -> Option<Command> {
     }
     let mut command = Command::new("node");
     command.arg(dir.join("node_modules").join(REFERENCE).join("dist/index.js")).arg("stdio").stderr(Stdio::null());
-    let node = Command::new("node").arg("--version").stdout(Stdio::null()).status();
-    if !node.is_ok_and(|status| status.success()) {
-        println!("the Node reference server: skipped, no `node` to run it");
-        return None;
-    }
     Some(command)
 }

@@ -71,6 +71,8 @@ fn parent(sessions: usize, half_history: usize) {
     );
     let modes = std::env::var("DEPUTY_BENCH_MODES").unwrap_or_else(|_| "ephemeral,live,hibernating".into());
     for mode in modes.split(',').map(str::trim) {
+        // A child given any other mode would run as a parent, and spawn children in turn.
+        assert!(["ephemeral", "live", "hibernating"].contains(&mode), "DEPUTY_BENCH_MODES: unknown mode {mode:?}");
         let output = std::process::Command::new(std::env::current_exe().unwrap())
             .env(MODE, mode)
             .output()

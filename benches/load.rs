@@ -125,7 +125,7 @@ async fn one_at_a_time(home: &std::path::Path, flush: Duration) {
     );
     let mut flush_probe = std::fs::File::create(home.join("flush-probe-beside")).unwrap();
     let durable = home.join("sequential.redb");
-    let mut added = Vec::new();
+    let mut summaries = Vec::new();
     for (label, store) in [("in memory (--ephemeral)", None), ("durable (redb)", Some(&durable))] {
         let mut command = deputy(&provider, home);
         command.args(["serve", "--no-daemon"]);
@@ -171,16 +171,16 @@ async fn one_at_a_time(home: &std::path::Path, flush: Duration) {
         println!(
             "{label:<28} {turn:>10.3} {turn_p99:>10.3} {ping:>12.3} {exchange:>12.3} {adds:>14.3} {flush:>10.3}"
         );
-        added.push(summary);
+        summaries.push(summary);
     }
-    let store = added[1].added - added[0].added;
+    let store = summaries[1].added - summaries[0].added;
     println!(
         "(ms, p50s; \"deputy adds\" is the median over turns of the turn less the ping and the provider \
          exchange measured beside it, \"flush\" a 4 KiB write + fdatasync beside each turn; the probe \
          before the run: {:.3} ms)\nthe store adds, p50: {store:.3} ms = {:.1} × the flush measured beside the \
          durable turns",
         flush.as_secs_f64() * 1e3,
-        store / added[1].flush
+        store / summaries[1].flush
     );
 }
 

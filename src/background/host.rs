@@ -306,7 +306,6 @@ async fn attach(
         let mut socket = socket;
         let _ = socket.read(&mut [0u8; 1]).await;
         gone.cancel();
-        socket
     });
     serve_mcp(server, stdio, stop).await;
     // Dropping the socket (after the client's pipes, above) lets `serve` exit.

@@ -60,6 +60,12 @@ pub(super) async fn receive(socket: &tokio::net::UnixStream) -> io::Result<(pipe
             received => break received?,
         }
     };
+    // Tokio's readers read until the descriptor would block: a blocking one stalls a runtime
+    // worker in read(2) until the client writes, and the runtime cannot shut down meanwhile.
+    // The flag is on the open file description `serve` shares, which no longer uses it.
+    for fd in [&stdin, &stdout] {
+        rustix::io::ioctl_fionbio(fd, true)?;
+    }
     // Unchecked: the client checked they are pipes or sockets, which both read and write as
     // a pipe does; the checked constructors refuse a socket.
     Ok((pipe::Receiver::from_owned_fd_unchecked(stdin)?, pipe::Sender::from_owned_fd_unchecked(stdout)?))

@@ -818,6 +818,21 @@ fn open_files(pid: u32) -> Vec<PathBuf> {
     entries.filter_map(|entry| std::fs::read_link(entry.unwrap().path()).ok()).collect()
 }
 
+/// Whether each descriptor of `pid` that names `file` is non-blocking (`O_NONBLOCK` in its
+/// fdinfo flags, which are octal).
+fn non_blocking(pid: u32, file: &Path) -> Vec<bool> {
+    let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+    let fds =
+        entries.map(|entry| entry.unwrap().path()).filter(|fd| std::fs::read_link(fd).is_ok_and(|to| to == file));
+    fds.map(|fd| {
+        let info =
+            std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().unwrap().display())).unwrap();
+        let flags = info.lines().find_map(|line| line.strip_prefix("flags:")).expect("fdinfo has flags");
+        u32::from_str_radix(flags.trim(), 8).unwrap() & libc::O_NONBLOCK as u32 != 0
+    })
+    .collect()
+}
+
 #[tokio::test]
 async fn piped_stdio_is_handed_to_the_server_a_killed_serve_takes_it_back_and_a_file_is_relayed() {
     let bg = Background::new().await;
@@ -830,6 +845,12 @@ async fn piped_stdio_is_handed_to_the_server_a_killed_serve_takes_it_back_and_a_
     assert!(pipes.iter().all(|pipe| pipe.to_string_lossy().starts_with("pipe:")), "{pipes:?}");
     let held = open_files(server);
     assert!(pipes.iter().all(|pipe| held.contains(pipe)), "the server holds {pipes:?}: {held:?}");
+    // Non-blocking, else a read with nothing to read stalls a runtime thread, and with it the
+    // server's exit (CI saw `background stop` wait for an attached client that said nothing).
+    for pipe in &pipes {
+        let flags = non_blocking(server, pipe);
+        assert!(!flags.is_empty() && flags.iter().all(|non_blocking| *non_blocking), "{pipe:?}: {flags:?}");
+    }
     assert!(client.ok("session_list", json!({})).await["sessions"].is_array());
 
     // `serve` killed while its client keeps the pipes: the server ends that client's session

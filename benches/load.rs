@@ -120,8 +120,8 @@ async fn one_at_a_time(home: &std::path::Path, flush: Duration) {
     let probe = reqwest::Client::builder().no_proxy().build().unwrap();
     println!("\n{turns} turns one at a time over stdio (10 per session), the provider answering at once");
     println!(
-        "{:<28} {:>10} {:>10} {:>12} {:>12} {:>14} {:>10}",
-        "", "turn p50", "turn p99", "stdio ping", "provider", "deputy adds", "flush"
+        "{:<28} {:>10} {:>10} {:>12} {:>12} {:>14} {:>10} {:>10}",
+        "", "turn p50", "turn p99", "stdio ping", "provider", "deputy adds", "flush", "CPU"
     );
     let mut flush_probe = std::fs::File::create(home.join("flush-probe-beside")).unwrap();
     let durable = home.join("sequential.redb");
@@ -158,26 +158,29 @@ async fn one_at_a_time(home: &std::path::Path, flush: Duration) {
             let exchange = started.elapsed();
             // And the disk's flush, beside each turn too: its cost moves from minute to minute.
             let flush = tokio::task::block_in_place(|| flush_once(&mut flush_probe));
+            let cpu_before = client.cpu();
             let started = Instant::now();
             let turn = json!({"session_id": id, "prompt": "go", "wait_ms": 60_000});
             let answer = client.call("session_turn", turn).await.unwrap();
             assert_eq!(answer["status"], "completed", "{answer}");
+            let elapsed = started.elapsed();
             if n >= turns / 10 {
-                times.push(started.elapsed(), ping, exchange, flush);
+                times.push(elapsed, ping, exchange, flush, client.cpu().saturating_sub(cpu_before));
             }
         }
         let summary = times.summary();
-        let Summary { turn, turn_p99, ping, exchange, added: adds, flush } = summary;
+        let Summary { turn, turn_p99, ping, exchange, added: adds, flush, cpu } = summary;
         println!(
-            "{label:<28} {turn:>10.3} {turn_p99:>10.3} {ping:>12.3} {exchange:>12.3} {adds:>14.3} {flush:>10.3}"
+            "{label:<28} {turn:>10.3} {turn_p99:>10.3} {ping:>12.3} {exchange:>12.3} {adds:>14.3} {flush:>10.3} \
+             {cpu:>10.3}"
         );
         summaries.push(summary);
     }
     let store = summaries[1].added - summaries[0].added;
     println!(
         "(ms, p50s; \"deputy adds\" is the median over turns of the turn less the ping and the provider \
-         exchange measured beside it, \"flush\" a 4 KiB write + fdatasync beside each turn; the probe \
-         before the run: {:.3} ms)\nthe store adds, p50: {store:.3} ms = {:.1} × the flush measured beside the \
+         exchange measured beside it, \"flush\" a 4 KiB write + fdatasync beside each turn, \"CPU\" the \
+         time deputy's threads ran during the turn; the probe before the run: {:.3} ms)\nthe store adds, p50: {store:.3} ms = {:.1} × the flush measured beside the \
          durable turns",
         flush.as_secs_f64() * 1e3,
         store / summaries[1].flush
@@ -201,6 +204,7 @@ struct Floors {
     pings: Vec<Duration>,
     exchanges: Vec<Duration>,
     flushes: Vec<Duration>,
+    cpu: Vec<Duration>,
     added: Vec<f64>,
 }
 
@@ -213,11 +217,15 @@ struct Summary {
     /// The median of each turn less its ping and exchange: what deputy adds.
     added: f64,
     flush: f64,
+    /// The CPU time of deputy's threads during the turn, which its wall time cannot go below
+    /// where the work is sequential: steadier than the wall times on a shared machine.
+    cpu: f64,
 }
 
 impl Floors {
-    fn push(&mut self, turn: Duration, ping: Duration, exchange: Duration, flush: Duration) {
+    fn push(&mut self, turn: Duration, ping: Duration, exchange: Duration, flush: Duration, cpu: Duration) {
         self.flushes.push(flush);
+        self.cpu.push(cpu);
         self.added.push(turn.as_secs_f64() - ping.as_secs_f64() - exchange.as_secs_f64());
         self.turns.push(turn);
         self.pings.push(ping);
@@ -238,6 +246,7 @@ impl Floors {
             exchange: at(&mut self.exchanges, 0.5),
             added,
             flush: at(&mut self.flushes, 0.5),
+            cpu: at(&mut self.cpu, 0.5),
         }
     }
 }
@@ -265,7 +274,7 @@ struct StdioClient {
     writer: Arc<tokio::sync::Mutex<tokio::process::ChildStdin>>,
     waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>,
     next_id: Arc<AtomicU64>,
-    _child: Arc<tokio::process::Child>,
+    child: Arc<tokio::process::Child>,
 }
 
 impl StdioClient {
@@ -294,7 +303,7 @@ impl StdioClient {
             writer: Arc::new(tokio::sync::Mutex::new(stdin)),
             waiting,
             next_id: Arc::new(AtomicU64::new(1)),
-            _child: Arc::new(child),
+            child: Arc::new(child),
         };
         let params = json!({"protocolVersion": "2025-11-25", "capabilities": {},
                             "clientInfo": {"name": "bench", "version": "0"}});
@@ -318,6 +327,18 @@ impl StdioClient {
         self.waiting.lock().unwrap().insert(id, answered);
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
         answer.await.expect("deputy closed stdout")
+    }
+
+    /// The CPU time deputy's threads have run so far: the sum of each thread's `schedstat`
+    /// (nanoseconds on a CPU, exact where `stat`'s ticks are 10 ms).
+    fn cpu(&self) -> Duration {
+        let pid = self.child.id().expect("deputy runs");
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        let nanos = threads
+            .filter_map(|thread| std::fs::read_to_string(thread.ok()?.path().join("schedstat")).ok())
+            .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+            .sum();
+        Duration::from_nanos(nanos)
     }
 
     /// A tool's structured result, or `None` when it failed.

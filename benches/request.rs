@@ -180,7 +180,7 @@ fn tools() -> Vec<ToolSpec> {
     let spec = |name: &str, description: &str, properties: serde_json::Value, required: &[&str]| ToolSpec {
         name: name.into(),
         description: description.into(),
-        input_schema: json!({"type": "object", "properties": properties, "required": required}),
+        input_schema: json!({"type": "object", "properties": properties, "required": required}).into(),
     };
     let path = json!({"type": "string", "description": "A path relative to the workspace root."});
     vec![

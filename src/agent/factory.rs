@@ -562,7 +562,7 @@ fn estimated_tokens(specs: &[Arc<crate::llm::ToolSpec>]) -> u64 {
         .map(|spec| {
             estimate_text(&spec.name)
                 + estimate_text(&spec.description)
-                + estimate_text(&spec.input_schema.to_string())
+                + estimate_text(spec.input_schema.json().get())
         })
         .sum()
 }

@@ -82,7 +82,7 @@ pub(crate) fn size_hint(request: &ModelRequest) -> usize {
     let tools: usize = request
         .tools
         .iter()
-        .map(|tool| PER_BLOCK + tool.name.len() + tool.description.len() + json_len(&tool.input_schema))
+        .map(|tool| PER_BLOCK + tool.name.len() + tool.description.len() + tool.input_schema.json().get().len())
         .sum();
     let output = request.output.as_ref().map_or(0, |format| 2 * json_len(&format.schema) + 1024);
     let system = request.system.as_ref().map_or(0, String::len);
@@ -124,7 +124,7 @@ mod tests {
             tools: ToolSpec::list([ToolSpec {
                 name: "read_file".into(),
                 description: "Read a file.".into(),
-                input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+                input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}).into(),
             }]),
             max_tokens: 100,
             output: None,

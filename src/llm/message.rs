@@ -105,8 +105,8 @@ impl ContentBlock {
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    /// JSON Schema of the arguments (an object schema).
-    pub input_schema: serde_json::Value,
+    /// JSON Schema of the arguments (an object schema), with its text for the wire.
+    pub input_schema: super::ToolSchema,
 }
 
 impl ToolSpec {

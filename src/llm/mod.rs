@@ -26,6 +26,7 @@ pub mod scripted;
 pub mod sse;
 pub mod structured;
 pub mod tool_names;
+pub mod tool_schema;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +41,7 @@ pub use http::HttpTimeouts;
 pub use message::{ContentBlock, Message, Role, ToolSpec};
 pub use reasoning::{Effort, Reasoning};
 pub use structured::{FINAL_ANSWER_TOOL, OutputFormat};
+pub use tool_schema::ToolSchema;
 
 /// One call to the model.
 #[derive(Debug, Clone, Default)]

@@ -37,7 +37,7 @@ impl CallbackTool {
         ToolSpec {
             name: self.name.clone(),
             description: self.description.clone(),
-            input_schema: self.input_schema.clone(),
+            input_schema: self.input_schema.clone().into(),
         }
     }
 

@@ -59,6 +59,6 @@ fn declaration<T: TypedTool>(description: String) -> ToolSpec {
     ToolSpec {
         name: T::NAME.to_owned(),
         description,
-        input_schema: serde_json::to_value(schemars::schema_for!(T::Args)).unwrap_or_default(),
+        input_schema: serde_json::to_value(schemars::schema_for!(T::Args)).unwrap_or_default().into(),
     }
 }

@@ -59,7 +59,7 @@ async fn sends_the_documented_request() {
         tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "List a directory".into(),
-            input_schema: json!({"type": "object", "properties": {"dir": {"type": "string"}}}),
+            input_schema: json!({"type": "object", "properties": {"dir": {"type": "string"}}}).into(),
         }]),
         max_tokens: 1024,
         output: None,

@@ -47,7 +47,7 @@ async fn sends_the_documented_request() {
         tools: ToolSpec::list([ToolSpec {
             name: "get_weather".into(),
             description: "Weather by city".into(),
-            input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+            input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}}).into(),
         }]),
         max_tokens: 512,
         output: None,

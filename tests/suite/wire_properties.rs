@@ -260,7 +260,7 @@ fn request(history: Vec<Message>, call: &Call) -> ModelRequest {
     let tools = ToolSpec::list(names.into_iter().map(|name| ToolSpec {
         name: name.into(),
         description: "a tool".into(),
-        input_schema: json!({"type": "object"}),
+        input_schema: json!({"type": "object"}).into(),
     }));
     ModelRequest {
         model: if call.reasoning_model { "gpt-5".into() } else { "claude-sonnet-4-5".into() },

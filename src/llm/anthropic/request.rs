@@ -22,6 +22,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{AnthropicProvider, PROVIDER};
 use crate::llm::body::{self, Resendable};
@@ -29,7 +30,7 @@ use crate::llm::conform::{Conformed, Turn, conform};
 use crate::llm::options::{CacheTtl, PromptCache, WireOptions};
 use crate::llm::structured::{self, FINAL_ANSWER_TOOL};
 use crate::llm::tool_names::wire_name;
-use crate::llm::{ContentBlock, LlmError, ModelRequest, Role, ToolChoice, ToolSpec};
+use crate::llm::{ContentBlock, LlmError, ModelRequest, Role, ToolChoice, ToolSchema, ToolSpec};
 
 impl AnthropicProvider {
     /// The JSON body an attempt of `request` sends: written by the first attempt, the same
@@ -47,7 +48,8 @@ fn keeps(block: &ContentBlock) -> bool {
 /// The JSON body of one streaming request, written straight from the request.
 pub(crate) fn encode(request: &ModelRequest, options: &WireOptions) -> Result<Bytes, LlmError> {
     // Structured output: a final tool whose input is the answer (see `structured`).
-    let final_schema = request.output.as_ref().map(structured::final_answer_input_schema);
+    let final_schema =
+        request.output.as_ref().map(|output| ToolSchema::new(structured::final_answer_input_schema(output)));
     let declared = |name: &str| {
         request.tools.iter().any(|spec| spec.name == name) || (final_schema.is_some() && name == FINAL_ANSWER_TOOL)
     };
@@ -64,7 +66,7 @@ pub(crate) fn encode(request: &ModelRequest, options: &WireOptions) -> Result<By
     let final_answer = final_schema.as_ref().map(|input_schema| Tool {
         cache_control: None,
         description: structured::final_answer_description(),
-        input_schema,
+        input_schema: input_schema.json(),
         name: Cow::Borrowed(FINAL_ANSWER_TOOL),
     });
     let tools = Tools { specs: &request.tools, stubs: &conformed.stubs, final_answer, cache };
@@ -307,7 +309,7 @@ impl Serialize for Tools<'_> {
         let declared = self.specs.iter().map(AsRef::as_ref).chain(self.stubs).map(|spec| Tool {
             cache_control: None,
             description: &spec.description,
-            input_schema: &spec.input_schema,
+            input_schema: spec.input_schema.json(),
             name: wire_name(&spec.name),
         });
         let mut tools: Vec<Tool<'_>> = declared.chain(self.final_answer.clone()).collect();
@@ -323,6 +325,6 @@ pub(super) struct Tool<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_control: Option<CacheControl>,
     description: &'a str,
-    input_schema: &'a Value,
+    input_schema: &'a RawValue,
     name: Cow<'a, str>,
 }

@@ -225,6 +225,32 @@ pub(super) fn tagged(name: Option<String>, data: Value) -> Option<Value> {
     }
 }
 
+/// The common case read straight from the text: a named event whose data is an object,
+/// parsed into the event's own type without the tree of [`Value`]s and the buffered copy an
+/// internally tagged enum makes (together 6% of an in-memory turn's CPU). `None` for anything
+/// else, and for an object the event's type does not read (a field twice, say): [`tagged`]
+/// and [`Event`] read those as before, to the same result.
+fn named(name: Option<&str>, data: &str) -> Result<Option<Event>, LlmError> {
+    fn read<T: DeserializeOwned>(data: &str) -> Result<Option<T>, LlmError> {
+        match serde_json::from_str(data) {
+            Ok(event) => Ok(Some(event)),
+            Err(err) if err.classify() == serde_json::error::Category::Data => Ok(None),
+            Err(err) => Err(decode_error(format_args!("event data is not JSON: {err}"))),
+        }
+    }
+    let Some(name) = name.filter(|_| data.trim_start().starts_with('{')) else { return Ok(None) };
+    Ok(match name {
+        "message_start" => read(data)?.map(Event::MessageStart),
+        "content_block_start" => read(data)?.map(Event::ContentBlockStart),
+        "content_block_delta" => read(data)?.map(Event::ContentBlockDelta),
+        "content_block_stop" => read(data)?.map(Event::ContentBlockStop),
+        "message_delta" => read(data)?.map(Event::MessageDelta),
+        "message_stop" => read::<serde::de::IgnoredAny>(data)?.map(|_| Event::MessageStop),
+        "error" => read(data)?.map(Event::Error),
+        _ => None,
+    })
+}
+
 pub(super) fn required_index(index: Lenient<u64>) -> Result<u64, LlmError> {
     index.0.ok_or_else(|| decode_error("content block event without index"))
 }
@@ -467,13 +493,17 @@ impl WireDecoder for StreamDecoder {
         if event.event.as_deref().is_some_and(|name| !KNOWN_EVENTS.contains(&name)) {
             return Ok(());
         }
-        let data: Value = serde_json::from_str(&event.data)
-            .map_err(|err| decode_error(format_args!("event data is not JSON: {err}")))?;
-        let Some(data) = tagged(event.event, data) else {
-            return Ok(());
+        let event = match named(event.event.as_deref(), &event.data)? {
+            Some(event) => event,
+            None => {
+                let data: Value = serde_json::from_str(&event.data)
+                    .map_err(|err| decode_error(format_args!("event data is not JSON: {err}")))?;
+                let Some(data) = tagged(event.event, data) else {
+                    return Ok(());
+                };
+                Event::deserialize(data).map_err(|err| decode_error(format_args!("unreadable event: {err}")))?
+            }
         };
-        let event =
-            Event::deserialize(data).map_err(|err| decode_error(format_args!("unreadable event: {err}")))?;
         match event {
             Event::MessageStart(event) => self.on_message_start(event, out),
             Event::ContentBlockStart(event) => self.on_block_start(event, out)?,

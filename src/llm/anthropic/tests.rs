@@ -260,6 +260,25 @@ fn the_event_name_wins_over_the_data_type_and_odd_payloads_have_no_fields() {
 }
 
 #[test]
+fn a_field_sent_twice_reads_as_a_json_tree_does_the_last_one() {
+    // Named events with object data are read straight into their type, which refuses a field
+    // twice; those go the way of every other payload, where the last one wins.
+    let (events, err) = feed_raw(&[
+        (Some("message_start"), r#"{"message": {"usage": {"input_tokens": 1, "input_tokens": 2}}}"#),
+        (Some("content_block_start"), r#"{"index": 0, "index": 0, "content_block": {"type": "text", "text": ""}}"#),
+        (Some("content_block_delta"), r#"{"index": 0, "delta": {"type": "text_delta", "text": "a", "text": "b"}}"#),
+        (Some("content_block_stop"), r#"{"index": 0}"#),
+        (Some("message_stop"), r#"{"type": "message_stop", "type": "x"}"#),
+    ]);
+    assert_eq!(err, None);
+    assert_eq!(events[0], StreamEvent::Usage(Usage { input_tokens: 2, ..Usage::default() }));
+    assert!(events.contains(&StreamEvent::TextDelta("b".into())), "{events:?}");
+    assert!(matches!(events.last(), Some(StreamEvent::Finished { .. })), "{events:?}");
+    let (_, err) = feed_raw(&[(Some("message_delta"), r#"{"delta": {"#)]);
+    assert!(err.unwrap().message.contains("event data is not JSON"));
+}
+
+#[test]
 fn fields_of_an_unexpected_type_count_as_absent() {
     let (events, err) = feed_raw(&[
         (
@@ -348,7 +367,7 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
         tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
-            input_schema: json!({"type":"object"}),
+            input_schema: json!({"type":"object"}).into(),
         }]),
         max_tokens: 100,
         output: None,
@@ -385,7 +404,7 @@ fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_ca
         tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
-            input_schema: json!({"type":"object"}),
+            input_schema: json!({"type":"object"}).into(),
         }]),
         max_tokens: 100,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema.clone()))),
@@ -449,7 +468,7 @@ fn the_body_goes_out_with_its_keys_sorted() {
         tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
-            input_schema: json!({"type":"object"}),
+            input_schema: json!({"type":"object"}).into(),
         }]),
         max_tokens: 100,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
@@ -490,7 +509,7 @@ fn tool_loop(thinking: bool) -> ModelRequest {
         tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
         }]),
         max_tokens: 1000,
         ..ModelRequest::default()

@@ -199,7 +199,7 @@ fn stubs(turns: &[Turn<'_>], declared: &dyn Fn(&str) -> bool) -> Vec<ToolSpec> {
             stubs.push(ToolSpec {
                 name: name.clone(),
                 description: STUB_DESCRIPTION.to_owned(),
-                input_schema: json!({"type": "object"}),
+                input_schema: json!({"type": "object"}).into(),
             });
         }
     }

@@ -21,6 +21,7 @@ use bytes::Bytes;
 use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{OpenAiProvider, PROVIDER};
 use crate::llm::body::{self, Resendable};
@@ -160,7 +161,7 @@ impl Serialize for Tools<'_> {
             function: Function {
                 description: &tool.description,
                 name: wire_name(&tool.name),
-                parameters: &tool.input_schema,
+                parameters: tool.input_schema.json(),
             },
             kind: "function",
         }))
@@ -178,7 +179,7 @@ pub(super) struct FunctionTool<'a> {
 pub(super) struct Function<'a> {
     description: &'a str,
     name: Cow<'a, str>,
-    parameters: &'a Value,
+    parameters: &'a RawValue,
 }
 
 /// The system prompt, then the conformed turns as chat messages.

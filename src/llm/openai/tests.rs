@@ -202,7 +202,7 @@ fn request_body_splits_tool_results_and_text() {
         tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
-            input_schema: json!({"type":"object"}),
+            input_schema: json!({"type":"object"}).into(),
         }]),
         max_tokens: 64,
         output: None,
@@ -325,7 +325,7 @@ fn the_body_goes_out_with_its_keys_sorted() {
         tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
-            input_schema: json!({"type":"object"}),
+            input_schema: json!({"type":"object"}).into(),
         }]),
         max_tokens: 64,
         output: schema.map(|schema| crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
@@ -368,7 +368,7 @@ fn tool_loop() -> ModelRequest {
         tools: ToolSpec::list([ToolSpec {
             name: "ls".into(),
             description: "list".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
         }]),
         max_tokens: 1000,
         cache_key: Some("ses_1".into()),

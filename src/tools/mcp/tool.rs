@@ -58,7 +58,7 @@ pub async fn session_tools(
                 spec: ToolSpec {
                     name: McpTool::namespaced(&server.name, &info.name),
                     description: info.description.as_deref().unwrap_or_default().to_owned(),
-                    input_schema,
+                    input_schema: input_schema.into(),
                 },
                 remote_name: info.name.to_string(),
                 timeout: server.call_timeout(),

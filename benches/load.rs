@@ -180,8 +180,8 @@ async fn one_at_a_time(home: &std::path::Path, flush: Duration) {
     println!(
         "(ms, p50s; \"deputy adds\" is the median over turns of the turn less the ping and the provider \
          exchange measured beside it, \"flush\" a 4 KiB write + fdatasync beside each turn, \"CPU\" the \
-         time deputy's threads ran during the turn; the probe before the run: {:.3} ms)\nthe store adds, p50: {store:.3} ms = {:.1} × the flush measured beside the \
-         durable turns",
+         time deputy's threads ran during the turn; the probe before the run: {:.3} ms)\nthe store adds, \
+         p50: {store:.3} ms = {:.1} × the flush measured beside the durable turns",
         flush.as_secs_f64() * 1e3,
         store / summaries[1].flush
     );

@@ -28,14 +28,6 @@ impl ToolSchema {
         Self { value, text: OnceLock::new() }
     }
 
-    pub fn value(&self) -> &Value {
-        &self.value
-    }
-
-    pub fn into_value(self) -> Value {
-        self.value
-    }
-
     /// The schema's JSON text, made on the first call.
     pub fn json(&self) -> &RawValue {
         self.text.get_or_init(|| {
@@ -106,7 +98,7 @@ mod tests {
     fn the_text_is_the_values_json_and_made_once() {
         let schema = ToolSchema::new(json!({"type": "object", "properties": {"path": {"type": "string"}}}));
         let text = schema.json();
-        assert_eq!(serde_json::from_str::<Value>(text.get()).unwrap(), *schema.value());
+        assert_eq!(serde_json::from_str::<Value>(text.get()).unwrap(), *schema);
         assert!(std::ptr::eq(text, schema.json()), "the second call gives the same text");
         assert_eq!(schema.to_string(), text.get());
     }
@@ -119,6 +111,5 @@ mod tests {
         let back: ToolSchema = serde_json::from_value(value.clone()).unwrap();
         assert_eq!(back, schema);
         assert_eq!(schema, value);
-        assert_eq!(schema.clone().into_value(), value);
     }
 }

@@ -87,10 +87,7 @@ pub fn shared_typed(tool: TypeId, description: String, declare: impl FnOnce(Stri
         spec
     });
     let mut last = LAST_BY_TYPE.lock().unwrap_or_else(PoisonError::into_inner);
-    let last = last.get_or_insert_with(HashMap::new).entry(tool).or_insert_with(|| spec.clone());
-    if !Arc::ptr_eq(last, &spec) {
-        *last = spec.clone();
-    }
+    last.get_or_insert_with(HashMap::new).insert(tool, spec.clone());
     spec
 }
 

@@ -21,6 +21,7 @@
 //!  caller ──────── Caller: a subject and its scopes (who asks, what they may do)
 //!  error ───────── SessionError, the one code table, ErrorKind
 //!  ids, text, secrets ─ id newtypes; char-boundary truncation; Secret, a value never echoed
+//!  tls ─────────── the one TLS crypto provider (ring), and the HTTP client builder on it
 //! ```
 //!
 //! # How one request travels
@@ -61,5 +62,6 @@ pub mod store;
 pub mod surfaces;
 pub mod telemetry;
 pub mod text;
+pub mod tls;
 pub mod tools;
 pub mod webhooks;

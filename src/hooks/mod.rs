@@ -199,7 +199,7 @@ impl Hooks {
             .map(|(index, config)| Hook::parse(index, config))
             .collect::<Result<_, _>>()?;
         let client =
-            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().map_err(|err| {
+            crate::tls::http_client().redirect(reqwest::redirect::Policy::none()).build().map_err(|err| {
                 HookConfigError { index: 0, event: configs[0].event, message: format!("HTTP client: {err}") }
             })?;
         Ok(Self(Some(Arc::new(Inner { hooks, client }))))

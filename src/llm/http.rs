@@ -34,7 +34,7 @@ impl Default for HttpTimeouts {
 /// Builds the client of one provider. A build failure (e.g. the TLS backend cannot start) is
 /// kept as a `Config` error and reported by every request instead of panicking in `new`.
 pub(crate) fn build_client(timeouts: HttpTimeouts) -> Result<reqwest::Client, LlmError> {
-    reqwest::Client::builder()
+    crate::tls::http_client()
         .connect_timeout(timeouts.connect)
         .read_timeout(timeouts.idle_read)
         .build()

@@ -87,7 +87,7 @@ pub fn start(configured: Option<&str>, var: &dyn Fn(&str) -> Option<String>) -> 
         },
     };
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| ExportError::NoRuntime)?;
-    let client = reqwest::Client::builder()
+    let client = crate::tls::http_client()
         .timeout(EXPORT_TIMEOUT)
         .build()
         .map_err(|error| ExportError::Build(error.to_string()))?;

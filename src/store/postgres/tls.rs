@@ -116,7 +116,7 @@ fn split_tls(url: &str) -> Result<(String, Check), StoreError> {
 
 /// The rustls connector for `check`, on the process's one crypto provider.
 fn connector(check: &Check) -> Result<MakeRustlsConnect, StoreError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = crate::tls::provider();
     let (chain, names_host) = match check {
         Check::Nothing => (None, false),
         Check::Chain(roots) => (Some(webpki(roots, &provider)?), false),

@@ -127,7 +127,7 @@ pub async fn check(url: &str, reach: Reach) -> Result<(), Unreachable> {
 
 /// The HTTP client for a server of this reach.
 pub fn client(reach: Reach) -> reqwest::Client {
-    let builder = reqwest::Client::builder();
+    let builder = crate::tls::http_client();
     let builder = match reach {
         Reach::Any => builder,
         Reach::Public => {

@@ -10,12 +10,12 @@ mb() { awk -v bytes="$1" 'BEGIN { printf "%.1f MB", bytes / 1000000 }'; }
 
 cargo build --release --locked --quiet
 release=$(size_of target/release/deputy)
-echo "binary_size: release (strip, fat LTO, 1 codegen unit): $(mb "$release") ($release bytes)"
+echo "binary_size: release (opt-level s, strip, fat LTO, 1 codegen unit): $(mb "$release") ($release bytes)"
 
 if [ "${DEPUTY_BENCH_COMPARE:-0}" = 1 ]; then
-  # The bench profile keeps cargo's default optimisation settings: what the binary was before.
+  # The bench profile keeps cargo's default link settings (the release opt-level): the binary without LTO.
   # Its own target directory: the bench profile writes to `release/`, which it would replace.
   cargo build --profile bench --locked --quiet --bin deputy --target-dir target/size-compare
   before=$(size_of target/size-compare/release/deputy)
-  echo "binary_size: bench profile (thin local LTO, 16 codegen units, symbols kept): $(mb "$before") ($before bytes)"
+  echo "binary_size: bench profile (opt-level s, thin local LTO, 16 codegen units, symbols kept): $(mb "$before") ($before bytes)"
 fi

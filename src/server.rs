@@ -169,23 +169,40 @@ fn owners(tokens: &[crate::config::AccessToken]) -> crate::policy::Owners {
 
 /// Fires `token` on the first SIGINT (Ctrl-C) or SIGTERM. `serve` stops on it; a command-line
 /// turn uses a token of its own to interrupt the turn.
-pub async fn cancel_on_signal(token: CancellationToken) {
+///
+/// The signals are listened for from the moment this is called, not from the returned future's
+/// first poll: callers spawn it, and a spawned task may not run before the turn it guards has
+/// started. A signal arriving in that gap killed the process (the default action), or, while
+/// Tokio was still subscribing the new listener, was lost: the command then waited for a turn
+/// nobody interrupted. Must be called on a runtime.
+pub fn cancel_on_signal(token: CancellationToken) -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    {
+    let (mut interrupt, mut terminate) = {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            },
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+        (signal(SignalKind::interrupt()).ok(), signal(SignalKind::terminate()).ok())
+    };
+    async move {
+        #[cfg(unix)]
+        tokio::select! {
+            () = next_signal(&mut interrupt) => {}
+            () = next_signal(&mut terminate) => {}
         }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        token.cancel();
     }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-    token.cancel();
+}
+
+/// The next delivery of `signal`; never, when it could not be listened for.
+#[cfg(unix)]
+async fn next_signal(signal: &mut Option<tokio::signal::unix::Signal>) {
+    match signal {
+        // `None`: the runtime is shutting down, which stops everything anyway.
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// Reads the config file and environment and opens the store. Blocking file I/O on an async

@@ -197,7 +197,7 @@ pub fn cancel_on_signal(token: CancellationToken) -> impl std::future::Future<Ou
 #[cfg(unix)]
 async fn next_signal(signal: &mut Option<tokio::signal::unix::Signal>) {
     match signal {
-        // `None`: the runtime is shutting down, which stops everything anyway.
+        // `recv` gives `None` only when the runtime shuts down, which stops everything anyway.
         Some(signal) => {
             signal.recv().await;
         }

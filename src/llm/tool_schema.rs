@@ -4,8 +4,8 @@
 //! again: about 20 KB of JSON for the built-ins alone, 4% of an in-memory turn's CPU (perf,
 //! docs/BENCHMARKS.md), and a walk of each schema to size the body. A declaration is shared by
 //! the sessions that declare it and never changes, so its text is made on first use and kept
-//! beside the value. The value stays what callers read and what
-//! is stored; the text is only what the wire adapters write.
+//! beside the value. The value stays what callers read and what is stored; the text is only
+//! what the wire adapters write.
 
 use std::fmt;
 use std::ops::Deref;

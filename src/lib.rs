@@ -38,6 +38,7 @@
 //! [`error::SessionError`] whose code means the same thing on every surface.
 
 pub mod agent;
+pub mod allocator;
 pub mod background;
 pub mod caller;
 pub mod catalog;

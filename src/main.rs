@@ -24,27 +24,13 @@ fn main() -> ExitCode {
         eprintln!("deputy: {failure}");
         return ExitCode::from(deputy::sandbox::LAUNCHER_FAILED);
     }
-    limit_malloc_arenas();
+    deputy::allocator::limit_arenas();
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime.block_on(run_cli()),
         Err(error) => {
             eprintln!("deputy: starting the async runtime: {error}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// glibc gives threads that allocate at the same time arenas of their own, up to 8 per core,
-/// and memory freed in one arena serves only that arena. A server whose requests and session
-/// actors hop between worker threads then keeps growing: with 1,000 live sessions of 50 KB its
-/// RSS rose from 211 to 280 MiB while sessions were merely reloaded (docs/RELIABILITY.md,
-/// scenario 5). Two arenas keep contention low on the few cores deputy uses and the heap
-/// reusable. Called before the runtime starts any thread.
-fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; no thread is running yet.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
 

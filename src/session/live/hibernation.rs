@@ -12,6 +12,7 @@ use super::LiveSessionService;
 use super::archive::archived;
 use super::registry::{Lookup, Registry, Slot};
 use crate::agent::AgentFactory;
+use crate::allocator;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::policy::AuditTag;
@@ -62,8 +63,12 @@ impl LiveSessionService {
                 })
                 .collect()
         };
+        let mut unloaded = false;
         for (id, handle) in idle_ones {
-            self.unload(&id, &handle, "idle").await;
+            unloaded |= self.unload(&id, &handle, "idle").await;
+        }
+        if unloaded {
+            allocator::release_freed();
         }
     }
 
@@ -109,7 +114,9 @@ impl LiveSessionService {
                 if self.live_sessions() <= self.limits.max_live {
                     return;
                 }
-                self.unload(&id, &handle, "least recently used beyond max_live_sessions").await;
+                if self.unload(&id, &handle, "least recently used beyond max_live_sessions").await {
+                    allocator::release_freed();
+                }
                 tried.insert(id);
             }
         }

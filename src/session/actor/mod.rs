@@ -154,7 +154,9 @@ impl SessionHandle {
             (keep.fence, record.event_seq),
         ));
         let (commands, receiver) = mpsc::channel(4);
-        let actor = run(agent, record, keep, receiver, shared.clone());
+        // Boxed: `supervised` keeps its argument beside the future it makes of it, so an actor
+        // passed by value would take its room twice in every live session's task.
+        let actor = Box::pin(run(agent, record, keep, receiver, shared.clone()));
         tasks.spawn(supervised(id.clone(), shared.clone(), actor));
         Self { id, commands, shared, provenance }
     }

@@ -57,126 +57,161 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 /// The actor loop: runs turns one at a time until shut down or every handle is gone.
-pub(super) async fn run(
+///
+/// Every live session holds this future as long as it is loaded, so it is kept small: an
+/// `async move` block rather than an `async fn`, whose arguments rustc stores twice (the agent
+/// and the record, 2.3 KB, once as arguments and once as the body's locals), and each command's
+/// work boxed while it runs, since a future is as large as the largest state it can be in (a
+/// turn's: several KB).
+#[expect(clippy::manual_async_fn, reason = "an async fn would store its arguments twice")]
+pub(super) fn run(
     mut agent: Agent,
     mut record: SessionRecord,
     keep: Keep,
     mut commands: mpsc::Receiver<Command>,
     shared: Arc<Shared>,
-) {
-    let span = tracing::info_span!("session", session_id = %record.session_id, owner = %record.owner);
-    // An auto-turn refused its lease (a turn runs in another process, which was told about
-    // the mail): not tried again until something new happens here.
-    let mut auto_refused = false;
-    loop {
-        // Mail that arrived during the last turn (after its last step boundary), or that a
-        // rehydrated host session kept, starts the next turn here: the loop goes round only
-        // while mail waits, so an idle host costs nothing.
-        if !auto_refused
-            && shared.mailbox.has_mail()
-            && may_auto_turn(&shared.view(), shared.mailbox.limits())
-            && let Ok(ticket) = shared.try_begin_turn(&record.session_id)
-        {
-            if !lease_auto_turn(&keep, &shared, &record.session_id, &ticket.cancel).await {
-                auto_refused = true;
-                continue;
-            }
-            let events = EventSink::new(None);
-            let input = TurnInput::default();
-            run_one_turn(&mut agent, &mut record, &keep, &shared, &span, (input, ticket.cancel, &events), true)
-                .await;
-            continue;
-        }
-        let Some(command) = commands.recv().await else { break };
-        auto_refused = false;
-        match command {
-            Command::RunTurn { input, cancel, events, reply, auto } => {
-                // The mail an auto-turn was started for may have gone with a caller's turn.
-                if auto && !shared.mailbox.has_mail() {
-                    shared.abandon_turn();
-                    continue;
-                }
-                if auto && !lease_auto_turn(&keep, &shared, &record.session_id, &cancel).await {
+) -> impl Future<Output = ()> + Send {
+    async move {
+        let span = tracing::info_span!("session", session_id = %record.session_id, owner = %record.owner);
+        // An auto-turn refused its lease (a turn runs in another process, which was told about
+        // the mail): not tried again until something new happens here.
+        let mut auto_refused = false;
+        loop {
+            // Mail that arrived during the last turn (after its last step boundary), or that a
+            // rehydrated host session kept, starts the next turn here: the loop goes round only
+            // while mail waits, so an idle host costs nothing.
+            if !auto_refused
+                && shared.mailbox.has_mail()
+                && may_auto_turn(&shared.view(), shared.mailbox.limits())
+                && let Ok(ticket) = shared.try_begin_turn(&record.session_id)
+            {
+                if !Box::pin(lease_auto_turn(&keep, &shared, &record.session_id, &ticket.cancel)).await {
                     auto_refused = true;
                     continue;
                 }
-                let reply_value =
-                    run_one_turn(&mut agent, &mut record, &keep, &shared, &span, (input, cancel, &events), auto)
-                        .await;
-                // The caller may have stopped waiting; the result stays readable in the view.
-                let _ = reply.send(reply_value);
+                let events = EventSink::new(None);
+                let input = TurnInput::default();
+                let turn = run_one_turn(
+                    &mut agent,
+                    &mut record,
+                    &keep,
+                    &shared,
+                    &span,
+                    (input, ticket.cancel, &events),
+                    true,
+                );
+                Box::pin(turn).await;
+                continue;
             }
-            Command::History { reply } => {
-                let _ = reply.send(agent.history().to_vec());
-            }
-            #[cfg(feature = "session-compaction")]
-            Command::Compact { cancel, reply } => {
-                // A held step's tool_use must stay the last message until it is answered.
-                if agent.pending_step().is_some() {
-                    shared.end_turn();
-                    let _ = reply.send(Err(SessionError::invalid(format!(
-                        "session {} has pending tool calls: answer them with session_turn before compacting",
-                        record.session_id
-                    ))));
-                    continue;
+            let Some(command) = commands.recv().await else { break };
+            auto_refused = false;
+            match command {
+                Command::RunTurn { input, cancel, events, reply, auto } => {
+                    // The mail an auto-turn was started for may have gone with a caller's turn.
+                    if auto && !shared.mailbox.has_mail() {
+                        shared.abandon_turn();
+                        continue;
+                    }
+                    if auto && !Box::pin(lease_auto_turn(&keep, &shared, &record.session_id, &cancel)).await {
+                        auto_refused = true;
+                        continue;
+                    }
+                    let turn = run_one_turn(
+                        &mut agent,
+                        &mut record,
+                        &keep,
+                        &shared,
+                        &span,
+                        (input, cancel, &events),
+                        auto,
+                    );
+                    let reply_value = Box::pin(turn).await;
+                    // The caller may have stopped waiting; the result stays readable in the view.
+                    let _ = reply.send(reply_value);
                 }
-                let report = match AssertUnwindSafe(
-                    agent.compact_now(&cancel, &EventSink::default().with_journal(shared.journal.clone())),
-                )
-                .catch_unwind()
-                .await
-                {
-                    Ok(crate::agent::compaction::Outcome::Done(report)) => Ok(report),
-                    Ok(crate::agent::compaction::Outcome::Cancelled) => {
-                        Ok(crate::agent::compaction::Report::default())
-                    }
-                    Err(panic) => {
-                        let panic = panic_message(&*panic);
-                        tracing::error!(parent: &span, "the compaction panicked: {panic}");
-                        Err(SessionError::agent(
-                            Some(record.session_id.clone()),
-                            ErrorKind::Internal,
-                            format!("internal error: the compaction panicked ({panic})"),
-                        ))
-                    }
-                };
-                let saved = finish(&mut agent, &mut record, &keep, &shared, None).await;
-                let result = report.and_then(|report| {
-                    saved.map_err(SessionError::from).map(|()| CompactResult {
-                        session_id: record.session_id.clone(),
-                        compacted: report.compacted,
-                        summarized: report.summarized,
-                        pruned_results: report.pruned.results,
-                        tokens_before: report.tokens_before,
-                        tokens_after: report.tokens_after,
-                    })
-                });
-                let _ = reply.send(result);
+                Command::History { reply } => {
+                    let _ = reply.send(agent.history().to_vec());
+                }
+                #[cfg(feature = "session-compaction")]
+                Command::Compact { cancel, reply } => {
+                    let _ = reply
+                        .send(Box::pin(compact(&mut agent, &mut record, &keep, &shared, &span, &cancel)).await);
+                }
+                Command::Rewind { to_turn, reply } => {
+                    let result = match rewind(&mut agent, &mut record, &shared, to_turn) {
+                        Ok(done) => Box::pin(finish(&mut agent, &mut record, &keep, &shared, None))
+                            .await
+                            .map_err(SessionError::from)
+                            .map(|()| done),
+                        Err(refused) => {
+                            shared.end_turn();
+                            Err(refused)
+                        }
+                    };
+                    let _ = reply.send(result);
+                }
+                Command::Snapshot { reply } => {
+                    let snapshot = super::Snapshot {
+                        record: record.clone(),
+                        history: agent.history().to_vec(),
+                        events: shared.journal.held(),
+                    };
+                    let _ = reply.send(snapshot);
+                }
+                Command::Shutdown => break,
             }
-            Command::Rewind { to_turn, reply } => {
-                let result = match rewind(&mut agent, &mut record, &shared, to_turn) {
-                    Ok(done) => finish(&mut agent, &mut record, &keep, &shared, None)
-                        .await
-                        .map_err(SessionError::from)
-                        .map(|()| done),
-                    Err(refused) => {
-                        shared.end_turn();
-                        Err(refused)
-                    }
-                };
-                let _ = reply.send(result);
-            }
-            Command::Snapshot { reply } => {
-                let snapshot = super::Snapshot {
-                    record: record.clone(),
-                    history: agent.history().to_vec(),
-                    events: shared.journal.held(),
-                };
-                let _ = reply.send(snapshot);
-            }
-            Command::Shutdown => break,
         }
     }
+}
+
+/// Compacts the history now (`session_compact`), under the turn lock the caller took, and
+/// saves it.
+#[cfg(feature = "session-compaction")]
+async fn compact(
+    agent: &mut Agent,
+    record: &mut SessionRecord,
+    keep: &Keep,
+    shared: &Shared,
+    span: &tracing::Span,
+    cancel: &CancellationToken,
+) -> Result<CompactResult, SessionError> {
+    // A held step's tool_use must stay the last message until it is answered.
+    if agent.pending_step().is_some() {
+        shared.end_turn();
+        return Err(SessionError::invalid(format!(
+            "session {} has pending tool calls: answer them with session_turn before compacting",
+            record.session_id
+        )));
+    }
+    let report = match AssertUnwindSafe(
+        agent.compact_now(cancel, &EventSink::default().with_journal(shared.journal.clone())),
+    )
+    .catch_unwind()
+    .await
+    {
+        Ok(crate::agent::compaction::Outcome::Done(report)) => Ok(report),
+        Ok(crate::agent::compaction::Outcome::Cancelled) => Ok(crate::agent::compaction::Report::default()),
+        Err(panic) => {
+            let panic = panic_message(&*panic);
+            tracing::error!(parent: span, "the compaction panicked: {panic}");
+            Err(SessionError::agent(
+                Some(record.session_id.clone()),
+                ErrorKind::Internal,
+                format!("internal error: the compaction panicked ({panic})"),
+            ))
+        }
+    };
+    let saved = finish(agent, record, keep, shared, None).await;
+    report.and_then(|report| {
+        saved.map_err(SessionError::from).map(|()| CompactResult {
+            session_id: record.session_id.clone(),
+            compacted: report.compacted,
+            summarized: report.summarized,
+            pruned_results: report.pruned.results,
+            tokens_before: report.tokens_before,
+            tokens_after: report.tokens_after,
+        })
+    })
 }
 
 /// Drops the history after turn `to_turn`'s end and journals it; [`finish`] saves it. The

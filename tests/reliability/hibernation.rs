@@ -5,7 +5,7 @@
 //! [`RSS_BOUND_MIB`] throughout, and every session is readable and continuable.
 //!
 //! The bound is on what users run: the release binary. The tests run the debug build, whose
-//! executable is about 4× the release one (147 MB against 35) and keeps some 40 MiB of its code
+//! executable is about 6× the release one (155 MB against 24) and keeps some 50 MiB of its code
 //! resident by itself, which grows with every feature and says nothing about sessions. So the
 //! memory measured is VmRSS less the executable's own resident pages, bounded by
 //! [`RSS_BOUND_MIB`] less the whole release binary ([`RELEASE_BINARY_MIB`]): as if every page of
@@ -32,7 +32,7 @@ const CONCURRENCY: usize = 8;
 const RSS_BOUND_MIB: u64 = 200;
 /// The release binary, whole (docs/BENCHMARKS.md, "Binary size"): what the bound leaves for
 /// deputy's code.
-const RELEASE_BINARY_MIB: u64 = 35;
+const RELEASE_BINARY_MIB: u64 = 24;
 /// Larger than the suite's usual deadline: 60,000 requests carrying 50–100 KB each (about
 /// 12 minutes in a debug build on 2 busy cores).
 const DEADLINE: Duration = Duration::from_secs(1800);

@@ -85,22 +85,15 @@ pub(super) fn run(
                 && may_auto_turn(&shared.view(), shared.mailbox.limits())
                 && let Ok(ticket) = shared.try_begin_turn(&record.session_id)
             {
-                if !Box::pin(lease_auto_turn(&keep, &shared, &record.session_id, &ticket.cancel)).await {
+                if !lease_auto_turn(&keep, &shared, &record.session_id, &ticket.cancel).boxed().await {
                     auto_refused = true;
                     continue;
                 }
                 let events = EventSink::new(None);
                 let input = TurnInput::default();
-                let turn = run_one_turn(
-                    &mut agent,
-                    &mut record,
-                    &keep,
-                    &shared,
-                    &span,
-                    (input, ticket.cancel, &events),
-                    true,
-                );
-                Box::pin(turn).await;
+                run_one_turn(&mut agent, &mut record, &keep, &shared, &span, (input, ticket.cancel, &events), true)
+                    .boxed()
+                    .await;
                 continue;
             }
             let Some(command) = commands.recv().await else { break };
@@ -112,11 +105,11 @@ pub(super) fn run(
                         shared.abandon_turn();
                         continue;
                     }
-                    if auto && !Box::pin(lease_auto_turn(&keep, &shared, &record.session_id, &cancel)).await {
+                    if auto && !lease_auto_turn(&keep, &shared, &record.session_id, &cancel).boxed().await {
                         auto_refused = true;
                         continue;
                     }
-                    let turn = run_one_turn(
+                    let reply_value = run_one_turn(
                         &mut agent,
                         &mut record,
                         &keep,
@@ -124,8 +117,9 @@ pub(super) fn run(
                         &span,
                         (input, cancel, &events),
                         auto,
-                    );
-                    let reply_value = Box::pin(turn).await;
+                    )
+                    .boxed()
+                    .await;
                     // The caller may have stopped waiting; the result stays readable in the view.
                     let _ = reply.send(reply_value);
                 }
@@ -134,12 +128,13 @@ pub(super) fn run(
                 }
                 #[cfg(feature = "session-compaction")]
                 Command::Compact { cancel, reply } => {
-                    let _ = reply
-                        .send(Box::pin(compact(&mut agent, &mut record, &keep, &shared, &span, &cancel)).await);
+                    let compacted = compact(&mut agent, &mut record, &keep, &shared, &span, &cancel).boxed().await;
+                    let _ = reply.send(compacted);
                 }
                 Command::Rewind { to_turn, reply } => {
                     let result = match rewind(&mut agent, &mut record, &shared, to_turn) {
-                        Ok(done) => Box::pin(finish(&mut agent, &mut record, &keep, &shared, None))
+                        Ok(done) => finish(&mut agent, &mut record, &keep, &shared, None)
+                            .boxed()
                             .await
                             .map_err(SessionError::from)
                             .map(|()| done),

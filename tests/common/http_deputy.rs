@@ -103,9 +103,27 @@ impl HttpDeputy {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request.send().await.unwrap();
+        let response =
+            request.send().await.unwrap_or_else(|error| panic!("{path}: {error}; {}", self.whereabouts()));
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
+    /// For a request that failed on the connection: whether deputy still runs (its state in
+    /// `/proc`) and the last lines it logged, since a reset alone cannot tell a crash from a
+    /// closed connection.
+    fn whereabouts(&self) -> String {
+        let state = self.child.id().map_or_else(
+            || "deputy has exited".to_owned(),
+            |pid| {
+                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let state = status.lines().find(|line| line.starts_with("State:")).unwrap_or("State: gone");
+                format!("deputy (pid {pid}) {state}")
+            },
+        );
+        let lines = self.log.lines();
+        let last = lines[lines.len().saturating_sub(20)..].join("\n");
+        format!("{state}; its last lines:\n{last}")
     }
 
     /// `POST /rpc` with `frame` as the JSON body (a request, a batch, or any bytes at all): the

@@ -63,12 +63,8 @@ impl LiveSessionService {
                 })
                 .collect()
         };
-        let mut unloaded = false;
         for (id, handle) in idle_ones {
-            unloaded |= self.unload(&id, &handle, "idle").await;
-        }
-        if unloaded {
-            allocator::release_freed();
+            self.unload(&id, &handle, "idle").await;
         }
     }
 
@@ -114,9 +110,7 @@ impl LiveSessionService {
                 if self.live_sessions() <= self.limits.max_live {
                     return;
                 }
-                if self.unload(&id, &handle, "least recently used beyond max_live_sessions").await {
-                    allocator::release_freed();
-                }
+                self.unload(&id, &handle, "least recently used beyond max_live_sessions").await;
                 tried.insert(id);
             }
         }
@@ -138,6 +132,8 @@ impl LiveSessionService {
             registry.sessions.remove(id);
         }
         handle.stop().await;
+        // What the session held goes back to the system, not only to the heap (throttled).
+        allocator::release_freed();
         // Unattended resumes (mail, a child's result) run with what it ran with (G14).
         self.contexts.remember(id, super::contexts::Context::from(&**handle.provenance()));
         tracing::info!(session_id = %id, reason = why, "session unloaded");

@@ -132,6 +132,8 @@ fn decode_error(message: impl std::fmt::Display) -> LlmError {
 }
 
 mod request;
+#[cfg(test)]
+mod request_tests;
 mod stream;
 #[cfg(test)]
 mod tests;

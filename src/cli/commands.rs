@@ -30,7 +30,12 @@ use crate::server::{self, Surface};
 use crate::session::{MAX_WAIT, RunResult, SessionService, TurnStatus};
 use crate::surfaces::http::HttpFlags;
 use crate::surfaces::operation::Operation;
-use crate::surfaces::{schemas, wire};
+use crate::surfaces::operation::history::History;
+use crate::surfaces::operation::inbox::{self, Inbox};
+use crate::surfaces::operation::journal::Journal;
+use crate::surfaces::operation::sessions::{self, Sessions};
+use crate::surfaces::operation::turns::Turns;
+use crate::surfaces::schemas;
 
 /// `deputy serve`: the flags choose the surface and the drain timeout; [`server::serve`] does
 /// the rest. Over stdio with a store (and without `--no-daemon`), this process only relays to
@@ -230,8 +235,7 @@ pub async fn run_prompt(owner: &Owner, flags: RunArgs) -> ExitCode {
         "output_schema": output_schema,
         "structured_output_retries": flags.structured.structured_output_retries,
     });
-    stream_turn(structured, |following| owner.call_as(Operation::Create, without_nulls(params), Some(following)))
-        .await
+    stream_turn(structured, |following| owner.call_as(Turns::Create, without_nulls(params), Some(following))).await
 }
 
 /// `deputy turn`: one more turn of a stored session, streamed.
@@ -249,10 +253,8 @@ pub async fn turn(owner: &Owner, session_id: String, prompt: String, structured:
         "output_schema": output_schema,
         "structured_output_retries": structured.structured_output_retries,
     });
-    stream_turn(structured_output, |following| {
-        owner.call_as(Operation::Turn, without_nulls(params), Some(following))
-    })
-    .await
+    stream_turn(structured_output, |following| owner.call_as(Turns::Turn, without_nulls(params), Some(following)))
+        .await
 }
 
 /// Arguments without their `null` fields: absent, as a caller leaving a flag out means.
@@ -353,8 +355,8 @@ where
 /// `deputy send`: prints the message id and how it was taken in. A turn the message started
 /// (host mode) runs in this process, so the command waits for it, then for any turn that
 /// follows from mail, before it exits.
-pub async fn send(owner: &Owner, params: wire::SessionSendParams) -> ExitCode {
-    let sent: SendResult = match owner.call_as(Operation::Send, to_value(&params), None).await {
+pub async fn send(owner: &Owner, params: inbox::SessionSendParams) -> ExitCode {
+    let sent: SendResult = match owner.call_as(Inbox::Send, to_value(&params), None).await {
         Ok(sent) => sent,
         Err(error) => return exit_with(&error),
     };
@@ -380,7 +382,7 @@ const SEND_DRAIN: Duration = Duration::from_secs(60);
 pub async fn sessions(owner: &Owner, command: SessionsCommand) -> ExitCode {
     let outcome = match command {
         SessionsCommand::List { all, cursor, offset, limit, parent, root, filters, json } => {
-            let params = wire::SessionListParams {
+            let params = sessions::SessionListParams {
                 cursor,
                 offset: Some(offset),
                 limit: Some(limit),
@@ -393,7 +395,7 @@ pub async fn sessions(owner: &Owner, command: SessionsCommand) -> ExitCode {
                 title: filters.title,
             };
             owner
-                .call_as::<SessionList>(Operation::List, to_value(&params), None)
+                .call_as::<SessionList>(Sessions::List, to_value(&params), None)
                 .await
                 .map(|list| if json { to_json(&list) } else { render::session_list(&list) })
         }
@@ -401,8 +403,8 @@ pub async fn sessions(owner: &Owner, command: SessionsCommand) -> ExitCode {
             // Two calls: the view (state, billing) and the conversation are separate reads of
             // the service, and no single call returns both.
             let id = json!({"session_id": session_id});
-            let view = owner.call_as::<SessionView>(Operation::Read, id.clone(), None).await;
-            let history = owner.call_as::<SessionHistory>(Operation::Messages, id, None).await;
+            let view = owner.call_as::<SessionView>(Turns::Read, id.clone(), None).await;
+            let history = owner.call_as::<SessionHistory>(History::Messages, id, None).await;
             match (view, history) {
                 (Ok(view), Ok(history)) if json => {
                     Ok(to_json(&json!({"session": view, "messages": history.messages})))
@@ -412,11 +414,11 @@ pub async fn sessions(owner: &Owner, command: SessionsCommand) -> ExitCode {
             }
         }
         SessionsCommand::Archive { session_id } => owner
-            .call_as::<ArchiveResult>(Operation::Archive, json!({"session_id": session_id}), None)
+            .call_as::<ArchiveResult>(Sessions::Archive, json!({"session_id": session_id}), None)
             .await
             .map(|archived| format!("archived {}\n", archived.session_id)),
         SessionsCommand::Compact { session_id } => owner
-            .call_as::<CompactResult>(Operation::Compact, json!({"session_id": session_id}), None)
+            .call_as::<CompactResult>(Sessions::Compact, json!({"session_id": session_id}), None)
             .await
             .map(|done| {
                 format!(
@@ -431,32 +433,29 @@ pub async fn sessions(owner: &Owner, command: SessionsCommand) -> ExitCode {
             }),
         SessionsCommand::ToolOutput { session_id, tool_use_id } => {
             let params = json!({"session_id": session_id, "tool_use_id": tool_use_id});
-            owner
-                .call_as::<ToolOutputResult>(Operation::ToolOutput, params, None)
-                .await
-                .map(|output| output.content)
+            owner.call_as::<ToolOutputResult>(Sessions::ToolOutput, params, None).await.map(|output| output.content)
         }
         SessionsCommand::Fork { session_id, at_turn } => {
             let params = json!({"session_id": session_id, "at_turn": at_turn});
-            owner.call_as::<SessionView>(Operation::Fork, params, None).await.map(|fork| {
+            owner.call_as::<SessionView>(History::Fork, params, None).await.map(|fork| {
                 let origin = fork.state.forked_from.as_ref().map_or(0, |origin| origin.turn);
                 format!("forked {session_id} at turn {origin} into {}\n", fork.session_id)
             })
         }
         SessionsCommand::Export { session_id } => owner
-            .call_as::<ExportResult>(Operation::Export, json!({"session_id": session_id}), None)
+            .call_as::<ExportResult>(History::Export, json!({"session_id": session_id}), None)
             .await
             .map(|export| export.document),
         SessionsCommand::Import { file } => match read_document(&file) {
             Ok(document) => owner
-                .call_as::<SessionView>(Operation::Import, json!({"document": document}), None)
+                .call_as::<SessionView>(History::Import, json!({"document": document}), None)
                 .await
                 .map(|view| format!("imported {} as {}\n", file.display(), view.session_id)),
             Err(error) => Err(error),
         },
         SessionsCommand::Rewind { session_id, to_turn } => {
             let params = json!({"session_id": session_id, "to_turn": to_turn});
-            owner.call_as::<RewindResult>(Operation::Rewind, params, None).await.map(|done| {
+            owner.call_as::<RewindResult>(History::Rewind, params, None).await.map(|done| {
                 format!(
                     "rewound {} to turn {}: {} messages dropped, {} kept\n",
                     done.session_id, done.to_turn, done.dropped_messages, done.message_count
@@ -506,7 +505,7 @@ pub(super) fn print_outcome(outcome: Result<String, SessionError>) -> ExitCode {
 /// says (30 s by default), like any MCP caller.
 pub async fn call(owner: &Owner, name: &str, arguments: &str) -> ExitCode {
     let Some(operation) = Operation::from_name(name) else {
-        let known: Vec<&str> = Operation::ALL.iter().map(|operation| operation.tool()).collect();
+        let known: Vec<&str> = Operation::all().map(Operation::tool).collect();
         return exit_with(&SessionError::invalid(format!(
             "unknown operation {name:?}: one of {} (or their JSON-RPC method names)",
             known.join(", ")
@@ -539,7 +538,7 @@ pub async fn project(owner: &Owner, out: &Path, session: Option<String>) -> anyh
             let mut cursor: Option<String> = None;
             loop {
                 let params = json!({"cursor": cursor, "limit": crate::session::MAX_PAGE, "include_archived": true});
-                let page: SessionList = owner.call_as(Operation::List, params, None).await?;
+                let page: SessionList = owner.call_as(Sessions::List, params, None).await?;
                 ids.extend(page.sessions.into_iter().map(|summary| summary.session_id));
                 cursor = page.next_cursor;
                 if cursor.is_none() {
@@ -556,7 +555,7 @@ pub async fn project(owner: &Owner, out: &Path, session: Option<String>) -> anyh
         let fetch = |after| async move {
             let params = json!({"session_id": id, "after_seq": after, "limit": crate::model::MAX_EVENTS_PAGE});
             owner
-                .call_as::<crate::model::EventPage>(Operation::Events, params, None)
+                .call_as::<crate::model::EventPage>(Journal::Events, params, None)
                 .await
                 .map(|page| page.events)
                 .map_err(|err| err.to_string())

@@ -12,21 +12,21 @@ use super::owner::Owner;
 use super::{DocumentsCommand, MemoryCommand};
 use crate::model::documents::DocumentsIndexed;
 use crate::model::memory::{MemoryDeleted, MemoryList};
-use crate::surfaces::operation::Operation;
+use crate::surfaces::operation::memory::Memory;
 use crate::text::excerpt;
 
 pub async fn memory(owner: &Owner, command: MemoryCommand) -> ExitCode {
     let outcome = match command {
         MemoryCommand::List { before, limit, json } => owner
-            .call_as::<MemoryList>(Operation::MemoryList, json!({"before": before, "limit": limit}), None)
+            .call_as::<MemoryList>(Memory::MemoryList, json!({"before": before, "limit": limit}), None)
             .await
             .map(|list| if json { to_json(&list) } else { table(&list) }),
         MemoryCommand::Search { query, limit, json } => owner
-            .call_as::<MemoryList>(Operation::MemoryList, json!({"query": query, "limit": limit}), None)
+            .call_as::<MemoryList>(Memory::MemoryList, json!({"query": query, "limit": limit}), None)
             .await
             .map(|list| if json { to_json(&list) } else { table(&list) }),
         MemoryCommand::Delete { id } => owner
-            .call_as::<MemoryDeleted>(Operation::MemoryDelete, json!({"memory_id": id}), None)
+            .call_as::<MemoryDeleted>(Memory::MemoryDelete, json!({"memory_id": id}), None)
             .await
             .map(|done| if done.deleted { format!("deleted memory {id}\n") } else { format!("no memory {id}\n") }),
     };
@@ -36,7 +36,7 @@ pub async fn memory(owner: &Owner, command: MemoryCommand) -> ExitCode {
 pub async fn documents(owner: &Owner, command: DocumentsCommand) -> ExitCode {
     let DocumentsCommand::Index { collection } = command;
     let outcome = owner
-        .call_as::<DocumentsIndexed>(Operation::DocumentsIndex, json!({"collection": collection}), None)
+        .call_as::<DocumentsIndexed>(Memory::DocumentsIndex, json!({"collection": collection}), None)
         .await
         .map(|indexed| {
             let mut out = String::new();

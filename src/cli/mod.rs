@@ -23,7 +23,7 @@ pub use args::{
 use crate::error::SessionError;
 use crate::ids::MessageId;
 use crate::ids::SessionId;
-use crate::surfaces::wire::SessionSendParams;
+use crate::surfaces::operation::inbox::SessionSendParams;
 use owner::Owner;
 
 /// Runs a parsed command line to completion.

@@ -73,10 +73,11 @@ impl Owner {
     /// end, its events going to `following`; without `following`, it waits as `wait_ms` says.
     pub async fn call(
         &self,
-        operation: Operation,
+        operation: impl Into<Operation>,
         arguments: Value,
         following: Option<Following>,
     ) -> Result<Value, SessionError> {
+        let operation = operation.into();
         match self {
             Self::Here(service) => {
                 let options = |wait| match following {
@@ -111,10 +112,11 @@ impl Owner {
     /// [`Self::call`], its result as `T`.
     pub async fn call_as<T: DeserializeOwned>(
         &self,
-        operation: Operation,
+        operation: impl Into<Operation>,
         arguments: Value,
         following: Option<Following>,
     ) -> Result<T, SessionError> {
+        let operation = operation.into();
         let result = self.call(operation, arguments, following).await?;
         serde_json::from_value(result).map_err(|err| {
             SessionError::invalid(format!("{}: the answer is not what this deputy reads ({err})", operation.tool()))

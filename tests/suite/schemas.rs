@@ -183,7 +183,7 @@ fn every_tool_input_schema_is_strict_ready() {
 /// keep; the object itself is accepted as before.
 #[test]
 fn free_form_fields_take_json_text_like_the_object() {
-    use deputy::surfaces::wire::SessionCreateParams;
+    use deputy::surfaces::operation::turns::SessionCreateParams;
     use serde_json::json;
 
     let object: SessionCreateParams = serde_json::from_value(json!({

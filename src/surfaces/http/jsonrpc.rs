@@ -1,21 +1,8 @@
 //! JSON-RPC 2.0 at `POST /rpc`: the session lifecycle as methods, params by name.
 //!
-//! | method | params | result |
-//! |---|---|---|
-//! | `session/create` | `SessionCreateParams` | `RunResult` |
-//! | `turn/start` | `SessionTurnParams` | `RunResult` |
-//! | `turn/interrupt` | `SessionInterruptParams` | `InterruptResult` |
-//! | `session/read` | `SessionReadParams` | `SessionView` |
-//! | `session/list` | `SessionListParams` | `SessionList` |
-//! | `session/archive` | `SessionArchiveParams` | `ArchiveResult` |
-//! | `session/compact` | `SessionCompactParams` | `CompactResult` |
-//! | `session/tool_output` | `SessionToolOutputParams` | `ToolOutputResult` |
-//! | `session/events` | `SessionEventsParams` | `EventPage` |
-//! | `memory/list` | `MemoryListParams` | `MemoryList` |
-//! | `memory/delete` | `MemoryDeleteParams` | `MemoryDeleted` |
-//! | `documents/index` | `DocumentsIndexParams` | `DocumentsIndexed` |
-//! | `caller/get` | `CallerGetParams` | `CallerInfo` |
-//! | `webhooks/status` | `WebhooksStatusParams` | `WebhooksStatus` |
+//! The methods are the operation table's ([`operation`](crate::surfaces::operation)): each row
+//! names its method (`session/create`, `turn/start`, …), its params type (the params object)
+//! and its result type; `schemas/` holds their schemas under the tools' names.
 //!
 //! Errors: a session error has the numeric code of the error table, and `error.data` is the
 //! same `{code, message, session_id?}` body as on every surface. Protocol errors have the
@@ -365,7 +352,7 @@ async fn dispatch<S: SessionService>(
     events: Option<Streamed>,
 ) -> Result<Value, RpcError> {
     let Some(operation) = Operation::from_method(method) else {
-        let known: Vec<&str> = Operation::ALL.iter().map(|operation| operation.method()).collect();
+        let known: Vec<&str> = Operation::all().map(Operation::method).collect();
         return Err(RpcError::protocol(
             METHOD_NOT_FOUND,
             format!("unknown method {method:?}; known: {}", known.join(", ")),

@@ -7,23 +7,15 @@
 //! from the same table of routes as the router ([`routes`](super::routes)), each operation's
 //! error responses from its error codes. Pure data, no I/O.
 
-use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
-use super::routes::{Action, QueryParams, ROUTES, Route};
+use super::routes::{OwnRoute, ROUTES, RestInput, Route};
 use crate::agent::AgentEvent;
 use crate::error::TransportCode;
-use crate::model::inbox::SendResult;
-use crate::session::{
-    ArchiveResult, CompactResult, InterruptResult, RunResult, SessionHistory, SessionList, SessionView,
-    ToolOutputResult,
-};
 use crate::surfaces::mcp::resources::JSONL;
 use crate::surfaces::portable::Portable;
-use crate::surfaces::wire::{
-    ErrorBody, SessionCreateParams, SessionListParams, SessionReadParams, SessionSendParams, SessionTurnParams,
-};
+use crate::surfaces::wire::ErrorBody;
 
 const STREAM_DESCRIPTION: &str = "With `\"stream\": true` the turn is answered as Server-Sent Events: one event \
 per agent event (`event: <type>`, `data:` an `AgentEvent`), then `event: result` with the `RunResult`, or \
@@ -39,91 +31,64 @@ pub fn document() -> Value {
         })
         .with_transform(Portable)
         .into_generator();
-    for register in [
-        register::<SessionCreateParams>,
-        register::<SessionTurnParams>,
-        register::<SessionReadParams>,
-        register::<SessionListParams>,
-        register::<RunResult>,
-        register::<InterruptResult>,
-        register::<SessionView>,
-        register::<SessionList>,
-        register::<ArchiveResult>,
-        register::<CompactResult>,
-        register::<ToolOutputResult>,
-        register::<SessionSendParams>,
-        register::<SendResult>,
-        register::<crate::surfaces::wire::SessionForkParams>,
-        register::<crate::surfaces::wire::SessionRewindParams>,
-        register::<crate::model::RewindResult>,
-        register::<crate::surfaces::wire::SessionEventsParams>,
-        register::<crate::model::EventPage>,
-        register::<SessionHistory>,
-        register::<crate::profiles::AgentList>,
-        register::<crate::profiles::AgentDetail>,
-        register::<AgentEvent>,
-        register::<ErrorBody>,
-        register::<crate::surfaces::wire::MemoryListParams>,
-        register::<crate::model::memory::MemoryList>,
-        register::<crate::model::memory::MemoryDeleted>,
-        register::<crate::surfaces::wire::DocumentsIndexParams>,
-        register::<crate::model::documents::DocumentsIndexed>,
-        register::<crate::model::caller_info::CallerInfo>,
-        register::<crate::model::webhooks::WebhooksStatus>,
-    ] {
-        register(&mut generator);
-    }
+    // Each route's params and result, as the table names them; the event stream's events and
+    // the error body besides.
+    let components: Vec<RouteComponents> =
+        ROUTES.iter().map(|route| RouteComponents::register(route, &mut generator)).collect();
+    generator.subschema_for::<AgentEvent>();
+    generator.subschema_for::<ErrorBody>();
     let mut schemas = generator.take_definitions(true);
 
-    // Request bodies: the wire params plus the REST-only `stream` flag; the turn's session id
-    // comes from the path. Query parameters: the properties of the read and list params.
+    // Request bodies: the params less what the path gives (plus the REST-only `stream` flag of
+    // a turn), named `…Body`. Query parameters: the properties of the params.
     let stream = json!({
         "type": "boolean",
         "default": false,
         "description": "Answer with Server-Sent Events instead of waiting `wait_ms` (see the response).",
     });
-    let mut create = schemas.remove("SessionCreateParams").unwrap_or_default();
-    add_property(&mut create, "stream", stream.clone());
-    schemas.insert("SessionCreateBody".into(), create);
-    let mut turn = schemas.remove("SessionTurnParams").unwrap_or_default();
-    remove_property(&mut turn, "session_id");
-    add_property(&mut turn, "stream", stream);
-    schemas.insert("SessionTurnBody".into(), turn);
-    for (params, body) in [
-        ("SessionSendParams", "SessionSendBody"),
-        ("SessionForkParams", "SessionForkBody"),
-        ("SessionRewindParams", "SessionRewindBody"),
-    ] {
-        let mut schema = schemas.remove(params).unwrap_or_default();
-        remove_property(&mut schema, "session_id");
-        schemas.insert(body.into(), schema);
-    }
     let mut queries = Map::new();
-    queries.insert("SessionReadParams".to_owned(), schemas.remove("SessionReadParams").unwrap_or_default());
-    queries.insert("SessionListParams".to_owned(), schemas.remove("SessionListParams").unwrap_or_default());
-    let mut events = schemas.remove("SessionEventsParams").unwrap_or_default();
-    add_property(
-        &mut events,
-        "follow",
-        json!({"type": "boolean", "default": false,
-               "description": "Answer with Server-Sent Events that continue as the session's turns end."}),
-    );
-    add_property(
-        &mut events,
-        "provisional",
-        json!({"type": "boolean", "default": false,
-               "description": "With `follow`: the running turn's events too, as they are recorded, before the turn \
-                               is saved (no SSE id, `\"provisional\": true`, sent again as they grow; the committed \
-                               event with the same `seq` replaces each)."}),
-    );
-    queries.insert("SessionEventsParams".to_owned(), events);
-    queries.insert("MemoryListParams".to_owned(), schemas.remove("MemoryListParams").unwrap_or_default());
-    queries.insert("DocumentsIndexParams".to_owned(), schemas.remove("DocumentsIndexParams").unwrap_or_default());
+    for (route, names) in ROUTES.iter().zip(&components) {
+        let Some(params) = &names.params else { continue };
+        let mut schema = schemas.remove(params).unwrap_or_default();
+        match route.rest.input {
+            RestInput::Query(_) => {
+                queries.insert(params.clone(), schema);
+            }
+            RestInput::Own(OwnRoute::Events) => {
+                add_property(
+                    &mut schema,
+                    "follow",
+                    json!({"type": "boolean", "default": false,
+                           "description": "Answer with Server-Sent Events that continue as the session's turns end."}),
+                );
+                add_property(
+                    &mut schema,
+                    "provisional",
+                    json!({"type": "boolean", "default": false,
+                           "description": "With `follow`: the running turn's events too, as they are recorded, before \
+                                           the turn is saved (no SSE id, `\"provisional\": true`, sent again as they \
+                                           grow; the committed event with the same `seq` replaces each)."}),
+                );
+                queries.insert(params.clone(), schema);
+            }
+            RestInput::Body | RestInput::Own(OwnRoute::Create | OwnRoute::Turn) => {
+                for parameter in route.path_parameters() {
+                    remove_property(&mut schema, parameter.argument);
+                }
+                if matches!(route.rest.input, RestInput::Own(OwnRoute::Create | OwnRoute::Turn)) {
+                    add_property(&mut schema, "stream", stream.clone());
+                }
+                schemas.insert(body_name(params), schema);
+            }
+            // Their params are not registered: the path is all of them, or the body a document.
+            RestInput::Path | RestInput::Own(OwnRoute::Export | OwnRoute::Import) => {}
+        }
+    }
 
     let mut paths = Map::new();
-    for route in ROUTES.iter() {
+    for (route, names) in ROUTES.iter().zip(&components) {
         let item = paths.entry(route.rest.path).or_insert_with(|| Value::Object(Map::new()));
-        item[route.rest.method.openapi_key()] = operation(route, &queries);
+        item[route.rest.method.openapi_key()] = operation(route, names, &queries);
     }
     json!({
         "openapi": "3.1.0",
@@ -147,8 +112,40 @@ pub fn document() -> Value {
     })
 }
 
+/// The components a route's operation object names: its params' (as a body or a query) and
+/// its result's (`None`: any JSON object).
+struct RouteComponents {
+    params: Option<String>,
+    result: Option<String>,
+}
+
+impl RouteComponents {
+    /// Registers them: the params of a route that takes a body or a query (a path's ids are
+    /// described as path parameters), the result of one that answers JSON.
+    fn register(route: &Route, generator: &mut SchemaGenerator) -> Self {
+        let Some(operation) = route.operation else { return Self { params: None, result: None } };
+        let spec = operation.spec();
+        let params = match route.rest.input {
+            RestInput::Path | RestInput::Own(OwnRoute::Export | OwnRoute::Import) => None,
+            RestInput::Query(_)
+            | RestInput::Body
+            | RestInput::Own(OwnRoute::Create | OwnRoute::Turn | OwnRoute::Events) => {
+                Some((spec.params.component)(generator))
+            }
+        };
+        let answers_json = !matches!(route.rest.input, RestInput::Own(OwnRoute::Export));
+        let result = answers_json.then(|| (spec.result.component)(generator));
+        Self { params, result }
+    }
+}
+
+/// A body's component, from its params': `SessionForkParams` → `SessionForkBody`.
+fn body_name(params: &str) -> String {
+    format!("{}Body", params.strip_suffix("Params").unwrap_or(params))
+}
+
 /// One route's operation object: its documentation, parameters, body and responses.
-fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
+fn operation(route: &Route, names: &RouteComponents, queries: &Map<String, Value>) -> Value {
     let mut operation = Map::new();
     operation.insert("operationId".into(), route.rest.operation_id.into());
     operation.insert("summary".into(), route.rest.summary.into());
@@ -162,45 +159,38 @@ fn operation(route: &Route, queries: &Map<String, Value>) -> Value {
                    "schema": {"type": "string"}})
         })
         .collect();
-    if let Some(query) = route.rest.query {
-        let params = match query {
-            QueryParams::Read => "SessionReadParams",
-            QueryParams::List => "SessionListParams",
-            QueryParams::Events => "SessionEventsParams",
-            QueryParams::Memories => "MemoryListParams",
-            QueryParams::Documents => "DocumentsIndexParams",
-        };
+    if let Some(query) = names.params.as_ref().and_then(|params| queries.get(params)) {
         let from_path: Vec<&str> = route.path_parameters().map(|parameter| parameter.argument).collect();
-        parameters.extend(query_parameters(queries.get(params).unwrap_or(&Value::Null), &from_path));
+        parameters.extend(query_parameters(query, &from_path));
     }
     if !parameters.is_empty() {
         operation.insert("parameters".into(), Value::Array(parameters));
     }
-    if let Some(schema) = route.body_schema() {
-        operation.insert("requestBody".into(), body(schema));
+    if let Some(params) = names.params.as_ref().filter(|params| !queries.contains_key(*params)) {
+        operation.insert("requestBody".into(), body(&body_name(params)));
     }
-    if route.action == Action::Import {
+    if matches!(route.rest.input, RestInput::Own(OwnRoute::Import)) {
         let document = json!({"type": "string", "description": "A document `GET /v1/sessions/{id}/export` wrote."});
         operation.insert("requestBody".into(), json!({"required": true, "content": {JSONL: {"schema": document}}}));
     }
-    operation.insert("responses".into(), responses(route));
+    operation.insert("responses".into(), responses(route, names.result.as_deref()));
     Value::Object(operation)
 }
 
 /// The success response (by the route's action) plus references to the shared error responses:
 /// the statuses of the route's codes, 413 when it takes a body, and the guard's 401 and 403.
-fn responses(route: &Route) -> Value {
-    let result = |description: &str| match route.rest.result {
+fn responses(route: &Route, result: Option<&str>) -> Value {
+    let result = |description: &str| match result {
         Some(schema) => ok(schema, description),
         None => {
             json!({"description": description, "content": {"application/json": {"schema": {"type": "object"}}}})
         }
     };
     let mut all = Map::new();
-    match route.action {
+    match route.rest.input {
         // A created session answers 201 with JSON; a streamed one 200, as the status line goes
         // out before the turn (and so the result) is known.
-        Action::Create => {
+        RestInput::Own(OwnRoute::Create) => {
             all.insert("201".into(), result(route.rest.answer));
             all.insert(
                 "200".into(),
@@ -210,19 +200,19 @@ fn responses(route: &Route) -> Value {
                 }),
             );
         }
-        Action::Turn => {
+        RestInput::Own(OwnRoute::Turn) => {
             all.insert("200".into(), turn_result(route.rest.answer));
         }
-        Action::Export => {
+        RestInput::Own(OwnRoute::Export) => {
             all.insert(
                 "200".into(),
                 json!({"description": route.rest.answer, "content": {JSONL: {"schema": {"type": "string"}}}}),
             );
         }
-        Action::Body(_) | Action::Import | Action::Call(_) | Action::Document => {
-            all.insert(route.success_status().to_string(), result(route.rest.answer));
+        RestInput::Path | RestInput::Query(_) | RestInput::Body | RestInput::Own(OwnRoute::Import) => {
+            all.insert(route.rest.status.to_string(), result(route.rest.answer));
         }
-        Action::Events => {
+        RestInput::Own(OwnRoute::Events) => {
             all.insert(
                 "200".into(),
                 json!({
@@ -242,10 +232,6 @@ fn responses(route: &Route) -> Value {
         all.insert(status.to_string(), json!({"$ref": format!("#/components/responses/{}", error_name(status))}));
     }
     Value::Object(all)
-}
-
-fn register<T: JsonSchema>(generator: &mut SchemaGenerator) {
-    generator.subschema_for::<T>();
 }
 
 fn schema_ref(name: &str) -> Value {

@@ -25,14 +25,15 @@ use serde_json::{Map, Value};
 
 use super::api_error::ApiError;
 use super::openapi;
-use super::routes::{self, Action, Method, QueryParams, ROUTES, Route};
+use super::routes::{self, Method, OwnRoute, ROUTES, RestInput, Route};
 use super::streaming::StreamedTurn;
 use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::{CallerServices, SessionService, TurnOptions};
 use crate::surfaces::operation::Operation;
-use crate::surfaces::wire::{self, SessionCreateParams, SessionListParams, SessionTurnParams};
+use crate::surfaces::operation::turns::{SessionCreateParams, SessionTurnParams};
+use crate::surfaces::wire;
 
 pub fn router<P: CallerServices>() -> Router<Arc<P>> {
     // Routes on one path (GET and DELETE of a session) merge into one method router.
@@ -48,23 +49,24 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
         Method::Post => MethodFilter::POST,
         Method::Delete => MethodFilter::DELETE,
     };
-    match route.action {
-        Action::Create => on(
+    let Some(operation) = route.operation else { return on(method, openapi_document) };
+    match route.rest.input {
+        RestInput::Own(OwnRoute::Create) => on(
             method,
             move |services: State<Arc<P>>, caller: Extension<Caller>, body: Result<Json<Value>, JsonRejection>| {
-                create(route, services.for_caller(&caller), body)
+                create(route, operation, services.for_caller(&caller), body)
             },
         ),
-        Action::Turn => on(
+        RestInput::Own(OwnRoute::Turn) => on(
             method,
             move |services: State<Arc<P>>,
                   caller: Extension<Caller>,
                   id: Result<Path<String>, PathRejection>,
                   body: Result<Json<Value>, JsonRejection>| {
-                turn(route, services.for_caller(&caller), id, body)
+                turn(route, operation, services.for_caller(&caller), id, body)
             },
         ),
-        Action::Body(operation) => on(
+        RestInput::Body => on(
             method,
             move |services: State<Arc<P>>,
                   caller: Extension<Caller>,
@@ -73,14 +75,14 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
                 with_body(route, operation, services.for_caller(&caller), id, body)
             },
         ),
-        Action::Call(operation) => on(
+        RestInput::Path | RestInput::Query(_) => on(
             method,
             move |services: State<Arc<P>>,
                   caller: Extension<Caller>,
                   ids: Result<Path<Vec<(String, String)>>, PathRejection>,
                   uri: Uri| { call(route, operation, services.for_caller(&caller), ids, uri) },
         ),
-        Action::Events => on(
+        RestInput::Own(OwnRoute::Events) => on(
             method,
             move |services: State<Arc<P>>,
                   caller: Extension<Caller>,
@@ -88,31 +90,22 @@ fn handler<P: CallerServices>(route: &'static Route) -> MethodRouter<Arc<P>> {
                   id: Result<Path<String>, PathRejection>,
                   uri: Uri| {
                 let subject = caller.subject_arc();
-                events(route, services.for_caller(&caller), id, uri, follows.0, subject)
+                events(route, operation, services.for_caller(&caller), id, uri, follows.0, subject)
             },
         ),
-        Action::Export => on(
+        RestInput::Own(OwnRoute::Export) => on(
             method,
             |services: State<Arc<P>>, caller: Extension<Caller>, id: Result<Path<String>, PathRejection>| {
                 export(services.for_caller(&caller), id)
             },
         ),
-        Action::Import => on(
+        RestInput::Own(OwnRoute::Import) => on(
             method,
             move |services: State<Arc<P>>, caller: Extension<Caller>, body: Result<String, StringRejection>| {
                 import(services.for_caller(&caller), body)
             },
         ),
-        Action::Document => on(method, openapi_document),
     }
-}
-
-/// The query of `GET /v1/sessions/{id}`: `SessionReadParams` without the id, which is in the path.
-#[derive(Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-struct ReadQuery {
-    #[serde(default)]
-    wait_ms: Option<u64>,
 }
 
 /// The options of a turn that is not streamed: it waits like the MCP tools, and takes no
@@ -129,6 +122,7 @@ async fn openapi_document() -> Json<Value> {
 
 async fn create<S: SessionService>(
     route: &'static Route,
+    operation: Operation,
     service: S,
     body: Result<Json<Value>, JsonRejection>,
 ) -> Answer {
@@ -139,7 +133,7 @@ async fn create<S: SessionService>(
         let call = tokio::spawn(async move { service.create_session(params.into_request(options)).await });
         return Ok(streamed.respond(call).await);
     }
-    let result = Operation::Create.run(&route.name(), &service, body, waiting).await?;
+    let result = operation.run(&route.name(), &service, body, waiting).await?;
     // A `RunResult` always names its session.
     let location = format!("/v1/sessions/{}", result["session_id"].as_str().unwrap_or_default());
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(result)).into_response())
@@ -147,6 +141,7 @@ async fn create<S: SessionService>(
 
 async fn turn<S: SessionService>(
     route: &'static Route,
+    operation: Operation,
     service: S,
     id: Result<Path<String>, PathRejection>,
     body: Result<Json<Value>, JsonRejection>,
@@ -162,7 +157,7 @@ async fn turn<S: SessionService>(
         let call = tokio::spawn(async move { service.start_turn(&id, request).await });
         return Ok(streamed.respond(call).await);
     }
-    Ok(Json(Operation::Turn.run(&route.name(), &service, body, waiting).await?).into_response())
+    Ok(Json(operation.run(&route.name(), &service, body, waiting).await?).into_response())
 }
 
 /// An operation on the path's session with a JSON body: a message for its inbox (202, as it
@@ -178,7 +173,7 @@ async fn with_body<S: SessionService>(
     let Json(mut body) = body?;
     put_path_id(&mut body, id)?;
     let result = operation.run(&route.name(), &service, body, waiting).await?;
-    let status = StatusCode::from_u16(route.success_status()).unwrap_or(StatusCode::OK);
+    let status = StatusCode::from_u16(route.rest.status).unwrap_or(StatusCode::OK);
     if status == StatusCode::CREATED {
         // A fork answers the new session's view, which names it.
         let location = format!("/v1/sessions/{}", result["session_id"].as_str().unwrap_or_default());
@@ -207,13 +202,9 @@ async fn call<S: SessionService>(
     uri: Uri,
 ) -> Answer {
     let Path(ids) = ids?;
-    let mut arguments = match route.rest.query {
-        Some(QueryParams::Read) => object(Query::<ReadQuery>::try_from_uri(&uri)?.0),
-        Some(QueryParams::List) => object(Query::<SessionListParams>::try_from_uri(&uri)?.0),
-        Some(QueryParams::Events) => object(Query::<EventsQuery>::try_from_uri(&uri)?.0),
-        Some(QueryParams::Memories) => object(Query::<wire::MemoryListParams>::try_from_uri(&uri)?.0),
-        Some(QueryParams::Documents) => object(Query::<wire::DocumentsIndexParams>::try_from_uri(&uri)?.0),
-        None => Map::new(),
+    let mut arguments = match route.rest.input {
+        RestInput::Query(parse) => parse(&uri)?,
+        _ => Map::new(),
     };
     for (name, value) in ids {
         let argument = routes::path_parameter(&name).map_or(name, |parameter| parameter.argument.to_owned());
@@ -239,10 +230,11 @@ struct EventsQuery {
     provisional: bool,
 }
 
-/// The journal feed: a page through [`Operation::Events`], or with `follow=true` a following
+/// The journal feed: a page through `session_events`, or with `follow=true` a following
 /// event stream ([`follow`](super::follow)).
 async fn events<S: SessionService>(
     route: &'static Route,
+    operation: Operation,
     service: S,
     id: Result<Path<String>, PathRejection>,
     uri: Uri,
@@ -258,8 +250,7 @@ async fn events<S: SessionService>(
     }
     let mut arguments = object(query);
     arguments.insert("session_id".to_owned(), Value::String(id));
-    Ok(Json(Operation::Events.run(&route.name(), &service, Value::Object(arguments), waiting).await?)
-        .into_response())
+    Ok(Json(operation.run(&route.name(), &service, Value::Object(arguments), waiting).await?).into_response())
 }
 
 /// A session's document, as the document itself.

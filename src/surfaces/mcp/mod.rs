@@ -45,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::operation::Operation;
+use super::operation::turns::Turns;
 use super::wire::ErrorBody;
 use crate::agent::event_channel;
 use crate::caller::Caller;
@@ -203,7 +204,7 @@ impl<P: CallerServices> McpServer<P> {
         as_task: bool,
     ) -> Option<(CallToolResponse, CallSummary)> {
         let operation = Operation::from_tool(name).filter(|operation| operation.spec().mcp_tool)?;
-        let runs_turn = matches!(operation, Operation::Create | Operation::Turn);
+        let runs_turn = operation.runs_turn();
         let as_task = as_task && runs_turn;
         let waited = Mutex::new(None);
         // A task's turn reports through its status message instead of progress notifications.
@@ -335,7 +336,7 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         // session_create names the caller's agents, as the files are now.
         let menu = self.services.for_caller(self.caller_of(&context)).agents().menu(AGENT_MENU_BYTES);
         if !menu.is_empty()
-            && let Some(create) = tools.iter_mut().find(|tool| tool.name == Operation::Create.tool())
+            && let Some(create) = tools.iter_mut().find(|tool| tool.name == Operation::from(Turns::Create).tool())
         {
             let description = create.description.as_deref().unwrap_or_default();
             create.description = Some(format!("{description}\n\nNamed agents (`agent`):{menu}").into());

@@ -1,54 +1,112 @@
 //! The session operations, as one declarative table: a row per operation ([`Spec`]) gives its
-//! MCP tool, its JSON-RPC method, its description and schemas (the tool catalog and
-//! `schemas/`), and its REST route (the router and the OpenAPI document); `deputy call` reaches
-//! any of them by name. [`Operation::run`] is the one place that turns JSON arguments into the
-//! one `SessionService` call, so no surface can drift from another.
+//! MCP tool, its JSON-RPC method, its description, its params and result types (the tool
+//! catalog, `schemas/` and the OpenAPI components), and its REST route (the router and the
+//! OpenAPI document); `deputy call` reaches any of them by name. [`Operation::run`] is the one
+//! place that turns JSON arguments into the one `SessionService` call, so no surface can drift
+//! from another.
 //!
-//! A new operation is a variant, its row in [`SPECS`] and its arm in [`Operation::run`] (here),
-//! and its params type in [`wire`]; every surface then has it.
+//! The operations come in groups, a file each, by what they are about ([`turns`],
+//! [`sessions`], [`inbox`], [`journal`], [`agents`], [`history`], [`memory`], [`caller`]). A
+//! group's file holds everything of its operations: the variant, the row, the arm that runs it
+//! and the params type. A new operation in a group is written there and nowhere else in the
+//! surfaces; every surface then has it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::Query;
+use axum::extract::rejection::QueryRejection;
+use axum::http::Uri;
 use schemars::JsonSchema;
+use schemars::SchemaGenerator;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use strum::VariantArray;
 
-mod specs;
+/// A group of operations: its enum, each operation's row (a `static` of the group's file) and
+/// its `run` arm. An arm is written as a closure of the service and the parsed params (plus
+/// `turn_options` for the operations that run a turn) whose value is the service call's
+/// result: the macro parses the arguments into the params type and renders the result.
+macro_rules! operations {
+    (
+        $(#[$meta:meta])*
+        pub enum $group:ident {
+            $($variant:ident => $row:ident, |$service:ident, $params:tt: $type:ty $(, $turn:ident)?| $call:expr,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::VariantArray)]
+        pub enum $group {
+            $($variant,)*
+        }
 
-pub use specs::SPECS;
+        impl $group {
+            /// The operation's row.
+            pub fn spec(self) -> &'static $crate::surfaces::operation::Spec {
+                match self {
+                    $(Self::$variant => &$row,)*
+                }
+            }
 
+            /// Parses `arguments` as the operation's params, makes its one service call and
+            /// renders the result ([`Operation::run`](super::Operation::run)).
+            pub(super) async fn run<S: $crate::session::SessionService, G>(
+                self,
+                name: &str,
+                service: &S,
+                arguments: serde_json::Value,
+                turn_options: impl FnOnce(std::time::Duration) -> ($crate::session::TurnOptions, G),
+            ) -> Result<serde_json::Value, $crate::error::SessionError> {
+                // Only the operations that run a turn take it.
+                let _ = &turn_options;
+                match self {
+                    $(Self::$variant => {
+                        let $params: $type = $crate::surfaces::wire::parse_params(name, arguments)?;
+                        let $service = service;
+                        $(let $turn = turn_options;)?
+                        $crate::surfaces::operation::json($call)
+                    })*
+                }
+            }
+        }
+    };
+}
+
+pub mod agents;
+pub mod caller;
+pub mod history;
+pub mod inbox;
+pub mod journal;
+pub mod memory;
+pub mod sessions;
+pub mod turns;
+
+use self::agents::Agents;
+use self::caller::Caller;
+use self::history::History;
+use self::inbox::Inbox;
+use self::journal::Journal;
+use self::memory::Memory;
+use self::sessions::Sessions;
+use self::turns::Turns;
 use super::portable::portable;
 use super::strict::strict_input;
-use super::wire;
 use crate::error::ErrorCode;
 use crate::error::{ErrorKind, SessionError};
 use crate::session::{SessionService, TurnOptions};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumCount)]
+/// One operation: its group and which of the group's it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
-    Create,
-    Turn,
-    Interrupt,
-    Read,
-    List,
-    Archive,
-    Compact,
-    ToolOutput,
-    Send,
-    Events,
-    AgentList,
-    AgentGet,
-    Fork,
-    Rewind,
-    Export,
-    Import,
-    Messages,
-    MemoryList,
-    MemoryDelete,
-    DocumentsIndex,
-    CallerGet,
-    WebhooksStatus,
+    Turns(Turns),
+    Sessions(Sessions),
+    Inbox(Inbox),
+    Journal(Journal),
+    Agents(Agents),
+    History(History),
+    Memory(Memory),
+    Caller(Caller),
 }
 
 /// One operation's row of the table: everything the surfaces say of it.
@@ -69,11 +127,32 @@ pub struct Spec {
     pub not_for_models: &'static [&'static str],
     /// What the operation does, for an LLM caller.
     pub description: &'static str,
-    /// The params type's schema, as the tool's input schema.
-    pub input_schema: fn() -> Map<String, Value>,
-    /// The result type's schema, as the tool's output schema.
-    pub output_schema: fn() -> Map<String, Value>,
+    /// The params type: the tool's input schema, and the REST body's or query's.
+    pub params: TypeSchema,
+    /// The result type: the tool's output schema, and the REST answer's.
+    pub result: TypeSchema,
     pub rest: RestRoute,
+}
+
+/// A params or result type's schemas, as functions: the table is static data, and a schema is
+/// only built when a catalog or document asks for it.
+#[derive(Debug, Clone, Copy)]
+pub struct TypeSchema {
+    /// As an MCP tool's schema: [`portable`], and [`strict_input`] for params.
+    pub tool: fn() -> Map<String, Value>,
+    /// Adds the type (and the types it names) to an OpenAPI document's components, and names
+    /// its component.
+    pub component: fn(&mut SchemaGenerator) -> String,
+}
+
+impl TypeSchema {
+    pub const fn params<P: JsonSchema + 'static>() -> Self {
+        Self { tool: input_schema::<P>, component: component::<P> }
+    }
+
+    pub const fn result<R: JsonSchema + 'static>() -> Self {
+        Self { tool: output_schema::<R>, component: component::<R> }
+    }
 }
 
 /// Where an operation is on the REST surface, and how the OpenAPI document describes it.
@@ -83,19 +162,52 @@ pub struct RestRoute {
     /// axum and OpenAPI spell path parameters alike: `{name}`, one of
     /// [`PATH_PARAMETERS`](super::http::routes::PATH_PARAMETERS).
     pub path: &'static str,
-    /// Whose properties are the route's query parameters (minus those the path supplies).
-    pub query: Option<QueryParams>,
+    /// Where its arguments come from besides the path's ids.
+    pub input: RestInput,
+    /// The status of a success: 201 for what creates a session, 202 for what is only queued.
+    pub status: u16,
     pub operation_id: &'static str,
     pub summary: &'static str,
     pub description: Option<&'static str>,
-    /// The component schema of the success answer; `None`: any JSON object.
-    pub result: Option<&'static str>,
     /// What the success answer means.
     pub answer: &'static str,
     /// The codes the operation can fail with (the `SessionService` method's errors). Their
     /// statuses come from the code table; 413 is added for routes with a body, and the guard's
     /// 401/403 for every route.
     pub errors: &'static [ErrorCode],
+}
+
+/// How a REST route takes an operation's arguments: the path's ids (`{id}` is `session_id`),
+/// plus one of these. The answer is the operation's result as JSON, with the row's status.
+#[derive(Debug, Clone, Copy)]
+pub enum RestInput {
+    /// Nothing else.
+    Path,
+    /// The query, parsed as the params less what the path gives ([`query`]): typed, so a
+    /// mistyped value is refused naming it. The OpenAPI document lists the params' properties.
+    Query(fn(&Uri) -> Result<Map<String, Value>, QueryRejection>),
+    /// A JSON body: the params less what the path gives (a session id in it too is refused).
+    /// Its OpenAPI component is the params' with `Body` for `Params`.
+    Body,
+    /// A handler of the REST surface's own.
+    Own(OwnRoute),
+}
+
+/// The routes whose body or answer is more than JSON arguments and a JSON result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnRoute {
+    /// A body, plus the REST-only `stream` flag (the first turn as Server-Sent Events); 201 and
+    /// `Location`.
+    Create,
+    /// A body plus `stream`, the session id from the path.
+    Turn,
+    /// The journal: a page, or with `follow=true` Server-Sent Events that continue as the
+    /// session's turns end.
+    Events,
+    /// Answers the document itself, as `application/jsonl`.
+    Export,
+    /// The body is the document itself (`application/jsonl`): 201 and `Location`.
+    Import,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,53 +237,62 @@ impl Method {
     }
 }
 
-/// The params types whose properties a route takes as query parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueryParams {
-    /// `SessionReadParams`: `wait_ms`.
-    Read,
-    /// `SessionListParams`: `cursor`, `offset`, `limit`, `include_archived`, the tree and the
-    /// filters.
-    List,
-    /// `SessionEventsParams`: `after_seq`, `limit` (plus the REST-only `follow`).
-    Events,
-    /// `MemoryListParams`: `query`, `before`, `limit`.
-    Memories,
-    /// `DocumentsIndexParams`: `collection`.
-    Documents,
+/// A route's query as JSON arguments, parsed as `T`: a struct of optional scalars, which always
+/// serializes to an object.
+pub fn query<T: DeserializeOwned + Serialize>(uri: &Uri) -> Result<Map<String, Value>, QueryRejection> {
+    let Query(query) = Query::<T>::try_from_uri(uri)?;
+    Ok(match serde_json::to_value(query) {
+        Ok(Value::Object(arguments)) => arguments,
+        _ => Map::new(),
+    })
 }
 
+macro_rules! groups {
+    ($($group:ident),* $(,)?) => {
+        $(impl From<$group> for Operation {
+            fn from(operation: $group) -> Self {
+                Self::$group(operation)
+            }
+        })*
+
+        impl Operation {
+            /// Every operation, in the order `tools/list` shows them: by group, in each group's
+            /// order.
+            pub fn all() -> impl Iterator<Item = Operation> {
+                std::iter::empty()
+                    $(.chain($group::VARIANTS.iter().copied().map(Operation::from)))*
+            }
+
+            /// The operation's row.
+            pub fn spec(self) -> &'static Spec {
+                match self {
+                    $(Self::$group(operation) => operation.spec(),)*
+                }
+            }
+
+            /// Parses `arguments` (errors name the operation as `name`), makes the one service
+            /// call and renders its result as JSON. `turn_options` turns the wait of a
+            /// turn-running operation into the surface's options (MCP adds progress and
+            /// cancellation); whatever else it returns (a progress forwarder) lives until the
+            /// call ends.
+            pub async fn run<S: SessionService, G>(
+                self,
+                name: &str,
+                service: &S,
+                arguments: Value,
+                turn_options: impl FnOnce(Duration) -> (TurnOptions, G),
+            ) -> Result<Value, SessionError> {
+                match self {
+                    $(Self::$group(operation) => operation.run(name, service, arguments, turn_options).await,)*
+                }
+            }
+        }
+    };
+}
+
+groups!(Turns, Sessions, Inbox, Journal, Agents, History, Memory, Caller);
+
 impl Operation {
-    pub const ALL: [Operation; <Operation as strum::EnumCount>::COUNT] = [
-        Self::Create,
-        Self::Turn,
-        Self::Interrupt,
-        Self::Read,
-        Self::List,
-        Self::Archive,
-        Self::Compact,
-        Self::ToolOutput,
-        Self::Send,
-        Self::Events,
-        Self::AgentList,
-        Self::AgentGet,
-        Self::Fork,
-        Self::Rewind,
-        Self::Export,
-        Self::Import,
-        Self::Messages,
-        Self::MemoryList,
-        Self::MemoryDelete,
-        Self::DocumentsIndex,
-        Self::CallerGet,
-        Self::WebhooksStatus,
-    ];
-
-    /// The operation's row.
-    pub fn spec(self) -> &'static Spec {
-        &SPECS[self as usize]
-    }
-
     /// The MCP tool's name.
     pub fn tool(self) -> &'static str {
         self.spec().tool
@@ -183,11 +304,11 @@ impl Operation {
     }
 
     pub fn from_tool(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|operation| operation.tool() == name)
+        Self::all().find(|operation| operation.tool() == name)
     }
 
     pub fn from_method(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|operation| operation.method() == name)
+        Self::all().find(|operation| operation.method() == name)
     }
 
     /// By either name: the MCP tool's or the JSON-RPC method's (`deputy call`).
@@ -195,112 +316,10 @@ impl Operation {
         Self::from_tool(name).or_else(|| Self::from_method(name))
     }
 
-    /// Parses `arguments` (errors name the operation as `name`), makes the one service call and
-    /// renders its result as JSON. `turn_options` turns the wait of a turn-running operation
-    /// into the surface's options (MCP adds progress and cancellation); whatever else it returns
-    /// (a progress forwarder) lives until the call ends.
-    pub async fn run<S: SessionService, G>(
-        self,
-        name: &str,
-        service: &S,
-        arguments: Value,
-        turn_options: impl FnOnce(Duration) -> (TurnOptions, G),
-    ) -> Result<Value, SessionError> {
-        match self {
-            Self::Create => {
-                let params: wire::SessionCreateParams = wire::parse_params(name, arguments)?;
-                let (options, _guard) = turn_options(wire::turn_wait(params.wait_ms));
-                json(service.create_session(params.into_request(options)).await)
-            }
-            Self::Turn => {
-                let params: wire::SessionTurnParams = wire::parse_params(name, arguments)?;
-                let (options, _guard) = turn_options(wire::turn_wait(params.wait_ms));
-                let (id, request) = params.into_request(options);
-                json(service.start_turn(&id, request).await)
-            }
-            Self::Interrupt => {
-                let params: wire::SessionInterruptParams = wire::parse_params(name, arguments)?;
-                json(service.interrupt(&params.session_id, params.cascade.unwrap_or(true)).await)
-            }
-            Self::Read => {
-                let params: wire::SessionReadParams = wire::parse_params(name, arguments)?;
-                json(service.read(&params.session_id, Some(wire::read_wait(params.wait_ms))).await)
-            }
-            Self::List => {
-                let params: wire::SessionListParams = wire::parse_params(name, arguments)?;
-                json(service.list(params.into_query()?).await)
-            }
-            Self::Archive => {
-                let params: wire::SessionArchiveParams = wire::parse_params(name, arguments)?;
-                json(service.archive(&params.session_id).await)
-            }
-            Self::Compact => {
-                let params: wire::SessionCompactParams = wire::parse_params(name, arguments)?;
-                json(service.compact(&params.session_id).await)
-            }
-            Self::ToolOutput => {
-                let params: wire::SessionToolOutputParams = wire::parse_params(name, arguments)?;
-                json(service.tool_output(&params.session_id, &params.tool_use_id).await)
-            }
-            Self::Send => {
-                let params: wire::SessionSendParams = wire::parse_params(name, arguments)?;
-                let (id, request) = params.into_request();
-                json(service.send(&id, request).await)
-            }
-            Self::Events => {
-                let params: wire::SessionEventsParams = wire::parse_params(name, arguments)?;
-                let limit = params.limit.unwrap_or(wire::DEFAULT_EVENTS_LIMIT);
-                json(service.events(&params.session_id, params.after_seq, limit).await)
-            }
-            Self::AgentList => {
-                let _: wire::AgentListParams = wire::parse_params(name, arguments)?;
-                json(Ok(service.agents()))
-            }
-            Self::AgentGet => {
-                let params: wire::AgentGetParams = wire::parse_params(name, arguments)?;
-                json(service.agent(&params.name))
-            }
-            Self::Fork => {
-                let params: wire::SessionForkParams = wire::parse_params(name, arguments)?;
-                json(service.fork(&params.session_id, params.at_turn).await)
-            }
-            Self::Rewind => {
-                let params: wire::SessionRewindParams = wire::parse_params(name, arguments)?;
-                json(service.rewind(&params.session_id, params.to_turn).await)
-            }
-            Self::Export => {
-                let params: wire::SessionExportParams = wire::parse_params(name, arguments)?;
-                json(service.export(&params.session_id).await)
-            }
-            Self::Import => {
-                let params: wire::SessionImportParams = wire::parse_params(name, arguments)?;
-                json(service.import(&params.document).await)
-            }
-            Self::Messages => {
-                let params: wire::SessionMessagesParams = wire::parse_params(name, arguments)?;
-                json(service.history(&params.session_id).await)
-            }
-            Self::MemoryList => {
-                let params: wire::MemoryListParams = wire::parse_params(name, arguments)?;
-                json(service.memories(params.into_query()).await)
-            }
-            Self::MemoryDelete => {
-                let params: wire::MemoryDeleteParams = wire::parse_params(name, arguments)?;
-                json(service.forget_memory(params.memory_id).await)
-            }
-            Self::DocumentsIndex => {
-                let params: wire::DocumentsIndexParams = wire::parse_params(name, arguments)?;
-                json(service.index_documents(params.collection).await)
-            }
-            Self::CallerGet => {
-                let _: wire::CallerGetParams = wire::parse_params(name, arguments)?;
-                json(Ok(service.caller_info()))
-            }
-            Self::WebhooksStatus => {
-                let _: wire::WebhooksStatusParams = wire::parse_params(name, arguments)?;
-                json(service.webhooks().await)
-            }
-        }
+    /// Whether it runs a turn (and so takes the surface's turn options: MCP's progress and
+    /// cancellation, a task's status).
+    pub fn runs_turn(self) -> bool {
+        matches!(self, Self::Turns(Turns::Create | Turns::Turn))
     }
 
     /// The tool's entry in the catalog: its description for an LLM caller, whether it only
@@ -311,8 +330,8 @@ impl Operation {
             name: spec.tool,
             description: spec.description,
             read_only: spec.read_only,
-            input_schema: Arc::new((spec.input_schema)()),
-            output_schema: Arc::new((spec.output_schema)()),
+            input_schema: Arc::new((spec.params.tool)()),
+            output_schema: Arc::new((spec.result.tool)()),
         }
     }
 }
@@ -320,13 +339,12 @@ impl Operation {
 /// deputy's tools, in the order `tools/list` shows them.
 /// Every operation's tool, MCP's or not (`schemas/` has them all).
 pub fn tool_catalog() -> Vec<ToolDescriptor> {
-    Operation::ALL.into_iter().map(Operation::descriptor).collect()
+    Operation::all().map(Operation::descriptor).collect()
 }
 
 /// The tools an MCP client lists, without the fields that are not for models.
 pub fn mcp_tool_catalog() -> Vec<ToolDescriptor> {
-    Operation::ALL
-        .into_iter()
+    Operation::all()
         .filter(|operation| operation.spec().mcp_tool)
         .map(|operation| {
             let mut descriptor = operation.descriptor();
@@ -373,6 +391,11 @@ fn output_schema<R: JsonSchema + 'static>() -> Map<String, Value> {
     portable(&rmcp::handler::server::common::schema_for_output::<R>())
 }
 
+fn component<T: JsonSchema>(generator: &mut SchemaGenerator) -> String {
+    generator.subschema_for::<T>();
+    T::schema_name().into_owned()
+}
+
 /// Renders a service result as JSON. The result types are plain data that always serialize, so
 /// the error arm cannot happen in practice. It would be an internal error, not the agent's, but
 /// the code table has no internal code and adding one changes the contract: it stays
@@ -387,19 +410,44 @@ fn json<T: Serialize>(result: Result<T, SessionError>) -> Result<Value, SessionE
 mod tests {
     use super::*;
 
+    /// `tools/list` and `schemas/` show the tools in this order, the one they had before the
+    /// table was split into groups.
     #[test]
-    fn the_table_lists_every_operation_in_order() {
-        for (index, operation) in Operation::ALL.into_iter().enumerate() {
-            assert_eq!(operation as usize, index);
-        }
+    fn the_groups_list_the_operations_in_the_order_clients_have_seen() {
+        let tools: Vec<&str> = Operation::all().map(Operation::tool).collect();
+        let expected = [
+            "session_create",
+            "session_turn",
+            "session_interrupt",
+            "session_read",
+            "session_list",
+            "session_archive",
+            "session_compact",
+            "session_tool_output",
+            "session_send",
+            "session_events",
+            "agent_list",
+            "agent_get",
+            "session_fork",
+            "session_rewind",
+            "session_export",
+            "session_import",
+            "session_messages",
+            "memory_list",
+            "memory_delete",
+            "documents_index",
+            "caller_get",
+            "webhooks_status",
+        ];
+        assert_eq!(tools, expected);
     }
 
     #[test]
     fn every_operation_has_one_tool_and_one_method_and_the_catalog_lists_the_tools() {
         let catalog: Vec<&str> = tool_catalog().iter().map(|tool| tool.name).collect();
-        let tools: Vec<&str> = Operation::ALL.iter().map(|operation| operation.tool()).collect();
+        let tools: Vec<&str> = Operation::all().map(Operation::tool).collect();
         assert_eq!(catalog, tools);
-        for operation in Operation::ALL {
+        for operation in Operation::all() {
             assert_eq!(Operation::from_tool(operation.tool()), Some(operation));
             assert_eq!(Operation::from_method(operation.method()), Some(operation));
         }
@@ -422,10 +470,10 @@ mod tests {
         };
         let (all, _) = properties(tool_catalog());
         let (for_models, required) = properties(mcp_tool_catalog());
-        for field in wire::SessionListParams::NOT_FOR_MODELS {
+        for field in sessions::SessionListParams::NOT_FOR_MODELS {
             assert!(all.iter().any(|name| name == field), "{field}");
             assert!(!for_models.iter().any(|name| name == field) && !required.iter().any(|name| name == field));
         }
-        assert_eq!(all.len(), for_models.len() + wire::SessionListParams::NOT_FOR_MODELS.len());
+        assert_eq!(all.len(), for_models.len() + sessions::SessionListParams::NOT_FOR_MODELS.len());
     }
 }

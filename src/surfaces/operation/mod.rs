@@ -411,9 +411,9 @@ mod tests {
     use super::*;
 
     /// `tools/list` and `schemas/` show the tools in this order, the one they had before the
-    /// table was split into groups.
+    /// table was split into groups; a new operation may come anywhere among them.
     #[test]
-    fn the_groups_list_the_operations_in_the_order_clients_have_seen() {
+    fn the_groups_keep_the_order_clients_have_seen() {
         let tools: Vec<&str> = Operation::all().map(Operation::tool).collect();
         let expected = [
             "session_create",
@@ -439,7 +439,10 @@ mod tests {
             "caller_get",
             "webhooks_status",
         ];
-        assert_eq!(tools, expected);
+        let mut seen = tools.iter();
+        for tool in expected {
+            assert!(seen.any(|listed| *listed == tool), "{tool} is out of order in {tools:?}");
+        }
     }
 
     #[test]

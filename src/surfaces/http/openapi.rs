@@ -166,7 +166,9 @@ fn operation(route: &Route, names: &RouteComponents, queries: &Map<String, Value
     if !parameters.is_empty() {
         operation.insert("parameters".into(), Value::Array(parameters));
     }
-    if let Some(params) = names.params.as_ref().filter(|params| !queries.contains_key(*params)) {
+    if route.has_body()
+        && let Some(params) = &names.params
+    {
         operation.insert("requestBody".into(), body(&body_name(params)));
     }
     if matches!(route.rest.input, RestInput::Own(OwnRoute::Import)) {

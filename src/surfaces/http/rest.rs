@@ -31,8 +31,8 @@ use crate::caller::Caller;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::session::{CallerServices, SessionService, TurnOptions};
-use crate::surfaces::operation::Operation;
 use crate::surfaces::operation::turns::{SessionCreateParams, SessionTurnParams};
+use crate::surfaces::operation::{self, Operation};
 use crate::surfaces::wire;
 
 pub fn router<P: CallerServices>() -> Router<Arc<P>> {
@@ -133,10 +133,7 @@ async fn create<S: SessionService>(
         let call = tokio::spawn(async move { service.create_session(params.into_request(options)).await });
         return Ok(streamed.respond(call).await);
     }
-    let result = operation.run(&route.name(), &service, body, waiting).await?;
-    // A `RunResult` always names its session.
-    let location = format!("/v1/sessions/{}", result["session_id"].as_str().unwrap_or_default());
-    Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(result)).into_response())
+    Ok(answer(route, operation.run(&route.name(), &service, body, waiting).await?))
 }
 
 async fn turn<S: SessionService>(
@@ -172,14 +169,18 @@ async fn with_body<S: SessionService>(
     let Path(id) = id?;
     let Json(mut body) = body?;
     put_path_id(&mut body, id)?;
-    let result = operation.run(&route.name(), &service, body, waiting).await?;
+    Ok(answer(route, operation.run(&route.name(), &service, body, waiting).await?))
+}
+
+/// A JSON result with its route's status. What creates a session (201) answers its view or its
+/// first turn, both naming it, and `Location` says where it is.
+fn answer(route: &Route, result: Value) -> Response {
     let status = StatusCode::from_u16(route.rest.status).unwrap_or(StatusCode::OK);
-    if status == StatusCode::CREATED {
-        // A fork answers the new session's view, which names it.
-        let location = format!("/v1/sessions/{}", result["session_id"].as_str().unwrap_or_default());
-        return Ok((status, [(header::LOCATION, location)], Json(result)).into_response());
+    if status != StatusCode::CREATED {
+        return (status, Json(result)).into_response();
     }
-    Ok((status, Json(result)).into_response())
+    let location = format!("/v1/sessions/{}", result["session_id"].as_str().unwrap_or_default());
+    (status, [(header::LOCATION, location)], Json(result)).into_response()
 }
 
 /// The body's arguments get the session id from the path; one in the body too is refused.
@@ -248,7 +249,7 @@ async fn events<S: SessionService>(
         let (after, provisional) = (query.after_seq, query.provisional);
         return Ok(super::follow::respond(service, id, after, provisional, &follows, subject).await);
     }
-    let mut arguments = object(query);
+    let mut arguments = operation::arguments(query);
     arguments.insert("session_id".to_owned(), Value::String(id));
     Ok(Json(operation.run(&route.name(), &service, Value::Object(arguments), waiting).await?).into_response())
 }
@@ -266,15 +267,6 @@ async fn import<S: SessionService>(service: S, body: Result<String, StringReject
     let view = service.import(&document).await?;
     let location = format!("/v1/sessions/{}", view.session_id);
     Ok((StatusCode::CREATED, [(header::LOCATION, location)], Json(view)).into_response())
-}
-
-/// A parsed query as JSON arguments. The query types are structs of optional scalars, which
-/// always serialize to an object.
-fn object<T: Serialize>(query: T) -> Map<String, Value> {
-    match serde_json::to_value(query) {
-        Ok(Value::Object(arguments)) => arguments,
-        _ => Map::new(),
-    }
 }
 
 /// Takes the REST-only `stream` flag off a body, leaving exactly the wire params to parse.

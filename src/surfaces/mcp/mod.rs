@@ -336,7 +336,7 @@ impl<P: CallerServices> ServerHandler for McpServer<P> {
         // session_create names the caller's agents, as the files are now.
         let menu = self.services.for_caller(self.caller_of(&context)).agents().menu(AGENT_MENU_BYTES);
         if !menu.is_empty()
-            && let Some(create) = tools.iter_mut().find(|tool| tool.name == Operation::from(Turns::Create).tool())
+            && let Some(create) = tools.iter_mut().find(|tool| tool.name == Turns::Create.spec().tool)
         {
             let description = create.description.as_deref().unwrap_or_default();
             create.description = Some(format!("{description}\n\nNamed agents (`agent`):{menu}").into());

@@ -237,14 +237,19 @@ impl Method {
     }
 }
 
-/// A route's query as JSON arguments, parsed as `T`: a struct of optional scalars, which always
-/// serializes to an object.
+/// A route's query as JSON arguments, parsed as `T` (typed, so a mistyped value is refused
+/// naming it).
 pub fn query<T: DeserializeOwned + Serialize>(uri: &Uri) -> Result<Map<String, Value>, QueryRejection> {
-    let Query(query) = Query::<T>::try_from_uri(uri)?;
-    Ok(match serde_json::to_value(query) {
+    Ok(arguments(Query::<T>::try_from_uri(uri)?.0))
+}
+
+/// A parsed query as JSON arguments. The query types are structs of optional scalars, which
+/// always serialize to an object.
+pub fn arguments<T: Serialize>(query: T) -> Map<String, Value> {
+    match serde_json::to_value(query) {
         Ok(Value::Object(arguments)) => arguments,
         _ => Map::new(),
-    })
+    }
 }
 
 macro_rules! groups {

@@ -27,47 +27,22 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     }
 }
 
+/// The JSON inside a value [`encode`] made: what a larger encoding may embed as it is.
+pub fn json_of(encoded: &[u8]) -> &[u8] {
+    &encoded[1..]
+}
+
+/// The start of an encoding whose JSON the caller writes (of [`json_of`] pieces, say), with room
+/// for `capacity` bytes in all.
+pub fn encoded_json(capacity: usize) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(capacity);
+    bytes.push(VERSION);
+    bytes
+}
+
 /// [`encode`] with `sealer` sealing every [`crate::secrets::Secret`] inside `value`.
 pub fn encode_sealed<T: Serialize>(sealer: &Arc<dyn SecretSealer>, value: &T) -> Result<Vec<u8>, StoreError> {
     with_sealer(sealer.clone(), || encode(value))
-}
-
-/// [`encode_sealed`], or `None` as soon as the encoding passes `limit` bytes: it stops there,
-/// so a large value never takes more memory than that to find out.
-pub fn encode_sealed_within<T: Serialize>(
-    sealer: &Arc<dyn SecretSealer>,
-    value: &T,
-    limit: usize,
-) -> Result<Option<Vec<u8>>, StoreError> {
-    let mut within = Within { bytes: vec![VERSION], limit, over: false };
-    let encoded = with_sealer(sealer.clone(), || serde_json::to_writer(&mut within, value));
-    match encoded {
-        Ok(()) => Ok(Some(within.bytes)),
-        Err(_) if within.over => Ok(None),
-        Err(err) => Err(StoreError::Backend(format!("encoding: {err}"))),
-    }
-}
-
-/// A buffer that refuses to grow past `limit`.
-struct Within {
-    bytes: Vec<u8>,
-    limit: usize,
-    over: bool,
-}
-
-impl std::io::Write for Within {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.bytes.len() + buf.len() > self.limit {
-            self.over = true;
-            return Err(std::io::Error::other("over the limit"));
-        }
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// [`decode`] with `sealer` opening every sealed [`crate::secrets::Secret`] inside.

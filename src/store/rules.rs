@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::ops::Range;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use super::{SaveRequest, StoreError, StoredListQuery, StoredPage};
 use crate::ids::SessionId;
@@ -36,6 +36,40 @@ pub struct SavePlan {
     pub child_of: Option<SessionId>,
 }
 
+/// What a save needs of the record stored before it: whether it is archived, where its history
+/// and journal end, and what its index entries are keyed by. Decoded from the stored bytes in
+/// place of the whole [`SessionRecord`], whose agent settings, last result and pending step a
+/// save never reads: serde skips them without building them, and no secret inside is opened.
+/// Its defaults are the record's own.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct StoredHead {
+    pub session_id: SessionId,
+    #[serde(default = "crate::model::view::local_owner")]
+    pub owner: String,
+    pub updated_at: DateTime<Utc>,
+    pub message_count: u64,
+    #[serde(default)]
+    pub history_epoch: u64,
+    #[serde(default)]
+    pub archived: bool,
+    #[serde(default)]
+    pub event_seq: u64,
+}
+
+impl From<&SessionRecord> for StoredHead {
+    fn from(record: &SessionRecord) -> Self {
+        Self {
+            session_id: record.session_id.clone(),
+            owner: record.owner.clone(),
+            updated_at: record.updated_at,
+            message_count: record.message_count,
+            history_epoch: record.history_epoch,
+            archived: record.archived,
+            event_seq: record.event_seq,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiscardedEpoch {
     pub epoch: u64,
@@ -48,7 +82,7 @@ impl SavePlan {
     /// Errors: `Archived` (archiving is final: a save that raced an archive must not bring the
     /// session back), `Corrupt` (a new epoch not saved whole, a gap in the history, journal
     /// events that do not follow the stored watermark).
-    pub fn check(stored: Option<&SessionRecord>, save: &SaveRequest) -> Result<Self, StoreError> {
+    pub fn check(stored: Option<&StoredHead>, save: &SaveRequest) -> Result<Self, StoreError> {
         let record = &save.record;
         let id = record.session_id.as_str();
         if stored.is_some_and(|stored| stored.archived) && !record.archived {

@@ -10,9 +10,9 @@ use super::{Inner, Prepared, backend, int, uint};
 use crate::ids::MessageId;
 use crate::model::SessionRecord;
 use crate::model::memory::MemoryRecord;
-use crate::store::rules::{DiscardedEpoch, SavePlan, close_archive};
+use crate::store::rules::{DiscardedEpoch, SavePlan, StoredHead, close_archive};
 use crate::store::sealer::{KeySealer, bind};
-use crate::store::{SaveRequest, Signal, StoreError, StoredMail};
+use crate::store::{SaveRequest, Signal, StoreError, StoredMail, codec};
 
 const NEXT_MEMORY: &str = "memory_next";
 const MEMORY_DELETES: &str = "memory_deletes";
@@ -25,6 +25,13 @@ async fn locked_record(
 ) -> Result<Option<SessionRecord>, StoreError> {
     let row = transaction.row_if_any("SELECT record FROM sessions WHERE id = $1 FOR UPDATE", &[&id]).await?;
     row.map(|row| inner.decode(row.get::<_, &[u8]>(0))).transpose()
+}
+
+/// What a save needs of the session's stored record ([`StoredHead`]), its row locked until the
+/// transaction ends.
+async fn locked_head(transaction: &Transaction<'_>, id: &str) -> Result<Option<StoredHead>, StoreError> {
+    let row = transaction.row_if_any("SELECT record FROM sessions WHERE id = $1 FOR UPDATE", &[&id]).await?;
+    row.map(|row| codec::decode(row.get::<_, &[u8]>(0))).transpose()
 }
 
 /// Writes the record and its list summary.
@@ -92,7 +99,7 @@ async fn save_in(inner: &Inner, transaction: &Transaction<'_>, save: &SaveReques
     if let Some(fence) = fence {
         super::lease::check_fence(transaction, id, *fence).await?;
     }
-    let stored = locked_record(inner, transaction, id).await?;
+    let stored = locked_head(transaction, id).await?;
     let plan = SavePlan::check(stored.as_ref(), save)?;
 
     if let Some(DiscardedEpoch { epoch, len }) = plan.discard {

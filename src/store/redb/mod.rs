@@ -21,7 +21,7 @@ use crate::model::SessionRecord;
 use crate::model::StoredEvent;
 use crate::model::memory::MemoryRecord;
 use crate::secrets::SecretSealer;
-use crate::store::codec::{decode_sealed, encode_sealed, encode_sealed_within};
+use crate::store::codec::{decode_sealed, encode_sealed};
 use crate::store::{
     JournalCommit, MemoryMarks, OpenDelegated, SaveRequest, SessionStore, StoreError, StoredChild, StoredInbox,
     StoredListQuery, StoredMail, StoredPage, StoredPeer,
@@ -30,6 +30,7 @@ use read::{children, events, history, inbox, list, open_delegated, peers, record
 use schema::{create_tables_once, open_sealer};
 use write::{archive, post};
 
+mod encoded;
 mod files;
 mod group;
 mod memories;
@@ -67,11 +68,6 @@ impl Inner {
     /// (what a `Secret` serializes to without one) or in plaintext.
     fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, StoreError> {
         encode_sealed(&self.sealer, value)
-    }
-
-    /// [`Inner::encode`], or `None` past `limit` bytes.
-    fn encode_within<T: Serialize>(&self, value: &T, limit: usize) -> Result<Option<Vec<u8>>, StoreError> {
-        encode_sealed_within(&self.sealer, value, limit)
     }
 
     fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, StoreError> {

@@ -18,6 +18,7 @@ use crate::model::SessionSummary;
 use crate::secrets::SecretSealer;
 use crate::store::StoreError;
 use crate::store::codec::decode;
+use crate::store::rules::StoredHead;
 use crate::store::sealer::{bind, key_path};
 
 /// Creates missing tables (a new file, or one written by an older deputy), so readers never
@@ -107,11 +108,11 @@ impl<'txn> Indexes<'txn> {
         })
     }
 
-    /// Removes the entries of `record` as it was stored.
-    pub(super) fn remove(&mut self, record: &SessionRecord) -> Result<(), StoreError> {
+    /// Removes the entries of a record as it was stored.
+    pub(super) fn remove(&mut self, stored: &StoredHead) -> Result<(), StoreError> {
         let (updated, id, owner) =
-            (index_key(record.updated_at), record.session_id.as_str(), record.owner.as_str());
-        let (by_update, by_owner) = self.pick(record.archived);
+            (index_key(stored.updated_at), stored.session_id.as_str(), stored.owner.as_str());
+        let (by_update, by_owner) = self.pick(stored.archived);
         by_update.remove((updated, id)).map_err(backend)?;
         by_owner.remove((owner, updated, id)).map_err(backend)?;
         Ok(())

@@ -337,3 +337,17 @@ async fn a_log_left_beside_a_new_store_is_not_replayed_into_it() {
     std::fs::remove_file(crate::store::sealer::key_path(&image)).unwrap();
     assert_eq!(stored_sessions(&image).await, 0);
 }
+
+/// A save reads only the head of the record stored before it: the same facts as the whole
+/// record's, from a record whose secrets are sealed, without a key to open them.
+#[test]
+fn a_stored_head_is_read_from_a_sealed_record_without_its_key() {
+    let (_dir, store) = open();
+    let mut stored = record_with_secrets(3, "env-secret", "header-secret");
+    stored.history_epoch = 2;
+    stored.event_seq = 9;
+    stored.owner = "tenant-a".into();
+    let bytes = store.inner.encode(&stored).unwrap();
+    let head: crate::store::rules::StoredHead = crate::store::codec::decode(&bytes).unwrap();
+    assert_eq!(head, crate::store::rules::StoredHead::from(&stored));
+}

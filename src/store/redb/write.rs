@@ -4,10 +4,11 @@
 //! ([`super::wal`]); every other write commits durably in redb, which makes every save before
 //! it durable too.
 
-use redb::{Durability, ReadableDatabase, ReadableTable};
+use redb::{Durability, ReadableDatabase, ReadableTable, Table};
 
 use super::Inner;
 use super::backend;
+use super::encoded::{EncodedSave, LogRecord};
 use super::meta::{meta_u64, set_meta_u64};
 use super::schema::Indexes;
 use super::tables::{
@@ -16,85 +17,110 @@ use super::tables::{
 use super::wal::{MAX_RECORD_BYTES, Record};
 use crate::ids::MessageId;
 use crate::model::SessionRecord;
-use crate::store::rules::{DiscardedEpoch, SavePlan, close_archive};
-use crate::store::{SaveRequest, StoreError, StoredMail};
+use crate::store::rules::{DiscardedEpoch, SavePlan, StoredHead, close_archive};
+use crate::store::{SaveRequest, StoreError, StoredMail, codec};
 
-/// Writes one save inside an open write transaction, as [`SavePlan::check`] allows.
-pub(super) fn save_in(store: &Inner, write: &redb::WriteTransaction, save: &SaveRequest) -> Result<(), StoreError> {
-    // One process owns a redb file: its actors' turn locks are the only lease, so no fence.
-    let SaveRequest { record, replace_from, messages, tool_outputs, delivered, events, memories, fence: _ } = save;
-    let id = record.session_id.as_str();
-    {
-        let mut records = write.open_table(RECORDS).map_err(backend)?;
-        let previous: Option<SessionRecord> = match records.get(id).map_err(backend)? {
-            Some(bytes) => Some(store.decode(bytes.value())?),
-            None => None,
-        };
-        let plan = SavePlan::check(previous.as_ref(), save)?;
+/// The tables every save writes, opened once for a group of saves: opening one looks it up in
+/// the transaction's table of tables, and closing it writes its root back.
+pub(super) struct SaveTables<'txn> {
+    records: Table<'txn, &'static str, &'static [u8]>,
+    messages: Table<'txn, (&'static str, u64), &'static [u8]>,
+    events: Table<'txn, (&'static str, u64), &'static [u8]>,
+    order: Table<'txn, u64, (&'static str, u64, u64)>,
+    indexes: Indexes<'txn>,
+}
 
-        let mut history = write.open_table(MESSAGES).map_err(backend)?;
-        if let Some(DiscardedEpoch { epoch, len }) = plan.discard {
-            let mut discarded = write.open_table(DISCARDED).map_err(backend)?;
-            for seq in 0..len {
-                if let Some(bytes) = history.remove((id, seq)).map_err(backend)? {
-                    discarded.insert((id, epoch, seq), bytes.value()).map_err(backend)?;
-                }
-            }
-        }
-        for seq in plan.replaced.clone() {
-            history.remove((id, seq)).map_err(backend)?;
-        }
-        for (seq, message) in (*replace_from..).zip(messages) {
-            history.insert((id, seq), store.encode(message)?.as_slice()).map_err(backend)?;
-        }
-        if !tool_outputs.is_empty() {
-            let mut outputs = write.open_table(TOOL_OUTPUTS).map_err(backend)?;
-            for (tool_use_id, content) in tool_outputs {
-                outputs.insert((id, tool_use_id.as_str()), content.as_bytes()).map_err(backend)?;
-            }
-        }
-
-        if !delivered.is_empty() {
-            let mut inbox = write.open_table(INBOX).map_err(backend)?;
-            for message_id in delivered {
-                inbox.remove((id, message_id.as_str())).map_err(backend)?;
-            }
-        }
-        if let Some((group, name)) = &plan.joins_peers {
-            write
-                .open_table(PEERS)
-                .map_err(backend)?
-                .insert((group.as_str(), id), name.as_str())
-                .map_err(backend)?;
-        }
-        if let Some(parent) = &plan.child_of {
-            write.open_table(CHILDREN).map_err(backend)?.insert((parent.as_str(), id), ()).map_err(backend)?;
-            write.open_table(DELEGATED).map_err(backend)?.insert(id, parent.as_str()).map_err(backend)?;
-        }
-        if !events.is_empty() {
-            let mut journal = write.open_table(EVENTS).map_err(backend)?;
-            for event in events {
-                journal.insert((id, event.seq), store.encode(event)?.as_slice()).map_err(backend)?;
-            }
-            order_in(write, id, plan.events_from, plan.events_from + events.len() as u64)?;
-        }
-
-        super::memories::insert_in(store, write, memories)?;
-
-        let mut indexes = Indexes::open(write)?;
-        if let Some(previous) = &previous {
-            indexes.remove(previous)?;
-        }
-        indexes.insert(store, record)?;
-        records.insert(id, store.encode(record)?.as_slice()).map_err(backend)?;
+impl<'txn> SaveTables<'txn> {
+    pub(super) fn open(write: &'txn redb::WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            records: write.open_table(RECORDS).map_err(backend)?,
+            messages: write.open_table(MESSAGES).map_err(backend)?,
+            events: write.open_table(EVENTS).map_err(backend)?,
+            order: write.open_table(JOURNAL_ORDER).map_err(backend)?,
+            indexes: Indexes::open(write)?,
+        })
     }
+}
+
+/// Writes one save inside an open write transaction, as [`SavePlan::check`] allows; `encoded`
+/// holds its rows. The tables a save rarely writes are opened here, when it does.
+pub(super) fn save_in(
+    store: &Inner,
+    write: &redb::WriteTransaction,
+    tables: &mut SaveTables<'_>,
+    save: &SaveRequest,
+    encoded: &EncodedSave,
+) -> Result<(), StoreError> {
+    // One process owns a redb file: its actors' turn locks are the only lease, so no fence.
+    let SaveRequest { record, replace_from, messages: _, tool_outputs, delivered, events, memories, fence: _ } =
+        save;
+    let id = record.session_id.as_str();
+    let previous: Option<StoredHead> = match tables.records.get(id).map_err(backend)? {
+        Some(bytes) => Some(codec::decode(bytes.value())?),
+        None => None,
+    };
+    let plan = SavePlan::check(previous.as_ref(), save)?;
+
+    let history = &mut tables.messages;
+    if let Some(DiscardedEpoch { epoch, len }) = plan.discard {
+        let mut discarded = write.open_table(DISCARDED).map_err(backend)?;
+        for seq in 0..len {
+            if let Some(bytes) = history.remove((id, seq)).map_err(backend)? {
+                discarded.insert((id, epoch, seq), bytes.value()).map_err(backend)?;
+            }
+        }
+    }
+    for seq in plan.replaced.clone() {
+        history.remove((id, seq)).map_err(backend)?;
+    }
+    for (seq, message) in (*replace_from..).zip(&encoded.messages) {
+        history.insert((id, seq), message.as_slice()).map_err(backend)?;
+    }
+    if !tool_outputs.is_empty() {
+        let mut outputs = write.open_table(TOOL_OUTPUTS).map_err(backend)?;
+        for (tool_use_id, content) in tool_outputs {
+            outputs.insert((id, tool_use_id.as_str()), content.as_bytes()).map_err(backend)?;
+        }
+    }
+
+    if !delivered.is_empty() {
+        let mut inbox = write.open_table(INBOX).map_err(backend)?;
+        for message_id in delivered {
+            inbox.remove((id, message_id.as_str())).map_err(backend)?;
+        }
+    }
+    if let Some((group, name)) = &plan.joins_peers {
+        write.open_table(PEERS).map_err(backend)?.insert((group.as_str(), id), name.as_str()).map_err(backend)?;
+    }
+    if let Some(parent) = &plan.child_of {
+        write.open_table(CHILDREN).map_err(backend)?.insert((parent.as_str(), id), ()).map_err(backend)?;
+        write.open_table(DELEGATED).map_err(backend)?.insert(id, parent.as_str()).map_err(backend)?;
+    }
+    if !events.is_empty() {
+        for (event, bytes) in events.iter().zip(&encoded.events) {
+            tables.events.insert((id, event.seq), bytes.as_slice()).map_err(backend)?;
+        }
+        order_in(&mut tables.order, id, plan.events_from, plan.events_from + events.len() as u64)?;
+    }
+
+    super::memories::insert_in(store, write, memories)?;
+
+    if let Some(previous) = &previous {
+        tables.indexes.remove(previous)?;
+    }
+    tables.indexes.insert(store, record)?;
+    tables.records.insert(id, encoded.record.as_slice()).map_err(backend)?;
     Ok(())
 }
 
 /// Appends the journal events `first..end` of session `id` to the commit order.
-fn order_in(write: &redb::WriteTransaction, id: &str, first: u64, end: u64) -> Result<(), StoreError> {
-    let mut order = write.open_table(JOURNAL_ORDER).map_err(backend)?;
-    let next = next_position(&order)?;
+fn order_in(
+    order: &mut Table<'_, u64, (&'static str, u64, u64)>,
+    id: &str,
+    first: u64,
+    end: u64,
+) -> Result<(), StoreError> {
+    let next = next_position(order)?;
     order.insert(next, (id, first, end)).map_err(backend)?;
     Ok(())
 }
@@ -144,13 +170,17 @@ pub(super) fn log_salt(db: &redb::Database) -> Result<u64, StoreError> {
 /// log's next sequence number and the transaction marks it applied.
 pub(super) fn save_all(store: &Inner, saves: &[&SaveRequest]) -> Result<(), StoreError> {
     let mut write = store.db.begin_write().map_err(backend)?;
+    let mut log = LogRecord::within((!store.wal.wants_checkpoint()).then_some(MAX_RECORD_BYTES));
+    let mut tables = SaveTables::open(&write)?;
     for save in saves {
-        save_in(store, &write, save)?;
+        let encoded = EncodedSave::new(store, save)?;
+        save_in(store, &write, &mut tables, save, &encoded)?;
+        log.push(encoded);
     }
+    drop(tables);
     let sequence = store.wal.next_sequence();
     set_meta_u64(&write, WAL_APPLIED, sequence)?;
-    let logged = if store.wal.wants_checkpoint() { None } else { store.encode_within(&saves, MAX_RECORD_BYTES)? };
-    let Some(payload) = logged else {
+    let Some(payload) = log.finish() else {
         write.commit().map_err(backend)?;
         store.wal.restart(sequence + 1);
         return Ok(());
@@ -193,14 +223,17 @@ pub(super) fn replay(store: &Inner, records: Vec<Record>, log: &std::path::Path)
     }
     let last = last.sequence;
     let write = store.db.begin_write().map_err(backend)?;
+    let mut tables = SaveTables::open(&write)?;
     for record in &pending {
         let saves: Vec<SaveRequest> = store.decode(&record.payload)?;
         for save in &saves {
-            save_in(store, &write, save).map_err(|error| {
+            let encoded = EncodedSave::new(store, save)?;
+            save_in(store, &write, &mut tables, save, &encoded).map_err(|error| {
                 StoreError::Corrupt(format!("replaying {} record {}: {error}", log.display(), record.sequence))
             })?;
         }
     }
+    drop(tables);
     set_meta_u64(&write, WAL_APPLIED, last)?;
     write.commit().map_err(backend)?;
     tracing::info!(records = pending.len(), "committed again the saves a crash took from the store");
@@ -223,14 +256,14 @@ pub(super) fn archive(store: &Inner, id: &str) -> Result<Option<SessionRecord>, 
             return Ok(Some(stored));
         }
         let mut indexes = Indexes::open(&write)?;
-        indexes.remove(&stored)?;
+        indexes.remove(&StoredHead::from(&stored))?;
         let closing = close_archive(&mut stored);
         write
             .open_table(EVENTS)
             .map_err(backend)?
             .insert((id, closing.seq), store.encode(&closing)?.as_slice())
             .map_err(backend)?;
-        order_in(&write, id, closing.seq, stored.event_seq)?;
+        order_in(&mut write.open_table(JOURNAL_ORDER).map_err(backend)?, id, closing.seq, stored.event_seq)?;
         indexes.insert(store, &stored)?;
         records.insert(id, store.encode(&stored)?.as_slice()).map_err(backend)?;
         if stored.name.is_some() {

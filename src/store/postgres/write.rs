@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use deadpool_postgres::Transaction;
+use serde::de::DeserializeOwned;
 use tokio_postgres::Client;
 
 use super::{Inner, Prepared, backend, int, uint};
@@ -12,26 +13,20 @@ use crate::model::SessionRecord;
 use crate::model::memory::MemoryRecord;
 use crate::store::rules::{DiscardedEpoch, SavePlan, StoredHead, close_archive};
 use crate::store::sealer::{KeySealer, bind};
-use crate::store::{SaveRequest, Signal, StoreError, StoredMail, codec};
+use crate::store::{SaveRequest, Signal, StoreError, StoredMail};
 
 const NEXT_MEMORY: &str = "memory_next";
 const MEMORY_DELETES: &str = "memory_deletes";
 
-/// The session's stored record, its row locked until the transaction ends.
-async fn locked_record(
+/// The session's stored record, its row locked until the transaction ends: the whole
+/// [`SessionRecord`], or only what a save needs of it ([`StoredHead`]).
+async fn locked_record<T: DeserializeOwned>(
     inner: &Inner,
     transaction: &Transaction<'_>,
     id: &str,
-) -> Result<Option<SessionRecord>, StoreError> {
+) -> Result<Option<T>, StoreError> {
     let row = transaction.row_if_any("SELECT record FROM sessions WHERE id = $1 FOR UPDATE", &[&id]).await?;
     row.map(|row| inner.decode(row.get::<_, &[u8]>(0))).transpose()
-}
-
-/// What a save needs of the session's stored record ([`StoredHead`]), its row locked until the
-/// transaction ends.
-async fn locked_head(transaction: &Transaction<'_>, id: &str) -> Result<Option<StoredHead>, StoreError> {
-    let row = transaction.row_if_any("SELECT record FROM sessions WHERE id = $1 FOR UPDATE", &[&id]).await?;
-    row.map(|row| codec::decode(row.get::<_, &[u8]>(0))).transpose()
 }
 
 /// Writes the record and its list summary.
@@ -99,7 +94,7 @@ async fn save_in(inner: &Inner, transaction: &Transaction<'_>, save: &SaveReques
     if let Some(fence) = fence {
         super::lease::check_fence(transaction, id, *fence).await?;
     }
-    let stored = locked_head(transaction, id).await?;
+    let stored: Option<StoredHead> = locked_record(inner, transaction, id).await?;
     let plan = SavePlan::check(stored.as_ref(), save)?;
 
     if let Some(DiscardedEpoch { epoch, len }) = plan.discard {
@@ -198,7 +193,7 @@ async fn archive_in(
     transaction: &Transaction<'_>,
     id: &str,
 ) -> Result<Option<SessionRecord>, StoreError> {
-    let Some(mut stored) = locked_record(inner, transaction, id).await? else { return Ok(None) };
+    let Some(mut stored) = locked_record::<SessionRecord>(inner, transaction, id).await? else { return Ok(None) };
     if stored.archived {
         return Ok(Some(stored));
     }

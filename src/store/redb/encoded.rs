@@ -83,23 +83,21 @@ impl EncodedSave {
 pub(super) struct LogRecord {
     saves: Vec<EncodedSave>,
     len: usize,
-    limit: usize,
-    over: bool,
+    /// `None` once past it, or when nothing is to be recorded.
+    limit: Option<usize>,
 }
 
 impl LogRecord {
     /// A record of at most `limit` bytes; `None` records nothing.
     pub fn within(limit: Option<usize>) -> Self {
-        Self { saves: Vec::new(), len: b"v[]".len(), limit: limit.unwrap_or(0), over: limit.is_none() }
+        Self { saves: Vec::new(), len: b"v[]".len(), limit }
     }
 
     pub fn push(&mut self, save: EncodedSave) {
-        if self.over {
-            return;
-        }
+        let Some(limit) = self.limit else { return };
         self.len += save.logged_len() + 1;
-        if self.len > self.limit {
-            self.over = true;
+        if self.len > limit {
+            self.limit = None;
             self.saves = Vec::new();
             return;
         }
@@ -108,9 +106,7 @@ impl LogRecord {
 
     /// The record's payload, encoded as `Vec<SaveRequest>` would be; `None` past the limit.
     pub fn finish(self) -> Option<Vec<u8>> {
-        if self.over {
-            return None;
-        }
+        self.limit?;
         let mut payload = codec::encoded_json(self.len);
         payload.push(b'[');
         for (index, save) in self.saves.iter().enumerate() {

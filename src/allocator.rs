@@ -1,54 +1,116 @@
-//! What deputy asks of the process's memory allocator: glibc's malloc, on Linux.
+//! The process's memory allocator: jemalloc on Linux, with the settings a server of many
+//! sessions needs. Elsewhere the system's allocator, and [`start`] and [`release_freed`] do
+//! nothing.
 //!
-//! A server that unloads and reloads sessions frees memory in the middle of its heap all the
-//! time. glibc keeps such memory for later allocations but gives back to the system only what
-//! ends its heap, so the resident set grows with the heap's holes, not with what is in use:
-//! 20,000 sessions of 50 KB reloaded one after another left 40 MiB free yet resident beside
-//! 104 MiB in use (docs/RELIABILITY.md, scenario 5). Two habits keep it to what is used:
-//! few arenas ([`limit_arenas`]), and the free pages handed back after sessions are unloaded
-//! ([`release_freed`]). Elsewhere both do nothing.
+//! A session's actor, its turns and the requests that drive it hop between worker threads, so
+//! memory is freed on another thread than the one that took it, all the time. glibc's malloc
+//! spent 19% of deputy's CPU under load on that; jemalloc's thread caches serve the same load at
+//! half again the turns per second (docs/BENCHMARKS.md, the allocator). A server that unloads
+//! and reloads sessions also frees memory in the middle of its heap all the time: jemalloc hands
+//! such pages back by itself, after they have been unused for [`CONFIGURATION`]'s decay time,
+//! from a background thread ([`start`]), and at once after sessions are unloaded
+//! ([`release_freed`]) — glibc kept 40 MiB of it resident in reliability scenario 5.
 
+#[cfg(target_os = "linux")]
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(target_os = "linux")]
+use std::time::Instant;
 
-/// The shortest time between two releases. A release walks every free chunk of the heap and
-/// hands back what was freed since the last one, holding each arena's lock meanwhile, so an
-/// allocation on another thread may wait for it: measured on the 2-core VM, 0.7 ms for a
-/// fragmented heap with nothing new to hand back, 8 ms after 75 MB was freed. Once a second
-/// bounds that cost, and a burst of unloads needs one release, after it.
+/// The allocator `main` declares global (`#[global_allocator]` belongs to the executable, so
+/// the benches that count allocations can declare their own).
+#[cfg(target_os = "linux")]
+pub use tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read at its first allocation, before `main`; `_RJEM_MALLOC_CONF` in the
+/// environment still overrides them.
+///
+/// - `narenas:2`: two arenas, not four per core. Memory freed in an arena serves only that
+///   arena, so each one more keeps more free pages resident: scenario 5 of the reliability
+///   suite peaked at 166 MiB with the default eight and 157 MiB with two; two cores contend
+///   little for two arenas, and each thread's own cache takes most allocations without a lock.
+/// - `dirty_decay_ms:1000`: freed pages are handed back to the system within about a second of
+///   being unused (10 s by default), so memory follows the sessions loaded, not their peak.
+/// - `muzzy_decay_ms:0`: handed back means gone from the resident set at once (`MADV_DONTNEED`),
+///   not lazily freed pages the kernel takes back only under pressure, which still count in RSS.
+/// - `max_background_threads:1`: one thread does that for every arena once [`start`]ed (by
+///   default, one per core); it sleeps until there is something to hand back.
+#[cfg(target_os = "linux")]
+const CONFIGURATION: &[u8] = b"narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0,max_background_threads:1\0";
+
+/// The options as jemalloc looks for them: a C string named `malloc_conf`, under the prefix
+/// tikv-jemalloc-sys builds jemalloc with on Linux (its own definition is weak).
+#[cfg(target_os = "linux")]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+#[used]
+static MALLOC_CONF: Option<&'static libc::c_char> = Some(as_c_char(&CONFIGURATION[0]));
+
+#[cfg(target_os = "linux")]
+const fn as_c_char(byte: &'static u8) -> &'static libc::c_char {
+    // SAFETY: u8 and c_char (i8 or u8) have the same size and alignment, and every bit pattern.
+    unsafe { std::mem::transmute::<&'static u8, &'static libc::c_char>(byte) }
+}
+
+/// The shortest time between two releases. A release walks every arena and hands back all of
+/// its unused pages, holding the arena's lock meanwhile; once a second bounds that cost, and a
+/// burst of unloads needs one release, after it.
 const RELEASE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// glibc gives threads that allocate at the same time arenas of their own, up to 8 per core,
-/// and memory freed in one arena serves only that arena. A server whose requests and session
-/// actors hop between worker threads then keeps growing: with 1,000 live sessions of 50 KB its
-/// RSS rose from 211 to 280 MiB while sessions were merely reloaded (scenario 5). Two arenas
-/// keep contention low on the few cores deputy uses and the heap reusable. To be called before
-/// any thread starts.
-pub fn limit_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+/// Starts jemalloc's background thread, which hands unused pages back on its own schedule
+/// rather than on the time of whatever allocation comes next, so an idle server shrinks. Called
+/// by `main` once logs have somewhere to go, not by the sandbox launcher (the same executable), which must stay a
+/// single thread until it becomes the sandboxed program.
+pub fn start() {
+    #[cfg(target_os = "linux")]
+    {
+        let mut enable = true;
+        // SAFETY: "background_thread" is a documented bool control; the new value is a bool of
+        // the size given, and no old value is asked for.
+        let status = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                c"background_thread".as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                (&raw mut enable).cast(),
+                size_of::<bool>(),
+            )
+        };
+        if status != 0 {
+            // Memory is still handed back, by the allocating threads instead.
+            tracing::debug!(status, "jemalloc's background thread did not start");
+        }
     }
 }
 
-/// Hands the heap's whole free pages back to the system (glibc's `malloc_trim`), at most once
-/// per [`RELEASE_INTERVAL`]: the memory unloaded sessions held stops counting as deputy's. The
-/// walk runs on the blocking pool, never on an async worker. Called by every unload of a
-/// session, from within the runtime; a call inside the interval does nothing, as the next
-/// unload's call will release what it left.
+/// Hands every arena's unused pages back to the system, at most once per [`RELEASE_INTERVAL`]:
+/// the memory unloaded sessions held stops counting as deputy's now rather than after the decay
+/// time. The walk runs on the blocking pool, never on an async worker. Called by every unload
+/// of a session, from within the runtime; a call inside the interval does nothing, as the next
+/// unload's call, or the decay, will release what it left.
 pub fn release_freed() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(target_os = "linux")]
     {
         static RELEASES: Throttle = Throttle::new(RELEASE_INTERVAL);
         static EPOCH: OnceLock<Instant> = OnceLock::new();
         if RELEASES.claim(EPOCH.get_or_init(Instant::now).elapsed()) {
-            tokio::task::spawn_blocking(|| {
-                // SAFETY: malloc_trim only returns free memory; it takes each arena's lock itself.
-                unsafe { libc::malloc_trim(0) };
-            });
+            tokio::task::spawn_blocking(purge_all_arenas);
         }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn purge_all_arenas() {
+    // MALLCTL_ARENAS_ALL (4096) names every arena at once.
+    // SAFETY: "arena.<i>.purge" is a documented control that takes and returns nothing.
+    unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"arena.4096.purge".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
     }
 }
 
@@ -93,7 +155,50 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let kept = vec![7u8; 1 << 20];
         runtime.block_on(async { release_freed() });
-        drop(runtime); // waits for the blocking pool's trim, if one ran
+        drop(runtime); // waits for the blocking pool's purge, if one ran
         assert!(kept.iter().all(|&byte| byte == 7));
+    }
+
+    /// The options are in force: jemalloc found them under the name it looks for.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn jemalloc_runs_with_deputys_options() {
+        let option = |name: &std::ffi::CStr| {
+            let mut value: isize = 0;
+            let mut size = size_of::<isize>();
+            // SAFETY: both controls are ssize_t options; the old value fits the size given.
+            let status = unsafe {
+                tikv_jemalloc_sys::mallctl(
+                    name.as_ptr(),
+                    (&raw mut value).cast(),
+                    &raw mut size,
+                    std::ptr::null_mut(),
+                    0,
+                )
+            };
+            assert_eq!(status, 0, "{name:?}");
+            value
+        };
+        assert_eq!(option(c"opt.dirty_decay_ms"), 1000);
+        assert_eq!(option(c"opt.muzzy_decay_ms"), 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_background_thread_starts() {
+        start();
+        let mut enabled = false;
+        let mut size = size_of::<bool>();
+        // SAFETY: "background_thread" is a bool control; the old value fits the size given.
+        let status = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                c"background_thread".as_ptr(),
+                (&raw mut enabled).cast(),
+                &raw mut size,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        assert_eq!((status, enabled), (0, true));
     }
 }

@@ -15,6 +15,11 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::prelude::*;
 
+/// jemalloc on Linux, with the settings in `deputy::allocator`.
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: deputy::allocator::Jemalloc = deputy::allocator::Jemalloc;
+
 fn main() -> ExitCode {
     // The sandbox launcher (`deputy sandbox-exec`, hidden): confine this process and exec the
     // program, before any thread, runtime or logger exists (see `deputy::sandbox`).
@@ -24,7 +29,6 @@ fn main() -> ExitCode {
         eprintln!("deputy: {failure}");
         return ExitCode::from(deputy::sandbox::LAUNCHER_FAILED);
     }
-    deputy::allocator::limit_arenas();
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime.block_on(run_cli()),
         Err(error) => {
@@ -45,6 +49,7 @@ async fn run_cli() -> ExitCode {
     // The same spans to an OpenTelemetry collector, once the config asks (`telemetry::otlp`).
     let traces = OtlpLayer.with_filter(filter_fn(is_telemetry));
     tracing_subscriber::registry().with(traces).with(log).with(metrics).init();
+    deputy::allocator::start();
     let code = run(cli).await;
     // The last spans leave before the process does (blocking: the batch thread sends them).
     if otlp::enabled() {

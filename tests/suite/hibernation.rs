@@ -150,3 +150,19 @@ async fn without_a_store_max_live_sessions_refuses_new_sessions() {
     assert_eq!(served.unloads(), 0);
     served.stop().await;
 }
+
+/// What unloaded sessions held goes back to the system from jemalloc's one background thread
+/// (`deputy::allocator`): the server started it, and only one.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_server_runs_one_allocator_thread_that_hands_freed_memory_back() {
+    let deputy = crate::common::http_deputy::HttpDeputy::start(&[]).await;
+    let pid = deputy.child.id().expect("running");
+    let names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_owned())
+        .collect();
+    let allocator_threads = names.iter().filter(|name| *name == "jemalloc_bg_thd").count();
+    assert_eq!(allocator_threads, 1, "{names:?}");
+}

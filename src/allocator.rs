@@ -59,8 +59,8 @@ const RELEASE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Starts jemalloc's background thread, which hands unused pages back on its own schedule
 /// rather than on the time of whatever allocation comes next, so an idle server shrinks. Called
-/// by `main` once logs have somewhere to go, not by the sandbox launcher (the same executable), which must stay a
-/// single thread until it becomes the sandboxed program.
+/// by `main` once logs have somewhere to go; never by the sandbox launcher (the same
+/// executable), which must stay a single thread until it becomes the sandboxed program.
 pub fn start() {
     #[cfg(target_os = "linux")]
     {
@@ -163,10 +163,10 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn jemalloc_runs_with_deputys_options() {
-        let option = |name: &std::ffi::CStr| {
-            let mut value: isize = 0;
-            let mut size = size_of::<isize>();
-            // SAFETY: both controls are ssize_t options; the old value fits the size given.
+        fn option<T: Default>(name: &std::ffi::CStr) -> T {
+            let mut value = T::default();
+            let mut size = size_of::<T>();
+            // SAFETY: each control read below is of the type asked for; the old value fits.
             let status = unsafe {
                 tikv_jemalloc_sys::mallctl(
                     name.as_ptr(),
@@ -178,9 +178,11 @@ mod tests {
             };
             assert_eq!(status, 0, "{name:?}");
             value
-        };
-        assert_eq!(option(c"opt.dirty_decay_ms"), 1000);
-        assert_eq!(option(c"opt.muzzy_decay_ms"), 0);
+        }
+        assert_eq!(option::<u32>(c"opt.narenas"), 2);
+        assert_eq!(option::<isize>(c"opt.dirty_decay_ms"), 1000);
+        assert_eq!(option::<isize>(c"opt.muzzy_decay_ms"), 0);
+        assert_eq!(option::<usize>(c"opt.max_background_threads"), 1);
     }
 
     #[cfg(target_os = "linux")]

@@ -159,48 +159,39 @@ mod tests {
         assert!(kept.iter().all(|&byte| byte == 7));
     }
 
+    /// A jemalloc control's value, read through `mallctl`.
+    #[cfg(target_os = "linux")]
+    fn read<T: Default>(name: &std::ffi::CStr) -> T {
+        let mut value = T::default();
+        let mut size = size_of::<T>();
+        // SAFETY: each control read below is of the type asked for; the old value fits.
+        let status = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                name.as_ptr(),
+                (&raw mut value).cast(),
+                &raw mut size,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        assert_eq!(status, 0, "{name:?}");
+        value
+    }
+
     /// The options are in force: jemalloc found them under the name it looks for.
     #[cfg(target_os = "linux")]
     #[test]
     fn jemalloc_runs_with_deputys_options() {
-        fn option<T: Default>(name: &std::ffi::CStr) -> T {
-            let mut value = T::default();
-            let mut size = size_of::<T>();
-            // SAFETY: each control read below is of the type asked for; the old value fits.
-            let status = unsafe {
-                tikv_jemalloc_sys::mallctl(
-                    name.as_ptr(),
-                    (&raw mut value).cast(),
-                    &raw mut size,
-                    std::ptr::null_mut(),
-                    0,
-                )
-            };
-            assert_eq!(status, 0, "{name:?}");
-            value
-        }
-        assert_eq!(option::<u32>(c"opt.narenas"), 2);
-        assert_eq!(option::<isize>(c"opt.dirty_decay_ms"), 1000);
-        assert_eq!(option::<isize>(c"opt.muzzy_decay_ms"), 0);
-        assert_eq!(option::<usize>(c"opt.max_background_threads"), 1);
+        assert_eq!(read::<u32>(c"opt.narenas"), 2);
+        assert_eq!(read::<isize>(c"opt.dirty_decay_ms"), 1000);
+        assert_eq!(read::<isize>(c"opt.muzzy_decay_ms"), 0);
+        assert_eq!(read::<usize>(c"opt.max_background_threads"), 1);
     }
 
     #[cfg(target_os = "linux")]
     #[test]
     fn the_background_thread_starts() {
         start();
-        let mut enabled = false;
-        let mut size = size_of::<bool>();
-        // SAFETY: "background_thread" is a bool control; the old value fits the size given.
-        let status = unsafe {
-            tikv_jemalloc_sys::mallctl(
-                c"background_thread".as_ptr(),
-                (&raw mut enabled).cast(),
-                &raw mut size,
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        assert_eq!((status, enabled), (0, true));
+        assert!(read::<bool>(c"background_thread"));
     }
 }

@@ -6,8 +6,9 @@
 //! session's turns back to back) and the provider (an Anthropic Messages stream after its
 //! delay); deputy is the built binary. The ideal is sessions / latency (20,000 turns/s for
 //! 1,000 sessions at 50 ms); what is printed is what this machine does, beside the cost of one
-//! 4 KiB write and fdatasync on the store's disk, measured in the same run. Figures are
-//! printed, never asserted.
+//! 4 KiB write and fdatasync on the store's disk, measured in the same run, and the CPU time
+//! deputy ran in the window per turn (what a turn costs it, whatever else shares the machine).
+//! Figures are printed, never asserted.
 //!
 //! Then one session's turns one at a time over stdio with a provider answering at once, in
 //! memory and durable: what the store adds to a turn, against that flush.
@@ -82,7 +83,7 @@ async fn over_http(provider: &str, home: &std::path::Path, sessions: usize, wind
     let bases = vec![server.base.clone()];
     let ids = create_over_http(&http, &bases, sessions).await;
     let base = server.base.clone();
-    let figures = drive(ids, window, move |id| {
+    let figures = drive(ids, window, &[server.pid()], move |id| {
         let (http, base) = (http.clone(), base.clone());
         async move { turn_over_http(&http, &base, &id).await }
     })
@@ -101,7 +102,8 @@ async fn over_stdio(provider: &str, home: &std::path::Path, sessions: usize, win
     }))
     .await;
     let ids = ids.iter().map(|created| created["session_id"].as_str().unwrap().to_owned()).collect();
-    let figures = drive(ids, window, move |id| {
+    let pid = client.child.id().expect("deputy runs");
+    let figures = drive(ids, window, &[pid], move |id| {
         let client = client.clone();
         async move {
             let turn = json!({"session_id": id, "prompt": "go", "wait_ms": 60_000});

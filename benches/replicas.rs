@@ -69,7 +69,8 @@ async fn measure(url: &str, provider: &str, count: usize, sessions: usize, windo
     let bases: Arc<Vec<String>> = Arc::new(replicas.iter().map(|replica| replica.base.clone()).collect());
     let ids = create_over_http(&http, &bases, sessions).await;
     let next = Arc::new(AtomicUsize::new(0));
-    drive(ids, window, move |id| {
+    let pids: Vec<u32> = replicas.iter().map(HttpServer::pid).collect();
+    drive(ids, window, &pids, move |id| {
         let (http, bases, next) = (http.clone(), bases.clone(), next.clone());
         async move {
             let base = &bases[next.fetch_add(1, Ordering::Relaxed) % bases.len()];

@@ -46,36 +46,72 @@ pub struct Figures {
     pub p99_ms: f64,
     pub max_ms: f64,
     pub errors: usize,
+    /// The CPU time the servers' processes ran in the window per turn finished in it, and the
+    /// cores that is: what a turn costs deputy, steadier from run to run than throughput on a
+    /// shared machine (it does not count the time deputy waited for a core).
+    pub cpu: Option<ServerCpu>,
+}
+
+#[derive(Clone, Copy)]
+pub struct ServerCpu {
+    pub ms_per_turn: f64,
+    pub cores: f64,
 }
 
 impl Figures {
-    pub const HEADER: [&'static str; 5] = ["turns/s", "p50 ms", "p99 ms", "max ms", "errors"];
+    pub const HEADER: [&'static str; 7] =
+        ["turns/s", "p50 ms", "p99 ms", "max ms", "errors", "CPU ms/turn", "cores"];
 
     /// The row of a table whose first column is `label`.
     pub fn row(&self, label: &str) -> String {
+        let (per_turn, cores) = match self.cpu {
+            Some(cpu) => (format!("{:.3}", cpu.ms_per_turn), format!("{:.2}", cpu.cores)),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
         format!(
-            "{label:<28} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>8}",
+            "{label:<28} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>8} {per_turn:>12} {cores:>6}",
             self.turns_per_second, self.p50_ms, self.p99_ms, self.max_ms, self.errors
         )
     }
 
     pub fn header(label: &str) -> String {
-        let [a, b, c, d, e] = Self::HEADER;
-        format!("{label:<28} {a:>10} {b:>10} {c:>10} {d:>10} {e:>8}")
+        let [a, b, c, d, e, f, g] = Self::HEADER;
+        format!("{label:<28} {a:>10} {b:>10} {c:>10} {d:>10} {e:>8} {f:>12} {g:>6}")
     }
+}
+
+/// The CPU time process `pid` and its threads (those that exited too) have run so far, from
+/// `/proc/PID/stat` (user and system, in clock ticks of 10 ms: fine over a window of seconds).
+pub fn process_cpu(pid: u32) -> Duration {
+    const TICKS_PER_SECOND: u64 = 100;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks = |index: usize| fields.get(index).and_then(|field| field.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 of stat(5); `fields` starts at field 3.
+    Duration::from_millis((ticks(11) + ticks(12)) * 1000 / TICKS_PER_SECOND)
 }
 
 /// Runs `turn` for every session in `ids`, each session's turns back to back, for the warm-up
 /// and then the measured window; `turn` answers whether the turn succeeded. Throughput counts the turns
 /// that finished inside the window, latency the turns asked inside it: the first turns after
-/// creation (everything cold, every session asking at once) stay out of both.
-pub async fn drive<F, Fut>(ids: Vec<String>, window: Window, turn: F) -> Figures
+/// creation (everything cold, every session asking at once) stay out of both. The CPU time of
+/// the `servers` (process ids) is read as the window opens and closes.
+pub async fn drive<F, Fut>(ids: Vec<String>, window: Window, servers: &[u32], turn: F) -> Figures
 where
     F: Fn(String) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = bool> + Send,
 {
     let opens = Instant::now() + window.warmup;
     let closes = opens + window.measured;
+    let servers = servers.to_vec();
+    let cpu_in_window = tokio::spawn(async move {
+        let total = || servers.iter().map(|pid| process_cpu(*pid)).sum::<Duration>();
+        tokio::time::sleep_until(opens.into()).await;
+        let before = total();
+        tokio::time::sleep_until(closes.into()).await;
+        (!servers.is_empty()).then(|| total().saturating_sub(before))
+    });
     let per_session = futures::future::join_all(ids.into_iter().map(|id| {
         let turn = turn.clone();
         tokio::spawn(async move {
@@ -100,6 +136,10 @@ where
         latencies.extend(turns.iter().filter(|(asked, _)| *asked >= opens).map(|(asked, done)| *done - *asked));
     }
     latencies.sort_unstable();
+    let cpu = cpu_in_window.await.unwrap().filter(|_| finished > 0).map(|cpu| ServerCpu {
+        ms_per_turn: cpu.as_secs_f64() * 1e3 / finished as f64,
+        cores: cpu.as_secs_f64() / window.measured.as_secs_f64(),
+    });
     let at = |quantile: f64| {
         let index = ((latencies.len() as f64 * quantile) as usize).min(latencies.len().saturating_sub(1));
         latencies.get(index).map_or(0.0, |latency| latency.as_secs_f64() * 1000.0)
@@ -110,6 +150,7 @@ where
         p99_ms: at(0.99),
         max_ms: at(1.0),
         errors,
+        cpu,
     }
 }
 

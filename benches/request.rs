@@ -254,6 +254,7 @@ fn model_request(agent: &Agent) -> ModelRequest {
         max_tokens: 8192,
         output: None,
         retries: RetryReporter::default(),
+        encoded: Default::default(),
     }
 }
 

@@ -513,6 +513,7 @@ impl AgentFactory {
             budget,
             context_settings,
             history: Arc::default(),
+            encoded_history: Arc::default(),
             usage: Usage::default(),
             used: Consumption::default(),
             turns: 0,

@@ -94,8 +94,11 @@ pub struct Agent {
     budget: Budget,
     context_settings: ContextSettings,
     /// Shared with the model request of the running step, so building that request copies no
-    /// message. Changed only through [`Self::history_mut`].
+    /// message. Changed only through [`Self::history_mut`] and [`Self::rewrite_history`].
     history: Arc<Vec<Message>>,
+    /// What the provider's wire wrote of the history's settled turns, shared with the requests
+    /// so that a call writes only what follows them (`llm::encoded_history`).
+    encoded_history: Arc<crate::llm::encoded_history::EncodedHistory>,
     usage: Usage,
     used: Consumption,
     turns: u64,
@@ -418,15 +421,23 @@ impl Agent {
         if messages >= self.history.len() {
             return;
         }
-        self.history_mut().truncate(messages);
+        self.rewrite_history().truncate(messages);
         self.unsaved_from = self.unsaved_from.min(messages);
         self.pending = None;
         self.context.history_rewritten();
     }
 
-    /// The history to change. Copy-on-write: a request still holding the history (one a test
-    /// provider keeps) keeps it as it was; in a turn, none does by the time the loop writes.
+    /// The history to append to, or whose last message to change. Copy-on-write: a request
+    /// still holding the history (one a test provider keeps) keeps it as it was; in a turn,
+    /// none does by the time the loop writes.
     fn history_mut(&mut self) -> &mut Vec<Message> {
+        Arc::make_mut(&mut self.history)
+    }
+
+    /// The history to change anywhere (a rewind, pruning): what the wire wrote of its settled
+    /// turns is let go, as they may change.
+    fn rewrite_history(&mut self) -> &mut Vec<Message> {
+        self.encoded_history = Arc::default();
         Arc::make_mut(&mut self.history)
     }
 
@@ -445,6 +456,7 @@ impl Agent {
     pub(crate) fn restore(&mut self, state: RestoredState) {
         self.unsaved_from = state.history.len();
         self.history = Arc::new(state.history);
+        self.encoded_history = Arc::default();
         self.usage = state.usage;
         // A spend not known when it was stored is priced now, from its token totals, if the
         // model has a price today.

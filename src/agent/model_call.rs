@@ -121,6 +121,7 @@ impl Agent {
             cache_key: Some(self.session_id.to_string()),
             output: self.turn_output.as_ref().map(|contract| contract.format().clone()),
             retries: llm::retry::RetryReporter::default(),
+            encoded: Arc::clone(&self.encoded_history),
         }
     }
 

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{ContentBlock, LlmError, LlmErrorKind, ModelRequest};
 
@@ -53,6 +54,14 @@ pub(crate) fn to_bytes(body: &impl Serialize, size_hint: usize, provider: &str) 
         LlmError::new(LlmErrorKind::Config, format!("{provider}: cannot serialize the request: {err}"))
     })?;
     Ok(Bytes::from(out))
+}
+
+/// `value` as JSON text of its own: a message a session's later requests write as it is
+/// ([`super::encoded_history`]). An error as [`to_bytes`] reports one.
+pub(crate) fn raw(value: &impl Serialize, provider: &str) -> Result<Box<RawValue>, LlmError> {
+    serde_json::value::to_raw_value(value).map_err(|err| {
+        LlmError::new(LlmErrorKind::Config, format!("{provider}: cannot serialize the request: {err}"))
+    })
 }
 
 /// About the size of a request's body on either wire, a little over rather than under: its
@@ -129,6 +138,7 @@ mod tests {
             max_tokens: 100,
             output: None,
             retries: Default::default(),
+            encoded: Default::default(),
         }
     }
 

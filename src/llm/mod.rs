@@ -13,6 +13,7 @@ pub mod body;
 pub mod catalog;
 pub mod conform;
 pub mod embeddings;
+pub mod encoded_history;
 mod http;
 pub mod message;
 pub mod openai;
@@ -74,6 +75,10 @@ pub struct ModelRequest {
     pub output: Option<OutputFormat>,
     /// Who hears about retries of this call ([`retry::RetryingProvider`]); adapters ignore it.
     pub retries: retry::RetryReporter,
+    /// What the wire wrote of `messages` at the session's earlier calls, to write only what
+    /// follows ([`encoded_history`]): the agent's, shared by its requests; a fresh one keeps
+    /// nothing from before.
+    pub encoded: Arc<encoded_history::EncodedHistory>,
 }
 
 /// Whether a response may call tools (structured output's forced final tool aside, which each

@@ -343,6 +343,7 @@ mod tests {
             max_tokens: 10,
             output: None,
             retries: Default::default(),
+            encoded: Default::default(),
         }
     }
 

@@ -119,6 +119,7 @@ pub fn simple_request(text: &str) -> ModelRequest {
         max_tokens: 256,
         output: None,
         retries: Default::default(),
+        encoded: Default::default(),
     }
 }
 

@@ -64,6 +64,7 @@ async fn sends_the_documented_request() {
         max_tokens: 1024,
         output: None,
         retries: Default::default(),
+        encoded: Default::default(),
     };
     let (_, err) = run(&provider, request).await;
     assert_eq!(err, None);

@@ -52,6 +52,7 @@ async fn sends_the_documented_request() {
         max_tokens: 512,
         output: None,
         retries: Default::default(),
+        encoded: Default::default(),
     };
     let (_, err) = run(&provider(&mock), request).await;
     assert_eq!(err, None);

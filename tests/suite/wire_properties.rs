@@ -11,7 +11,10 @@
 //! with a random request: tools the session has now (maybe none), structured output, the
 //! compaction summary's forbidden tool use, reasoning, a reasoning model, caching on or off.
 
+use std::sync::Arc;
+
 use deputy::llm::anthropic::{AnthropicConfig, AnthropicProvider};
+use deputy::llm::encoded_history::EncodedHistory;
 use deputy::llm::openai::{OpenAiConfig, OpenAiProvider};
 use deputy::llm::options::{PromptCache, WireOptions};
 use deputy::llm::{
@@ -277,6 +280,7 @@ fn request(history: Vec<Message>, call: &Call) -> ModelRequest {
             ))
         }),
         retries: Default::default(),
+        encoded: Default::default(),
     }
 }
 
@@ -288,23 +292,51 @@ fn options(call: &Call) -> WireOptions {
 }
 
 fn bodies(request: ModelRequest, call: &Call) -> (Value, Value) {
-    let base_url = "http://127.0.0.1:9".to_owned();
-    let anthropic = AnthropicProvider::new(AnthropicConfig {
-        base_url: base_url.clone(),
-        api_key: "k".into(),
-        timeouts: HttpTimeouts::default(),
-        options: options(call),
-    });
-    let openai = OpenAiProvider::new(OpenAiConfig {
-        base_url,
-        api_key: None,
-        timeouts: HttpTimeouts::default(),
-        options: options(call),
-    });
-    // One resendable request per wire: it keeps the bytes its first body was written as.
     let parse = |bytes: bytes::Bytes| serde_json::from_slice::<Value>(&bytes).unwrap();
-    let anthropic = parse(anthropic.body(&Resendable::new(request.clone())).unwrap());
-    (anthropic, parse(openai.body(&Resendable::new(request)).unwrap()))
+    let [anthropic, openai] = Wires::new(call).bodies(request, Default::default());
+    (parse(anthropic), parse(openai))
+}
+
+/// The two wires, set up for `call`.
+struct Wires {
+    anthropic: AnthropicProvider,
+    openai: OpenAiProvider,
+}
+
+impl Wires {
+    fn new(call: &Call) -> Self {
+        let base_url = "http://127.0.0.1:9".to_owned();
+        let anthropic = AnthropicProvider::new(AnthropicConfig {
+            base_url: base_url.clone(),
+            api_key: "k".into(),
+            timeouts: HttpTimeouts::default(),
+            options: options(call),
+        });
+        let openai = OpenAiProvider::new(OpenAiConfig {
+            base_url,
+            api_key: None,
+            timeouts: HttpTimeouts::default(),
+            options: options(call),
+        });
+        Self { anthropic, openai }
+    }
+
+    /// The bodies of `request`, Anthropic's then OpenAI's, each written with what that wire
+    /// kept of the history before (`encoded`, one per wire, as a session has one wire).
+    fn bodies(&self, request: ModelRequest, encoded: [Arc<EncodedHistory>; 2]) -> [bytes::Bytes; 2] {
+        // One resendable request per wire: it keeps the bytes its first body was written as.
+        let [for_anthropic, for_openai] = encoded;
+        let anthropic =
+            self.anthropic.body(&Resendable::new(ModelRequest { encoded: for_anthropic, ..request.clone() }));
+        let openai = self.openai.body(&Resendable::new(ModelRequest { encoded: for_openai, ..request }));
+        [anthropic.unwrap(), openai.unwrap()]
+    }
+}
+
+/// Whether the agent changes its history this way in place only by appending to it or
+/// changing its last message, so that what a wire wrote of its settled turns still holds.
+fn appends(step: &Step) -> bool {
+    !matches!(step, Step::Summary { .. } | Step::Prune | Step::Fork { .. })
 }
 
 proptest! {
@@ -329,4 +361,70 @@ proptest! {
             prop_assert!(false, "openai ({}): {}\n{openai:#}", violation.rule, violation.message());
         }
     }
+}
+
+proptest! {
+    // Each case is a session of calls on both wires: fewer cases, as many bodies.
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// A session's calls, each after one more step, write on either wire what a call writing the
+    /// whole history writes, byte for byte, though each wrote only what followed the turns
+    /// settled at the calls before it.
+    #[test]
+    fn writing_only_what_follows_the_settled_turns_gives_the_whole_body(
+        steps in proptest::collection::vec(step(), 1..24),
+        call in call(),
+    ) {
+        let mut writer = Writer { history: vec![Message::user_text("First question.")], next_id: 0 };
+        // The agent's history, changed in place as the agent changes it, and what each wire kept.
+        let mut history = Arc::new(writer.history.clone());
+        let mut encoded: [Arc<EncodedHistory>; 2] = Default::default();
+        let wires = Wires::new(&call);
+        for step in &steps {
+            writer.apply(step);
+            if !appends(step) {
+                encoded = Default::default();
+            }
+            *Arc::get_mut(&mut history).expect("no request holds the history") = writer.history.clone();
+            let shared = ModelRequest { messages: Arc::clone(&history), ..request(Vec::new(), &call) };
+            let kept = wires.bodies(shared, encoded.clone());
+            let whole = wires.bodies(request(writer.history.clone(), &call), Default::default());
+            prop_assert_eq!(&kept, &whole, "after {:?}", step);
+        }
+    }
+}
+
+/// Not vacuous: a session's turns settle and are kept, call after call.
+#[test]
+fn a_session_keeps_its_settled_turns_from_call_to_call() {
+    let call = Call {
+        tools: vec![0],
+        structured: false,
+        summary: false,
+        reasoning: None,
+        reasoning_model: false,
+        cache: true,
+    };
+    let mut writer = Writer { history: vec![Message::user_text("First question.")], next_id: 0 };
+    let mut history = Arc::new(writer.history.clone());
+    let encoded: [Arc<EncodedHistory>; 2] = Default::default();
+    let wires = Wires::new(&call);
+    let steps = [
+        Step::Response { lead: Some(Text::Words), calls: vec![0], thinking: false, reasoning: false },
+        Step::Results { answered: vec![true], reversed: false, mail: None, hook: None },
+        Step::Response { lead: Some(Text::Words), calls: vec![], thinking: false, reasoning: false },
+        Step::Prompt(Text::Words),
+    ];
+    let mut settled = Vec::new();
+    for step in steps.iter().cycle().take(20) {
+        writer.apply(step);
+        *Arc::get_mut(&mut history).unwrap() = writer.history.clone();
+        let shared = ModelRequest { messages: Arc::clone(&history), ..request(Vec::new(), &call) };
+        let kept = wires.bodies(shared, encoded.clone());
+        assert_eq!(kept, wires.bodies(request(writer.history.clone(), &call), Default::default()));
+        settled.push([encoded[0].settled_messages(), encoded[1].settled_messages()]);
+    }
+    // Each response settles the turns before it: 20 steps of 4 messages each 4 steps.
+    assert_eq!(settled.last(), Some(&[19, 19]), "{settled:?}");
+    assert!(settled.windows(2).all(|pair| pair[0][0] <= pair[1][0]), "{settled:?}");
 }

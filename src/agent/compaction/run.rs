@@ -72,7 +72,7 @@ impl Agent {
         let keep_from = if self.turn_running { self.turn_prompt_index } else { self.history.len() };
 
         // Stage 1: prune old tool results.
-        report.pruned = prune(self.history_mut(), settings.prune_protect_tokens);
+        report.pruned = prune(self.rewrite_history(), settings.prune_protect_tokens);
         if report.pruned.results > 0 {
             events.emit(AgentEvent::Pruned {
                 results: report.pruned.results,
@@ -104,7 +104,9 @@ impl Agent {
         request.max_tokens =
             allowance.map_or(settings.max_summary_tokens, |cap| cap.min(settings.max_summary_tokens));
         let prompt = ContentBlock::Text { text: COMPACTION_PROMPT.to_owned() };
-        // The summary call's own messages: a copy of the history, which stays as it is.
+        // The summary call's own messages: a copy of the history, which stays as it is. The
+        // copy is written whole: what the wire kept is the history's.
+        request.encoded = Arc::default();
         let messages = Arc::make_mut(&mut request.messages);
         match messages.last_mut() {
             Some(last) if last.role == Role::User => last.content.push(prompt),
@@ -143,6 +145,7 @@ impl Agent {
             self.turn_prompt_index = rebuilt.len().saturating_sub(kept_after_prompt);
         }
         self.history = Arc::new(rebuilt);
+        self.encoded_history = Arc::default();
         self.history_rewritten();
         report.compacted = true;
         Outcome::Done(self.finish(report, true, events))

@@ -20,13 +20,14 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::{AnthropicProvider, PROVIDER};
 use crate::llm::body::{self, Resendable};
-use crate::llm::conform::{Conformed, Turn, conform};
+use crate::llm::conform::{Conformed, Turn, conform_after};
 use crate::llm::options::{CacheTtl, PromptCache, WireOptions};
 use crate::llm::structured::{self, FINAL_ANSWER_TOOL};
 use crate::llm::tool_names::wire_name;
@@ -53,7 +54,12 @@ pub(crate) fn encode(request: &ModelRequest, options: &WireOptions) -> Result<By
     let declared = |name: &str| {
         request.tools.iter().any(|spec| spec.name == name) || (final_schema.is_some() && name == FINAL_ANSWER_TOOL)
     };
-    let conformed = conform(&request.messages, &declared, keeps);
+    let mut kept = request.encoded.take(&request.messages, PROVIDER);
+    let conformed = conform_after(&request.messages, &kept.settled, &declared, keeps);
+    let (newly, turns) = conformed.turns.split_at(conformed.settled.turns);
+    for turn in newly {
+        kept.elements.push(body::raw(&WireMessage::new(turn, None), PROVIDER)?);
+    }
     let thinking = request
         .reasoning
         .or(options.reasoning)
@@ -80,7 +86,7 @@ pub(crate) fn encode(request: &ModelRequest, options: &WireOptions) -> Result<By
     let system = structured::system_with(request.system.as_deref(), instruction);
     let body = Body {
         max_tokens: request.max_tokens.saturating_add(thinking.map_or(0, |thinking| thinking.budget_tokens)),
-        messages: Messages { turns: &conformed.turns, cache },
+        messages: Messages { settled: &kept.elements, turns, cache },
         model: &request.model,
         stream: true,
         system: system.as_deref().map(|text| System { text, cache }),
@@ -88,11 +94,15 @@ pub(crate) fn encode(request: &ModelRequest, options: &WireOptions) -> Result<By
         tool_choice,
         tools,
     };
-    body::to_bytes(&body, body::size_hint(request), PROVIDER)
+    let bytes = body::to_bytes(&body, body::size_hint(request), PROVIDER)?;
+    kept.settled = conformed.settled;
+    request.encoded.keep(kept);
+    Ok(bytes)
 }
 
 /// Whether thinking may be on: the API wants the assistant message of an unfinished tool loop
-/// (the last user message opens with tool results) to start with a thinking block.
+/// (the last user message opens with tool results) to start with a thinking block. (The last
+/// two turns are never settled.)
 fn open_tool_loop_thinks(conformed: &Conformed<'_>) -> bool {
     let [.., assistant, last] = conformed.turns.as_slice() else {
         return true;
@@ -175,29 +185,26 @@ impl Serialize for System<'_> {
     }
 }
 
-/// The conformed messages; the last one's last block carries the moving cache breakpoint.
+/// The conformed messages: the settled ones as written before, then the others; the last
+/// one's last block carries the moving cache breakpoint.
 pub(super) struct Messages<'a> {
+    settled: &'a [Box<RawValue>],
     turns: &'a [Turn<'a>],
     cache: Option<CacheControl>,
 }
 
 impl Serialize for Messages<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.settled.len() + self.turns.len()))?;
+        for message in self.settled {
+            seq.serialize_element(message)?;
+        }
         let last = self.turns.len().saturating_sub(1);
-        serializer.collect_seq(self.turns.iter().enumerate().map(|(index, turn)| WireMessage {
-            content: Content {
-                blocks: &turn.blocks,
-                breakpoint: if index == last {
-                    self.cache.and_then(|cache| breakpoint(turn).map(|at| (at, cache)))
-                } else {
-                    None
-                },
-            },
-            role: match turn.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            },
-        }))
+        for (index, turn) in self.turns.iter().enumerate() {
+            let cache = self.cache.filter(|_| index == last);
+            seq.serialize_element(&WireMessage::new(turn, cache))?;
+        }
+        seq.end()
     }
 }
 
@@ -210,6 +217,22 @@ fn breakpoint(turn: &Turn<'_>) -> Option<usize> {
 pub(super) struct WireMessage<'a> {
     content: Content<'a>,
     role: &'static str,
+}
+
+impl<'a> WireMessage<'a> {
+    /// `turn`, its last block carrying `cache` where one may.
+    fn new(turn: &'a Turn<'a>, cache: Option<CacheControl>) -> Self {
+        Self {
+            content: Content {
+                blocks: &turn.blocks,
+                breakpoint: cache.and_then(|cache| breakpoint(turn).map(|at| (at, cache))),
+            },
+            role: match turn.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            },
+        }
+    }
 }
 
 pub(super) struct Content<'a> {

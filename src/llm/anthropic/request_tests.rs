@@ -54,6 +54,7 @@ fn request_body_puts_tool_results_first_and_skips_empty_text() {
         max_tokens: 100,
         output: None,
         retries: Default::default(),
+        encoded: Default::default(),
     };
     let body = request_body(&request);
     assert_eq!(
@@ -91,6 +92,7 @@ fn structured_output_adds_the_final_tool_after_the_sessions_and_forces_a_tool_ca
         max_tokens: 100,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema.clone()))),
         retries: Default::default(),
+        encoded: Default::default(),
     };
     let body = request_body(&request);
     assert_eq!(body["tool_choice"], json!({"type": "any"}));
@@ -155,6 +157,7 @@ fn the_body_goes_out_with_its_keys_sorted() {
         max_tokens: 100,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
         retries: Default::default(),
+        encoded: Default::default(),
     };
     let plain = ModelRequest { output: None, system: None, tools: Vec::new().into(), ..request.clone() };
     for request in [request, plain] {

@@ -51,21 +51,69 @@ pub struct Turn<'a> {
 /// A history in the providers' rules, borrowed from the original.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conformed<'a> {
+    /// The turns, after those [`conform_after`] was told were settled.
     pub turns: Vec<Turn<'a>>,
     /// Declarations for the tools the history calls that the request does not declare.
     pub stubs: Vec<ToolSpec>,
+    /// What is settled now (see [`Settled`]): the first `turns` of `turns` are newly so.
+    pub settled: Settled,
+}
+
+/// The first turns of a conformed history that no message appended later changes: those up to
+/// the last user turn followed by an assistant turn. Appending only merges into the last turn,
+/// a call's results are paired into the turn after it, and a user turn followed by an
+/// assistant turn is neither last nor after a call of its own; so a wire can keep what it wrote
+/// for them and conform only the messages after them at its next call ([`conform_after`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settled {
+    /// The messages they hold (the history's first `messages`).
+    pub messages: usize,
+    /// Turns newly settled by this conform, at the start of [`Conformed::turns`].
+    pub turns: usize,
+    /// The tools the settled turns call, by first call: a stub's place in the declarations.
+    pub calls: Vec<String>,
 }
 
 /// `messages` in the providers' rules. `declared` says whether the request declares a tool;
 /// `keep` which reasoning blocks the wire takes back.
 pub fn conform<'a>(messages: &'a [Message], declared: &dyn Fn(&str) -> bool, keep: Keep) -> Conformed<'a> {
-    let mut turns = merged_turns(messages, keep);
-    pair_tool_calls(&mut turns);
-    if turns.first().is_some_and(|turn| turn.role == Role::Assistant) {
+    conform_after(messages, &Settled::default(), declared, keep)
+}
+
+/// `messages` after the turns `before` says are settled (an earlier conform of the same
+/// history, which has only been appended to since): the turns that follow them, and what is
+/// settled now. The result is what [`conform`] gives for the whole history, less those turns.
+pub fn conform_after<'a>(
+    messages: &'a [Message],
+    before: &Settled,
+    declared: &dyn Fn(&str) -> bool,
+    keep: Keep,
+) -> Conformed<'a> {
+    let from = before.messages.min(messages.len());
+    let (mut turns, mut ends) = merged_turns(&messages[from..], keep);
+    pair_tool_calls(&mut turns, &mut ends, from == 0);
+    if from == 0 && turns.first().is_some_and(|turn| turn.role == Role::Assistant) {
         turns.insert(0, Turn { role: Role::User, blocks: vec![Cow::Owned(text(CONTINUED))] });
+        ends.insert(0, 0);
     }
-    let stubs = stubs(&turns, declared);
-    Conformed { turns, stubs }
+    // A settled turn holds a message: the turn that opens a history with the assistant's
+    // message (`CONTINUED`) holds none, and is written again with the history's first message.
+    let newly = (1..turns.len())
+        .rev()
+        .find(|&next| {
+            turns[next - 1].role == Role::User && turns[next].role == Role::Assistant && ends[next - 1] > 0
+        })
+        .unwrap_or(0);
+    let mut calls = before.calls.clone();
+    add_calls(&mut calls, &turns[..newly]);
+    let settled = Settled {
+        messages: if newly == 0 { before.messages } else { from + ends[newly - 1] },
+        turns: newly,
+        calls: calls.clone(),
+    };
+    add_calls(&mut calls, &turns[newly..]);
+    let stubs = stubs(&calls, declared);
+    Conformed { turns, stubs, settled }
 }
 
 fn text(text: impl Into<String>) -> ContentBlock {
@@ -81,27 +129,36 @@ fn sendable(block: &ContentBlock, keep: Keep) -> bool {
     }
 }
 
-/// The messages' sendable blocks, consecutive messages of one role merged, empty ones gone.
-fn merged_turns(messages: &[Message], keep: Keep) -> Vec<Turn<'_>> {
+/// The messages' sendable blocks, consecutive messages of one role merged, empty ones gone;
+/// and where each turn ends (after the last message that went into it).
+fn merged_turns(messages: &[Message], keep: Keep) -> (Vec<Turn<'_>>, Vec<usize>) {
     let mut turns: Vec<Turn<'_>> = Vec::with_capacity(messages.len());
-    for message in messages {
+    let mut ends: Vec<usize> = Vec::with_capacity(messages.len());
+    for (index, message) in messages.iter().enumerate() {
         let blocks = message.content.iter().filter(|block| sendable(block, keep)).map(Cow::Borrowed);
         match turns.last_mut() {
-            Some(last) if last.role == message.role => last.blocks.extend(blocks),
+            Some(last) if last.role == message.role => {
+                last.blocks.extend(blocks);
+                if let Some(end) = ends.last_mut() {
+                    *end = index + 1;
+                }
+            }
             _ => {
                 let blocks: Vec<_> = blocks.collect();
                 if !blocks.is_empty() {
                     turns.push(Turn { role: message.role, blocks });
+                    ends.push(index + 1);
                 }
             }
         }
     }
-    turns
+    (turns, ends)
 }
 
 /// Every call answered at the start of the next user message; results answering nothing
-/// become text.
-fn pair_tool_calls(turns: &mut Vec<Turn<'_>>) {
+/// become text (in the first turn too when `first` holds the history's first message). A
+/// turn added for answers ends where its call's does.
+fn pair_tool_calls(turns: &mut Vec<Turn<'_>>, ends: &mut Vec<usize>, first: bool) {
     let mut index = 0;
     while index < turns.len() {
         let calls: Vec<String> = match turns[index].role {
@@ -110,7 +167,7 @@ fn pair_tool_calls(turns: &mut Vec<Turn<'_>>) {
         };
         let answers = index + 1;
         match turns[index].role {
-            Role::User if index == 0 => rest_to_text(&mut turns[index], &HashSet::new()),
+            Role::User if index == 0 && first => rest_to_text(&mut turns[index], &HashSet::new()),
             Role::User => {}
             Role::Assistant if calls.is_empty() => {
                 if let Some(next) = turns.get_mut(answers).filter(|next| next.role == Role::User) {
@@ -120,6 +177,7 @@ fn pair_tool_calls(turns: &mut Vec<Turn<'_>>) {
             Role::Assistant => {
                 if turns.get(answers).is_none_or(|next| next.role != Role::User) {
                     turns.insert(answers, Turn { role: Role::User, blocks: Vec::new() });
+                    ends.insert(answers, ends[index]);
                 }
                 answer_calls(&mut turns[answers], &calls);
             }
@@ -188,22 +246,28 @@ fn rest_to_text(turn: &mut Turn<'_>, answered: &HashSet<usize>) {
     }
 }
 
-/// Declarations for the tools the turns call that are not declared, in order of first call.
-fn stubs(turns: &[Turn<'_>], declared: &dyn Fn(&str) -> bool) -> Vec<ToolSpec> {
-    let mut stubs: Vec<ToolSpec> = Vec::new();
+/// Adds the tools `turns` call to `calls`, each once, by first call.
+fn add_calls(calls: &mut Vec<String>, turns: &[Turn<'_>]) {
     for block in turns.iter().flat_map(|turn| &turn.blocks) {
         if let ContentBlock::ToolUse { name, .. } = block.as_ref()
-            && !declared(name)
-            && !stubs.iter().any(|stub| &stub.name == name)
+            && !calls.contains(name)
         {
-            stubs.push(ToolSpec {
-                name: name.clone(),
-                description: STUB_DESCRIPTION.to_owned(),
-                input_schema: json!({"type": "object"}).into(),
-            });
+            calls.push(name.clone());
         }
     }
-    stubs
+}
+
+/// Declarations for the tools called (`calls`, by first call) that are not declared.
+fn stubs(calls: &[String], declared: &dyn Fn(&str) -> bool) -> Vec<ToolSpec> {
+    calls
+        .iter()
+        .filter(|name| !declared(name))
+        .map(|name| ToolSpec {
+            name: name.clone(),
+            description: STUB_DESCRIPTION.to_owned(),
+            input_schema: json!({"type": "object"}).into(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use serde_json::value::RawValue;
 
 use super::{OpenAiProvider, PROVIDER};
 use crate::llm::body::{self, Resendable};
-use crate::llm::conform::{Turn, conform};
+use crate::llm::conform::{Turn, conform_after};
 use crate::llm::options::{PromptCache, StreamUsage, TokenLimitField, WireOptions};
 use crate::llm::structured::{self, FINAL_ANSWER_TOOL};
 use crate::llm::tool_names::wire_name;
@@ -55,7 +55,16 @@ pub(super) fn is_reasoning_model(model: &str) -> bool {
 /// The JSON body of one streaming request, written straight from the request. `official`:
 /// the provider is `api.openai.com`.
 pub(crate) fn encode(request: &ModelRequest, options: &WireOptions, official: bool) -> Result<Bytes, LlmError> {
-    let conformed = conform(&request.messages, &|name| request.tools.iter().any(|spec| spec.name == name), keeps);
+    let mut kept = request.encoded.take(&request.messages, PROVIDER);
+    let declared = |name: &str| request.tools.iter().any(|spec| spec.name == name);
+    let conformed = conform_after(&request.messages, &kept.settled, &declared, keeps);
+    let (newly, turns) = conformed.turns.split_at(conformed.settled.turns);
+    for turn in newly {
+        chat_messages(turn, |message| {
+            kept.elements.push(body::raw(message, PROVIDER)?);
+            Ok::<_, LlmError>(())
+        })?;
+    }
     // Structured output: `response_format` for an object root; any other root cannot go there,
     // so the system prompt asks for it and the agent parses the text (see `structured`).
     let instruction =
@@ -72,7 +81,7 @@ pub(crate) fn encode(request: &ModelRequest, options: &WireOptions, official: bo
     let body = Body {
         max_completion_tokens: (field == TokenLimitField::MaxCompletionTokens).then_some(limit),
         max_tokens: (field == TokenLimitField::MaxTokens).then_some(limit),
-        messages: ChatMessages { system: system.as_deref(), turns: &conformed.turns },
+        messages: ChatMessages { system: system.as_deref(), settled: &kept.elements, turns },
         model: &request.model,
         prompt_cache_key: match options.prompt_cache {
             PromptCache::Auto => request.cache_key.as_deref(),
@@ -95,7 +104,10 @@ pub(crate) fn encode(request: &ModelRequest, options: &WireOptions, official: bo
         tool_choice: (request.tool_choice == ToolChoice::Forbidden && !tools.is_empty()).then_some("none"),
         tools,
     };
-    body::to_bytes(&body, body::size_hint(request), PROVIDER)
+    let bytes = body::to_bytes(&body, body::size_hint(request), PROVIDER)?;
+    kept.settled = conformed.settled;
+    request.encoded.keep(kept);
+    Ok(bytes)
 }
 
 /// The request body, borrowed from the [`ModelRequest`]. Keys are listed in alphabetical order
@@ -189,6 +201,8 @@ pub(super) struct Function<'a> {
 /// their turn, so they come before any text of it.
 pub(super) struct ChatMessages<'a> {
     system: Option<&'a str>,
+    /// The settled turns' messages, as written before.
+    settled: &'a [Box<RawValue>],
     turns: &'a [Turn<'a>],
 }
 
@@ -198,33 +212,38 @@ impl Serialize for ChatMessages<'_> {
         if let Some(content) = self.system {
             seq.serialize_element(&ChatMessage::System { content, role: "system" })?;
         }
+        for message in self.settled {
+            seq.serialize_element(message)?;
+        }
         for turn in self.turns {
-            let blocks = Blocks(&turn.blocks);
-            match turn.role {
-                Role::User => {
-                    for block in blocks.iter() {
-                        if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
-                            let content = ToolContent { content, is_error: *is_error };
-                            seq.serialize_element(&ChatMessage::Tool {
-                                content,
-                                role: "tool",
-                                tool_call_id: tool_use_id,
-                            })?;
-                        }
-                    }
-                    if blocks.has_text() {
-                        seq.serialize_element(&ChatMessage::User { content: JoinedText(blocks), role: "user" })?;
-                    }
-                }
-                Role::Assistant => seq.serialize_element(&ChatMessage::Assistant {
-                    content: blocks.has_text().then_some(JoinedText(blocks)),
-                    reasoning_content: blocks.has_reasoning().then_some(JoinedReasoning(blocks)),
-                    role: "assistant",
-                    tool_calls: ToolCalls(blocks),
-                })?,
-            }
+            chat_messages(turn, |message| seq.serialize_element(message))?;
         }
         seq.end()
+    }
+}
+
+/// The chat messages `turn` becomes, each handed to `emit` in order.
+fn chat_messages<E>(turn: &Turn<'_>, mut emit: impl FnMut(&ChatMessage<'_>) -> Result<(), E>) -> Result<(), E> {
+    let blocks = Blocks(&turn.blocks);
+    match turn.role {
+        Role::User => {
+            for block in blocks.iter() {
+                if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
+                    let content = ToolContent { content, is_error: *is_error };
+                    emit(&ChatMessage::Tool { content, role: "tool", tool_call_id: tool_use_id })?;
+                }
+            }
+            if blocks.has_text() {
+                emit(&ChatMessage::User { content: JoinedText(blocks), role: "user" })?;
+            }
+            Ok(())
+        }
+        Role::Assistant => emit(&ChatMessage::Assistant {
+            content: blocks.has_text().then_some(JoinedText(blocks)),
+            reasoning_content: blocks.has_reasoning().then_some(JoinedReasoning(blocks)),
+            role: "assistant",
+            tool_calls: ToolCalls(blocks),
+        }),
     }
 }
 

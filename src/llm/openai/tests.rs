@@ -207,6 +207,7 @@ fn request_body_splits_tool_results_and_text() {
         max_tokens: 64,
         output: None,
         retries: Default::default(),
+        encoded: Default::default(),
     };
     let body = request_body(&request, "max_tokens");
     assert_eq!(
@@ -242,6 +243,7 @@ fn structured_output_is_a_response_format_or_an_instruction_after_the_system_pro
         max_tokens: 64,
         output: Some(crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
         retries: Default::default(),
+        encoded: Default::default(),
     };
     let closed = json!({"type": "object", "additionalProperties": false, "required": ["a"],
                         "properties": {"a": {"type": "integer"}}});
@@ -330,6 +332,7 @@ fn the_body_goes_out_with_its_keys_sorted() {
         max_tokens: 64,
         output: schema.map(|schema| crate::llm::OutputFormat::new(std::sync::Arc::new(schema))),
         retries: Default::default(),
+        encoded: Default::default(),
     };
     let closed = json!({"type": "object", "additionalProperties": false, "required": ["a"],
                         "properties": {"a": {"type": "integer"}}});

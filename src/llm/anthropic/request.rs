@@ -101,8 +101,9 @@ pub(crate) fn encode(request: &ModelRequest, options: &WireOptions) -> Result<By
 }
 
 /// Whether thinking may be on: the API wants the assistant message of an unfinished tool loop
-/// (the last user message opens with tool results) to start with a thinking block. (The last
-/// two turns are never settled.)
+/// (the last user message opens with tool results) to start with a thinking block. Turns
+/// settled at earlier calls are not in `conformed`; they never change the answer, as an
+/// assistant turn always follows them.
 fn open_tool_loop_thinks(conformed: &Conformed<'_>) -> bool {
     let [.., assistant, last] = conformed.turns.as_slice() else {
         return true;

@@ -50,18 +50,18 @@ impl Resendable {
 /// as reqwest's `.json` reported one.
 pub(crate) fn to_bytes(body: &impl Serialize, size_hint: usize, provider: &str) -> Result<Bytes, LlmError> {
     let mut out = Vec::with_capacity(size_hint);
-    serde_json::to_writer(&mut out, body).map_err(|err| {
-        LlmError::new(LlmErrorKind::Config, format!("{provider}: cannot serialize the request: {err}"))
-    })?;
+    serde_json::to_writer(&mut out, body).map_err(|err| unserializable(provider, &err))?;
     Ok(Bytes::from(out))
+}
+
+fn unserializable(provider: &str, err: &serde_json::Error) -> LlmError {
+    LlmError::new(LlmErrorKind::Config, format!("{provider}: cannot serialize the request: {err}"))
 }
 
 /// `value` as JSON text of its own: a message a session's later requests write as it is
 /// ([`super::encoded_history`]). An error as [`to_bytes`] reports one.
 pub(crate) fn raw(value: &impl Serialize, provider: &str) -> Result<Box<RawValue>, LlmError> {
-    serde_json::value::to_raw_value(value).map_err(|err| {
-        LlmError::new(LlmErrorKind::Config, format!("{provider}: cannot serialize the request: {err}"))
-    })
+    serde_json::value::to_raw_value(value).map_err(|err| unserializable(provider, &err))
 }
 
 /// About the size of a request's body on either wire, a little over rather than under: its

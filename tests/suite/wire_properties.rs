@@ -107,6 +107,10 @@ struct Writer {
 }
 
 impl Writer {
+    fn new() -> Self {
+        Self { history: vec![Message::user_text("First question.")], next_id: 0 }
+    }
+
     fn id(&mut self) -> String {
         self.next_id += 1;
         format!("toolu_{}", self.next_id)
@@ -347,7 +351,7 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..14),
         call in call(),
     ) {
-        let mut writer = Writer { history: vec![Message::user_text("First question.")], next_id: 0 };
+        let mut writer = Writer::new();
         for step in &steps {
             writer.apply(step);
         }
@@ -375,20 +379,9 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..24),
         call in call(),
     ) {
-        let mut writer = Writer { history: vec![Message::user_text("First question.")], next_id: 0 };
-        // The agent's history, changed in place as the agent changes it, and what each wire kept.
-        let mut history = Arc::new(writer.history.clone());
-        let mut encoded: [Arc<EncodedHistory>; 2] = Default::default();
-        let wires = Wires::new(&call);
+        let mut session = Session::new(call);
         for step in &steps {
-            writer.apply(step);
-            if !appends(step) {
-                encoded = Default::default();
-            }
-            *Arc::get_mut(&mut history).expect("no request holds the history") = writer.history.clone();
-            let shared = ModelRequest { messages: Arc::clone(&history), ..request(Vec::new(), &call) };
-            let kept = wires.bodies(shared, encoded.clone());
-            let whole = wires.bodies(request(writer.history.clone(), &call), Default::default());
+            let (kept, whole) = session.call_after(step);
             prop_assert_eq!(&kept, &whole, "after {:?}", step);
         }
     }
@@ -405,10 +398,7 @@ fn a_session_keeps_its_settled_turns_from_call_to_call() {
         reasoning_model: false,
         cache: true,
     };
-    let mut writer = Writer { history: vec![Message::user_text("First question.")], next_id: 0 };
-    let mut history = Arc::new(writer.history.clone());
-    let encoded: [Arc<EncodedHistory>; 2] = Default::default();
-    let wires = Wires::new(&call);
+    let mut session = Session::new(call);
     let steps = [
         Step::Response { lead: Some(Text::Words), calls: vec![0], thinking: false, reasoning: false },
         Step::Results { answered: vec![true], reversed: false, mail: None, hook: None },
@@ -417,14 +407,41 @@ fn a_session_keeps_its_settled_turns_from_call_to_call() {
     ];
     let mut settled = Vec::new();
     for step in steps.iter().cycle().take(20) {
-        writer.apply(step);
-        *Arc::get_mut(&mut history).unwrap() = writer.history.clone();
-        let shared = ModelRequest { messages: Arc::clone(&history), ..request(Vec::new(), &call) };
-        let kept = wires.bodies(shared, encoded.clone());
-        assert_eq!(kept, wires.bodies(request(writer.history.clone(), &call), Default::default()));
-        settled.push([encoded[0].settled_messages(), encoded[1].settled_messages()]);
+        let (kept, whole) = session.call_after(step);
+        assert_eq!(kept, whole);
+        settled.push(session.encoded.each_ref().map(|encoded| encoded.settled_messages()));
     }
     // Each response settles the turns before it: 20 steps of 4 messages each 4 steps.
     assert_eq!(settled.last(), Some(&[19, 19]), "{settled:?}");
     assert!(settled.windows(2).all(|pair| pair[0][0] <= pair[1][0]), "{settled:?}");
+}
+
+/// A session as the agent keeps it: its history changed in place, and what each wire kept of it.
+struct Session {
+    writer: Writer,
+    history: Arc<Vec<Message>>,
+    encoded: [Arc<EncodedHistory>; 2],
+    wires: Wires,
+    call: Call,
+}
+
+impl Session {
+    fn new(call: Call) -> Self {
+        let writer = Writer::new();
+        let history = Arc::new(writer.history.clone());
+        Self { writer, history, encoded: Default::default(), wires: Wires::new(&call), call }
+    }
+
+    /// The bodies of a call after `step`, written from what the wires kept, then written whole.
+    fn call_after(&mut self, step: &Step) -> ([bytes::Bytes; 2], [bytes::Bytes; 2]) {
+        self.writer.apply(step);
+        if !appends(step) {
+            self.encoded = Default::default();
+        }
+        *Arc::get_mut(&mut self.history).expect("no request holds the history") = self.writer.history.clone();
+        let shared = ModelRequest { messages: Arc::clone(&self.history), ..request(Vec::new(), &self.call) };
+        let kept = self.wires.bodies(shared, self.encoded.clone());
+        let whole = self.wires.bodies(request(self.writer.history.clone(), &self.call), Default::default());
+        (kept, whole)
+    }
 }

@@ -56,7 +56,7 @@ pub(crate) fn encode(request: &ModelRequest, options: &WireOptions) -> Result<By
     };
     let mut kept = request.encoded.take(&request.messages, PROVIDER);
     let conformed = conform_after(&request.messages, &kept.settled, &declared, keeps);
-    let (newly, turns) = conformed.turns.split_at(conformed.settled.turns);
+    let (newly, turns) = conformed.turns.split_at(conformed.newly_settled);
     for turn in newly {
         kept.elements.push(body::raw(&WireMessage::new(turn, None), PROVIDER)?);
     }

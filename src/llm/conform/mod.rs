@@ -55,8 +55,10 @@ pub struct Conformed<'a> {
     pub turns: Vec<Turn<'a>>,
     /// Declarations for the tools the history calls that the request does not declare.
     pub stubs: Vec<ToolSpec>,
-    /// What is settled now (see [`Settled`]): the first `turns` of `turns` are newly so.
+    /// What is settled now (see [`Settled`]).
     pub settled: Settled,
+    /// How many of `turns`, from the first, this conform settled.
+    pub newly_settled: usize,
 }
 
 /// The first turns of a conformed history that no message appended later changes: those up to
@@ -68,8 +70,6 @@ pub struct Conformed<'a> {
 pub struct Settled {
     /// The messages they hold (the history's first `messages`).
     pub messages: usize,
-    /// Turns newly settled by this conform, at the start of [`Conformed::turns`].
-    pub turns: usize,
     /// The tools the settled turns call, by first call: a stub's place in the declarations.
     pub calls: Vec<String>,
 }
@@ -108,12 +108,11 @@ pub fn conform_after<'a>(
     add_calls(&mut calls, &turns[..newly]);
     let settled = Settled {
         messages: if newly == 0 { before.messages } else { from + ends[newly - 1] },
-        turns: newly,
         calls: calls.clone(),
     };
     add_calls(&mut calls, &turns[newly..]);
     let stubs = stubs(&calls, declared);
-    Conformed { turns, stubs, settled }
+    Conformed { turns, stubs, settled, newly_settled: newly }
 }
 
 fn text(text: impl Into<String>) -> ContentBlock {

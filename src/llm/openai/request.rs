@@ -58,7 +58,7 @@ pub(crate) fn encode(request: &ModelRequest, options: &WireOptions, official: bo
     let mut kept = request.encoded.take(&request.messages, PROVIDER);
     let declared = |name: &str| request.tools.iter().any(|spec| spec.name == name);
     let conformed = conform_after(&request.messages, &kept.settled, &declared, keeps);
-    let (newly, turns) = conformed.turns.split_at(conformed.settled.turns);
+    let (newly, turns) = conformed.turns.split_at(conformed.newly_settled);
     for turn in newly {
         chat_messages(turn, |message| {
             kept.elements.push(body::raw(message, PROVIDER)?);

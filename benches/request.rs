@@ -2,12 +2,14 @@
 //!
 //! Run with `cargo bench --bench request`. Figures are printed, never asserted.
 //!
-//! For three histories (160 messages of ~160 KB, 600 of ~550 KB, 600 of ~1.4 MB of body) and
+//! For three histories (161 messages of ~160 KB, 601 of ~550 KB, 601 of ~1.4 MB of body) and
 //! both wires, the bench times the path a model call takes before its first byte is sent: the
 //! request built from the agent's history and tools as `Agent::model_request` builds it, the
 //! retry layer taking it (`Resendable`), and the adapter's body as the bytes reqwest sends
-//! (`AnthropicProvider::body`, `OpenAiProvider::body`). "retry" is each further attempt of the
-//! same call. A counting global allocator gives, per call, the bytes asked of the allocator
+//! (`AnthropicProvider::body`, `OpenAiProvider::body`). "first attempt" is a call written
+//! whole (a session's first, or its first after a rewind or compaction); "retry" each further
+//! attempt of the same call; "next call" the session's next call, after the call before it
+//! kept the settled turns it wrote (`llm::encoded_history`). A counting global allocator gives, per call, the bytes asked of the allocator
 //! (a `realloc` counts its whole new size, as a fresh allocation would), the number of
 //! allocations, and the peak of live bytes above what was live before the call.
 //!
@@ -22,6 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use deputy::llm::anthropic::{AnthropicConfig, AnthropicProvider};
+use deputy::llm::encoded_history::EncodedHistory;
 use deputy::llm::openai::{OpenAiConfig, OpenAiProvider};
 use deputy::llm::retry::RetryReporter;
 use deputy::llm::{ContentBlock, HttpTimeouts, Message, ModelRequest, Resendable, Role, ToolSpec};
@@ -102,10 +105,27 @@ fn sample(run: &mut impl FnMut() -> usize) -> Sample {
 
 /// Medians of each figure over `iterations` calls, after a few unmeasured ones.
 fn measure(iterations: usize, mut run: impl FnMut() -> usize) -> Sample {
+    measure_prepared(iterations, &mut (), |()| {}, |()| run())
+}
+
+/// Medians of each figure over `iterations` calls of `run` on `state`, each after an
+/// unmeasured `prepare` of it, after a few unmeasured ones.
+fn measure_prepared<S>(
+    iterations: usize,
+    state: &mut S,
+    mut prepare: impl FnMut(&mut S),
+    mut run: impl FnMut(&S) -> usize,
+) -> Sample {
     for _ in 0..10 {
-        black_box(run());
+        prepare(state);
+        black_box(run(state));
     }
-    let samples: Vec<Sample> = (0..iterations).map(|_| sample(&mut run)).collect();
+    let samples: Vec<Sample> = (0..iterations)
+        .map(|_| {
+            prepare(state);
+            sample(&mut || run(state))
+        })
+        .collect();
     let median = |figure: fn(&Sample) -> usize| {
         let mut values: Vec<usize> = samples.iter().map(figure).collect();
         values.sort_unstable();
@@ -137,10 +157,10 @@ fn tool_output(turn: usize, bytes: usize) -> String {
     out
 }
 
-/// `turns` turns of four messages: a prompt, text and a tool call, the tool's result of about
-/// `result_bytes`, and an answer.
+/// `turns` turns of four messages (a prompt, text and a tool call, the tool's result of about
+/// `result_bytes`, and an answer), then the next prompt.
 fn history(turns: usize, result_bytes: usize) -> Vec<Message> {
-    let mut messages = Vec::with_capacity(turns * 4);
+    let mut messages = Vec::with_capacity(turns * 4 + 1);
     for turn in 0..turns {
         let id = format!("toolu_01{turn:022}");
         messages.push(Message::user_text(format!(
@@ -173,6 +193,8 @@ fn history(turns: usize, result_bytes: usize) -> Vec<Message> {
             ),
         }]));
     }
+    messages
+        .push(Message::user_text("Good. Now check the other handlers that read `page` and fix them the same way."));
     messages
 }
 
@@ -239,6 +261,8 @@ struct Agent {
     system: Option<String>,
     history: Arc<Vec<Message>>,
     tools: Arc<[Arc<ToolSpec>]>,
+    /// What its earlier calls kept of its settled turns.
+    encoded: Arc<EncodedHistory>,
 }
 
 /// `Agent::model_request`: the request for the next model call.
@@ -254,7 +278,7 @@ fn model_request(agent: &Agent) -> ModelRequest {
         max_tokens: 8192,
         output: None,
         retries: RetryReporter::default(),
-        encoded: Default::default(),
+        encoded: Arc::clone(&agent.encoded),
     }
 }
 
@@ -281,10 +305,26 @@ impl Wire {
 }
 
 /// One model call's first attempt, from the agent's history to the bytes: the request, the
-/// retry layer's `Resendable` holding it, the adapter's body.
+/// retry layer's `Resendable` holding it, the adapter's body. Written whole, as a session's
+/// first call is, or its first after a rewind, pruning or compaction.
 fn first_attempt(agent: &Agent, wire: &Wire) -> usize {
-    let call = Resendable::new(model_request(agent));
+    let call = Resendable::new(ModelRequest { encoded: Arc::default(), ..model_request(agent) });
     wire.attempt(&call)
+}
+
+/// The same session's next call, as it is after the call before it: that call (the turn's
+/// last before the answer, two messages shorter) kept the settled turns it wrote, so this one
+/// writes the turn it settles and what follows (`llm::encoded_history`).
+fn keep_the_call_before(agent: &mut Agent, wire: &Wire) {
+    agent.encoded = Arc::default();
+    let history = Arc::get_mut(&mut agent.history).expect("no request still holds the history");
+    let since = history.split_off(history.len() - 2);
+    wire.attempt(&Resendable::new(model_request(agent)));
+    Arc::get_mut(&mut agent.history).expect("no request still holds the history").extend(since);
+}
+
+fn next_call(agent: &Agent, wire: &Wire) -> usize {
+    wire.attempt(&Resendable::new(model_request(agent)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -321,18 +361,26 @@ fn main() {
         "wire", "messages", "path", "body", "p50", "allocated", "allocs", "peak"
     );
     for (turns, result_bytes) in [(40, 2_700), (150, 2_450), (150, 7_600)] {
-        let agent = Agent {
+        let mut agent = Agent {
             model: "claude-sonnet-4-5".into(),
             system: Some(system.clone()),
             history: Arc::new(history(turns, result_bytes)),
             tools: tools().into_iter().map(Arc::new).collect(),
+            encoded: Arc::default(),
         };
         for wire in &wires {
             let first = measure(iterations, || first_attempt(&agent, wire));
             let call = Resendable::new(model_request(&agent));
             let retry = measure(iterations, || wire.attempt(&call));
+            drop(call);
+            let next = measure_prepared(
+                iterations,
+                &mut agent,
+                |agent| keep_the_call_before(agent, wire),
+                |agent| next_call(agent, wire),
+            );
             let body = first_attempt(&agent, wire);
-            for (path, figures) in [("first attempt", first), ("retry", retry)] {
+            for (path, figures) in [("first attempt", first), ("retry", retry), ("next call", next)] {
                 println!(
                     "{:<10} {:>9} {:<14} {:>10} {:>7.1} µs {:>10} ({:>4.1}×) {:>8} {:>10} ({:>4.1}×)",
                     wire.name(),

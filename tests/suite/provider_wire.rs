@@ -67,6 +67,15 @@ impl Wire {
         })
     }
 
+    #[cfg(feature = "session-compaction")]
+    /// Tool calls whose call the provider reports as `input` prompt tokens.
+    fn tool_calls_after_input(self, calls: &[(&str, &str, Value)], input: u64) -> MockResponse {
+        MockResponse::sse(match self {
+            Self::Anthropic => anthropic::tool_calls_with_usage(None, calls, usage(input, 5)),
+            Self::OpenAi => openai::tool_calls_with_usage(None, calls, usage(input, 5)),
+        })
+    }
+
     fn tool_calls(self, text: Option<&str>, calls: &[(&str, &str, Value)]) -> MockResponse {
         MockResponse::sse(match self {
             Self::Anthropic => anthropic::tool_calls(text, calls),
@@ -329,6 +338,47 @@ async fn overflow_compaction_after_tool_use(wire: Wire) {
     assert_summary_request(wire, &all[3], &all[2]);
     let read = deputy.ok("session_read", json!({"session_id": id})).await;
     assert_eq!(read["state"]["context"]["compactions"], 1, "{read}");
+    assert_clean(&deputy);
+}
+
+/// Pruning alone gets the history under the threshold, in the middle of a turn, after a call
+/// that settled the old result's turn: the call after the pruning sends the placeholder, not
+/// the output the wire wrote and kept for the earlier call (`llm::encoded_history`: a rewritten
+/// history lets go of what was kept).
+#[cfg(feature = "session-compaction")]
+async fn pruning_mid_turn_after_tool_use(wire: Wire) {
+    use deputy::agent::compaction::PLACEHOLDER_PREFIX;
+
+    let deputy = start(wire).await;
+    file_in(deputy.workspace.path(), "big.txt", &"word ".repeat(1200));
+    let read_big = |id| (id, "read_file", json!({"path": "big.txt"}));
+    deputy.mock.push(wire.tool_calls(None, &[read_big("toolu_1")]));
+    deputy.mock.push(wire.text("Read it."));
+    let created = deputy
+        .ok(
+            "session_create",
+            json!({"prompt": "Read big.txt.", "model": wire.model(), "builtins": ["read_file"],
+                   "context": {"context_window": 20_000, "threshold_tokens": 2_600}}),
+        )
+        .await;
+    assert_eq!(completed(&created), "Read it.");
+    // The second turn's first call settles the first turn, result and all (the provider counts
+    // its prompt at about what deputy estimates); its second call comes after a second result
+    // has pushed the history over the threshold.
+    deputy.mock.push(wire.tool_calls_after_input(&[read_big("toolu_2")], 1_600));
+    deputy.mock.push(wire.text("Read it again."));
+    let id = id_of(&created);
+    let next = deputy.ok("session_turn", json!({"session_id": id, "prompt": "Read it again."})).await;
+    assert_eq!(completed(&next), "Read it again.");
+
+    let all = requests(&deputy);
+    assert_eq!(all.len(), 4, "pruning was enough: no summary call");
+    let before = wire.results(&all[2].body);
+    assert!(before[0].1.starts_with("word"), "the first result, whole before the pruning: {before:?}");
+    let after = wire.results(&all[3].body);
+    assert_eq!(after.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["toolu_1", "toolu_2"]);
+    assert!(after[0].1.starts_with(PLACEHOLDER_PREFIX), "the old result is sent pruned: {:?}", after[0].1);
+    assert!(after[1].1.starts_with("word"), "the recent result stays");
     assert_clean(&deputy);
 }
 
@@ -1089,6 +1139,8 @@ on_both_wires!(
     threshold_compaction_after_tool_use,
     #[cfg(feature = "session-compaction")]
     overflow_compaction_after_tool_use,
+    #[cfg(feature = "session-compaction")]
+    pruning_mid_turn_after_tool_use,
     plain_turn_after_a_structured_turn_without_tools,
     #[cfg(feature = "session-store")]
     forked_child_without_tools,

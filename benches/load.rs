@@ -7,8 +7,9 @@
 //! delay); deputy is the built binary. The ideal is sessions / latency (20,000 turns/s for
 //! 1,000 sessions at 50 ms); what is printed is what this machine does, beside the cost of one
 //! 4 KiB write and fdatasync on the store's disk, measured in the same run, and the CPU time
-//! deputy ran in the window per turn (what a turn costs it, whatever else shares the machine).
-//! Figures are printed, never asserted.
+//! deputy ran in the window per turn (what a turn costs it, whatever else shares the machine),
+//! beside the same of this process (`bench ms/turn`: the generator and the provider, which
+//! share deputy's cores). Figures are printed, never asserted.
 //!
 //! Then one session's turns one at a time over stdio with a provider answering at once, in
 //! memory and durable: what the store adds to a turn, against that flush.

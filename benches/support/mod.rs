@@ -56,27 +56,34 @@ pub struct Figures {
 pub struct ServerCpu {
     pub ms_per_turn: f64,
     pub cores: f64,
+    /// The same of this process, the load generator and the provider: what the machine spends
+    /// on a turn besides deputy, which a throughput on the same cores has to leave room for.
+    pub bench_ms_per_turn: f64,
 }
 
 impl Figures {
-    pub const HEADER: [&'static str; 7] =
-        ["turns/s", "p50 ms", "p99 ms", "max ms", "errors", "CPU ms/turn", "cores"];
+    pub const HEADER: [&'static str; 8] =
+        ["turns/s", "p50 ms", "p99 ms", "max ms", "errors", "CPU ms/turn", "cores", "bench ms/turn"];
 
     /// The row of a table whose first column is `label`.
     pub fn row(&self, label: &str) -> String {
-        let (per_turn, cores) = match self.cpu {
-            Some(cpu) => (format!("{:.3}", cpu.ms_per_turn), format!("{:.2}", cpu.cores)),
-            None => ("-".to_owned(), "-".to_owned()),
+        let (per_turn, cores, bench) = match self.cpu {
+            Some(cpu) => (
+                format!("{:.3}", cpu.ms_per_turn),
+                format!("{:.2}", cpu.cores),
+                format!("{:.3}", cpu.bench_ms_per_turn),
+            ),
+            None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
         };
         format!(
-            "{label:<28} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>8} {per_turn:>12} {cores:>6}",
+            "{label:<28} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>8} {per_turn:>12} {cores:>6} {bench:>14}",
             self.turns_per_second, self.p50_ms, self.p99_ms, self.max_ms, self.errors
         )
     }
 
     pub fn header(label: &str) -> String {
-        let [a, b, c, d, e, f, g] = Self::HEADER;
-        format!("{label:<28} {a:>10} {b:>10} {c:>10} {d:>10} {e:>8} {f:>12} {g:>6}")
+        let [a, b, c, d, e, f, g, h] = Self::HEADER;
+        format!("{label:<28} {a:>10} {b:>10} {c:>10} {d:>10} {e:>8} {f:>12} {g:>6} {h:>14}")
     }
 }
 
@@ -96,7 +103,7 @@ pub fn process_cpu(pid: u32) -> Duration {
 /// and then the measured window; `turn` answers whether the turn succeeded. Throughput counts the turns
 /// that finished inside the window, latency the turns asked inside it: the first turns after
 /// creation (everything cold, every session asking at once) stay out of both. The CPU time of
-/// the `servers` (process ids) is read as the window opens and closes.
+/// the `servers` (process ids), and of this process, is read as the window opens and closes.
 pub async fn drive<F, Fut>(ids: Vec<String>, window: Window, servers: &[u32], turn: F) -> Figures
 where
     F: Fn(String) -> Fut + Clone + Send + 'static,
@@ -107,10 +114,11 @@ where
     let servers = servers.to_vec();
     let cpu_in_window = tokio::spawn(async move {
         let total = || servers.iter().map(|pid| process_cpu(*pid)).sum::<Duration>();
+        let bench = || process_cpu(std::process::id());
         tokio::time::sleep_until(opens.into()).await;
-        let before = total();
+        let before = (total(), bench());
         tokio::time::sleep_until(closes.into()).await;
-        (!servers.is_empty()).then(|| total().saturating_sub(before))
+        (!servers.is_empty()).then(|| (total().saturating_sub(before.0), bench().saturating_sub(before.1)))
     });
     let per_session = futures::future::join_all(ids.into_iter().map(|id| {
         let turn = turn.clone();
@@ -136,9 +144,11 @@ where
         latencies.extend(turns.iter().filter(|(asked, _)| *asked >= opens).map(|(asked, done)| *done - *asked));
     }
     latencies.sort_unstable();
-    let cpu = cpu_in_window.await.unwrap().filter(|_| finished > 0).map(|cpu| ServerCpu {
-        ms_per_turn: cpu.as_secs_f64() * 1e3 / finished as f64,
-        cores: cpu.as_secs_f64() / window.measured.as_secs_f64(),
+    let per_turn = |cpu: Duration| cpu.as_secs_f64() * 1e3 / finished as f64;
+    let cpu = cpu_in_window.await.unwrap().filter(|_| finished > 0).map(|(deputy, bench)| ServerCpu {
+        ms_per_turn: per_turn(deputy),
+        cores: deputy.as_secs_f64() / window.measured.as_secs_f64(),
+        bench_ms_per_turn: per_turn(bench),
     });
     let at = |quantile: f64| {
         let index = ((latencies.len() as f64 * quantile) as usize).min(latencies.len().saturating_sub(1));

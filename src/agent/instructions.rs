@@ -110,6 +110,9 @@ fn chain(root: &Path, workspace: &Path) -> Vec<PathBuf> {
 /// `root`: a link to a file elsewhere is not read (it could carry any of the user's files into
 /// a prompt). At most [`MAX_BYTES`] of it are read.
 fn read_confined(path: &Path, root: &Path) -> Option<(PathBuf, String, u64)> {
+    // Most directories hold neither name, and every turn start looks: one `statx` says so,
+    // where resolving the path walks it a component at a time (a `readlink` each).
+    std::fs::symlink_metadata(path).ok()?;
     let resolved = std::fs::canonicalize(path).ok()?;
     if !resolved.starts_with(root) {
         tracing::warn!(path = %path.display(), "project instructions: a link out of the repository is not read");

@@ -7,11 +7,12 @@
 //! request built from the agent's history and tools as `Agent::model_request` builds it, the
 //! retry layer taking it (`Resendable`), and the adapter's body as the bytes reqwest sends
 //! (`AnthropicProvider::body`, `OpenAiProvider::body`). "first attempt" is a call written
-//! whole (a session's first, or its first after a rewind or compaction); "retry" each further
-//! attempt of the same call; "next call" the session's next call, after the call before it
-//! kept the settled turns it wrote (`llm::encoded_history`). A counting global allocator gives, per call, the bytes asked of the allocator
-//! (a `realloc` counts its whole new size, as a fresh allocation would), the number of
-//! allocations, and the peak of live bytes above what was live before the call.
+//! whole (a session's first, or its first after a rewind, pruning or compaction); "retry" each
+//! further attempt of the same call; "next call" the session's next call, after the call
+//! before it kept the settled turns it wrote (`llm::encoded_history`). A counting global
+//! allocator gives, per call, the bytes asked of the allocator (a `realloc` counts its whole
+//! new size, as a fresh allocation would), the number of allocations, and the peak of live
+//! bytes above what was live before the call.
 //!
 //! Environment: `DEPUTY_BENCH_ITERATIONS` (default 200 per case).
 
@@ -319,10 +320,11 @@ fn keep_the_call_before(agent: &mut Agent, wire: &Wire) {
     agent.encoded = Arc::default();
     let history = Arc::get_mut(&mut agent.history).expect("no request still holds the history");
     let since = history.split_off(history.len() - 2);
-    wire.attempt(&Resendable::new(model_request(agent)));
+    next_call(agent, wire);
     Arc::get_mut(&mut agent.history).expect("no request still holds the history").extend(since);
 }
 
+/// The agent's next model call: written from what its earlier calls kept.
 fn next_call(agent: &Agent, wire: &Wire) -> usize {
     wire.attempt(&Resendable::new(model_request(agent)))
 }

@@ -145,7 +145,7 @@ fn main() {
 fn turn_events(messages: &[Message], turn: u64, seq: &mut u64) -> Vec<StoredEvent> {
     let mut events = Vec::new();
     let mut push = |event: serde_json::Value| {
-        events.push(StoredEvent { seq: *seq, turn, at: Utc::now(), event });
+        events.push(StoredEvent { seq: *seq, turn, at: Utc::now(), event: event.into() });
         *seq += 1;
     };
     let usage = serde_json::json!({"type": "usage", "usage": {"input_tokens": 12000, "output_tokens": 200}});

@@ -154,7 +154,7 @@ impl AgentEvent {
         }
     }
 
-    fn streamed_mut(&mut self) -> Option<&mut String> {
+    pub(super) fn streamed_mut(&mut self) -> Option<&mut String> {
         match self {
             Self::TextDelta { text } | Self::ReasoningDelta { text } => Some(text),
             _ => None,

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use super::events::AgentEvent;
 use super::report::TurnInput;
-use crate::model::{SessionRecord, StoredEvent};
+use crate::model::{EventJson, SessionRecord, StoredEvent};
 
 /// Events a store-less session keeps for its feed; older ones are dropped (the feed then
 /// starts at the oldest kept).
@@ -38,8 +38,11 @@ struct State {
     next_seq: u64,
     /// The turn events are attributed to: the last one started (0 before the first).
     turn: u64,
-    /// Recorded, not committed yet, in order; the last may still grow (a text delta run).
+    /// Recorded, not committed yet, in order; `run` follows them.
     unsaved: Vec<StoredEvent>,
+    /// The streamed text event still growing, if any: recorded (it has its seq) and after
+    /// every event in `unsaved`, written out as JSON each time it is read, since it changes.
+    run: Option<Run>,
     /// Without a store: the newest committed (published) events, at most `keep`.
     published: VecDeque<StoredEvent>,
     keep: usize,
@@ -58,6 +61,7 @@ impl Journal {
             next_seq: record.event_seq,
             turn: record.turns,
             unsaved: Vec::new(),
+            run: None,
             published: VecDeque::new(),
             keep: if in_memory { IN_MEMORY_EVENTS } else { 0 },
             activity: watch::Sender::new(0),
@@ -89,20 +93,19 @@ impl Journal {
     }
 
     fn record_at(&self, event: AgentEvent, at: DateTime<Utc>) {
-        let mut state = self.lock();
-        let streamed_kind = match &event {
-            AgentEvent::TextDelta { .. } => "text_delta",
-            AgentEvent::ReasoningDelta { .. } => "reasoning_delta",
-            _ => "",
-        };
-        if let Some(text) = event.streamed()
-            && let Some(last) = state.unsaved.last_mut()
-            && last.kind() == streamed_kind
-            && let Some(serde_json::Value::String(merged)) = last.event.get_mut("text")
-        {
-            merged.push_str(text);
-            state.activity.send_modify(|count| *count += 1);
-            return;
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        if let Some(run) = &mut state.run {
+            if let Some(text) = event.streamed()
+                && std::mem::discriminant(&run.event) == std::mem::discriminant(&event)
+                && let Some(merged) = run.event.streamed_mut()
+            {
+                merged.push_str(text);
+                state.activity.send_modify(|count| *count += 1);
+                return;
+            }
+            state.unsaved.push(run.stored());
+            state.run = None;
         }
         match &event {
             AgentEvent::TurnStarted { turn }
@@ -112,13 +115,14 @@ impl Journal {
             | AgentEvent::TurnFailed { turn, .. } => state.turn = *turn,
             _ => {}
         }
-        let event = serde_json::to_value(&event).unwrap_or_else(|err| {
-            // Plain data always serializes; keep the place in the journal all the same.
-            serde_json::json!({ "type": "unencodable", "error": err.to_string() })
-        });
-        let stored = StoredEvent { seq: state.next_seq, turn: state.turn, at, event };
+        let (seq, turn) = (state.next_seq, state.turn);
         state.next_seq += 1;
-        state.unsaved.push(stored);
+        if event.streamed().is_some() {
+            state.run = Some(Run { seq, turn, at, event });
+        } else {
+            let stored = StoredEvent { seq, turn, at, event: json_of(&event) };
+            state.unsaved.push(stored);
+        }
         state.activity.send_modify(|count| *count += 1);
     }
 
@@ -148,14 +152,20 @@ impl Journal {
 
     /// The events recorded and not committed yet, for a save.
     pub fn unsaved(&self) -> Vec<StoredEvent> {
-        self.lock().unsaved.clone()
+        self.lock().unsaved_after(None)
     }
 
     /// The first `count` unsaved events were committed (or, without a store, published).
     pub fn mark_saved(&self, count: usize) {
         let mut state = self.lock();
-        let count = count.min(state.unsaved.len());
-        let saved: Vec<StoredEvent> = state.unsaved.drain(..count).collect();
+        let closed = count.min(state.unsaved.len());
+        let mut saved: Vec<StoredEvent> = state.unsaved.drain(..closed).collect();
+        // The growing run was saved as it was then: what streams after it is a new event.
+        if count > closed
+            && let Some(run) = state.run.take()
+        {
+            saved.push(run.stored());
+        }
         state.activity.send_modify(|count| *count += 1);
         if state.keep > 0 {
             state.published.extend(saved);
@@ -168,8 +178,7 @@ impl Journal {
     /// progress, provisional until its save (the last may still grow, and a save that fails
     /// keeps them for the next one).
     pub fn provisional(&self, after: Option<u64>) -> Vec<StoredEvent> {
-        let state = self.lock();
-        state.unsaved.iter().filter(|event| after.is_none_or(|after| event.seq > after)).cloned().collect()
+        self.lock().unsaved_after(after)
     }
 
     /// Changes whenever an event is recorded, grows or is committed.
@@ -181,7 +190,9 @@ impl Journal {
     /// [`IN_MEMORY_EVENTS`]) and then those not yet; with one, those not committed yet.
     pub fn held(&self) -> Vec<StoredEvent> {
         let state = self.lock();
-        state.published.iter().chain(&state.unsaved).cloned().collect()
+        let mut held: Vec<StoredEvent> = state.published.iter().cloned().collect();
+        held.extend(state.unsaved_after(None));
+        held
     }
 
     /// Without a store: up to `limit` published events with a seq after `after` (from the
@@ -198,6 +209,42 @@ impl Journal {
             .cloned()
             .collect()
     }
+}
+
+impl State {
+    /// The unsaved events with a seq after `after` (all when `None`), the growing run last.
+    fn unsaved_after(&self, after: Option<u64>) -> Vec<StoredEvent> {
+        let after = |event: &&StoredEvent| after.is_none_or(|after| event.seq > after);
+        let mut events: Vec<StoredEvent> = self.unsaved.iter().filter(after).cloned().collect();
+        events.extend(self.run.as_ref().map(Run::stored).filter(|run| after(&run)));
+        events
+    }
+}
+
+/// A run of streamed text (`text_delta` or `reasoning_delta`) being recorded: one event whose
+/// text grows with each delta until anything else is recorded or it is saved.
+#[derive(Debug)]
+struct Run {
+    seq: u64,
+    turn: u64,
+    /// When its first delta was recorded.
+    at: DateTime<Utc>,
+    /// The delta holding the text so far.
+    event: AgentEvent,
+}
+
+impl Run {
+    fn stored(&self) -> StoredEvent {
+        StoredEvent { seq: self.seq, turn: self.turn, at: self.at, event: json_of(&self.event) }
+    }
+}
+
+/// `event` as the journal keeps it.
+fn json_of(event: &AgentEvent) -> EventJson {
+    EventJson::of(event).unwrap_or_else(|err| {
+        // Plain data always serializes; keep the place in the journal all the same.
+        EventJson::from(serde_json::json!({ "type": "unencodable", "error": err.to_string() }))
+    })
 }
 
 #[cfg(test)]
@@ -245,7 +292,10 @@ mod tests {
         journal.record(AgentEvent::TextDelta { text: "lo".into() });
         assert!(activity.has_changed().unwrap());
         let grown = journal.provisional(Some(text_seq - 1));
-        assert_eq!((grown.len(), grown[0].seq, grown[0].event["text"].as_str()), (1, text_seq, Some("Hello")));
+        assert_eq!(
+            (grown.len(), grown[0].seq, grown[0].event.to_value()["text"].as_str()),
+            (1, text_seq, Some("Hello"))
+        );
         activity.mark_unchanged();
         journal.mark_saved(journal.unsaved().len());
         assert!(activity.has_changed().unwrap(), "a commit is a change too");
@@ -271,9 +321,29 @@ mod tests {
             ["session_created", "turn_started", "text_delta", "tool_call_requested", "text_delta"]
         );
         assert_eq!(events.iter().map(|event| event.seq).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
-        assert_eq!(events[2].event["text"], "Hello, world");
+        assert_eq!(events[2].event.to_value()["text"], "Hello, world");
         assert_eq!(events[2].turn, 1);
         assert_eq!(events[0].turn, 0);
+    }
+
+    #[test]
+    fn a_saved_run_of_text_is_closed_and_an_unsaved_one_keeps_growing() {
+        let journal = journal();
+        journal.record(AgentEvent::TextDelta { text: "one".into() });
+        // A save that fails reads the run and commits nothing: the run goes on growing.
+        assert_eq!(journal.unsaved().len(), 2);
+        journal.record(AgentEvent::TextDelta { text: " two".into() });
+        let text = |event: &StoredEvent| event.event.to_value()["text"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(text(&journal.unsaved()[1]), "one two");
+        // One that commits it closes it: what streams next is a new event.
+        journal.mark_saved(2);
+        journal.record(AgentEvent::TextDelta { text: " three".into() });
+        journal.record(AgentEvent::ReasoningDelta { text: "hm".into() });
+        let events = journal.held();
+        assert_eq!(kinds(&events), ["session_created", "text_delta", "text_delta", "reasoning_delta"]);
+        assert_eq!(events.iter().map(text).collect::<Vec<_>>(), ["", "one two", " three", "hm"]);
+        assert_eq!(events.iter().map(|event| event.seq).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert_eq!(kinds(&journal.provisional(Some(2))), ["reasoning_delta"]);
     }
 
     #[test]

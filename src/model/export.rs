@@ -223,7 +223,8 @@ mod tests {
     fn document() -> SessionDocument {
         let mut record = SessionRecord::for_test("s-1", Utc::now(), 2);
         record.event_seq = 1;
-        let event = StoredEvent { seq: 0, turn: 0, at: Utc::now(), event: serde_json::json!({"type": "archived"}) };
+        let event =
+            StoredEvent { seq: 0, turn: 0, at: Utc::now(), event: serde_json::json!({"type": "archived"}).into() };
         SessionDocument::new(
             record,
             vec![

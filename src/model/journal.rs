@@ -3,11 +3,17 @@
 //!
 //! The event itself is kept as JSON (an `AgentEvent` of `crate::agent`, tagged by `type`):
 //! this layer and the store below it persist events without knowing their variants, so a
-//! variant added above never needs a migration here.
+//! variant added above never needs a migration here. It is kept as *text* ([`EventJson`]),
+//! written once when recorded: an event never changes after that, and nearly every reader
+//! (the save, a feed page, a follower, the projector) only writes it out again.
+
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 use crate::ids::SessionId;
 
@@ -58,13 +64,117 @@ pub struct StoredEvent {
     pub at: DateTime<Utc>,
     /// The event: an object whose `type` names the variant (`turn_started`, `text_delta`,
     /// `tool_call_requested`, …), as the SSE stream of a turn sends it.
-    pub event: serde_json::Value,
+    #[schemars(with = "serde_json::Value")]
+    pub event: EventJson,
 }
 
 impl StoredEvent {
     /// The `type` of the event, `""` if it has none.
     pub fn kind(&self) -> &str {
-        self.event.get("type").and_then(serde_json::Value::as_str).unwrap_or("")
+        self.event.kind()
+    }
+}
+
+/// One event's JSON text, shared: cloning a recorded event (for a save, a feed page, a
+/// follower) counts a reference instead of copying a tree of maps and strings, and writing it
+/// out copies the text as it is. Fields are read by parsing ([`EventJson::parse`]), which only
+/// the few readers that fold or render events do.
+#[derive(Clone)]
+pub struct EventJson(Arc<RawValue>);
+
+impl EventJson {
+    /// `value` written as JSON.
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Self> {
+        serde_json::value::to_raw_value(value).map(|raw| Self(Arc::from(raw)))
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The `type` of the event, `""` if it has none (or it is not a plain string). Events are
+    /// written with their tag first, so that is read without parsing the rest.
+    pub fn kind(&self) -> &str {
+        let text = self.get();
+        if let Some(rest) = text.strip_prefix(r#"{"type":""#)
+            && let Some((kind, _)) = rest.split_once('"')
+            && !kind.contains('\\')
+        {
+            return kind;
+        }
+        #[derive(Deserialize)]
+        struct Tagged<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: &'a str,
+        }
+        serde_json::from_str::<Tagged<'_>>(text).map_or("", |tagged| tagged.kind)
+    }
+
+    /// The event read as `T`.
+    pub fn parse<T: DeserializeOwned>(&self) -> serde_json::Result<T> {
+        serde_json::from_str(self.get())
+    }
+
+    /// The event as a JSON value.
+    pub fn to_value(&self) -> serde_json::Value {
+        // The text was written by serde_json, so it parses.
+        self.parse().unwrap_or_default()
+    }
+}
+
+impl From<serde_json::Value> for EventJson {
+    fn from(value: serde_json::Value) -> Self {
+        // A JSON value always writes as JSON; the fallback is never taken.
+        let raw = serde_json::value::to_raw_value(&value).unwrap_or_else(|_| RawValue::NULL.to_owned());
+        Self(Arc::from(raw))
+    }
+}
+
+/// Equal when they are the same JSON value: the same event read back through a value has its
+/// keys in another order.
+impl PartialEq for EventJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get() || self.to_value() == other.to_value()
+    }
+}
+
+impl std::fmt::Debug for EventJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+impl Serialize for EventJson {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// Read through a JSON value, so any deserializer can produce one (a raw value can only be
+/// taken from serde_json's own text reader, and events also arrive inside tagged enums and
+/// from values). The stores read their rows as [`StoredEventRow`]s, which take the text as it
+/// is.
+impl<'de> Deserialize<'de> for EventJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(deserializer).map(Self::from)
+    }
+}
+
+/// A stored event as a store reads it back from its own JSON: the event's text is taken as it
+/// is, no tree built and written again (serde_json's text reader only, which is what the
+/// stores decode with).
+#[derive(Deserialize)]
+pub struct StoredEventRow {
+    seq: u64,
+    turn: u64,
+    at: DateTime<Utc>,
+    event: Box<RawValue>,
+}
+
+impl From<StoredEventRow> for StoredEvent {
+    fn from(row: StoredEventRow) -> Self {
+        Self { seq: row.seq, turn: row.turn, at: row.at, event: EventJson(Arc::from(row.event)) }
     }
 }
 
@@ -78,4 +188,51 @@ pub struct EventPage {
     /// The `after_seq` of the next page: the last event's seq, or the requested `after_seq`
     /// (or none) when the page is empty. Poll with it to follow the session.
     pub next_seq: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_kept_as_the_text_it_was_written_as_and_read_back_by_any_deserializer() {
+        let event = EventJson::of(&serde_json::json!({"type": "text_delta", "text": "a \"quoted\" é"})).unwrap();
+        let stored = StoredEvent { seq: 3, turn: 1, at: Utc::now(), event };
+        let text = serde_json::to_string(&stored).unwrap();
+        assert!(text.contains(r#""event":{"text":"a \"quoted\" é","type":"text_delta"}"#), "{text}");
+        // From the stores' text, from a value, and inside a tagged enum, to the same event.
+        let row: StoredEvent = serde_json::from_str::<StoredEventRow>(&text).unwrap().into();
+        let from_value: StoredEvent = serde_json::from_value(serde_json::from_str(&text).unwrap()).unwrap();
+        #[derive(Deserialize)]
+        #[serde(tag = "type")]
+        enum Line {
+            Event { event: StoredEvent },
+        }
+        let Line::Event { event: tagged } =
+            serde_json::from_str(&format!(r#"{{"type":"Event","event":{text}}}"#)).unwrap();
+        assert_eq!((&row, &from_value, &tagged), (&stored, &stored, &stored));
+        assert_eq!(row.event.to_value()["text"], "a \"quoted\" é");
+    }
+
+    #[test]
+    fn the_kind_is_read_from_the_tag_first_or_wherever_it_is() {
+        let kind = |json: &str| EventJson::from(serde_json::from_str::<serde_json::Value>(json).unwrap());
+        // A value's keys are written in order, so `type` is not first here.
+        assert_eq!(kind(r#"{"turn":1,"type":"turn_started"}"#).kind(), "turn_started");
+        let tagged_first = EventJson::of(&Tagged { kind: "turn_completed", turn: 2 }).unwrap();
+        assert_eq!(
+            (tagged_first.get(), tagged_first.kind()),
+            (r#"{"type":"turn_completed","turn":2}"#, "turn_completed")
+        );
+        assert_eq!(kind(r#"{"type":"a\"b"}"#).kind(), "", "an escaped tag is not a kind borrowed as it is");
+        assert_eq!(kind(r#"{"type":7}"#).kind(), "");
+        assert_eq!(kind(r#"{"turn":1}"#).kind(), "");
+
+        #[derive(Serialize)]
+        struct Tagged {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            turn: u64,
+        }
+    }
 }

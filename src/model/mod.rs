@@ -28,7 +28,9 @@ pub mod webhooks;
 pub use budget::{Budget, Consumption, Exhausted};
 pub use context::{ContextOverrides, ContextSettings, ContextState};
 pub use export::ExportResult;
-pub use journal::{EventPage, MAX_EVENTS_PAGE, MAX_EVENTS_PAGE_BYTES, StoredEvent, fits_page, json_len};
+pub use journal::{
+    EventJson, EventPage, MAX_EVENTS_PAGE, MAX_EVENTS_PAGE_BYTES, StoredEvent, StoredEventRow, fits_page, json_len,
+};
 pub use lineage::{ChildView, DelegationBook, Escalation, Lineage, Origin};
 pub use list_filter::{LabelFilter, SessionFilter};
 pub use pending::{

@@ -237,10 +237,12 @@ impl Projector {
         let mut lines = Vec::new();
         let mut transcript = Vec::new();
         for stored in events.iter().filter(|event| event.seq >= checkpoint.seq) {
-            let event: Option<AgentEvent> = serde_json::from_value(stored.event.clone()).ok();
-            let line = serde_json::to_string(stored).map_err(|err| ProjectionError::Io {
-                path: dir.join(EVENTS_FILE),
-                source: io::Error::other(err),
+            let event: Option<AgentEvent> = stored.event.parse().ok();
+            // Canonical whatever the text's own key order: through a value, whose keys are in
+            // order (an event read back through a value, as the CLI does, has them so).
+            let canonical = serde_json::to_value(stored);
+            let line = canonical.and_then(|value| serde_json::to_string(&value)).map_err(|err| {
+                ProjectionError::Io { path: dir.join(EVENTS_FILE), source: io::Error::other(err) }
             })?;
             lines.extend_from_slice(line.as_bytes());
             lines.push(b'\n');
@@ -404,7 +406,7 @@ fn render(out: &mut Vec<u8>, stored: &StoredEvent, event: Option<&AgentEvent>) {
         }
         // Everything else is one line naming the event and its fields.
         Some(_) | None => {
-            let mut fields = stored.event.clone();
+            let mut fields = stored.event.to_value();
             if let Some(object) = fields.as_object_mut() {
                 object.remove("type");
             }
@@ -485,7 +487,7 @@ mod tests {
 
     fn event(seq: u64, event: serde_json::Value) -> StoredEvent {
         let at = DateTime::from_timestamp(1_800_000_000 + seq as i64, 0).unwrap_or_default();
-        StoredEvent { seq, turn: 1, at, event }
+        StoredEvent { seq, turn: 1, at, event: event.into() }
     }
 
     fn journal() -> Vec<StoredEvent> {

@@ -58,7 +58,7 @@ async fn save_all(store: &dyn SessionStore, saves: Vec<SaveRequest>) {
 }
 
 pub(crate) fn stored_event(seq: u64, kind: &str) -> StoredEvent {
-    StoredEvent { seq, turn: 1, at: Utc::now(), event: serde_json::json!({ "type": kind }) }
+    StoredEvent { seq, turn: 1, at: Utc::now(), event: serde_json::json!({ "type": kind }).into() }
 }
 
 /// A record whose session has an inline stdio server with `env` and an HTTP one with `headers`.

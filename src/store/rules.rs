@@ -138,7 +138,7 @@ pub fn close_archive(stored: &mut SessionRecord) -> StoredEvent {
         seq: stored.event_seq,
         turn: stored.turns,
         at: stored.updated_at,
-        event: serde_json::json!({ "type": ARCHIVED_EVENT }),
+        event: serde_json::json!({ "type": ARCHIVED_EVENT }).into(),
     };
     stored.event_seq += 1;
     closing

@@ -43,11 +43,11 @@ impl EventType {
 
     /// The types journal event `event` raises, in the order they are delivered.
     pub fn raised_by(event: &StoredEvent) -> Vec<Self> {
-        let stop_reason = event.event.get("stop_reason").and_then(serde_json::Value::as_str);
         match event.kind() {
             "turn_completed" => {
                 let mut raised = vec![Self::TurnCompleted];
-                match stop_reason {
+                let fields = event.event.to_value();
+                match fields.get("stop_reason").and_then(serde_json::Value::as_str) {
                     Some("budget_exhausted") => raised.push(Self::BudgetExhausted),
                     Some("pending_tool_calls") => raised.push(Self::ApprovalPending),
                     _ => {}
@@ -68,7 +68,7 @@ mod tests {
     use super::*;
 
     fn event(value: serde_json::Value) -> StoredEvent {
-        StoredEvent { seq: 4, turn: 2, at: chrono::Utc::now(), event: value }
+        StoredEvent { seq: 4, turn: 2, at: chrono::Utc::now(), event: value.into() }
     }
 
     #[test]

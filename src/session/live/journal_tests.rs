@@ -147,7 +147,8 @@ async fn journal_replay_is_byte_identical_incremental_full_and_after_a_crash() {
     assert_eq!(service.start_turn(&id, test_support::turn("and now")).await.unwrap().text, "saved again");
     project(&service, &projector, &id).await;
     let after = all_events(&service, &id).await;
-    let prompts: Vec<&str> = after.iter().filter_map(|event| event.event["prompt"].as_str()).collect();
+    let fields: Vec<serde_json::Value> = after.iter().map(|event| event.event.to_value()).collect();
+    let prompts: Vec<&str> = fields.iter().filter_map(|event| event["prompt"].as_str()).collect();
     assert_eq!(prompts, ["first", "read the log", "run it", "again", "lost?", "and now"]);
 
     // Comms: a message waits in the inbox and is delivered with the next prompt.
@@ -190,14 +191,17 @@ async fn journal_replay_is_byte_identical_incremental_full_and_after_a_crash() {
     }
     #[cfg(feature = "session-compaction")]
     assert!(kinds.contains("compaction_started") && kinds.contains("compaction_completed"), "{kinds:?}");
-    let first_answer: Vec<&str> = events
+    let first_answer: Vec<String> = events
         .iter()
         .filter(|event| event.kind() == "text_delta")
-        .map(|event| event.event["text"].as_str().unwrap())
+        .map(|event| event.event.to_value()["text"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(first_answer[0], "Hello, world", "one merged event per block");
     let capped = events.iter().find(|event| event.kind() == "tool_result").unwrap();
-    assert!(capped.event["content"].as_str().unwrap().contains("elided"), "the capped output, as the model saw it");
+    assert!(
+        capped.event.to_value()["content"].as_str().unwrap().contains("elided"),
+        "the capped output, as the model saw it"
+    );
     assert_eq!(store.inner.record(&id).await.unwrap().unwrap().event_seq, events.len() as u64);
 
     // Replay in full into an empty tree: byte-identical.

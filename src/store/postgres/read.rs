@@ -9,7 +9,7 @@ use super::{Inner, Prepared, backend, int, uint};
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::memory::MemoryRecord;
-use crate::model::{SessionRecord, SessionStatus, SessionSummary, StoredEvent};
+use crate::model::{SessionRecord, SessionStatus, SessionSummary, StoredEvent, StoredEventRow};
 use crate::store::rules::ListWalk;
 use crate::store::{
     JournalCommit, MemoryMarks, OpenDelegated, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail,
@@ -173,7 +173,7 @@ async fn events_in(
         if !crate::model::fits_page(&mut taken, bytes.len()) {
             break;
         }
-        out.push(inner.decode(bytes)?);
+        out.push(inner.decode::<StoredEventRow>(bytes)?.into());
     }
     Ok(Some(out))
 }
@@ -269,7 +269,10 @@ async fn commits_in(
         commits.push(JournalCommit {
             position,
             session_id: SessionId::from_string(id),
-            events: events.iter().map(|event| inner.decode(event.get::<_, &[u8]>(0))).collect::<Result<_, _>>()?,
+            events: events
+                .iter()
+                .map(|event| inner.decode::<StoredEventRow>(event.get::<_, &[u8]>(0)).map(StoredEvent::from))
+                .collect::<Result<_, _>>()?,
         });
     }
     Ok((commits, None))

@@ -15,7 +15,7 @@ use super::tables::{
 use crate::ids::SessionId;
 use crate::llm::Message;
 use crate::model::SessionRecord;
-use crate::model::{ListPosition, SessionSummary, StoredEvent};
+use crate::model::{ListPosition, SessionSummary, StoredEvent, StoredEventRow};
 use crate::store::rules::ListWalk;
 use crate::store::{
     JournalCommit, OpenDelegated, StoreError, StoredChild, StoredInbox, StoredListQuery, StoredMail, StoredPage,
@@ -232,7 +232,7 @@ pub(super) fn events(
         if !crate::model::fits_page(&mut taken, bytes.value().len()) {
             break;
         }
-        out.push(store.decode(bytes.value())?);
+        out.push(store.decode::<StoredEventRow>(bytes.value())?.into());
     }
     Ok(Some(out))
 }
@@ -248,7 +248,7 @@ pub(super) fn journal_commits(store: &Inner, from: u64, limit: usize) -> Result<
         let (id, first, end) = row.value();
         let mut taken = Vec::new();
         for event in events.range((id, first)..(id, end)).map_err(backend)? {
-            taken.push(store.decode(event.map_err(backend)?.1.value())?);
+            taken.push(store.decode::<StoredEventRow>(event.map_err(backend)?.1.value())?.into());
         }
         commits.push(JournalCommit {
             position: position.value(),

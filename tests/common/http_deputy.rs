@@ -34,6 +34,35 @@ pub fn rpc_request(id: u64, method: &str, params: serde_json::Value) -> serde_js
     serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
+/// The TCP port process `pid` listens on, once it does (within 10 s): its listening socket
+/// found in `/proc/net/tcp` by the inode of one of its descriptors. This does not depend on
+/// what deputy logs, which a test may filter.
+async fn listening_port(pid: u32) -> u16 {
+    for _ in 0..400 {
+        if let Some(port) = listening_port_now(pid) {
+            return port;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("deputy (pid {pid}) did not listen on a TCP port within 10 s");
+}
+
+fn listening_port_now(pid: u32) -> Option<u16> {
+    let sockets: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .flatten()
+        .filter_map(|entry| std::fs::read_link(entry.path()).ok())
+        .filter_map(|target| Some(target.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned()))
+        .collect();
+    // `sl local_address rem_address st … inode`; state 0A is LISTEN, the port is hexadecimal.
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let listening = fields.get(3) == Some(&"0A") && fields.get(9).is_some_and(|inode| sockets.contains(*inode));
+        listening.then(|| u16::from_str_radix(fields[1].rsplit(':').next()?, 16).ok()).flatten()
+    })
+}
+
 /// A port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -48,7 +77,7 @@ impl HttpDeputy {
     pub async fn start_with_token(token: Option<&str>, extra: &[&str]) -> Self {
         let mock = MockLlm::start().await;
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        Self::spawn_on(free_port(), mock, workspace, home, token, extra, &[]).await
+        Self::spawn_on(None, mock, workspace, home, token, extra, &[]).await
     }
 
     /// Like [`HttpDeputy::start`], with environment variables set after the defaults (e.g. a
@@ -56,7 +85,7 @@ impl HttpDeputy {
     pub async fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mock = MockLlm::start().await;
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        Self::spawn_on(free_port(), mock, workspace, home, None, extra, env).await
+        Self::spawn_on(None, mock, workspace, home, None, extra, env).await
     }
 
     /// Like [`HttpDeputy::start_with_env`], with `config` as deputy's config file (the default
@@ -66,7 +95,7 @@ impl HttpDeputy {
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::create_dir_all(home.path().join("deputy")).unwrap();
         std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
-        Self::spawn_on(free_port(), mock, workspace, home, None, extra, env).await
+        Self::spawn_on(None, mock, workspace, home, None, extra, env).await
     }
 
     /// Like [`HttpDeputy::start_with_config`], in a workspace the test filled first.
@@ -74,7 +103,7 @@ impl HttpDeputy {
         let (mock, home) = (MockLlm::start().await, tempfile::tempdir().unwrap());
         std::fs::create_dir_all(home.path().join("deputy")).unwrap();
         std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
-        Self::spawn_on(free_port(), mock, workspace, home, None, &[], &[]).await
+        Self::spawn_on(None, mock, workspace, home, None, &[], &[]).await
     }
 
     /// Like [`HttpDeputy::start_with_config`], on `port` (to configure two deputies as each
@@ -84,7 +113,7 @@ impl HttpDeputy {
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::create_dir_all(home.path().join("deputy")).unwrap();
         std::fs::write(home.path().join("deputy").join("config.toml"), config).unwrap();
-        Self::spawn_on(port, mock, workspace, home, None, extra, env).await
+        Self::spawn_on(Some(port), mock, workspace, home, None, extra, env).await
     }
 
     /// One REST call with `token` as the bearer token (none: no header): the status and the
@@ -159,7 +188,7 @@ impl HttpDeputy {
     pub async fn start_with_token_and_env(token: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mock = MockLlm::start().await;
         let (workspace, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        Self::spawn_on(free_port(), mock, workspace, home, token, extra, env).await
+        Self::spawn_on(None, mock, workspace, home, token, extra, env).await
     }
 
     /// Stops this deputy with SIGTERM (a clean exit) and starts a new one on the same store,
@@ -184,11 +213,15 @@ impl HttpDeputy {
 
     async fn respawn(self, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let Self { mock, workspace, home, token, .. } = self;
-        Self::spawn_on(free_port(), mock, workspace, home, token.as_deref(), extra, env).await
+        Self::spawn_on(None, mock, workspace, home, token.as_deref(), extra, env).await
     }
 
+    /// `port`: the one to listen on, when the test must know it beforehand; otherwise deputy
+    /// binds port 0 and says which it got. A port found free here and handed over could be
+    /// taken by another test's listener in between (a mock's, say, whose queue the requests
+    /// meant for this deputy would then drain).
     async fn spawn_on(
-        port: u16,
+        port: Option<u16>,
         mock: MockLlm,
         workspace: TempDir,
         home: TempDir,
@@ -197,7 +230,7 @@ impl HttpDeputy {
         env: &[(&str, &str)],
     ) -> Self {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_deputy"));
-        command.args(["serve", "--http", &format!("127.0.0.1:{port}")]).args(extra);
+        command.args(["serve", "--http", &format!("127.0.0.1:{}", port.unwrap_or(0))]).args(extra);
         on_mock(&mut command, &mock, workspace.path(), home.path())
             .env_remove("DEPUTY_TOKEN")
             // deputy's own info lines mark lifecycle steps (serving, draining) tests wait for.
@@ -213,6 +246,10 @@ impl HttpDeputy {
         with_store(command.as_std_mut(), home.path());
         let mut child = command.spawn().unwrap();
         let log = StderrLog::follow(child.stderr.take().unwrap());
+        let port = match port {
+            Some(port) => port,
+            None => listening_port(child.id().expect("deputy was just started")).await,
+        };
         // Idle connections are dropped before deputy's own idle timeout (30 s) closes them, so a
         // request is never sent on a connection the server is closing at that moment.
         let http =

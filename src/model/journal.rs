@@ -126,8 +126,7 @@ impl EventJson {
 impl From<serde_json::Value> for EventJson {
     fn from(value: serde_json::Value) -> Self {
         // A JSON value always writes as JSON; the fallback is never taken.
-        let raw = serde_json::value::to_raw_value(&value).unwrap_or_else(|_| RawValue::NULL.to_owned());
-        Self(Arc::from(raw))
+        Self::of(&value).unwrap_or_else(|_| Self(Arc::from(RawValue::NULL.to_owned())))
     }
 }
 

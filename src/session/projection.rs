@@ -237,16 +237,18 @@ impl Projector {
         let mut lines = Vec::new();
         let mut transcript = Vec::new();
         for stored in events.iter().filter(|event| event.seq >= checkpoint.seq) {
-            let event: Option<AgentEvent> = stored.event.parse().ok();
-            // Canonical whatever the text's own key order: through a value, whose keys are in
-            // order (an event read back through a value, as the CLI does, has them so).
-            let canonical = serde_json::to_value(stored);
-            let line = canonical.and_then(|value| serde_json::to_string(&value)).map_err(|err| {
-                ProjectionError::Io { path: dir.join(EVENTS_FILE), source: io::Error::other(err) }
+            // The event parsed once, into a value: its line is canonical whatever the text's own
+            // key order (a value's keys are in order; an event read back through a value, as the
+            // CLI does, has them so), and the variant and the transcript are read from it.
+            let canonical = serde_json::to_value(stored).map_err(|err| ProjectionError::Io {
+                path: dir.join(EVENTS_FILE),
+                source: io::Error::other(err),
             })?;
-            lines.extend_from_slice(line.as_bytes());
+            let fields = &canonical["event"];
+            let event = AgentEvent::deserialize(fields).ok();
+            lines.extend_from_slice(canonical.to_string().as_bytes());
             lines.push(b'\n');
-            render(&mut transcript, stored, event.as_ref());
+            render(&mut transcript, stored, fields, event.as_ref());
             next.session.apply(stored, event.as_ref());
             next.seq = stored.seq + 1;
         }
@@ -374,8 +376,9 @@ fn stamp(at: DateTime<Utc>) -> String {
 }
 
 /// One event's part of `transcript.md`: a function of the event alone, so appending is the
-/// same as rendering the whole journal at once.
-fn render(out: &mut Vec<u8>, stored: &StoredEvent, event: Option<&AgentEvent>) {
+/// same as rendering the whole journal at once. `fields` is the event as a value, `event` the
+/// variant it reads as (none for one this build does not know).
+fn render(out: &mut Vec<u8>, stored: &StoredEvent, fields: &serde_json::Value, event: Option<&AgentEvent>) {
     let at = stamp(stored.at);
     let text = match event {
         Some(AgentEvent::SessionCreated { title, model, .. }) => {
@@ -406,7 +409,7 @@ fn render(out: &mut Vec<u8>, stored: &StoredEvent, event: Option<&AgentEvent>) {
         }
         // Everything else is one line naming the event and its fields.
         Some(_) | None => {
-            let mut fields = stored.event.to_value();
+            let mut fields = fields.clone();
             if let Some(object) = fields.as_object_mut() {
                 object.remove("type");
             }

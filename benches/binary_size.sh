@@ -10,12 +10,23 @@ mb() { awk -v bytes="$1" 'BEGIN { printf "%.1f MB", bytes / 1000000 }'; }
 
 cargo build --release --locked --quiet
 release=$(size_of target/release/deputy)
-echo "binary_size: release (opt-level s, strip, fat LTO, 1 codegen unit): $(mb "$release") ($release bytes)"
+echo "binary_size: release (opt-level s and z, strip, fat LTO, 1 codegen unit, build.rs's link settings): $(mb "$release") ($release bytes)"
+# Where the bytes are, by section (binutils' readelf, where the machine has it): code, unwind
+# tables, read-only data, relocations.
+if command -v readelf > /dev/null; then
+  readelf -S -W target/release/deputy | sed 's/^ *\[ *[0-9]*\] *//' |
+    while read -r name _type _address _offset size _rest; do
+      case "$name" in
+        .text|.eh_frame|.eh_frame_hdr|.gcc_except_table|.rodata|.data.rel.ro|.rela.dyn|.relr.dyn)
+          echo "binary_size:   $name $(mb $((16#$size)))" ;;
+      esac
+    done
+fi
 
 if [ "${DEPUTY_BENCH_COMPARE:-0}" = 1 ]; then
   # The bench profile keeps cargo's default link settings (the release opt-level): the binary without LTO.
   # Its own target directory: the bench profile writes to `release/`, which it would replace.
   cargo build --profile bench --locked --quiet --bin deputy --target-dir target/size-compare
   before=$(size_of target/size-compare/release/deputy)
-  echo "binary_size: bench profile (opt-level s, thin local LTO, 16 codegen units, symbols kept): $(mb "$before") ($before bytes)"
+  echo "binary_size: bench profile (the release opt-levels, thin local LTO, 16 codegen units, symbols kept): $(mb "$before") ($before bytes)"
 fi

@@ -182,10 +182,13 @@ impl Documents {
             if loaded.dirty.swap(false, Ordering::AcqRel) {
                 self.refresh(collection, false).map_err(|error| format!("{name}: {error}"))?;
             }
-            let lexical = loaded.index.search(query, CANDIDATES).map_err(|error| format!("{name}: {error}"))?;
             let dense = self.nearest(&loaded.index, query);
+            // Words alone need only the best `limit`: every candidate is a stored chunk read and
+            // decoded, and a shorter top list lets BM25 skip more blocks. Fusion wants more.
+            let wanted = if dense.is_empty() { limit } else { CANDIDATES };
+            let lexical = loaded.index.search(query, wanted).map_err(|error| format!("{name}: {error}"))?;
             if dense.is_empty() {
-                hits.extend(lexical.into_iter().take(limit).map(|(score, chunk)| hit(name, score, chunk)));
+                hits.extend(lexical.into_iter().map(|(score, chunk)| hit(name, score, chunk)));
                 continue;
             }
             let rankings = [

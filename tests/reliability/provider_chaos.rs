@@ -45,7 +45,10 @@ impl Llmock {
             .spawn()
             .unwrap();
         let url = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        // uvicorn, under llmock, closes a connection idle for 5 s; a pooled connection reused at
+        // that moment fails with `IncompleteMessage` (seen in CI between two scripted faults).
+        // Idle connections are dropped well before, so no control request meets a closing one.
+        let http = reqwest::Client::builder().no_proxy().pool_idle_timeout(Duration::from_secs(2)).build().unwrap();
         // No event says llmock listens: poll, with a deadline.
         let deadline = Instant::now() + Duration::from_secs(60);
         while !http.get(format!("{url}/health")).send().await.is_ok_and(|r| r.status().is_success()) {

@@ -111,5 +111,5 @@ pub fn tool_failed(span: &Span) {
 
 /// An error answered to a caller, by its stable code.
 pub fn error_answered(code: &str) {
-    tracing::trace!(target: TARGET, error_code = code, "error answered");
+    tracing::debug!(target: TARGET, error_code = code, "error answered");
 }

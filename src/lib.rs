@@ -48,6 +48,7 @@ pub mod error;
 pub mod hooks;
 pub mod ids;
 pub mod llm;
+pub mod mcp_transport;
 pub mod memory;
 pub mod model;
 pub mod peers;

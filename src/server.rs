@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::caller::Caller;
 use crate::config::{AppState, Environment, Settings};
+use crate::mcp_transport::BoxedTransport;
 use crate::policy;
 use crate::session::{LiveSessionService, PerCaller, ScopedService, SessionService};
 use crate::store::persistence_disabled;
@@ -238,7 +239,7 @@ async fn serve_surface(
 async fn serve_stdio(service: Arc<ScopedService>, shutdown: CancellationToken) -> anyhow::Result<()> {
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP over stdio");
     let served = McpServer::new(service, Caller::local())
-        .serve_with_ct(rmcp::transport::stdio_pipes(), shutdown.clone())
+        .serve_with_ct(BoxedTransport::new(rmcp::transport::stdio_pipes()), shutdown.clone())
         .await;
     match served {
         Ok(running) => {

@@ -32,6 +32,7 @@ use super::os::current_uid;
 use super::stdio_handover;
 use crate::caller::Caller;
 use crate::config::{AppState, Environment, Settings, agent_factory, load_config_file};
+use crate::mcp_transport::BoxedTransport;
 use crate::policy::Surface;
 use crate::server::{Contexts, cancel_on_signal, drain_and_stop, long_running_service};
 use crate::session::{LiveSessionService, PerCaller, ScopedService};
@@ -317,7 +318,7 @@ where
     T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    match server.serve_with_ct(transport, stop).await {
+    match server.serve_with_ct(BoxedTransport::new(transport), stop).await {
         Ok(running) => match running.waiting().await {
             Ok(reason) => tracing::info!(?reason, "client detached"),
             Err(err) => tracing::warn!("client connection failed: {err}"),

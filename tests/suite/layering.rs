@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// Top-level modules from the bottom up. Modules on one line share a layer and may not name
 /// each other: they are independent.
 const LAYERS: &[&[&str]] = &[
-    &["tls", "allocator"],
+    &["tls", "allocator", "mcp_transport"],
     &["ids", "text", "secrets", "catalog", "telemetry"],
     &["error"],
     &["caller"],

@@ -18,6 +18,7 @@ use tokio::io::AsyncBufReadExt;
 
 use super::error::McpServerError;
 use super::spec::{McpServerKey, McpTransport};
+use crate::mcp_transport::BoxedTransport;
 use crate::sandbox::{Plan, PrivateTmp, SandboxMode, SandboxPolicy, SandboxSettings};
 use crate::tools::process_group::GroupGuard;
 #[cfg(target_os = "linux")]
@@ -123,7 +124,7 @@ impl LiveServer {
                         }
                     });
                 }
-                let service = client_config().serve(transport).await.map_err(handshake)?;
+                let service = client_config().serve(BoxedTransport::new(transport)).await.map_err(handshake)?;
                 (service, group, tmp)
             }
             McpTransport::Http { url, headers } => {
@@ -142,7 +143,7 @@ impl LiveServer {
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
                 let transport = StreamableHttpClientTransport::with_client(super::reach::client(key.reach), config);
-                let service = client_config().serve(transport).await.map_err(|err| {
+                let service = client_config().serve(BoxedTransport::new(transport)).await.map_err(|err| {
                     // What the URL answered may be an internal service's data (security
                     // review F6): the log has it, the caller gets no quote of it.
                     tracing::debug!(server = %server, "MCP handshake over HTTP failed: {err}");

@@ -4,7 +4,8 @@
 //! connects over (stdio, the background server's socket, a client's handed-over stdio, a child
 //! process, streamable HTTP as a client) compiled a whole copy of that loop, with its futures
 //! and drop glue (issue 31's binary size). [`BoxedTransport`] puts them all behind one type per
-//! role: the loop is compiled once as a server and once as a client, and each message costs one
+//! role: the loop is compiled once as a server and once as a client (besides the copy for the
+//! streamable HTTP server's own sessions, which rmcp starts itself), and each message costs one
 //! boxed future more, which is nothing beside the JSON it carries. Names nothing of deputy's.
 
 use std::future::Future;

@@ -24,7 +24,8 @@ if command -v readelf > /dev/null; then
 fi
 
 if [ "${DEPUTY_BENCH_COMPARE:-0}" = 1 ]; then
-  # The bench profile keeps cargo's default link settings (with the release opt-levels and build.rs's link flags): the binary without LTO.
+  # The bench profile: the release opt-levels and build.rs's link flags, but thin local LTO and
+  # 16 codegen units, so the same code without whole-program optimisation.
   # Its own target directory: the bench profile writes to `release/`, which it would replace.
   cargo build --profile bench --locked --quiet --bin deputy --target-dir target/size-compare
   before=$(size_of target/size-compare/release/deputy)
